@@ -1,0 +1,93 @@
+"""AWS clients, built lazily on first use and cached per process (never at import time).
+
+Tests and the local stack call :func:`reset_clients` after changing the environment.
+DynamoDB uses the resource layer's client, which (de)serializes Python values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import boto3
+from botocore.exceptions import ClientError
+
+from quayutec.errors import TransientError
+
+#: DynamoDB/AWS error codes that mean "try again later" (AWS API reference, common errors).
+TRANSIENT_CODES = frozenset({
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "Throttling",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "TransactionConflictException",
+    "SlowDown",
+})
+
+
+@lru_cache(maxsize=1)
+def dynamodb() -> Any:
+    """A DynamoDB client that takes and returns plain Python values (Decimal for numbers)."""
+    return boto3.resource("dynamodb").meta.client
+
+
+@lru_cache(maxsize=1)
+def s3() -> Any:
+    return boto3.client("s3")
+
+
+@lru_cache(maxsize=1)
+def sqs() -> Any:
+    return boto3.client("sqs")
+
+
+@lru_cache(maxsize=1)
+def stepfunctions() -> Any:
+    return boto3.client("stepfunctions")
+
+
+def reset_clients() -> None:
+    for getter in (dynamodb, s3, sqs, stepfunctions):
+        getter.cache_clear()
+
+
+def error_code(exc: ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
+
+
+@contextmanager
+def transient_errors() -> Iterator[None]:
+    """Re-raise throttling and service faults as :class:`TransientError` (retried by the ASL)."""
+    try:
+        yield
+    except ClientError as exc:
+        if error_code(exc) in TRANSIENT_CODES:
+            raise TransientError(f"{error_code(exc)}: retry later") from exc
+        raise
+
+
+T = TypeVar("T")
+
+
+def is_condition_failure(exc: ClientError) -> bool:
+    return error_code(exc) == "ConditionalCheckFailedException"
+
+
+def cancellation_codes(exc: ClientError) -> list[str]:
+    """The per-item codes of a cancelled ``TransactWriteItems`` (``None`` → "None")."""
+    reasons = exc.response.get("CancellationReasons") or []
+    return [str(r.get("Code", "None")) for r in reasons]
+
+
+def paginate_query(fn: Callable[..., dict], **kwargs: Any) -> Iterator[dict]:
+    """Every item of a query, page by page."""
+    while True:
+        page = fn(**kwargs)
+        yield from page.get("Items", [])
+        if "LastEvaluatedKey" not in page:
+            return
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

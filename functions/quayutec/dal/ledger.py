@@ -1,0 +1,237 @@
+"""The claim table and the run ledger (SPEC §2.1, §2.8).
+
+Ledger item layout (pk / sk), in its own table apart from the room table:
+
+* ``RUN#{run}`` / ``RUN`` — the run: wake, status, times, reply id, error, what was not done
+  (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{started_at}#{run}``)
+* ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these)
+* ``RUN#{run}`` / ``ACT#{index:03d}`` — a declared action, its decision and outcome
+* ``WAKE#{agent}#{wake}`` / ``DELIVERY`` — how often the wake was delivered and who refused repeats
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from quayutec.dal.aws import cancellation_codes, dynamodb, is_condition_failure, transient_errors
+from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, RunRecord, now_iso
+
+_FINAL = sorted(FINAL_STATUSES)
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB values back to JSON-ish Python (Decimal → int/float)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _dec(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {k: _dec(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_dec(v) for v in value]
+    return value
+
+
+class ClaimOutcome:
+    CLAIMED = "claimed"  # this execution made the claim now
+    OWN = "own"  # the claim already belongs to this execution (a retried Claim step)
+    OTHER = "other"  # another execution holds the claim: do nothing
+
+
+class LedgerStore:
+    """Claim + ledger access. ``client``: a DynamoDB client taking Python values."""
+
+    def __init__(self, ledger_table: str, claim_table: str, client: Any | None = None) -> None:
+        self.table = ledger_table
+        self.claim_table = claim_table
+        self._client = client
+
+    @property
+    def db(self) -> Any:
+        return self._client or dynamodb()
+
+    # ------------------------------------------------------------------ claim
+    def claim(self, run: RunRecord) -> str:
+        """Claim ``(agent_id, wake_id)`` for ``run.execution_arn`` and open its ledger entry, in
+        one transaction (SPEC §2.1). Returns a :class:`ClaimOutcome` value. The claim is never
+        released."""
+        claim_item = {"agent_id": run.agent_id, "wake_id": run.wake_id, "run_id": run.run_id,
+                      "execution_arn": run.execution_arn, "claimed_at": run.started_at}
+        run_item = self._run_item(run)
+        try:
+            with transient_errors():
+                self.db.transact_write_items(TransactItems=[
+                    {"Put": {"TableName": self.claim_table, "Item": claim_item,
+                             "ConditionExpression": "attribute_not_exists(agent_id)"}},
+                    {"Put": {"TableName": self.table, "Item": run_item,
+                             "ConditionExpression": "attribute_not_exists(pk)"}},
+                ])
+            return ClaimOutcome.CLAIMED
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException" or \
+                    "ConditionalCheckFailed" not in cancellation_codes(exc):
+                raise
+        holder = self.get_claim(run.agent_id, run.wake_id)
+        if holder and holder.get("execution_arn") == run.execution_arn:
+            return ClaimOutcome.OWN
+        return ClaimOutcome.OTHER
+
+    def get_claim(self, agent_id: str, wake_id: str) -> dict[str, Any] | None:
+        with transient_errors():
+            resp = self.db.get_item(TableName=self.claim_table, Key={"agent_id": agent_id, "wake_id": wake_id},
+                                    ConsistentRead=True)
+        return resp.get("Item")
+
+    # ------------------------------------------------------------------ run entry
+    def _run_item(self, run: RunRecord) -> dict[str, Any]:
+        return _dec({"pk": f"RUN#{run.run_id}", "sk": "RUN", "gsi1pk": f"ROOM#{run.room_id}",
+                     "gsi1sk": f"{run.started_at}#{run.run_id}", **run.model_dump(mode="json", exclude_none=True)})
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with transient_errors():
+            item = self.db.get_item(TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": "RUN"},
+                                    ConsistentRead=True).get("Item")
+        return RunRecord.model_validate(_plain(item)) if item else None
+
+    def update_run(self, run_id: str, fields: dict[str, Any], *, only_if_not_final: bool = True) -> bool:
+        """Set fields on a run entry. With ``only_if_not_final`` (the default) nothing changes
+        once the run has a final status; returns ``False`` then."""
+        names = {f"#f{i}": k for i, k in enumerate(fields)}
+        values = {f":v{i}": _dec(v) for i, v in enumerate(fields.values())}
+        expr = "SET " + ", ".join(f"#f{i} = :v{i}" for i in range(len(fields)))
+        cond = "attribute_exists(pk)"
+        if only_if_not_final:
+            names["#st"] = "status"
+            for i, status in enumerate(_FINAL):
+                values[f":final{i}"] = status
+            cond += " AND NOT #st IN (" + ", ".join(f":final{i}" for i in range(len(_FINAL))) + ")"
+        try:
+            with transient_errors():
+                self.db.update_item(TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": "RUN"},
+                                    UpdateExpression=expr, ConditionExpression=cond,
+                                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    def finish_run(self, run_id: str, status: str, *, error_class: str | None = None,
+                   error_message: str | None = None, not_done: list[str] | None = None) -> bool:
+        """Give the run its final status, once: a final status is never overwritten."""
+        fields: dict[str, Any] = {"status": status, "ended_at": now_iso(), "updated_at": now_iso()}
+        if error_class:
+            fields["error_class"] = error_class
+        if error_message:
+            fields["error_message"] = error_message[:2000]
+        if not_done:
+            fields["not_done"] = not_done
+        return self.update_run(run_id, fields)
+
+    def runs_in_room(self, room_id: str) -> list[RunRecord]:
+        with transient_errors():
+            items: list[dict[str, Any]] = []
+            kwargs: dict[str, Any] = {"TableName": self.table, "IndexName": "runs_by_room",
+                                      "KeyConditionExpression": "gsi1pk = :pk",
+                                      "ExpressionAttributeValues": {":pk": f"ROOM#{room_id}"}}
+            while True:
+                page = self.db.query(**kwargs)
+                items += page.get("Items", [])
+                if "LastEvaluatedKey" not in page:
+                    break
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return [RunRecord.model_validate(_plain(i)) for i in items]
+
+    # ------------------------------------------------------------------ model requests
+    def model_requests(self, run_id: str) -> list[ModelRequestRecord]:
+        """The recorded model requests of a run (at most a handful: bounded)."""
+        with transient_errors():
+            items = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                                  ExpressionAttributeValues={":pk": f"RUN#{run_id}", ":p": "REQ#"},
+                                  ConsistentRead=True, Limit=20).get("Items", [])
+        return sorted((ModelRequestRecord.model_validate(_plain(i)) for i in items), key=lambda r: r.n)
+
+    def record_request(self, run_id: str, req: ModelRequestRecord) -> bool:
+        """Record request ``req.n`` before it is sent; ``False`` if that number exists already."""
+        try:
+            with transient_errors():
+                self.db.put_item(TableName=self.table,
+                                 Item=_dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}",
+                                            **req.model_dump(mode="json", exclude_none=True)}),
+                                 ConditionExpression="attribute_not_exists(pk)")
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    def finish_request(self, run_id: str, req: ModelRequestRecord) -> None:
+        """Store the outcome of a recorded request (overwrites the pending record)."""
+        with transient_errors():
+            self.db.put_item(TableName=self.table,
+                             Item=_dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}",
+                                        **req.model_dump(mode="json", exclude_none=True)}))
+
+    # ------------------------------------------------------------------ actions
+    def actions(self, run_id: str) -> list[ActionRecord]:
+        with transient_errors():
+            items = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                                  ExpressionAttributeValues={":pk": f"RUN#{run_id}", ":p": "ACT#"},
+                                  ConsistentRead=True).get("Items", [])
+        return sorted((ActionRecord.model_validate(_plain(i)) for i in items), key=lambda a: a.index)
+
+    def record_action(self, run_id: str, action: ActionRecord) -> bool:
+        """Record a decided action once; ``False`` if it was recorded before (the stored one stands)."""
+        try:
+            with transient_errors():
+                self.db.put_item(TableName=self.table,
+                                 Item=_dec({"pk": f"RUN#{run_id}", "sk": f"ACT#{action.index:03d}",
+                                            **action.model_dump(mode="json", exclude_none=True)}),
+                                 ConditionExpression="attribute_not_exists(pk)")
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    def set_action_outcome(self, run_id: str, index: int, outcome: str, note: str = "",
+                           approval: str | None = None) -> None:
+        """Set an action's outcome (and the approval answer of a held one)."""
+        values = {":o": outcome, ":n": note}
+        expr = "SET outcome = :o, outcome_note = :n"
+        if approval:
+            values[":a"] = approval
+            expr += ", approval = :a"
+        with transient_errors():
+            self.db.update_item(TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": f"ACT#{index:03d}"},
+                                UpdateExpression=expr, ConditionExpression="attribute_exists(pk)",
+                                ExpressionAttributeValues=values)
+
+    # ------------------------------------------------------------------ wake deliveries
+    def count_delivery(self, agent_id: str, wake_id: str, outcome: str) -> int:
+        """Count one delivery of a wake and how it ended (``started`` / ``already_exists``).
+        Returns the number of deliveries so far."""
+        with transient_errors():
+            resp = self.db.update_item(
+                TableName=self.table, Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"},
+                UpdateExpression="ADD deliveries :one, #o :one SET last_at = :now",
+                ExpressionAttributeNames={"#o": outcome}, ExpressionAttributeValues={":one": 1, ":now": now_iso()},
+                ReturnValues="ALL_NEW")
+        return int(resp["Attributes"]["deliveries"])
+
+    def deliveries(self, agent_id: str, wake_id: str) -> dict[str, Any]:
+        with transient_errors():
+            item = self.db.get_item(TableName=self.table, Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"},
+                                    ConsistentRead=True).get("Item")
+        return _plain(item or {})

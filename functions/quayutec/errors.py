@@ -1,0 +1,53 @@
+"""Domain exceptions. The class name is the error name Step Functions sees (the Lambda
+runtime reports ``errorType = type(exc).__name__``), so the ASL's ``Retry``/``Catch`` match on
+these names; the API maps them to HTTP statuses in one place.
+"""
+
+from __future__ import annotations
+
+
+class QuayError(Exception):
+    """Base of every domain error."""
+
+    http_status = 400
+
+
+class TransientError(QuayError):
+    """A fault worth retrying with backoff (e.g. DynamoDB throttling). Listed in the ASL
+    ``Retry`` (SPEC §2.1). Every write is conditional and keyed from the run, so a retry never
+    writes twice."""
+
+    http_status = 503
+
+
+class RunTimedOut(QuayError):
+    """The run used up its active-time budget (SPEC §2: 300 s excluding parked time)."""
+
+
+class ModelCallFailed(QuayError):
+    """The model call ended without a reply (final error, cap reached, retry-after > 20 s)."""
+
+
+class RunStateInvalid(QuayError):
+    """The state handed to a phase does not have the shape the phase needs."""
+
+
+class NotFound(QuayError):
+    http_status = 404
+
+
+class Forbidden(QuayError):
+    http_status = 403
+
+
+class Conflict(QuayError):
+    http_status = 409
+
+
+class InvalidInput(QuayError):
+    http_status = 400
+
+
+class ApprovalRejected(QuayError):
+    """The error name sent with ``SendTaskFailure`` when a person denies a held action; the
+    ASL's Map iteration catches it by name and records the outcome ``rejected``."""

@@ -1,0 +1,1 @@
+"""Lambda handlers: thin. Parse the event → domain logic (``quayutec.logic``) → data access."""

@@ -1,0 +1,41 @@
+"""The shape every run-phase handler shares: the ASL passes ``{"state", "run_id",
+"execution_arn"}``; the handler parses the state (pydantic), calls one phase of
+:mod:`quayutec.logic.run` and returns the next state (ids only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from quayutec.deps import Deps, default_deps
+from quayutec.errors import RunStateInvalid
+from quayutec.models import RunState
+
+logger = Logger()
+metrics = Metrics()
+
+Phase = Callable[[Deps, RunState, dict[str, Any]], RunState | None]
+
+
+def phase_handler(phase: Phase) -> Callable[..., dict[str, Any]]:
+    """Wrap a phase into a Lambda handler ``handler(event, context, deps=None) -> dict``.
+
+    ``deps`` is the injection seam for tests; Lambda calls it with two arguments.
+    Raises whatever the phase raises: the class name is the ASL error name.
+    """
+
+    @logger.inject_lambda_context(clear_state=True)
+    @metrics.log_metrics
+    def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = None) -> dict[str, Any]:
+        if not isinstance(event, dict) or not isinstance(event.get("state", {}), dict):
+            raise RunStateInvalid("event must be an object with a 'state' object")
+        state = RunState.model_validate(event.get("state") or {})
+        if state.run:
+            logger.append_keys(run_id=state.run.run_id, agent_id=state.run.agent_id)
+        result = phase(deps or default_deps(), state, event)
+        return (result or state).dump()
+
+    return handler

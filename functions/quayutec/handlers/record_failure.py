@@ -1,0 +1,9 @@
+"""Failure recorder, the Catch target of every phase: ``{"state": RunState with "error":
+{"Error", "Cause"}, "run_id", "execution_arn"}`` → the state, after writing the run's final
+ledger status (``failed_before_reply`` / ``failed_after_reply`` / ``timed_out``). SPEC §2.1."""
+
+from quayutec.handlers._phase import phase_handler
+from quayutec.logic import run
+
+handler = phase_handler(
+    lambda deps, state, event: run.record_failure(deps, state, event["run_id"], event.get("execution_arn")))

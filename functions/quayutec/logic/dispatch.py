@@ -1,0 +1,62 @@
+"""Wakes on their way: room-table stream record → wake queue → one execution per wake (SPEC §3)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import ClientError
+
+from quayutec.dal.aws import error_code, sqs, transient_errors
+from quayutec.deps import Deps
+from quayutec.logic import ids
+from quayutec.models import Wake
+
+logger = Logger(child=True)
+metrics = Metrics()
+
+
+def wakes_of_stream_image(new_image: dict[str, Any] | None) -> list[Wake]:
+    """The wakes an inserted room-table item carries (deserialized ``NewImage``)."""
+    if not new_image or not new_image.get("wakes"):
+        return []
+    return [Wake.model_validate(w) for w in new_image["wakes"]]
+
+
+def send_wakes(queue_url: str, wakes: list[Wake], client: Any | None = None) -> None:
+    """Send wakes to the SQS wake queue (10 per batch call). Raises on any failed entry, so the
+    stream record is retried (a repeat is harmless: the execution name dedups)."""
+    q = client or sqs()
+    for start in range(0, len(wakes), 10):
+        batch = wakes[start:start + 10]
+        with transient_errors():
+            resp = q.send_message_batch(QueueUrl=queue_url, Entries=[
+                {"Id": str(i), "MessageBody": w.model_dump_json()} for i, w in enumerate(batch)])
+        if resp.get("Failed"):
+            raise RuntimeError(f"{len(resp['Failed'])} wake(s) not accepted by SQS: "
+                               + ", ".join(f["Code"] for f in resp["Failed"]))
+
+
+def start_run(deps: Deps, wake: Wake) -> str:
+    """Start the execution of a wake, named from ``(agent_id, wake_id)``. Returns ``started`` or
+    ``already_exists`` (``ExecutionAlreadyExists`` counts as done; Step Functions also returns
+    the running execution for a repeat with the same input)."""
+    name = ids.execution_name(wake.agent_id, wake.wake_id)
+    sfn = deps.stepfunctions()
+    outcome = "started"
+    try:
+        with transient_errors():
+            sfn.start_execution(stateMachineArn=deps.settings.state_machine_arn, name=name,
+                                input=json.dumps({"wake": wake.model_dump(mode="json")}))
+    except ClientError as exc:
+        if error_code(exc) != "ExecutionAlreadyExists":
+            raise
+        outcome = "already_exists"
+    deliveries = deps.ledger.count_delivery(wake.agent_id, wake.wake_id, outcome)
+    if deliveries > 1:
+        logger.info("repeated wake delivery", extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id,
+                                                     "deliveries": deliveries, "outcome": outcome})
+        metrics.add_metric(name="DuplicateWakeDelivery", unit=MetricUnit.Count, value=1)
+    return outcome

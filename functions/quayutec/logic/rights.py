@@ -1,0 +1,112 @@
+"""Deciding the rights over declared actions (SPEC §4, §5).
+
+Each tool call of the model's reply is validated (kind, fields, targets) and decided against the
+owning company's policy: the most specific rule wins — per agent and kind, then
+``cross_company`` (when the action targets another company), then ``actions``, then ``default``;
+an absent policy allows. A malformed action is denied with a reason, never raised. Reasons name
+fields and ids, never values the model wrote (they may quote company-only text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from quayutec.models import ACTION_MODELS, MAX_ACTIONS, ActionRecord, Agent, Decision, RightsPolicy, Task
+
+
+@dataclass(frozen=True)
+class RoomView:
+    """What the rights check needs to know of the room: its agents (id → company) and tasks."""
+
+    agent_company: dict[str, str]
+    tasks: dict[str, Task]
+
+
+def decide(policy: RightsPolicy | None, agent_id: str, kind: str, cross_company: bool) -> tuple[Decision, str]:
+    """The decision for one action kind, and which rule gave it (SPEC §5)."""
+    p = policy or RightsPolicy()
+    if kind in p.agents.get(agent_id, {}):
+        return p.agents[agent_id][kind], f"rule agents.{agent_id}.{kind}"  # type: ignore[index]
+    if cross_company and kind in p.cross_company:
+        return p.cross_company[kind], f"rule cross_company.{kind}"  # type: ignore[index]
+    if kind in p.actions:
+        return p.actions[kind], f"rule actions.{kind}"  # type: ignore[index]
+    return p.default, "rule default"
+
+
+def _validation_reason(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "input"
+        if err["type"] == "missing":
+            parts.append(f"missing field '{loc}'")
+        elif err["type"] == "extra_forbidden":
+            parts.append(f"unexpected field '{loc}'")
+        else:
+            parts.append(f"invalid field '{loc}' ({err['type']})")
+    return "malformed: " + "; ".join(parts)
+
+
+def _deny(index: int, kind: str, reason: str, fields: dict[str, Any] | None = None, target: str = "") -> ActionRecord:
+    return ActionRecord(index=index, kind=kind[:64], fields=fields or {}, decision="deny", reason=reason,
+                        target=target, outcome="denied")
+
+
+def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent: Agent, policy: RightsPolicy | None,
+                  room: RoomView) -> ActionRecord:
+    """Validate and decide one declared action. Never raises for bad model output."""
+    model = ACTION_MODELS.get(name)
+    if model is None:
+        return _deny(index, name or "?", f"unknown action kind '{name[:64]}'")
+    if not isinstance(arguments, dict):
+        return _deny(index, name, "malformed: arguments are not a JSON object")
+    try:
+        action = model.model_validate(arguments)
+    except ValidationError as exc:
+        return _deny(index, name, _validation_reason(exc))
+    fields = action.model_dump()
+    target_company = agent.company
+    if name == "remember":
+        target = f"memory ({fields['visibility']})"
+    elif name == "create_task":
+        to = fields["to"]
+        target = f"task for {to}"
+        if to not in room.agent_company:
+            return _deny(index, name, f"agent '{to[:64]}' is not in the room", fields, target)
+        target_company = room.agent_company[to]
+    else:
+        task_id = fields["task"]
+        target = f"task {task_id[:80]}"
+        task = room.tasks.get(task_id)
+        if task is None:
+            return _deny(index, name, f"task '{task_id[:80]}' is not in this room", fields, target)
+        if task.status != "open":
+            return _deny(index, name, f"task '{task_id}' is closed", fields, target)
+        if agent.id not in (task.to, task.created_by.id):
+            return _deny(index, name, "the agent is neither the task's assignee nor its creator", fields, target)
+        target_company = task.created_by.company or agent.company
+    cross = target_company != agent.company
+    decision, rule = decide(policy, agent.id, name, cross)
+    reason = f"{agent.company} policy: {rule} = {decision}" + (" (targets another company)" if cross else "")
+    outcome = {"allow": "pending", "ask": "held", "deny": "denied"}[decision]
+    return ActionRecord(index=index, kind=name, fields=fields, decision=decision, reason=reason, target=target,
+                        target_company=target_company, outcome=outcome)  # type: ignore[arg-type]
+
+
+def decide_all(tool_calls: list[dict[str, Any]], agent: Agent, policy: RightsPolicy | None,
+               room: RoomView) -> tuple[list[ActionRecord], int]:
+    """Decide every declared action in order; at most 25 (the rest are "over limit").
+
+    ``tool_calls``: ``[{"name": str, "input": dict | None}]``. Returns ``(records, over_limit)``.
+    """
+    records = [decide_action(i, str(c.get("name") or ""), c.get("input"), agent, policy, room)
+               for i, c in enumerate(tool_calls[:MAX_ACTIONS])]
+    return records, max(0, len(tool_calls) - MAX_ACTIONS)
+
+
+def describe(record: ActionRecord) -> str:
+    """A one-line, safe description of an action: kind and target, never its text."""
+    return f"{record.kind} → {record.target}" if record.target else record.kind

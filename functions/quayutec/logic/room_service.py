@@ -1,0 +1,113 @@
+"""What people (and outside systems) do in a room: post messages, create, update and close tasks,
+add memory lines. One domain service used by the API and the local scenario player alike.
+
+Every write carries its wakes on the written item (the stream is the outbox, SPEC §3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from quayutec.dal.room import RoomStore
+from quayutec.errors import Conflict, Forbidden, InvalidInput, NotFound
+from quayutec.logic import wakes as wake_rules
+from quayutec.models import MAX_REPLY_BYTES, Author, Company, Message, Room, Task, TaskEvent, now_iso
+
+
+def _new_id(prefix: str, idempotency_key: str | None) -> str:
+    if idempotency_key:
+        return f"{prefix}-{hashlib.sha256(idempotency_key.encode()).hexdigest()[:24]}"
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+class RoomService:
+    def __init__(self, room: RoomStore) -> None:
+        self.store = room
+
+    # ------------------------------------------------------------------ who is who
+    def member_room(self, room_id: str, company_id: str) -> Room:
+        """The room, when ``company_id`` is one of its members. Raises NotFound / Forbidden."""
+        room = self.store.get_room(room_id)
+        if room is None:
+            raise NotFound(f"room {room_id!r} does not exist")
+        if company_id not in room.members:
+            raise Forbidden(f"company {company_id!r} is not a member of room {room_id!r}")
+        return room
+
+    def person(self, person_id: str, company_id: str) -> Author:
+        company: Company | None = self.store.get_company(company_id)
+        if company is None or person_id not in company.people:
+            raise Forbidden(f"{person_id!r} is not a person of company {company_id!r}")
+        return Author(kind="person", id=person_id, company=company_id)
+
+    def _room_agents(self, room_id: str, names: list[str]) -> list[str]:
+        agents = set(self.store.room_agent_ids(room_id))
+        unknown = [n for n in names if n not in agents]
+        if unknown:
+            raise InvalidInput(f"not agents of room {room_id!r}: {', '.join(unknown)}")
+        return names
+
+    # ------------------------------------------------------------------ messages
+    def post_message(self, room_id: str, author: Author, text: str, to: list[str] | None = None,
+                     idempotency_key: str | None = None) -> Message:
+        """Post a person's message; it wakes the agents in ``to`` and those it @mentions.
+
+        Raises InvalidInput (empty or over 32 KiB text, unknown recipient), NotFound, Forbidden.
+        """
+        if not text.strip():
+            raise InvalidInput("text must not be empty")
+        if len(text.encode()) > MAX_REPLY_BYTES:
+            raise InvalidInput(f"text is longer than {MAX_REPLY_BYTES} bytes")
+        self.member_room(room_id, author.company or "")
+        recipients = self._room_agents(room_id, list(to or []))
+        mentioned = wake_rules.mentions(text, self.store.room_agent_ids(room_id))
+        msg = Message(id=_new_id("msg", idempotency_key), room_id=room_id, author=author, text=text,
+                      to=recipients, mentions=mentioned, created_at=now_iso())
+        wakes = wake_rules.person_message_wakes(msg, recipients + mentioned)
+        if not self.store.put_message(msg, wakes):
+            existing = self.store.get_message(room_id, msg.id)
+            if existing is None:
+                raise Conflict("message id collision")
+            return existing
+        return msg
+
+    # ------------------------------------------------------------------ tasks
+    def create_task(self, room_id: str, author: Author, to: str, title: str, body: str,
+                    idempotency_key: str | None = None) -> Task:
+        """Create a task sent to agent ``to``; it wakes that agent (hop 0)."""
+        if not title.strip():
+            raise InvalidInput("title must not be empty")
+        self.member_room(room_id, author.company or "")
+        self._room_agents(room_id, [to])
+        now = now_iso()
+        task = Task(id=_new_id("task", idempotency_key), room_id=room_id, title=title, body=body, to=to,
+                    created_by=author, created_at=now, updated_at=now)
+        event = TaskEvent(id=f"tev-{task.id}-created", room_id=room_id, task_id=task.id, kind="created",
+                          text=title, by=author, created_at=now)
+        wakes = wake_rules.task_event_wakes(room_id, task.id, event.id, [to], hop=0, exclude=None)
+        if not self.store.create_task(task, event, wakes):
+            existing = self.store.get_task(room_id, task.id)
+            if existing is None:
+                raise Conflict("task id collision")
+            return existing
+        return task
+
+    def task_event(self, room_id: str, author: Author, task_id: str, kind: str, text: str,
+                   idempotency_key: str | None = None) -> TaskEvent:
+        """A person's ``update`` (a note) or ``close`` (a result) on an open task; it wakes the
+        assignee and the agent that created the task. Raises NotFound, Conflict (closed)."""
+        if kind not in ("update", "close"):
+            raise InvalidInput("kind must be 'update' or 'close'")
+        self.member_room(room_id, author.company or "")
+        task = self.store.get_task(room_id, task_id)
+        if task is None:
+            raise NotFound(f"task {task_id!r} is not in room {room_id!r}")
+        event = TaskEvent(id=_new_id("tev", idempotency_key), room_id=room_id, task_id=task_id, kind=kind,  # type: ignore[arg-type]
+                          text=text, by=author, created_at=now_iso())
+        targets = [task.to] + ([task.created_by.id] if task.created_by.kind == "agent" else [])
+        wakes = wake_rules.task_event_wakes(room_id, task_id, event.id, targets, hop=0, exclude=None)
+        result = self.store.add_task_event(event, wakes)
+        if result == "task_closed":
+            raise Conflict(f"task {task_id!r} is closed")
+        return event

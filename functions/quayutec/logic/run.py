@@ -1,0 +1,513 @@
+"""The phases of one run (SPEC §2), each called by a thin Lambda handler with the Step Functions
+state and returning the next state. State carries ids only (:class:`~quayutec.models.RunState`);
+context and the model reply live in run data under the run id.
+
+Never twice: every write is keyed from the run and conditional, so any phase can be retried.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from quayutec.deps import Deps
+from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut
+from quayutec.logic import ids, prompt, retrieval, rights
+from quayutec.logic import wakes as wake_rules
+from quayutec.models import (
+    FINAL_STATUSES,
+    MAX_REPLY_BYTES,
+    ActionRecord,
+    Author,
+    Budget,
+    ClaimResult,
+    MemoryLine,
+    Message,
+    ModelRequestRecord,
+    ModelStep,
+    RightsStep,
+    RunRecord,
+    RunRef,
+    RunSettings,
+    RunState,
+    Task,
+    TaskEvent,
+    parse_iso,
+)
+from quayutec.dal.ledger import ClaimOutcome
+
+logger = Logger(child=True)
+metrics = Metrics()
+
+MAX_ERROR_BODY = 4096
+
+
+# ----------------------------------------------------------------------------- helpers
+def _iso(deps: Deps) -> str:
+    return deps.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _need_run(state: RunState) -> RunRef:
+    if state.run is None:
+        raise RunStateInvalid("state has no run: the phase needs the Claim step's output")
+    return state.run
+
+
+def _load_run(deps: Deps, ref: RunRef) -> RunRecord:
+    run = deps.ledger.get_run(ref.run_id)
+    if run is None:
+        raise RunStateInvalid(f"run {ref.run_id} has no ledger entry")
+    return run
+
+
+def remaining_seconds(deps: Deps, run: RunRecord) -> float:
+    """Active time left (SPEC §2: 300 s from claim to end, parked approval time excluded)."""
+    now = deps.clock()
+    used = (now - parse_iso(run.started_at)).total_seconds() - run.parked_s
+    if run.parked_since:
+        used -= (now - parse_iso(run.parked_since)).total_seconds()
+    return deps.settings.run_time_limit_s - used
+
+
+def budget(deps: Deps, run: RunRecord) -> Budget:
+    """The budget handed to the next Task as ``TimeoutSecondsPath``. Raises RunTimedOut."""
+    left = remaining_seconds(deps, run)
+    if left <= 0:
+        raise RunTimedOut(f"run {run.run_id} used its {deps.settings.run_time_limit_s} s of active time")
+    return Budget(remaining_s=max(1, math.floor(left)))
+
+
+# ----------------------------------------------------------------------------- 1. claim
+def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str) -> RunState:
+    """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1)."""
+    wake = state.wake
+    if wake is None:
+        raise RunStateInvalid("execution input has no wake")
+    agent = deps.room.get_agent(wake.agent_id)
+    company = agent.company if agent else "unknown"
+    now = _iso(deps)
+    record = RunRecord(run_id=run_id, agent_id=wake.agent_id, company=company, room_id=wake.room_id,
+                       wake_id=wake.wake_id, wake=wake, hop=wake.hop, execution_arn=execution_arn,
+                       status="running", started_at=now, updated_at=now)
+    outcome = deps.ledger.claim(record)
+    if outcome == ClaimOutcome.OTHER:
+        logger.warning("wake already claimed by another execution", extra={"agent_id": wake.agent_id,
+                                                                          "wake_id": wake.wake_id})
+        metrics.add_metric(name="DuplicateClaimRefused", unit=MetricUnit.Count, value=1)
+        return RunState(wake=wake, claim=ClaimResult(claimed=False))
+    run = _load_run(deps, RunRef(run_id=run_id, agent_id=wake.agent_id, wake_id=wake.wake_id,
+                                 room_id=wake.room_id, hop=wake.hop))
+    if agent is None:
+        raise RunStateInvalid(f"agent {wake.agent_id} is not registered")
+    return RunState(
+        wake=wake, claim=ClaimResult(claimed=True, resumed=outcome == ClaimOutcome.OWN),
+        run=RunRef(run_id=run_id, agent_id=wake.agent_id, wake_id=wake.wake_id, room_id=wake.room_id, hop=wake.hop),
+        budget=budget(deps, run), settings=RunSettings(approval_timeout_s=deps.settings.approval_timeout_s))
+
+
+# ----------------------------------------------------------------------------- 2. read the room
+def load_context(deps: Deps, state: RunState) -> RunState:
+    """Assemble the context with bounded reads and store it under the run (SPEC §2.2)."""
+    ref = _need_run(state)
+    run = _load_run(deps, ref)
+    s = deps.settings
+    agent = deps.room.get_agent(ref.agent_id)
+    room = deps.room.get_room(ref.room_id)
+    if agent is None or room is None:
+        raise RunStateInvalid("agent or room missing")
+    wake = run.wake
+    if wake.cause_kind == "message":
+        msg = deps.room.get_message(ref.room_id, wake.cause_id)
+        if msg is None:
+            raise RunStateInvalid(f"wake cause message {wake.cause_id} not found")
+        cause: dict[str, Any] = {"kind": "message", "message": msg.model_dump(mode="json")}
+        query = msg.text
+    else:
+        event = deps.room.get_task_event(ref.room_id, wake.task_id or "", wake.cause_id)
+        task = deps.room.get_task(ref.room_id, wake.task_id or "")
+        if event is None or task is None:
+            raise RunStateInvalid(f"wake cause task event {wake.cause_id} not found")
+        cause = {"kind": "task_event", "task": task.model_dump(mode="json"), "event": event.model_dump(mode="json")}
+        query = f"{task.title} {task.body} {event.text}"
+    agent_ids = deps.room.room_agent_ids(ref.room_id)
+    agents = [deps.room.get_agent(a) for a in agent_ids]
+    passages = retrieval.top_passages(deps.room.file_chunks(ref.room_id, s.max_file_chunks), query, s.file_passages)
+    ctx = {
+        "agent": agent.model_dump(mode="json", include={"id", "company", "instructions", "provider", "model"}),
+        "room": {"id": room.id, "members": room.members,
+                 "agents": [{"id": a.id, "company": a.company} for a in agents if a]},
+        "cause": cause,
+        "messages": [m.model_dump(mode="json") for m in deps.room.recent_messages(ref.room_id, s.recent_messages)],
+        "open_tasks": [t.model_dump(mode="json") for t in deps.room.open_tasks_for(ref.room_id, agent.id, 50)],
+        "memory": [m.model_dump(mode="json") for m in deps.room.memory_for(ref.room_id, agent.company, s.memory_lines)],
+        "passages": [p.model_dump(mode="json") for p in passages],
+    }
+    deps.rundata.put(ref.run_id, "context", ctx)
+    return state.model_copy(update={"budget": budget(deps, run)})
+
+
+# ----------------------------------------------------------------------------- 3. call the model
+def call_model(deps: Deps, state: RunState) -> RunState:
+    """Make the next model request of the run, at most 3 in all (1 for an owner's base URL).
+
+    Each request is recorded in the ledger before it is sent; the cap counts recorded requests,
+    so a retried step never makes a 4th. A reply already stored under the run is reused.
+    Returns ``model.outcome`` ``reply`` or ``wait`` (with whole ``wait_seconds`` for the ASL's
+    Wait state). Raises ModelCallFailed (final error, cap, retry-after > 20 s) or RunTimedOut.
+    Source: SPEC §2.3.
+    """
+    from quayutec.providers import ModelCall, ProviderError, decide_next
+
+    ref = _need_run(state)
+    run = _load_run(deps, ref)
+    requests = deps.ledger.model_requests(ref.run_id)
+    if deps.rundata.get(ref.run_id, "reply") is not None:
+        for r in requests:
+            if r.outcome == "pending":
+                deps.ledger.finish_request(ref.run_id, r.model_copy(update={"outcome": "ok", "finished_at": _iso(deps)}))
+        return state.model_copy(update={"model": ModelStep(outcome="reply", requests=len(requests)),
+                                        "budget": budget(deps, run)})
+    for r in requests:
+        if r.outcome == "pending":  # sent by an attempt that died before recording its outcome
+            deps.ledger.finish_request(ref.run_id, r.model_copy(update={
+                "outcome": "lost", "category": "lost", "retryable": True, "finished_at": _iso(deps),
+                "decision": "outcome unknown (the step died mid-request); counted against the cap"}))
+    agent = deps.room.get_agent(ref.agent_id)
+    if agent is None:
+        raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
+    owner_url = agent.base_url is not None
+    cap = 1 if owner_url else 3
+    n = len(requests) + 1
+    if n > cap:
+        raise ModelCallFailed(f"request cap reached: {len(requests)} of {cap} requests made, no reply")
+    left = remaining_seconds(deps, run)
+    if left < 1:
+        raise RunTimedOut("no active time left for a model request")
+    ctx = deps.rundata.get(ref.run_id, "context")
+    if ctx is None:
+        raise RunStateInvalid("context missing: LoadContext did not store it")
+    record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model)
+    if not deps.ledger.record_request(ref.run_id, record):
+        raise ModelCallFailed(f"request {n} was recorded by another attempt")
+    base_url = agent.base_url or {
+        "anthropic": deps.settings.anthropic_base_url, "openai": deps.settings.openai_base_url,
+        "bedrock": deps.settings.bedrock_endpoint_url}.get(agent.provider)
+    call = ModelCall(provider=agent.provider, model=agent.model, system=prompt.system_prompt(ctx),
+                     user_text=prompt.user_text(ctx), end_user_id=agent.id,
+                     api_key=deps.get_api_key(agent.company, agent.provider), base_url=base_url,
+                     owner_base_url=owner_url, timeout_s=min(deps.settings.model_timeout_s, left))
+    try:
+        reply = deps.provider()(call)
+    except ProviderError as exc:
+        f = exc.failure
+        decision = decide_next(f, n, owner_url)
+        finished = record.model_copy(update={
+            "outcome": "error", "status": f.status, "request_id": f.request_id, "error_type": f.error_type,
+            "error_code": f.error_code, "category": f.category, "retryable": f.retryable,
+            "wait_s": decision.wait_seconds if decision.retry else None, "decision": decision.reason,
+            "message": f.message[:1000], "body": f.body[:MAX_ERROR_BODY], "finished_at": _iso(deps)})
+        deps.ledger.finish_request(ref.run_id, finished)
+        if decision.retry and decision.wait_seconds is not None:
+            if decision.wait_seconds >= remaining_seconds(deps, run):
+                raise RunTimedOut(f"waiting {decision.wait_seconds} s would cross the run's time limit")
+            return state.model_copy(update={
+                "model": ModelStep(outcome="wait", wait_seconds=decision.wait_seconds, requests=n),
+                "budget": budget(deps, run)})
+        raise ModelCallFailed(f"{f.category} ({f.status}): {decision.reason}") from None
+    text = reply.text
+    truncated = len(text.encode()) > MAX_REPLY_BYTES
+    if truncated:
+        text = text.encode()[:MAX_REPLY_BYTES].decode(errors="ignore")
+    deps.rundata.put(ref.run_id, "reply", {
+        "text": text, "truncated": truncated, "request_id": reply.request_id,
+        "tool_calls": [{"name": c.name, "input": c.input} for c in reply.tool_calls]})
+    deps.ledger.finish_request(ref.run_id, record.model_copy(update={
+        "outcome": "ok", "status": reply.status, "request_id": reply.request_id, "finished_at": _iso(deps)}))
+    return state.model_copy(update={"model": ModelStep(outcome="reply", requests=n), "budget": budget(deps, run)})
+
+
+# ----------------------------------------------------------------------------- 4. rights
+def _room_view(deps: Deps, room_id: str) -> rights.RoomView:
+    agent_company = {}
+    for a in deps.room.room_agent_ids(room_id):
+        agent = deps.room.get_agent(a)
+        if agent:
+            agent_company[a] = agent.company
+    tasks = {t.id: t for t in deps.room.all_tasks(room_id)}
+    return rights.RoomView(agent_company=agent_company, tasks=tasks)
+
+
+def decide_rights(deps: Deps, state: RunState) -> RunState:
+    """Decide each declared action (allow / ask / deny) and record it in the ledger, once
+    (SPEC §2.4, §4, §5). Returns the indexes held for approval."""
+    ref = _need_run(state)
+    run = _load_run(deps, ref)
+    reply = deps.rundata.get(ref.run_id, "reply")
+    if reply is None:
+        raise RunStateInvalid("no model reply stored for the run")
+    recorded = {a.index: a for a in deps.ledger.actions(ref.run_id)}
+    agent = deps.room.get_agent(ref.agent_id)
+    if agent is None:
+        raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
+    company = deps.room.get_company(agent.company)
+    records, over = rights.decide_all(reply["tool_calls"], agent, company.rights if company else None,
+                                      _room_view(deps, ref.room_id))
+    final: list[ActionRecord] = []
+    for rec in records:
+        if rec.index not in recorded:
+            deps.ledger.record_action(ref.run_id, rec)
+            recorded[rec.index] = rec
+        final.append(recorded[rec.index])
+    if over or reply.get("truncated"):
+        deps.ledger.update_run(ref.run_id, {"actions_over_limit": over, "reply_truncated": bool(reply.get("truncated")),
+                                            "updated_at": _iso(deps)})
+    held = [r.index for r in final if r.decision == "ask"]
+    return state.model_copy(update={"rights": RightsStep(held=held, held_count=len(held)), "budget": budget(deps, run)})
+
+
+# ----------------------------------------------------------------------------- 5. post the reply
+def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, truncated: bool) -> str:
+    """The reply text plus notes on held and denied actions (kind and target, never quoted text)."""
+    notes = []
+    for a in actions:
+        if a.decision == "ask":
+            notes.append(f"⏸ held for approval: {rights.describe(a)}")
+        elif a.decision == "deny":
+            notes.append(f"✗ denied: {rights.describe(a)} ({a.reason})")
+    if over_limit:
+        notes.append(f"✗ denied: {over_limit} more action(s) over the limit of 25")
+    if truncated:
+        notes.append("(reply truncated to 32 KiB)")
+    return text.rstrip() + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def post_reply(deps: Deps, state: RunState) -> RunState:
+    """Post the reply, the run's first write to the room (SPEC §2.5). Its id derives from the
+    run id; it wakes only the agents it @mentions."""
+    ref = _need_run(state)
+    run = _load_run(deps, ref)
+    reply = deps.rundata.get(ref.run_id, "reply")
+    if reply is None:
+        raise RunStateInvalid("no model reply stored for the run")
+    actions = deps.ledger.actions(ref.run_id)
+    agent = deps.room.get_agent(ref.agent_id)
+    room = deps.room.get_room(ref.room_id)
+    if agent is None or room is None:
+        raise RunStateInvalid("agent or room missing")
+    text = compose_reply(reply["text"], actions, run.actions_over_limit, bool(reply.get("truncated")))
+    msg_id = ids.reply_message_id(ref.run_id)
+    mentioned = wake_rules.mentions(reply["text"], deps.room.room_agent_ids(ref.room_id))
+    hop_limit = room.hop_limit if room.hop_limit is not None else deps.settings.hop_limit
+    wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="reply", run_agent=agent.id,
+                                          run_hop=ref.hop, hop_limit=hop_limit,
+                                          targets=[(a, "message", msg_id, None) for a in mentioned])
+    msg = Message(id=msg_id, room_id=ref.room_id, author=Author(kind="agent", id=agent.id, company=agent.company),
+                  text=text, mentions=mentioned, kind="reply", run_id=ref.run_id, created_at=_iso(deps))
+    deps.room.put_message(msg, wakes)
+    for notice in notices:
+        deps.room.put_message(notice)
+    for a in actions:
+        if a.decision == "deny" and a.outcome != "denied":
+            deps.ledger.set_action_outcome(ref.run_id, a.index, "denied", a.reason)
+    deps.ledger.update_run(ref.run_id, {"reply_message_id": msg_id, "updated_at": _iso(deps)})
+    return state.model_copy(update={"budget": budget(deps, run)})
+
+
+# ----------------------------------------------------------------------------- 6. held actions
+def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> None:
+    """Record the approval request of held action ``index`` with its task token, visible to the
+    owning company only; the run parks until SendTaskSuccess/SendTaskFailure (SPEC §2.6)."""
+    from quayutec.models import ApprovalRequest
+
+    run = deps.ledger.get_run(run_id)
+    if run is None:
+        raise RunStateInvalid(f"run {run_id} has no ledger entry")
+    action = next((a for a in deps.ledger.actions(run_id) if a.index == index), None)
+    if action is None or action.decision != "ask":
+        raise RunStateInvalid(f"action {index} of run {run_id} is not held for approval")
+    approval = ApprovalRequest(id=f"{run_id}:{index}", room_id=run.room_id, run_id=run_id, index=index,
+                               agent_id=run.agent_id, company=run.company, summary=rights.describe(action),
+                               created_at=_iso(deps))
+    deps.room.put_approval(approval, task_token)
+    fields: dict[str, Any] = {"status": "waiting_approval", "updated_at": _iso(deps)}
+    if run.parked_since is None:
+        fields["parked_since"] = _iso(deps)
+    deps.ledger.update_run(run_id, fields)
+
+
+# ----------------------------------------------------------------------------- 7. write
+def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRecord) -> tuple[str, str, list[tuple]]:
+    """Write one allowed/approved action, keyed from (run, index). Returns (outcome, note,
+    wake targets)."""
+    now = _iso(deps)
+    f = a.fields
+    if a.kind == "remember":
+        line = MemoryLine(id=ids.action_write_id(run.run_id, a.index, "mem"), room_id=run.room_id, text=f["text"],
+                          visibility=f["visibility"], company=run.company, author=agent_author, run_id=run.run_id,
+                          created_at=now)
+        deps.room.put_memory(line)
+        return "written", "", []
+    if a.kind == "create_task":
+        task_id = ids.action_write_id(run.run_id, a.index, "task")
+        task = Task(id=task_id, room_id=run.room_id, title=f["title"], body=f["body"], to=f["to"],
+                    created_by=agent_author, created_at=now, updated_at=now)
+        event = TaskEvent(id=ids.action_write_id(run.run_id, a.index, "tev"), room_id=run.room_id, task_id=task_id,
+                          kind="created", text=f["title"], by=agent_author, run_id=run.run_id, created_at=now)
+        deps.room.create_task(task, event)
+        return "written", f"task {task_id}", [(f["to"], "task_event", event.id, task_id)]
+    task = deps.room.get_task(run.room_id, f["task"])
+    if task is None:
+        return "not_reached", "task not found", []
+    kind = "update" if a.kind == "update_task" else "close"
+    event = TaskEvent(id=ids.action_write_id(run.run_id, a.index, "tev"), room_id=run.room_id, task_id=task.id,
+                      kind=kind, text=f["note"] if kind == "update" else f["result"], by=agent_author,
+                      run_id=run.run_id, created_at=now)
+    result = deps.room.add_task_event(event)
+    if result == "task_closed":
+        return "not_reached", "the task was closed before the write", []
+    targets = [(task.to, "task_event", event.id, task.id)]
+    if task.created_by.kind == "agent":
+        targets.append((task.created_by.id, "task_event", event.id, task.id))
+    return "written", "", targets
+
+
+def apply_actions(deps: Deps, state: RunState) -> RunState:
+    """Write the allowed and approved actions in declared order, then the run's wakes, after all
+    writes have landed (SPEC §2.7, §3). Rejected / expired actions are recorded, not written."""
+    ref = _need_run(state)
+    run = _load_run(deps, ref)
+    approvals = {o.index: o.outcome for o in state.approvals or []}
+    agent_author = Author(kind="agent", id=run.agent_id, company=run.company)
+    targets: list[tuple] = []
+    if run.parked_since:  # the run is back from its approvals: parked time stops counting
+        parked = (deps.clock() - parse_iso(run.parked_since)).total_seconds()
+        deps.ledger.update_run(ref.run_id, {"parked_s": run.parked_s + parked, "parked_since": None,
+                                            "status": "running", "updated_at": _iso(deps)})
+        run = _load_run(deps, ref)
+    for a in deps.ledger.actions(ref.run_id):
+        if a.decision == "deny":
+            continue
+        if a.decision == "ask":
+            outcome = approvals.get(a.index)
+            if outcome is None:
+                continue
+            if outcome != "approved":
+                if outcome == "expired":
+                    deps.room.set_approval_status(run.room_id, run.run_id, a.index, "expired", None)
+                deps.ledger.set_action_outcome(ref.run_id, a.index, outcome, approval=outcome)
+                continue
+        if a.outcome in ("written", "not_reached"):
+            # written by an earlier attempt of this step: its wake targets still count
+            if a.outcome == "written":
+                targets += _targets_of_written(deps, run, a)
+            continue
+        outcome, note, wake_targets = _write_action(deps, run, agent_author, a)
+        targets += wake_targets
+        deps.ledger.set_action_outcome(ref.run_id, a.index, outcome, note,
+                                       approval="approved" if a.decision == "ask" else None)
+    room = deps.room.get_room(ref.room_id)
+    hop_limit = room.hop_limit if room and room.hop_limit is not None else deps.settings.hop_limit
+    wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="actions",
+                                          run_agent=run.agent_id, run_hop=ref.hop, hop_limit=hop_limit,
+                                          targets=targets)
+    for notice in notices:
+        deps.room.put_message(notice)
+    if wakes:
+        deps.room.put_outbox(ref.room_id, f"{ref.run_id}#actions", ref.run_id, wakes)
+    return state.model_copy(update={"budget": budget(deps, run)})
+
+
+def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tuple]:
+    event_id = ids.action_write_id(run.run_id, a.index, "tev")
+    if a.kind == "create_task":
+        return [(a.fields["to"], "task_event", event_id, ids.action_write_id(run.run_id, a.index, "task"))]
+    if a.kind in ("update_task", "close_task"):
+        task = deps.room.get_task(run.room_id, a.fields["task"])
+        if task:
+            out = [(task.to, "task_event", event_id, task.id)]
+            if task.created_by.kind == "agent":
+                out.append((task.created_by.id, "task_event", event_id, task.id))
+            return out
+    return []
+
+
+# ----------------------------------------------------------------------------- 8. record
+def finish(deps: Deps, state: RunState) -> RunState:
+    """Record ``completed`` (SPEC §2.8)."""
+    ref = _need_run(state)
+    deps.ledger.finish_run(ref.run_id, "completed")
+    metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
+    return state
+
+
+def _error_of(error: dict[str, Any] | None) -> tuple[str, str]:
+    if not error:
+        return "Unknown", ""
+    name = str(error.get("Error", "Unknown"))
+    cause = error.get("Cause") or ""
+    try:
+        parsed = json.loads(cause)
+        if isinstance(parsed, dict):
+            cause = parsed.get("errorMessage", cause)
+    except (TypeError, ValueError):
+        pass
+    return name, str(cause)
+
+
+def final_status_for(deps: Deps, run: RunRecord, error_name: str) -> str:
+    """``timed_out``, or ``failed_after_reply`` when the reply is in the room, else
+    ``failed_before_reply`` (SPEC §2.1). The room itself is asked, not the ledger's note."""
+    if error_name in ("RunTimedOut", "States.Timeout", "TIMED_OUT"):
+        return "timed_out"
+    if deps.room.get_message(run.room_id, ids.reply_message_id(run.run_id)) is not None:
+        return "failed_after_reply"
+    return "failed_before_reply"
+
+
+def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_name: str, message: str) -> str | None:
+    """Give a claimed run its final failure status, once. Returns the status set, or ``None`` when
+    there is no claimed run of this execution or it already has a final status."""
+    run = deps.ledger.get_run(run_id)
+    if run is None or run.status in FINAL_STATUSES:
+        return None
+    if execution_arn and run.execution_arn != execution_arn:
+        return None
+    status = final_status_for(deps, run, error_name)
+    not_done = []
+    for a in deps.ledger.actions(run_id):
+        if a.outcome in ("pending", "held") or (a.decision == "ask" and a.outcome not in ("written", "rejected", "expired", "not_reached")):
+            deps.ledger.set_action_outcome(run_id, a.index, "not_reached", "the run ended first")
+            not_done.append(f"action {a.index} {rights.describe(a)}")
+    if status == "failed_before_reply":
+        not_done.insert(0, "reply not posted")
+    if deps.ledger.finish_run(run_id, status, error_class=error_name, error_message=message, not_done=not_done):
+        metrics.add_metric(name=f"Run_{status}", unit=MetricUnit.Count, value=1)
+        return status
+    return None
+
+
+def record_failure(deps: Deps, state: RunState, run_id: str, execution_arn: str | None) -> RunState:
+    """The Catch target of every phase: write the ledger's final status (SPEC §2.1)."""
+    name, message = _error_of(state.error)
+    close_failed_run(deps, run_id, execution_arn, name, message)
+    return state
+
+
+# ----------------------------------------------------------------------------- reconcile
+def reconcile(deps: Deps, detail: dict[str, Any]) -> str | None:
+    """Handle a Step Functions "Execution Status Change" event (FAILED / TIMED_OUT / ABORTED):
+    a claimed run whose execution ended outside any Catch gets its final status."""
+    status = detail.get("status")
+    if status not in ("FAILED", "TIMED_OUT", "ABORTED"):
+        return None
+    name = detail.get("name") or str(detail.get("executionArn", "")).rsplit(":", 1)[-1]
+    error = detail.get("error") or f"Execution{str(status).title().replace('_', '')}"
+    if status == "TIMED_OUT":
+        error = "TIMED_OUT"
+    message = detail.get("cause") or f"execution {status.lower()} outside the state machine's Catch"
+    return close_failed_run(deps, name, detail.get("executionArn"), str(error), str(message))
+

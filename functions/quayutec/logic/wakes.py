@@ -1,0 +1,75 @@
+"""Who wakes, with which id and hop (SPEC §3).
+
+* A message wakes the agents it is addressed to (``to``) or @mentions; one wake per agent.
+* A task wakes its assignee when created, and on someone else's update/close wakes the assignee
+  and the agent that created it.
+* A run's writes wake each agent at most once per write step; an agent never wakes itself.
+* Hop: 0 for a person's write; the run's hop + 1 for a run's write. Past the room's hop limit the
+  wake is not sent and a system notice says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from quayutec.logic import ids
+from quayutec.models import Author, Message, Wake, now_iso
+
+MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9])")
+
+
+def mentions(text: str, room_agents: Iterable[str]) -> list[str]:
+    """Agent ids @mentioned in ``text`` that are agents of the room, in first-mention order."""
+    known = set(room_agents)
+    seen: list[str] = []
+    for name in MENTION.findall(text):
+        if name in known and name not in seen:
+            seen.append(name)
+    return seen
+
+
+def unique(agents: Iterable[str], *, exclude: str | None = None) -> list[str]:
+    out: list[str] = []
+    for a in agents:
+        if a and a != exclude and a not in out:
+            out.append(a)
+    return out
+
+
+def person_message_wakes(message: Message, recipients: list[str]) -> list[Wake]:
+    return [Wake(agent_id=a, wake_id=ids.message_wake_id(message.id), room_id=message.room_id, hop=0,
+                 cause_kind="message", cause_id=message.id) for a in unique(recipients)]
+
+
+def task_event_wakes(room_id: str, task_id: str, event_id: str, agents: list[str], hop: int,
+                     exclude: str | None) -> list[Wake]:
+    return [Wake(agent_id=a, wake_id=ids.task_event_wake_id(event_id), room_id=room_id, hop=hop,
+                 cause_kind="task_event", cause_id=event_id, task_id=task_id)
+            for a in unique(agents, exclude=exclude)]
+
+
+def run_wakes(*, run_id: str, room_id: str, step: str, run_agent: str, run_hop: int, hop_limit: int,
+              targets: list[tuple[str, str, str, str | None]]) -> tuple[list[Wake], list[Message]]:
+    """Wakes for one write step of a run, and the notices for wakes past the hop limit.
+
+    ``targets``: ``(agent_id, cause_kind, cause_id, task_id)``, first cause per agent wins; the
+    run's own agent is never woken. Returns ``(wakes, notices)``.
+    """
+    hop = run_hop + 1
+    wakes: list[Wake] = []
+    notices: list[Message] = []
+    done: set[str] = set()
+    for agent_id, cause_kind, cause_id, task_id in targets:
+        if agent_id == run_agent or agent_id in done:
+            continue
+        done.add(agent_id)
+        if hop > hop_limit:
+            notices.append(Message(
+                id=ids.notice_id(run_id, step, agent_id), room_id=room_id,
+                author=Author(kind="system", id="quayutec"), kind="notice", run_id=run_id, created_at=now_iso(),
+                text=f"{agent_id} was not woken: hop limit {hop_limit} reached (wake by {run_agent}, hop {hop})."))
+            continue
+        wakes.append(Wake(agent_id=agent_id, wake_id=ids.run_wake_id(run_id, step, agent_id), room_id=room_id,
+                          hop=hop, cause_kind=cause_kind, cause_id=cause_id, task_id=task_id))  # type: ignore[arg-type]
+    return wakes, notices

@@ -1,0 +1,62 @@
+"""Failures raised by the Stainless-generated SDKs (``anthropic``, ``openai``), as
+:class:`ProviderFailure`.
+
+Both SDKs raise ``APIStatusError`` (with ``.response``) for a 4xx/5xx, ``APITimeoutError`` for a
+timeout and ``APIConnectionError`` for a refused or dropped connection. The failure keeps the
+provider's original body (``response.text``), never the SDK's wrapper message.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from .classify import CONNECTION, TIMEOUT, build_failure
+from .models import ProviderFailure
+
+
+def failure_from_sdk_error(provider: str, sdk: ModuleType, exc: BaseException, secret: str,
+                           request_id_header: str) -> ProviderFailure | None:
+    """The failure for an SDK exception, or ``None`` when ``exc`` is not an SDK API error."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return build_failure(provider=provider, status=None, headers=None, body_text="", request_id=None,
+                             secret=secret, error_type=TIMEOUT, error_code=type(exc).__name__,
+                             message="request timed out (client timeout)")
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else "connection error"
+        return build_failure(provider=provider, status=None, headers=None, body_text="", request_id=None,
+                             secret=secret, error_type=CONNECTION, error_code=type(exc).__name__,
+                             message=f"connection failed ({detail})")
+    response = getattr(exc, "response", None)
+    if isinstance(exc, sdk.APIError) and response is not None:
+        return failure_from_response(provider, response, secret, request_id_header,
+                                     error_type=_attr_str(exc, "type"), error_code=_attr_str(exc, "code"))
+    return None
+
+
+def failure_from_response(provider: str, response: Any, secret: str, request_id_header: str,
+                          error_type: str | None = None, error_code: str | None = None,
+                          message: str | None = None) -> ProviderFailure:
+    """The failure for an ``httpx`` response (error status, or a 2xx that could not be read)."""
+    try:
+        body_text = response.text
+    except Exception:  # body closed or undecodable
+        body_text = ""
+    headers = dict(response.headers.items())
+    return build_failure(
+        provider=provider,
+        status=response.status_code,
+        headers=headers,
+        body_text=body_text or "",
+        request_id=response.headers.get(request_id_header),
+        secret=secret,
+        error_type=error_type,
+        error_code=error_code,
+        message=message,
+    )
+
+
+def _attr_str(obj: Any, name: str) -> str | None:
+    value = getattr(obj, name, None)
+    return value if isinstance(value, str) and value else None

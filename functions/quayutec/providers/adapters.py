@@ -1,0 +1,345 @@
+"""The provider adapters: one model request through the provider's official SDK (SPEC §2.3).
+
+* ``anthropic``: ``anthropic.Anthropic(...).messages.create`` (Anthropic Messages API).
+* ``openai``: ``openai.OpenAI(...).chat.completions.create`` (OpenAI Chat Completions API).
+* ``openai-compatible``: the same, against the owner's ``base_url``.
+* ``bedrock``: boto3 ``bedrock-runtime`` ``converse`` (Amazon Bedrock Runtime Converse API),
+  authenticated with a Bedrock API key as a bearer token.
+
+SDK retries are off (``max_retries=0``; botocore ``total_max_attempts=1``): a call of
+:func:`call_model` is exactly one HTTP request, and the retry policy is
+:func:`quayutec.providers.decide_next` alone. Clients are built per call (no client exists at
+import time, and no key outlives the call). SDKs are imported on first use, so importing this
+package stays cheap. Requests do not stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from ..tools import TOOL_SPECS
+from ._httpsdk import failure_from_response, failure_from_sdk_error
+from .classify import CONNECTION, TIMEOUT, build_failure
+from .models import ModelCall, ModelReply, ProviderError, ToolCall
+
+#: Key of Bedrock ``requestMetadata`` that carries the end-user (agent) id.
+BEDROCK_END_USER_KEY = "end_user_id"
+
+#: Request-id response headers, per provider kind.
+REQUEST_ID_HEADERS = {
+    "anthropic": "request-id",
+    "openai": "x-request-id",
+    "openai-compatible": "x-request-id",
+    "bedrock": "x-amzn-requestid",
+}
+
+
+def call_model(call: ModelCall) -> ModelReply:
+    """Send exactly one request for ``call`` and return the reply.
+
+    Raises :class:`ProviderError` (``.failure`` classified, see
+    :data:`quayutec.providers.classify.RULES`) for an error status, a timeout, a refused or
+    dropped connection, or a 2xx body that cannot be read. The key never appears in the error.
+    """
+    adapter = _ADAPTERS[call.provider]
+    return adapter(call)
+
+
+def _tool_call(id_: str | None, name: str, raw: Any) -> ToolCall:
+    """A :class:`ToolCall` from arguments received either as JSON text or as a parsed value."""
+    if isinstance(raw, str):
+        raw_text = raw
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            parsed = None
+    else:
+        parsed = raw
+        raw_text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+    return ToolCall(id=id_, name=name, input=parsed if isinstance(parsed, dict) else None, raw_input=raw_text)
+
+
+def _raise(call: ModelCall, failure) -> None:
+    raise ProviderError(failure, provider=call.provider) from None
+
+
+# --------------------------------------------------------------------------- Anthropic
+def _call_anthropic(call: ModelCall) -> ModelReply:
+    """Anthropic Messages API (``POST /v1/messages``), non-streaming, with the §4 tools."""
+    import anthropic
+
+    key = call.api_key.get_secret_value()
+    kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
+    if call.base_url:
+        kwargs["base_url"] = call.base_url
+    failure = None
+    with anthropic.Anthropic(**kwargs) as client:
+        try:
+            raw = client.messages.with_raw_response.create(
+                model=call.model,
+                max_tokens=call.max_tokens,
+                system=call.system,
+                messages=[{"role": "user", "content": call.user_text}],
+                tools=[
+                    {"name": t["name"], "description": t["description"], "input_schema": t["input_schema"]}
+                    for t in TOOL_SPECS
+                ],
+                metadata={"user_id": call.end_user_id},
+            )
+        except anthropic.APIError as exc:
+            failure = failure_from_sdk_error(call.provider, anthropic, exc, key, REQUEST_ID_HEADERS["anthropic"])
+            if failure is None:
+                raise
+        if failure is not None:
+            _raise(call, failure)
+        try:
+            message = raw.parse()
+            text = "".join(b.text for b in message.content if getattr(b, "type", None) == "text")
+            tools = [
+                _tool_call(b.id, b.name, b.input)
+                for b in message.content
+                if getattr(b, "type", None) == "tool_use"
+            ]
+        except Exception:  # a 2xx we cannot read: classified like any other failure
+            failure = failure_from_response(call.provider, raw.http_response, key, "request-id",
+                                            message="reply could not be read")
+        if failure is not None:
+            _raise(call, failure)
+    return ModelReply(
+        text=text,
+        tool_calls=tools,
+        request_id=raw.headers.get("request-id") or getattr(message, "_request_id", None),
+        status=raw.status_code,
+        stop_reason=message.stop_reason,
+    )
+
+
+# --------------------------------------------------------------------------- OpenAI
+def _call_openai(call: ModelCall) -> ModelReply:
+    """OpenAI Chat Completions (``POST /v1/chat/completions``), non-streaming, with function
+    tools; for ``openai-compatible`` the same against the owner's base URL."""
+    import openai
+
+    key = call.api_key.get_secret_value()
+    kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
+    if call.base_url:
+        kwargs["base_url"] = call.base_url
+    params: dict[str, Any] = {
+        "model": call.model,
+        "messages": [
+            {"role": "system", "content": call.system},
+            {"role": "user", "content": call.user_text},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
+            }
+            for t in TOOL_SPECS
+        ],
+        "user": call.end_user_id,
+    }
+    # OpenAI's own API wants max_completion_tokens (max_tokens is deprecated and refused by
+    # reasoning models); OpenAI-compatible servers commonly know only max_tokens.
+    params["max_completion_tokens" if call.provider == "openai" else "max_tokens"] = call.max_tokens
+    failure = None
+    with openai.OpenAI(**kwargs) as client:
+        try:
+            raw = client.chat.completions.with_raw_response.create(**params)
+        except openai.APIError as exc:
+            failure = failure_from_sdk_error(call.provider, openai, exc, key, REQUEST_ID_HEADERS["openai"])
+            if failure is None:
+                raise
+        if failure is not None:
+            _raise(call, failure)
+        try:
+            completion = raw.parse()
+            choice = completion.choices[0] if completion.choices else None
+            msg = choice.message if choice is not None else None
+            text = (msg.content or "") if msg is not None else ""
+            tools: list[ToolCall] = []
+            for tc in (msg.tool_calls or []) if msg is not None else []:
+                if getattr(tc, "type", None) == "function":
+                    tools.append(_tool_call(tc.id, tc.function.name, tc.function.arguments or ""))
+                elif getattr(tc, "type", None) == "custom":
+                    tools.append(_tool_call(tc.id, tc.custom.name, tc.custom.input or ""))
+            stop = choice.finish_reason if choice is not None else None
+        except Exception:
+            failure = failure_from_response(call.provider, raw.http_response, key, "x-request-id",
+                                            message="reply could not be read")
+        if failure is not None:
+            _raise(call, failure)
+    return ModelReply(
+        text=text,
+        tool_calls=tools,
+        request_id=raw.headers.get("x-request-id") or getattr(completion, "_request_id", None),
+        status=raw.status_code,
+        stop_reason=stop,
+    )
+
+
+# --------------------------------------------------------------------------- Bedrock
+_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+_LOADER_LOCK = threading.Lock()
+_LOADER: Any = None
+
+
+def _shared_loader() -> Any:
+    """One botocore data loader for all calls (reading the service model is the slow part of
+    building a client); created on first use, never at import time."""
+    global _LOADER
+    with _LOADER_LOCK:
+        if _LOADER is None:
+            import botocore.session
+
+            _LOADER = botocore.session.Session().get_component("data_loader")
+        return _LOADER
+
+
+def _bedrock_client(call: ModelCall) -> Any:
+    """A ``bedrock-runtime`` client for one call, authenticated by the Bedrock API key.
+
+    The key is sent as ``Authorization: Bearer <key>`` (Bedrock API keys, Amazon Bedrock User
+    Guide "Use an API key") by a request hook registered on this client only: no process-wide
+    ``AWS_BEARER_TOKEN_BEDROCK`` variable, no SigV4 credential lookup (the client is
+    ``UNSIGNED``, so it never probes the environment or instance metadata). botocore's own
+    ``bearer`` signer does the same but refuses plain HTTP, which the local provider server
+    speaks; the hook allows plain HTTP to a loopback address only.
+    """
+    import boto3
+    import botocore
+    import botocore.session
+    from botocore.config import Config
+
+    endpoint = call.base_url or None
+    if endpoint is not None:
+        parsed = urlsplit(endpoint)
+        if parsed.scheme != "https" and (parsed.hostname or "") not in _LOOPBACK_HOSTS:
+            raise ValueError("a Bedrock API key is only sent over HTTPS (or plain HTTP to a loopback address)")
+    session = botocore.session.Session()
+    session.register_component("data_loader", _shared_loader())
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    config = Config(
+        signature_version=botocore.UNSIGNED,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=call.timeout_s,
+        read_timeout=call.timeout_s,
+    )
+    client = boto3.session.Session(botocore_session=session).client(
+        "bedrock-runtime", region_name=region, endpoint_url=endpoint, config=config
+    )
+    bearer = f"Bearer {call.api_key.get_secret_value()}"
+
+    def add_bearer(request: Any, **_: Any) -> None:
+        request.headers["Authorization"] = bearer
+
+    client.meta.events.register("request-created.bedrock-runtime.Converse", add_bearer)
+    return client
+
+
+def _call_bedrock(call: ModelCall) -> ModelReply:
+    """Amazon Bedrock Runtime Converse (``POST /model/{modelId}/converse``) with a tool config;
+    the agent id goes in ``requestMetadata``."""
+    from botocore import exceptions as bce
+    from botocore.parsers import ResponseParserError
+
+    key = call.api_key.get_secret_value()
+    client = _bedrock_client(call)
+    seen: dict[str, Any] = {}
+
+    def keep_raw(response_dict: dict, **_: Any) -> None:
+        seen["response"] = response_dict
+
+    client.meta.events.register("before-parse.bedrock-runtime.Converse", keep_raw)
+    failure = None
+    try:
+        resp = client.converse(
+            modelId=call.model,
+            system=[{"text": call.system}],
+            messages=[{"role": "user", "content": [{"text": call.user_text}]}],
+            inferenceConfig={"maxTokens": call.max_tokens},
+            toolConfig={
+                "tools": [
+                    {"toolSpec": {"name": t["name"], "description": t["description"],
+                                  "inputSchema": {"json": t["input_schema"]}}}
+                    for t in TOOL_SPECS
+                ]
+            },
+            requestMetadata={BEDROCK_END_USER_KEY: call.end_user_id},
+        )
+    except bce.ClientError as exc:
+        failure = _bedrock_client_error(call, exc, seen.get("response"), key)
+    except (bce.ReadTimeoutError, bce.ConnectTimeoutError) as exc:
+        failure = build_failure(provider=call.provider, status=None, headers=None, body_text="", request_id=None,
+                                secret=key, error_type=TIMEOUT, error_code=type(exc).__name__,
+                                message=f"request timed out ({exc})")
+    except (bce.HTTPClientError, bce.ConnectionError) as exc:
+        failure = build_failure(provider=call.provider, status=None, headers=None, body_text="", request_id=None,
+                                secret=key, error_type=CONNECTION, error_code=type(exc).__name__,
+                                message=f"connection failed ({exc})")
+    except ResponseParserError:
+        raw = seen.get("response") or {}
+        failure = _bedrock_raw_failure(call, raw, key, message="reply could not be read")
+    finally:
+        client.close()
+    if failure is not None:
+        _raise(call, failure)
+    try:
+        content = resp["output"]["message"]["content"]
+        text = "".join(block["text"] for block in content if "text" in block)
+        tools = [
+            _tool_call(block["toolUse"].get("toolUseId"), block["toolUse"]["name"], block["toolUse"].get("input"))
+            for block in content
+            if "toolUse" in block
+        ]
+    except (KeyError, TypeError):
+        _raise(call, _bedrock_raw_failure(call, seen.get("response") or {}, key, message="reply could not be read"))
+    meta = resp.get("ResponseMetadata", {})
+    return ModelReply(
+        text=text,
+        tool_calls=tools,
+        request_id=meta.get("RequestId") or meta.get("HTTPHeaders", {}).get("x-amzn-requestid"),
+        status=meta.get("HTTPStatusCode", 200),
+        stop_reason=resp.get("stopReason"),
+    )
+
+
+def _bedrock_raw_failure(call: ModelCall, raw: dict, key: str, **markers: Any):
+    headers = {str(k).lower(): str(v) for k, v in (raw.get("headers") or {}).items()}
+    body = raw.get("body") or b""
+    body_text = body.decode("utf-8", errors="replace") if isinstance(body, (bytes, bytearray)) else str(body)
+    return build_failure(
+        provider=call.provider,
+        status=raw.get("status_code"),
+        headers=headers,
+        body_text=body_text,
+        request_id=headers.get("x-amzn-requestid"),
+        secret=key,
+        **markers,
+    )
+
+
+def _bedrock_client_error(call: ModelCall, exc: Any, raw: dict | None, key: str):
+    """A botocore ``ClientError`` as a failure. botocore has already read the exception name
+    (``x-amzn-ErrorType`` header or ``__type``/``code`` in the body) into ``Error.Code``; the
+    raw response (kept by the ``before-parse`` hook) gives the original body and headers."""
+    err = exc.response.get("Error", {}) if isinstance(exc.response, dict) else {}
+    meta = exc.response.get("ResponseMetadata", {}) if isinstance(exc.response, dict) else {}
+    code = err.get("Code")
+    if isinstance(code, str) and (code.isdigit() or not code):
+        code = None  # botocore's stand-in for a body without markers (e.g. an HTML 502)
+    if raw is None:
+        raw = {"status_code": meta.get("HTTPStatusCode"), "headers": meta.get("HTTPHeaders", {}), "body": b""}
+    return _bedrock_raw_failure(call, raw, key, error_type=code, message=err.get("Message") or None)
+
+
+_ADAPTERS: dict[str, Callable[[ModelCall], ModelReply]] = {
+    "anthropic": _call_anthropic,
+    "openai": _call_openai,
+    "openai-compatible": _call_openai,
+    "bedrock": _call_bedrock,
+}

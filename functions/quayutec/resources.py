@@ -1,0 +1,196 @@
+"""One source for every AWS resource the runtime uses: names, key schemas, stream settings,
+Lambda functions (handler strings) and the environment variables they read.
+
+The CDK app (``infra/quayinfra``) and the local stack (``infra/quaylocal``) both build their
+resources from these definitions, so the deployed and the local runtime cannot drift
+(tests compare them). Pure data: importing this module touches no AWS API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+# --------------------------------------------------------------------------- tables
+@dataclass(frozen=True)
+class KeyAttr:
+    name: str
+    type: str = "S"  # DynamoDB attribute type: S | N | B
+
+
+@dataclass(frozen=True)
+class IndexDef:
+    name: str
+    partition_key: KeyAttr
+    sort_key: KeyAttr
+    local: bool = False  # True: local secondary index (same partition key as the table)
+
+
+@dataclass(frozen=True)
+class TableDef:
+    logical_id: str
+    env_var: str  # environment variable holding the table name
+    default_name: str  # name used by the local stack
+    partition_key: KeyAttr
+    sort_key: KeyAttr | None = None
+    indexes: tuple[IndexDef, ...] = ()
+    stream: str | None = None  # StreamViewType, e.g. NEW_AND_OLD_IMAGES
+    ttl_attribute: str | None = None
+
+
+ROOM_TABLE = TableDef(
+    logical_id="RoomTable",
+    env_var="ROOM_TABLE_NAME",
+    default_name="quayutec-room",
+    partition_key=KeyAttr("pk"),
+    sort_key=KeyAttr("sk"),
+    indexes=(
+        # Time order inside one partition (newest messages, newest memory lines).
+        IndexDef("by_time", KeyAttr("pk"), KeyAttr("lsi1sk"), local=True),
+        # Sparse index of open tasks per (room, assignee).
+        IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
+    ),
+    stream="NEW_AND_OLD_IMAGES",  # the outbox that drives wakes (SPEC §3)
+)
+
+CLAIM_TABLE = TableDef(
+    logical_id="ClaimTable",
+    env_var="CLAIM_TABLE_NAME",
+    default_name="quayutec-claims",
+    partition_key=KeyAttr("agent_id"),
+    sort_key=KeyAttr("wake_id"),
+)
+
+LEDGER_TABLE = TableDef(
+    logical_id="LedgerTable",
+    env_var="LEDGER_TABLE_NAME",
+    default_name="quayutec-ledger",
+    partition_key=KeyAttr("pk"),
+    sort_key=KeyAttr("sk"),
+    indexes=(IndexDef("runs_by_room", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),),
+)
+
+IDEMPOTENCY_TABLE = TableDef(
+    logical_id="IdempotencyTable",
+    env_var="IDEMPOTENCY_TABLE_NAME",
+    default_name="quayutec-idempotency",
+    partition_key=KeyAttr("id"),
+    ttl_attribute="expiration",
+)
+
+TABLES: tuple[TableDef, ...] = (ROOM_TABLE, CLAIM_TABLE, LEDGER_TABLE, IDEMPOTENCY_TABLE)
+
+
+# --------------------------------------------------------------------------- buckets, queues
+@dataclass(frozen=True)
+class BucketDef:
+    logical_id: str
+    env_var: str
+    default_name: str
+
+
+RUN_DATA_BUCKET = BucketDef("RunDataBucket", "RUN_DATA_BUCKET", "quayutec-run-data")
+BUCKETS: tuple[BucketDef, ...] = (RUN_DATA_BUCKET,)
+
+
+@dataclass(frozen=True)
+class QueueDef:
+    logical_id: str
+    env_var: str | None
+    default_name: str
+    visibility_timeout_s: int = 60
+    dead_letter: str | None = None  # logical id of the DLQ
+    max_receive_count: int = 5
+
+
+WAKE_DLQ = QueueDef("WakeDeadLetterQueue", None, "quayutec-wakes-dlq")
+WAKE_QUEUE = QueueDef(
+    "WakeQueue", "WAKE_QUEUE_URL", "quayutec-wakes", dead_letter="WakeDeadLetterQueue"
+)
+QUEUES: tuple[QueueDef, ...] = (WAKE_DLQ, WAKE_QUEUE)
+
+STATE_MACHINE_ENV = "STATE_MACHINE_ARN"
+STATE_MACHINE_DEFAULT_NAME = "quayutec-agent-run"
+STATE_MACHINE_FILE = "agent_run.asl.json"
+
+SECRET_PREFIX_ENV = "SECRET_PREFIX"
+DEFAULT_SECRET_PREFIX = "quayutec"
+
+
+# --------------------------------------------------------------------------- functions
+@dataclass(frozen=True)
+class FunctionDef:
+    logical_id: str
+    handler: str  # "module.attr", importable from the deployed package
+    asl_placeholder: str | None = None  # ${Name} in the ASL, substituted with the function ARN
+    timeout_s: int = 30
+    memory_mb: int = 512
+    touches: tuple[str, ...] = field(default_factory=tuple)  # what it reads/writes (least privilege)
+
+
+FUNCTIONS: tuple[FunctionDef, ...] = (
+    FunctionDef("ClaimFunction", "quayutec.handlers.claim.handler", "ClaimFunctionArn",
+                touches=("claims:write", "ledger:write")),
+    FunctionDef("LoadContextFunction", "quayutec.handlers.load_context.handler",
+                "LoadContextFunctionArn", touches=("room:read", "ledger:read", "rundata:write")),
+    FunctionDef("CallModelFunction", "quayutec.handlers.call_model.handler",
+                "CallModelFunctionArn", timeout_s=300,
+                touches=("room:read", "ledger:write", "rundata:read", "rundata:write", "secrets:read")),
+    FunctionDef("DecideRightsFunction", "quayutec.handlers.decide_rights.handler",
+                "DecideRightsFunctionArn",
+                touches=("room:read", "ledger:write", "rundata:read", "rundata:write")),
+    FunctionDef("PostReplyFunction", "quayutec.handlers.post_reply.handler",
+                "PostReplyFunctionArn",
+                touches=("room:read", "room:write", "ledger:write", "rundata:read")),
+    FunctionDef("RequestApprovalFunction", "quayutec.handlers.request_approval.handler",
+                "RequestApprovalFunctionArn", touches=("room:write", "ledger:write")),
+    FunctionDef("ApplyActionsFunction", "quayutec.handlers.apply_actions.handler",
+                "ApplyActionsFunctionArn",
+                touches=("room:read", "room:write", "ledger:write", "rundata:read")),
+    FunctionDef("FinishFunction", "quayutec.handlers.finish.handler", "FinishFunctionArn",
+                touches=("ledger:write",)),
+    FunctionDef("RecordFailureFunction", "quayutec.handlers.record_failure.handler",
+                "RecordFailureFunctionArn", touches=("room:read", "ledger:write")),
+    FunctionDef("StreamDispatchFunction", "quayutec.handlers.stream_dispatch.handler",
+                touches=("room:stream", "queue:send")),
+    FunctionDef("WakeConsumerFunction", "quayutec.handlers.wake_consumer.handler",
+                touches=("queue:consume", "states:start", "ledger:write")),
+    FunctionDef("ReconcilerFunction", "quayutec.handlers.reconciler.handler",
+                touches=("ledger:write", "room:read")),
+)
+
+FUNCTIONS_BY_ID = {f.logical_id: f for f in FUNCTIONS}
+
+
+# --------------------------------------------------------------------------- environment
+# Every function gets the same variable set (one factory, one config): names here, values
+# from the deployment (CDK) or the local stack.
+SETTING_DEFAULTS: dict[str, str] = {
+    "HOP_LIMIT": "8",
+    "APPROVAL_TIMEOUT_SECONDS": "86400",
+    "RUN_TIME_LIMIT_SECONDS": "300",
+    "MODEL_TIMEOUT_SECONDS": "120",
+    "RECENT_MESSAGES": "50",
+    "MEMORY_LINES": "100",
+    "FILE_PASSAGES": "5",
+    "MAX_FILE_CHUNKS": "2000",
+    SECRET_PREFIX_ENV: DEFAULT_SECRET_PREFIX,
+    "POWERTOOLS_SERVICE_NAME": "quayutec",
+    "POWERTOOLS_METRICS_NAMESPACE": "Quayutec",
+}
+
+# Optional endpoint overrides (an operator's proxy, or the local provider server).
+ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_BASE_URL",
+    "BEDROCK_ENDPOINT_URL",
+)
+
+RESOURCE_ENVS: tuple[str, ...] = (
+    *(t.env_var for t in TABLES),
+    *(b.env_var for b in BUCKETS),
+    *(q.env_var for q in QUEUES if q.env_var),
+    STATE_MACHINE_ENV,
+)
+
+ENVIRONMENT_VARIABLES: tuple[str, ...] = (*RESOURCE_ENVS, *SETTING_DEFAULTS)

@@ -1,0 +1,178 @@
+"""Deployment settings: CDK context values with defaults, validated once at synth.
+
+Pass them with ``cdk deploy -c stage=prod -c hopLimit=6`` or in ``cdk.json`` under "context".
+
+Infrastructure settings:
+
+=====================  =========  ==========================================================
+context key            default    meaning
+=====================  =========  ==========================================================
+stage                  dev        suffix of the stack name (``Quayutec-<stage>``); "prod"
+                                  retains tables, bucket and log groups on delete
+removalPolicy          (by stage) "retain" or "destroy": overrides the stage rule
+logRetentionDays       30         retention of every Lambda / state-machine log group
+                                  (one of CloudWatch's allowed values: 1, 3, 5, 7, 14, 30 ...)
+logExecutionData       false      state-machine logs include execution input/output
+                                  (ids only, but approval task tokens pass there too)
+=====================  =========  ==========================================================
+
+Runtime settings: every entry of ``quayutec.resources.SETTING_DEFAULTS`` can be overridden by
+the camelCase of its name, e.g. ``approvalTimeoutSeconds`` (APPROVAL_TIMEOUT_SECONDS, default
+86400, at most 604800 so that approval + run limit fit the ASL's execution TimeoutSeconds),
+``hopLimit`` (8), ``modelTimeoutSeconds`` (120, below CallModel's Lambda timeout),
+``runTimeLimitSeconds`` (300), ``recentMessages`` (50), ``memoryLines`` (100),
+``filePassages`` (5), ``maxFileChunks`` (2000), ``secretPrefix`` ("quayutec": the runs read
+only secrets named ``<secretPrefix>/...``). The values become the Lambda environment.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Node
+
+from quayutec import resources as R
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+STATE_MACHINE_PATH = REPO_ROOT / "statemachines" / R.STATE_MACHINE_FILE
+
+# The Lambda target (the layer is built for the same: build_layer.PYTHON_VERSION / PLATFORM).
+LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_13
+LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
+
+# Hard limits of the run (SPEC §2): not settings.
+MAX_APPROVAL_TIMEOUT_SECONDS = 604_800  # 7 days
+
+DEFAULT_STAGE = "dev"
+DEFAULT_LOG_RETENTION_DAYS = 30
+
+_RETENTION_BY_DAYS: dict[int, logs.RetentionDays] = {
+    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS, 7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS, 150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS, 545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS, 1827: logs.RetentionDays.FIVE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+
+class SettingsError(ValueError):
+    """A context value that cannot be deployed."""
+
+
+def context_key(env_name: str) -> str:
+    """APPROVAL_TIMEOUT_SECONDS -> approvalTimeoutSeconds."""
+    first, *rest = env_name.lower().split("_")
+    return first + "".join(w.capitalize() for w in rest)
+
+
+def _as_int(key: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise SettingsError(f"context {key}={value!r}: not an integer") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+        raise SettingsError(f"context {key}={number}: must be {bound}")
+    return number
+
+
+def _as_bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise SettingsError(f"context {key}={value!r}: not a boolean")
+
+
+def asl_execution_timeout(path: Path = STATE_MACHINE_PATH) -> int:
+    return int(json.loads(path.read_text())["TimeoutSeconds"])
+
+
+@dataclass(frozen=True)
+class Settings:
+    stage: str
+    removal_policy: RemovalPolicy
+    log_retention_days: int
+    log_execution_data: bool
+    runtime: dict[str, str]  # SETTING_DEFAULTS names -> values (the Lambda environment)
+
+    @property
+    def stack_name(self) -> str:
+        return f"Quayutec-{self.stage}"
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        return _RETENTION_BY_DAYS[self.log_retention_days]
+
+    @property
+    def secret_prefix(self) -> str:
+        return self.runtime[R.SECRET_PREFIX_ENV]
+
+    @classmethod
+    def from_context(cls, node: Node) -> "Settings":
+        def get(key: str, default: Any) -> Any:
+            value = node.try_get_context(key)
+            return default if value is None else value
+
+        stage = str(get("stage", DEFAULT_STAGE)).strip()
+        if not stage or not all(c.isalnum() or c == "-" for c in stage):
+            raise SettingsError(f"context stage={stage!r}: letters, digits and '-' only")
+
+        policy_name = str(get("removalPolicy", "retain" if stage == "prod" else "destroy"))
+        policies = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
+        if policy_name.lower() not in policies:
+            raise SettingsError(f"context removalPolicy={policy_name!r}: retain | destroy")
+
+        days = _as_int("logRetentionDays", get("logRetentionDays", DEFAULT_LOG_RETENTION_DAYS),
+                       minimum=1)
+        if days not in _RETENTION_BY_DAYS:
+            raise SettingsError(
+                f"context logRetentionDays={days}: one of {sorted(_RETENTION_BY_DAYS)}")
+
+        runtime = {name: str(get(context_key(name), default))
+                   for name, default in R.SETTING_DEFAULTS.items()}
+        cls._validate_runtime(runtime)
+        return cls(
+            stage=stage,
+            removal_policy=policies[policy_name.lower()],
+            log_retention_days=days,
+            log_execution_data=_as_bool("logExecutionData", get("logExecutionData", False)),
+            runtime=runtime,
+        )
+
+    @staticmethod
+    def _validate_runtime(runtime: dict[str, str]) -> None:
+        key = context_key
+        approval = _as_int(key("APPROVAL_TIMEOUT_SECONDS"), runtime["APPROVAL_TIMEOUT_SECONDS"],
+                           minimum=1, maximum=MAX_APPROVAL_TIMEOUT_SECONDS)
+        run_limit = _as_int(key("RUN_TIME_LIMIT_SECONDS"), runtime["RUN_TIME_LIMIT_SECONDS"],
+                            minimum=1)
+        execution_timeout = asl_execution_timeout()
+        if approval + run_limit > execution_timeout:
+            raise SettingsError(
+                f"approvalTimeoutSeconds + runTimeLimitSeconds = {approval + run_limit} exceeds "
+                f"the state machine's TimeoutSeconds {execution_timeout}")
+        call_model = R.FUNCTIONS_BY_ID["CallModelFunction"].timeout_s
+        _as_int(key("MODEL_TIMEOUT_SECONDS"), runtime["MODEL_TIMEOUT_SECONDS"],
+                minimum=1, maximum=call_model - 1)
+        _as_int(key("HOP_LIMIT"), runtime["HOP_LIMIT"], minimum=0)
+        for name in ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES", "MAX_FILE_CHUNKS"):
+            if name in runtime:
+                _as_int(key(name), runtime[name], minimum=0)
+        prefix = runtime[R.SECRET_PREFIX_ENV]
+        if not prefix or "*" in prefix or prefix.startswith("/") or prefix.endswith("/"):
+            raise SettingsError(f"context secretPrefix={prefix!r}: a plain name prefix")

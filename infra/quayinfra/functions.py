@@ -1,0 +1,234 @@
+"""The Lambda factory: every function of ``resources.FUNCTIONS`` from one recipe.
+
+Same runtime/architecture, one code asset (only the ``quayutec`` package), one dependency
+layer, the same environment variable set, active tracing, an explicit log group with
+retention, and an own role holding exactly what ``FunctionDef.touches`` names.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from quayutec import resources as R
+
+from . import nag
+from .build_layer import STAMP_NAME, ensure_layer
+from .config import FUNCTIONS_DIR, LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, Settings
+from .storage import RUN_DATA_PREFIX, Storage
+
+# The code asset is functions/ with only the deployed package in it.
+CODE_EXCLUDE = [
+    "*",
+    "!quayutec",
+    "!quayutec/**",
+    "**/__pycache__",
+    "**/*.pyc",
+    "**/.pytest_cache",
+    "**/.mypy_cache",
+    "**/.ruff_cache",
+    "**/tests",
+    "**/test_*.py",
+    "**/*.egg-info",
+    "**/.DS_Store",
+]
+
+DDB_READ = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query",
+            "dynamodb:ConditionCheckItem"]
+# Conditional puts and updates only (SPEC §2.1): no DeleteItem, no BatchWriteItem, no Scan.
+DDB_WRITE = ["dynamodb:PutItem", "dynamodb:UpdateItem"]
+
+# touch -> table whose name it concerns.
+_TABLE_TOUCHES = {"claims": R.CLAIM_TABLE, "ledger": R.LEDGER_TABLE, "room": R.ROOM_TABLE}
+
+KNOWN_TOUCHES = frozenset({
+    *(f"{t}:{m}" for t in _TABLE_TOUCHES for m in ("read", "write")),
+    "room:stream", "rundata:read", "rundata:write", "secrets:read",
+    "queue:send", "queue:consume", "states:start",
+})
+
+STATE_MACHINE_TOUCH = "states:start"
+
+XRAY_REASON = ("Active tracing: xray:PutTraceSegments/PutTelemetryRecords support no "
+               "resource-level permissions, AWS requires Resource '*' "
+               "(https://docs.aws.amazon.com/service-authorization/latest/reference/"
+               "list_awsx-ray.html).")
+
+
+class Functions(Construct):
+    """``self.functions[logical_id]`` for every FunctionDef; roles from ``touches``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings,
+                 storage: Storage, queues: dict[str, sqs.Queue]) -> None:
+        super().__init__(scope, construct_id)
+        self._settings = settings
+        self._storage = storage
+        self._queues = queues
+        self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDE)
+        layer_dir = ensure_layer()
+        self.layer = lambda_.LayerVersion(
+            self, "DependenciesLayer",
+            code=lambda_.Code.from_asset(str(layer_dir), exclude=[STAMP_NAME]),
+            compatible_runtimes=[LAMBDA_RUNTIME],
+            compatible_architectures=[LAMBDA_ARCHITECTURE],
+            description="quayutec runtime dependencies (pyproject [project].dependencies "
+                        "minus boto3), cp313 manylinux2014_aarch64 wheels",
+            removal_policy=settings.removal_policy,
+        )
+        self.environment = self._environment()
+        self.functions: dict[str, lambda_.Function] = {}
+        self.roles: dict[str, iam.Role] = {}
+        self.log_groups: dict[str, logs.LogGroup] = {}
+        for fdef in R.FUNCTIONS:
+            unknown = set(fdef.touches) - KNOWN_TOUCHES
+            if unknown:
+                raise ValueError(f"{fdef.logical_id}: unknown touches {sorted(unknown)}")
+            self.functions[fdef.logical_id] = self._function(fdef)
+
+    # ------------------------------------------------------------------ environment
+    def _environment(self) -> dict[str, str]:
+        """The variable set every function gets (STATE_MACHINE_ARN only via bind_state_machine)."""
+        env: dict[str, str] = {}
+        for tdef in R.TABLES:
+            env[tdef.env_var] = self._storage.table(tdef).table_name
+        for bdef in R.BUCKETS:
+            env[bdef.env_var] = self._storage.bucket(bdef).bucket_name
+        for qdef in R.QUEUES:
+            if qdef.env_var:
+                env[qdef.env_var] = self._queues[qdef.logical_id].queue_url
+        env.update(self._settings.runtime)
+        missing = set(R.ENVIRONMENT_VARIABLES) - set(env) - {R.STATE_MACHINE_ENV}
+        if missing:
+            raise ValueError(f"no value for environment variables {sorted(missing)}")
+        return env
+
+    # ------------------------------------------------------------------ one function
+    def _function(self, fdef: R.FunctionDef) -> lambda_.Function:
+        settings = self._settings
+        log_group = logs.LogGroup(
+            self, f"{fdef.logical_id}Logs",
+            retention=settings.log_retention,
+            removal_policy=settings.removal_policy,
+        )
+        role = iam.Role(
+            self, f"{fdef.logical_id}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"quayutec {fdef.logical_id}: {', '.join(fdef.touches)}",
+        )
+        # Instead of AWSLambdaBasicExecutionRole: write to its own log group only.
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+            resources=[log_group.log_group_arn],
+        ))
+        fn = lambda_.Function(
+            self, fdef.logical_id,
+            runtime=LAMBDA_RUNTIME,
+            architecture=LAMBDA_ARCHITECTURE,
+            handler=fdef.handler,
+            code=self.code,
+            layers=[self.layer],
+            timeout=Duration.seconds(fdef.timeout_s),
+            memory_size=fdef.memory_mb,
+            environment=dict(self.environment),
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+            role=role,
+            description=f"quayutec {fdef.handler}",
+        )
+        fn.node.default_child.override_logical_id(fdef.logical_id)
+        for touch in fdef.touches:
+            self._grant(fdef, touch, role)
+        nag.acknowledge(role, "IAM5", XRAY_REASON, "Resource::*")
+        nag.acknowledge(
+            fn, "L1",
+            "Python 3.13 on purpose: the dependency layer is built offline from "
+            "manylinux2014_aarch64 wheels, which numpy (needed by rank-bm25) no longer ships "
+            "for cp314. Move runtime and layer (build_layer.PYTHON_VERSION) together.")
+        self.functions[fdef.logical_id] = fn
+        self.roles[fdef.logical_id] = role
+        self.log_groups[fdef.logical_id] = log_group
+        return fn
+
+    def _grant(self, fdef: R.FunctionDef, touch: str, role: iam.Role) -> None:
+        what, mode = touch.split(":")
+        if what in _TABLE_TOUCHES and mode in ("read", "write"):
+            tdef = _TABLE_TOUCHES[what]
+            table = self._storage.table(tdef)
+            index_arns = [f"{table.table_arn}/index/{i.name}" for i in tdef.indexes]
+            role.add_to_policy(iam.PolicyStatement(
+                actions=DDB_READ, resources=[table.table_arn, *index_arns]))
+            if mode == "write":  # read-modify-write: a writer also reads its own table
+                role.add_to_policy(iam.PolicyStatement(
+                    actions=DDB_WRITE, resources=[table.table_arn]))
+        elif touch == "room:stream":
+            self._storage.table(R.ROOM_TABLE).grant_stream_read(role)
+            nag.acknowledge(
+                role, "IAM5",
+                "dynamodb:ListStreams has no resource-level permission: AWS requires "
+                "Resource '*' (the stream reads themselves are scoped to the room table's "
+                "stream ARN).", "Resource::*")
+        elif what == "rundata":
+            bucket = self._storage.bucket(R.RUN_DATA_BUCKET)
+            objects = bucket.arn_for_objects(f"{RUN_DATA_PREFIX}*")
+            actions = ["s3:GetObject"] if mode == "read" else ["s3:PutObject"]
+            role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[objects]))
+            if mode == "read":  # so a missing object is a 404, not a 403
+                role.add_to_policy(iam.PolicyStatement(
+                    actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": f"{RUN_DATA_PREFIX}*"}}))
+            nag.acknowledge(
+                role, "IAM5",
+                f"Run data objects are keyed by run id under the '{RUN_DATA_PREFIX}' prefix: "
+                "the run ids are not known at deploy time, the prefix is the narrowest scope.",
+                f"Resource::<{R.RUN_DATA_BUCKET.logical_id}.Arn>/{RUN_DATA_PREFIX}*")
+        elif touch == "secrets:read":
+            stack = Stack.of(self)
+            prefix = self._settings.secret_prefix
+            role.add_to_policy(iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[stack.format_arn(
+                    service="secretsmanager", resource="secret",
+                    resource_name=f"{prefix}/*",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME)],
+            ))
+            nag.acknowledge(
+                role, "IAM5",
+                f"Provider keys are one secret per company and provider under '{prefix}/' "
+                "(SPEC §5), created when agents are registered: the prefix is the narrowest "
+                "scope known at deploy time; the handler reads only its agent's company's "
+                "secret.",
+                f"Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
+                f"<AWS::AccountId>:secret:{prefix}/*")
+        elif touch == "queue:send":
+            self._queues[R.WAKE_QUEUE.logical_id].grant_send_messages(role)
+        elif touch == "queue:consume":
+            self._queues[R.WAKE_QUEUE.logical_id].grant_consume_messages(role)
+        elif touch == STATE_MACHINE_TOUCH:
+            pass  # bind_state_machine(), once the state machine exists
+        else:  # pragma: no cover - KNOWN_TOUCHES guards this
+            raise ValueError(f"{fdef.logical_id}: no grant for {touch!r}")
+
+    # ------------------------------------------------------------------ after the engine
+    def bind_state_machine(self, state_machine: sfn.IStateMachine) -> None:
+        """STATE_MACHINE_ARN + states:StartExecution for the functions that start runs.
+
+        Only those: the phase functions are referenced by the state machine definition, so
+        giving them its ARN would make a dependency cycle."""
+        for fdef in R.FUNCTIONS:
+            if STATE_MACHINE_TOUCH in fdef.touches:
+                fn = self.functions[fdef.logical_id]
+                fn.add_environment(R.STATE_MACHINE_ENV, state_machine.state_machine_arn)
+                state_machine.grant_start_execution(self.roles[fdef.logical_id])
+
+    def by_touch(self, touch: str) -> list[lambda_.Function]:
+        return [self.functions[f.logical_id] for f in R.FUNCTIONS if touch in f.touches]
+
+    def __getitem__(self, fdef: R.FunctionDef | str) -> lambda_.Function:
+        key = fdef if isinstance(fdef, str) else fdef.logical_id
+        return self.functions[key]
+

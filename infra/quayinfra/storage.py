@@ -1,0 +1,102 @@
+"""Storage: the DynamoDB tables of ``resources.TABLES`` and the run-data bucket."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from quayutec import resources as R
+
+from . import nag
+from .config import Settings
+
+# Objects of a run live under <RUN_DATA_PREFIX><run_id>/...; the runtime roles may touch only
+# those. (Proposed to move to resources.BucketDef; see the infra report.)
+RUN_DATA_PREFIX = getattr(R, "RUN_DATA_PREFIX", "runs/")
+
+_ATTR_TYPES = {
+    "S": dynamodb.AttributeType.STRING,
+    "N": dynamodb.AttributeType.NUMBER,
+    "B": dynamodb.AttributeType.BINARY,
+}
+
+
+def _attr(key: R.KeyAttr) -> dynamodb.Attribute:
+    return dynamodb.Attribute(name=key.name, type=_ATTR_TYPES[key.type])
+
+
+class Storage(Construct):
+    """Tables (by TableDef.logical_id) and buckets (by BucketDef.logical_id)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+        super().__init__(scope, construct_id)
+        self.tables: dict[str, dynamodb.Table] = {}
+        self.table_defs: dict[str, R.TableDef] = {}
+        for tdef in R.TABLES:
+            self.tables[tdef.logical_id] = self._table(tdef, settings.removal_policy)
+            self.table_defs[tdef.logical_id] = tdef
+        self.buckets: dict[str, s3.Bucket] = {
+            bdef.logical_id: self._bucket(bdef, settings.removal_policy) for bdef in R.BUCKETS
+        }
+
+    def table(self, tdef: R.TableDef) -> dynamodb.Table:
+        return self.tables[tdef.logical_id]
+
+    def bucket(self, bdef: R.BucketDef) -> s3.Bucket:
+        return self.buckets[bdef.logical_id]
+
+    def _table(self, tdef: R.TableDef, removal: RemovalPolicy) -> dynamodb.Table:
+        table = dynamodb.Table(
+            self, tdef.logical_id,
+            partition_key=_attr(tdef.partition_key),
+            sort_key=_attr(tdef.sort_key) if tdef.sort_key else None,
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True),
+            stream=dynamodb.StreamViewType(tdef.stream) if tdef.stream else None,
+            time_to_live_attribute=tdef.ttl_attribute,
+            deletion_protection=removal == RemovalPolicy.RETAIN,
+            removal_policy=removal,
+        )
+        for index in tdef.indexes:
+            if index.local:
+                if index.partition_key != tdef.partition_key:
+                    raise ValueError(f"{tdef.logical_id}.{index.name}: an LSI keeps the "
+                                     "table's partition key")
+                table.add_local_secondary_index(
+                    index_name=index.name, sort_key=_attr(index.sort_key),
+                    projection_type=dynamodb.ProjectionType.ALL)
+            else:
+                table.add_global_secondary_index(
+                    index_name=index.name, partition_key=_attr(index.partition_key),
+                    sort_key=_attr(index.sort_key),
+                    projection_type=dynamodb.ProjectionType.ALL)
+        # Template logical id = the shared definition's id (the local stack finds it by that).
+        table.node.default_child.override_logical_id(tdef.logical_id)
+        return table
+
+    def _bucket(self, bdef: R.BucketDef, removal: RemovalPolicy) -> s3.Bucket:
+        bucket = s3.Bucket(
+            self, bdef.logical_id,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=False,
+            lifecycle_rules=[s3.LifecycleRule(
+                id="abort-incomplete-uploads",
+                abort_incomplete_multipart_upload_after=Duration.days(1))],
+            # No auto_delete_objects: it is a custom resource (a Node Lambda outside the
+            # package). With "destroy", empty the bucket before `cdk destroy`.
+            removal_policy=removal,
+        )
+        bucket.node.default_child.override_logical_id(bdef.logical_id)
+        nag.acknowledge(
+            bucket, "S1",
+            "Run data is transient per-run working state written and read only by the runtime's "
+            "own Lambda roles (scoped to the run prefix); object access is audited through "
+            "CloudTrail data events when the account enables them, not a second log bucket.")
+        return bucket

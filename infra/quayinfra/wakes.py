@@ -1,0 +1,100 @@
+"""Wakes (SPEC §3): room-table stream -> StreamDispatch -> wake queue -> WakeConsumer.
+
+Two steps, because the functions need the queue URL in their environment:
+``Wakes(...)`` creates the queues (from ``resources.QUEUES``), ``connect(functions)`` adds the
+event source mappings.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from quayutec import resources as R
+
+from . import nag
+from .functions import Functions
+from .storage import Storage
+
+# Where undeliverable *events* land for an operator to inspect: stream batches StreamDispatch
+# could not process (on-failure destination), execution status events EventBridge could not
+# deliver, and reconciler invocations that kept failing. Not a wake DLQ: its messages are
+# invocation records, never redriven to a consumer. Infra-only (no handler reads it); proposed
+# for resources.QUEUES in the report.
+FAILED_EVENTS_QUEUE = R.QueueDef("FailedEventsQueue", None, "quayutec-failed-events")
+
+STREAM_BATCH_SIZE = 100
+STREAM_RETRY_ATTEMPTS = 3
+STREAM_MAX_RECORD_AGE = Duration.hours(1)
+WAKE_BATCH_SIZE = 10
+WAKE_BATCHING_WINDOW = Duration.seconds(0)
+RETENTION = Duration.days(14)  # the longest SQS keeps messages: time to look at failures
+
+
+class Wakes(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, storage: Storage) -> None:
+        super().__init__(scope, construct_id)
+        self._storage = storage
+        self.queues: dict[str, sqs.Queue] = {}
+        for qdef in R.QUEUES:  # ordered: a DLQ comes before the queue that names it
+            self.queues[qdef.logical_id] = self._queue(qdef)
+        self.failed_events = self._queue(FAILED_EVENTS_QUEUE)
+        nag.acknowledge(
+            self.failed_events, "SQS3",
+            "This queue is itself a failure destination (stream on-failure, EventBridge target "
+            "DLQ, Lambda async on-failure): a DLQ of a DLQ would only move the problem.")
+
+    @property
+    def wake_queue(self) -> sqs.Queue:
+        return self.queues[R.WAKE_QUEUE.logical_id]
+
+    @property
+    def dead_letter_queues(self) -> list[sqs.Queue]:
+        return [self.queues[q.logical_id] for q in R.QUEUES
+                if any(o.dead_letter == q.logical_id for o in R.QUEUES)]
+
+    def _queue(self, qdef: R.QueueDef) -> sqs.Queue:
+        dlq = None
+        if qdef.dead_letter:
+            dlq = sqs.DeadLetterQueue(queue=self.queues[qdef.dead_letter],
+                                      max_receive_count=qdef.max_receive_count)
+        queue = sqs.Queue(
+            self, qdef.logical_id,
+            visibility_timeout=Duration.seconds(qdef.visibility_timeout_s),
+            retention_period=RETENTION,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            dead_letter_queue=dlq,
+        )
+        queue.node.default_child.override_logical_id(qdef.logical_id)
+        return queue
+
+    def connect(self, functions: Functions) -> None:
+        dispatch = functions[R.FUNCTIONS_BY_ID["StreamDispatchFunction"]]
+        consumer = functions[R.FUNCTIONS_BY_ID["WakeConsumerFunction"]]
+        self._check_visibility(consumer)
+        dispatch.add_event_source(sources.DynamoEventSource(
+            self._storage.table(R.ROOM_TABLE),
+            starting_position=lambda_.StartingPosition.LATEST,
+            batch_size=STREAM_BATCH_SIZE,
+            bisect_batch_on_error=True,
+            retry_attempts=STREAM_RETRY_ATTEMPTS,
+            max_record_age=STREAM_MAX_RECORD_AGE,
+            report_batch_item_failures=True,
+            on_failure=sources.SqsDlq(self.failed_events),
+        ))
+        consumer.add_event_source(sources.SqsEventSource(
+            self.wake_queue,
+            batch_size=WAKE_BATCH_SIZE,
+            max_batching_window=WAKE_BATCHING_WINDOW,
+            report_batch_item_failures=True,
+        ))
+
+    def _check_visibility(self, consumer: lambda_.Function) -> None:
+        fdef = R.FUNCTIONS_BY_ID["WakeConsumerFunction"]
+        if R.WAKE_QUEUE.visibility_timeout_s < fdef.timeout_s:
+            raise ValueError("the wake queue's visibility timeout must be at least the "
+                             "WakeConsumer's timeout (AWS rejects the mapping otherwise)")

@@ -1,0 +1,76 @@
+"""Human output of a played scenario: the room transcript, tasks, memory lines and the ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quaylocal.scenario import PlayResult
+
+
+def _who(author: dict[str, Any]) -> str:
+    if author["kind"] == "system":
+        return "[system]"
+    return f"{author['id']} ({author.get('company') or '?'})"
+
+
+def render(result: PlayResult) -> str:
+    out: list[str] = []
+    add = out.append
+    add(f"== Room {result.scenario.room.id} ==")
+    events = [(m["created_at"], "msg", m) for m in result.transcript]
+    events += [(a["created_at"], "approval", a) for a in result.approvals]
+    for _, kind, item in sorted(events, key=lambda e: e[0]):
+        if kind == "msg":
+            to = f" → {', '.join(item['to'])}" if item.get("to") else ""
+            tag = {"reply": "reply", "notice": "notice", "message": "says"}[item["kind"]]
+            add(f"[{item['created_at'][11:19]}] {_who(item['author'])} {tag}{to}:")
+            for line in item["text"].rstrip().splitlines():
+                add(f"    {line}")
+        else:
+            add(f"[{item['created_at'][11:19]}] approval request {item['id'].split(':')[-1]} of {item['agent_id']} "
+                f"(visible to {item['company']} only): {item['summary']} → {item['status']}"
+                + (f" by {item['decided_by']}" if item.get("decided_by") else ""))
+    if result.events:
+        add("\n== What the player did ==")
+        for e in result.events:
+            add(f"- {e}")
+    add("\n== Tasks ==")
+    for t in result.tasks or []:
+        add(f"- {t['id']} [{t['status']}] \"{t['title']}\" for {t['to']} from {t['created_by']['id']}"
+            + (f" — result: {t['result']}" if t.get("result") else ""))
+        for e in t.get("events", []):
+            add(f"    · {e['kind']} by {e['by']['id']}: {e['text']}")
+    if not result.tasks:
+        add("- none")
+    add("\n== Memory ==")
+    for m in result.memory or []:
+        scope = "room" if m["visibility"] == "room" else f"{m['company']} only"
+        add(f"- ({scope}) {m['text']}  — {m['author']['id']}")
+    if not result.memory:
+        add("- none")
+    add("\n== Ledger ==")
+    for run in result.runs:
+        add(f"- run {run['run_id']}: {run['status']}  agent {run['agent_id']}, wake {run['wake_id']} (hop {run['hop']})")
+        for q in run["requests"]:
+            wait = f", wait {q['wait_s']} s" if q.get("wait_s") is not None else ""
+            status = q.get("status") if q.get("status") is not None else "-"
+            detail = f" {q.get('category')}" if q.get("outcome") != "ok" else ""
+            add(f"    request {q['n']} {q['sent_at'][11:19]}: {q['outcome']} {status}{detail}{wait}"
+                + (f" — {q['decision']}" if q.get("decision") else ""))
+        for a in run["actions"]:
+            approval = f" → {a['approval']}" if a.get("approval") else ""
+            note = f" ({a['outcome_note']})" if a.get("outcome_note") else ""
+            add(f"    action {a['index']} {a['kind']} → {a['target'] or '?'}: {a['decision']}{approval} → "
+                f"{a['outcome']}{note}")
+        if run.get("reply_message_id"):
+            add(f"    reply: {run['reply_message_id']}")
+        if run.get("error_class"):
+            add(f"    error: {run['error_class']}: {run.get('error_message') or ''}")
+        for nd in run.get("not_done") or []:
+            add(f"    not done: {nd}")
+    add("\n== Summary ==")
+    s = result.summary()
+    add(f"replies {s['replies']}  model requests {s['model_requests']}")
+    add(f"open tasks {s['open_tasks']}  memory lines {s['memory_lines']}  runs {s['runs']}")
+    add("expect: OK" if result.expect_ok else "expect: FAILED\n" + "\n".join(f"  - {f}" for f in result.failures))
+    return "\n".join(out)

@@ -1,0 +1,359 @@
+"""Scenario files (format: shared/scenarios/README.md) and the player that plays them on the
+local stack: set up the companies, agents, room and files, start the local provider server with
+the scripted model replies, run the steps (each waits for quiet), check ``expect``."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from quayutec import deps as quay_deps
+from quayutec.logic.approvals import decide_approval
+from quayutec.logic.retrieval import chunk_text
+from quayutec.logic.room_service import RoomService
+from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Wake
+
+from quaylocal.provider_server import ProviderServer
+from quaylocal.stack import LocalStack
+
+PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
+STATUSES = ("running", "waiting_approval", "completed", "failed_before_reply", "failed_after_reply", "timed_out")
+
+
+class ScenarioError(ValueError):
+    """The scenario file is not well-formed; the message says where."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SCompany(_Strict):
+    id: str
+    people: list[str]
+    rights: RightsPolicy | None = None
+
+
+class SAgent(_Strict):
+    id: str
+    company: str
+    provider: Literal["anthropic", "openai", "openai-compatible", "bedrock"]
+    model: str
+    instructions: str
+
+
+class SFile(_Strict):
+    name: str
+    text: str
+
+
+class SRoom(_Strict):
+    id: str
+    members: list[str]
+    files: list[SFile] = Field(default_factory=list)
+
+
+class SPost(_Strict):
+    as_: str = Field(alias="as")
+    text: str
+    to: list[str] = Field(default_factory=list)
+
+
+class STask(_Strict):
+    as_: str = Field(alias="as")
+    to: str
+    title: str
+    body: str
+
+
+class SDecide(_Strict):
+    as_: str = Field(alias="as")
+    action: str
+
+
+class SStep(_Strict):
+    post: SPost | None = None
+    task: STask | None = None
+    approve: SDecide | None = None
+    deny: SDecide | None = None
+    redeliver_last_wake: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SStep:
+        if sum(v is not None for v in (self.post, self.task, self.approve, self.deny, self.redeliver_last_wake)) != 1:
+            raise ValueError("each step has exactly one of post, task, approve, deny, redeliver_last_wake")
+        return self
+
+
+class SExpect(_Strict):
+    replies: dict[str, int] = Field(default_factory=dict)
+    open_tasks: int = 0
+    memory_lines: int = 0
+    runs: dict[str, int] = Field(default_factory=dict)
+    model_requests: dict[str, int] | None = None
+    never_seen_by: dict[str, list[str]] | None = None
+
+
+class Scenario(_Strict):
+    companies: list[SCompany]
+    agents: list[SAgent]
+    room: SRoom
+    model_replies: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    steps: list[SStep]
+    expect: SExpect
+
+    @model_validator(mode="after")
+    def _refs(self) -> Scenario:
+        companies = {c.id for c in self.companies}
+        people = {p for c in self.companies for p in c.people}
+        agents = {a.id for a in self.agents}
+        for a in self.agents:
+            if a.company not in companies:
+                raise ValueError(f"agent {a.id}: unknown company {a.company!r}")
+        for m in self.room.members:
+            if m not in companies:
+                raise ValueError(f"room member {m!r} is not a company")
+        for agent_id, entries in self.model_replies.items():
+            if agent_id not in agents:
+                raise ValueError(f"model_replies: unknown agent {agent_id!r}")
+            for i, e in enumerate(entries):
+                if set(e) not in ({"reply"}, {"error"}):
+                    raise ValueError(f"model_replies.{agent_id}[{i}]: one of 'reply' or 'error'")
+        for i, s in enumerate(self.steps):
+            who = (s.post or s.task or s.approve or s.deny)
+            if who is not None and who.as_ not in people:
+                raise ValueError(f"steps[{i}]: unknown person {who.as_!r}")
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path) -> Scenario:
+        """Read and validate a scenario file. Raises ScenarioError with the place of the fault."""
+        try:
+            data = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ScenarioError(f"{path}: {exc}") from exc
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise ScenarioError(f"{path}: {where}: {first['msg']}") from exc
+
+
+@dataclass
+class PlayResult:
+    scenario: Scenario
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    memory: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    replies: dict[str, int] = field(default_factory=dict)
+    model_requests: dict[str, int] = field(default_factory=dict)
+    request_texts: dict[str, list[str]] = field(default_factory=dict)
+    open_tasks: int = 0
+    memory_lines: int = 0
+    run_statuses: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def expect_ok(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> dict[str, Any]:
+        return {"replies": self.replies, "model_requests": self.model_requests, "open_tasks": self.open_tasks,
+                "memory_lines": self.memory_lines, "runs": self.run_statuses, "expect_ok": self.expect_ok,
+                "failures": self.failures}
+
+
+class Player:
+    """Plays one scenario. ``settings``: overrides of the runtime settings; ``time_scale``:
+    tests only (scaled Wait/Retry pauses); ``quiet_timeout_s``: per step."""
+
+    def __init__(self, scenario: Scenario, *, settings: dict[str, str] | None = None,
+                 time_scale: float | None = None, quiet_timeout_s: float = 120.0) -> None:
+        self.sc = scenario
+        self.settings = settings or {}
+        self.time_scale = time_scale
+        self.quiet_timeout_s = quiet_timeout_s
+        self.company_keys = {c.id: f"sk-local-{c.id}-{secrets.token_hex(8)}" for c in scenario.companies}
+
+    # ------------------------------------------------------------------ play
+    def play(self) -> PlayResult:
+        result = PlayResult(self.sc)
+        agent_company = {a.id: a.company for a in self.sc.agents}
+        server = ProviderServer(scripts={k: list(v) for k, v in self.sc.model_replies.items()},
+                                keys={a: self.company_keys[c] for a, c in agent_company.items()},
+                                substitute=self._substitute)
+        server.start()
+        try:
+            env = {PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV}
+            env.update(self.settings)
+            with LocalStack(settings=env, time_scale=self.time_scale) as stack:
+                self.stack = stack
+                self._setup(stack, server)
+                for i, step in enumerate(self.sc.steps):
+                    try:
+                        self._step(stack, step, result)
+                        stack.wait_quiet(self.quiet_timeout_s)
+                    except TimeoutError as exc:
+                        result.failures.append(f"step {i + 1}: {exc}")
+                        break
+                    except Exception as exc:  # noqa: BLE001 - a failed step is a failure of the play
+                        result.failures.append(f"step {i + 1}: {type(exc).__name__}: {exc}")
+                        break
+                self._collect(stack, server, result)
+                result.failures += [f"local stack: {e}" for e in stack.stats.errors]
+        finally:
+            server.stop()
+        for agent in server.exhausted:
+            result.failures.append(f"{agent}: model script exhausted (a request beyond its model_replies)")
+        self._check(result)
+        return result
+
+    def _substitute(self, actions: Any) -> Any:
+        """Replace ``"$task:N"`` by the id of the N-th task created in the room (as-is when none)."""
+        tasks = quay_deps.default_deps().room.all_tasks(self.sc.room.id)
+
+        def sub(v: Any) -> Any:
+            if isinstance(v, str) and v.startswith("$task:") and v[6:].isdigit():
+                n = int(v[6:])
+                return tasks[n - 1].id if 1 <= n <= len(tasks) else v
+            if isinstance(v, dict):
+                return {k: sub(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [sub(x) for x in v]
+            return v
+
+        return sub(actions)
+
+    def _setup(self, stack: LocalStack, server: ProviderServer) -> None:
+        d = quay_deps.default_deps()
+        sm = stack.client("secretsmanager")
+        for c in self.sc.companies:
+            d.room.put_company(Company(id=c.id, people=c.people, rights=c.rights or RightsPolicy()))
+        for a in self.sc.agents:
+            base_url = server.base_url("openai-compatible") if a.provider == "openai-compatible" else None
+            d.room.put_agent(Agent(id=a.id, company=a.company, provider=a.provider, model=a.model,
+                                   instructions=a.instructions, base_url=base_url))
+            name = quay_deps.secret_name(d.settings.secret_prefix, a.company, a.provider)
+            try:
+                sm.create_secret(Name=name, SecretString=self.company_keys[a.company])
+            except sm.exceptions.ResourceExistsException:
+                pass
+        d.room.put_room(Room(id=self.sc.room.id, members=self.sc.room.members))
+        for a in self.sc.agents:
+            d.room.add_room_agent(self.sc.room.id, a.id)
+        for f in self.sc.room.files:
+            d.room.put_file_chunks(chunk_text(self.sc.room.id, f.name, f.text))
+        stack.wait_quiet(self.quiet_timeout_s)
+
+    def _author(self, person: str) -> Author:
+        company = next(c.id for c in self.sc.companies if person in c.people)
+        return Author(kind="person", id=person, company=company)
+
+    def _step(self, stack: LocalStack, step: SStep, result: PlayResult) -> None:
+        d = quay_deps.default_deps()
+        rooms = RoomService(d.room)
+        if step.post:
+            msg = rooms.post_message(self.sc.room.id, self._author(step.post.as_), step.post.text, step.post.to)
+            result.events.append(f"{step.post.as_} posted {msg.id}")
+        elif step.task:
+            task = rooms.create_task(self.sc.room.id, self._author(step.task.as_), step.task.to, step.task.title,
+                                     step.task.body)
+            result.events.append(f"{step.task.as_} created task {task.id} for {step.task.to}")
+        elif step.approve or step.deny:
+            s = step.approve or step.deny
+            assert s is not None
+            agent_id, _, n = s.action.rpartition(":")
+            mine = [a for a in d.room.approvals(self.sc.room.id) if a.agent_id == agent_id]
+            if not n.isdigit() or not 1 <= int(n) <= len(mine):
+                raise LookupError(f"no approval request {s.action!r} (agent {agent_id} has {len(mine)})")
+            approval = mine[int(n) - 1]
+            decided = decide_approval(d, self.sc.room.id, approval.id, self._author(s.as_), approve=bool(step.approve))
+            result.events.append(f"{s.as_} {'approved' if step.approve else 'denied'} {decided.summary} "
+                                 f"({agent_id}'s approval request {n})")
+        elif step.redeliver_last_wake is not None:
+            body = stack.last_wake_body
+            if body is None:
+                raise LookupError("no wake has been delivered yet")
+            stack.client("sqs").send_message(QueueUrl=stack.queue_urls["WakeQueue"], MessageBody=body)
+            stack.wait_quiet(self.quiet_timeout_s)
+            wake = Wake.model_validate_json(body)
+            result.events.append(self._duplicate_report(d, stack, wake))
+
+    def _duplicate_report(self, d: Any, stack: LocalStack, wake: Wake) -> str:
+        from quayutec.logic.ids import execution_name
+
+        deliveries = d.ledger.deliveries(wake.agent_id, wake.wake_id)
+        name = execution_name(wake.agent_id, wake.wake_id)
+        executions = [e for s in ("RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+                      for e in stack.client("stepfunctions").list_executions(
+                          stateMachineArn=stack.state_machine_arn, statusFilter=s)["executions"]
+                      if e["name"] == name]
+        layer = ("Step Functions refused it: ExecutionAlreadyExists for execution name " + name
+                 if deliveries.get("already_exists") else
+                 "Step Functions returned the running execution of the same name and input (" + name + ")")
+        return (f"wake {wake.wake_id} for {wake.agent_id} delivered again ({deliveries.get('deliveries', 0)} deliveries, "
+                f"{len(executions)} execution): {layer}; not run twice")
+
+    # ------------------------------------------------------------------ results
+    def _collect(self, stack: LocalStack, server: ProviderServer, result: PlayResult) -> None:
+        d = quay_deps.default_deps()
+        room_id = self.sc.room.id
+        result.transcript = [m.model_dump(mode="json") for m in d.room.all_messages(room_id)]
+        result.tasks = [t.model_dump(mode="json") | {"events": [e.model_dump(mode="json")
+                                                               for e in d.room.task_events(room_id, t.id)]}
+                        for t in d.room.all_tasks(room_id)]
+        result.memory = [m.model_dump(mode="json") for m in d.room.all_memory(room_id, [c.id for c in self.sc.companies])]
+        result.approvals = [a.model_dump(mode="json") for a in d.room.approvals(room_id)]
+        runs = sorted(d.ledger.runs_in_room(room_id), key=lambda x: x.started_at)
+        for run in runs:
+            result.runs.append({**run.model_dump(mode="json"),
+                                "requests": [q.model_dump(mode="json") for q in d.ledger.model_requests(run.run_id)],
+                                "actions": [a.model_dump(mode="json") for a in d.ledger.actions(run.run_id)]})
+        agents = [a.id for a in self.sc.agents]
+        result.replies = {a: sum(1 for m in result.transcript if m["kind"] == "reply" and m["author"]["id"] == a)
+                          for a in agents}
+        result.model_requests = {a: server.count(a) for a in agents}
+        result.request_texts = {a: [json.dumps(q.body) for q in server.requests if q.agent_id == a] for a in agents}
+        result.open_tasks = sum(1 for t in result.tasks if t["status"] == "open")
+        result.memory_lines = len(result.memory)
+        statuses = {s: 0 for s in STATUSES}
+        for run in runs:
+            statuses[run.status] += 1
+        result.run_statuses = {s: n for s, n in statuses.items() if n or s in FINAL_STATUSES}
+
+    def _check(self, result: PlayResult) -> None:
+        e = self.sc.expect
+        agents = [a.id for a in self.sc.agents]
+        for agent in agents:
+            want = e.replies.get(agent, 0)
+            if result.replies.get(agent, 0) != want:
+                result.failures.append(f"replies[{agent}]: expected {want}, got {result.replies.get(agent, 0)}")
+        if result.open_tasks != e.open_tasks:
+            result.failures.append(f"open_tasks: expected {e.open_tasks}, got {result.open_tasks}")
+        if result.memory_lines != e.memory_lines:
+            result.failures.append(f"memory_lines: expected {e.memory_lines}, got {result.memory_lines}")
+        for status in set(STATUSES) | set(e.runs):
+            want = e.runs.get(status, 0)
+            got = result.run_statuses.get(status, 0)
+            if got != want:
+                result.failures.append(f"runs[{status}]: expected {want}, got {got}")
+        if e.model_requests is not None:
+            for agent in agents:
+                want = e.model_requests.get(agent, 0)
+                got = result.model_requests.get(agent, 0)
+                if got != want:
+                    result.failures.append(f"model_requests[{agent}]: expected {want}, got {got}")
+        for agent, texts in (e.never_seen_by or {}).items():
+            for text in texts:
+                if any(text.lower() in body.lower() for body in result.request_texts.get(agent, [])):
+                    result.failures.append(f"never_seen_by[{agent}]: {text!r} appeared in a model request")

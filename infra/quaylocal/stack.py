@@ -1,0 +1,475 @@
+"""The local stack: every resource of ``quayutec.resources`` created on moto in-process, the real
+ASL executed by moto's Step Functions, Lambda tasks dispatched in-process to the deployed handler
+functions, and pollers that give the DynamoDB stream, the SQS wake queue and execution status
+changes the real services' semantics (see shared notes LOCAL-AWS.md).
+
+Use as a context manager::
+
+    with LocalStack() as stack:
+        ...   # boto3 calls here go to moto
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import threading
+import time
+import traceback
+import uuid
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto import mock_aws
+from moto.awslambda.models import LambdaFunction
+from moto.core.botocore_stubber import BotocoreStubber
+
+from quayutec import deps as quay_deps
+from quayutec import resources as r
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+ROOT = Path(__file__).resolve().parents[2]
+ASL_PATH = ROOT / "statemachines" / r.STATE_MACHINE_FILE
+LAMBDA_RUNTIME = "python3.13"
+
+_INVOKE_LOCK = threading.Lock()
+_MOTO_LOCK = threading.RLock()
+_installed = False
+
+
+# ----------------------------------------------------------------------------- the seams
+class LocalLambdaContext:
+    """What Powertools reads of a Lambda context."""
+
+    def __init__(self, fn: LambdaFunction) -> None:
+        self.function_name = fn.function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = fn.function_arn
+        self.memory_limit_in_mb = int(fn.memory_size or 512)
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{fn.function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + float(fn.timeout or 30)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def resolve_handler(handler: str) -> Any:
+    """Import ``module.attr`` from the deployed package (the function's ``Handler`` string)."""
+    module, _, attr = handler.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def invoke_in_process(self: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
+    """Replacement for ``LambdaFunction._invoke_lambda``: run the deployed handler in this
+    process. Errors come back in the Lambda runtime's shape, so Step Functions sees
+    ``errorType`` = the exception's class name, as on AWS."""
+    if isinstance(event, (bytes, str)):
+        event = json.loads(event or "{}")
+    handler = resolve_handler(self.handler)
+    try:
+        result = handler(event if event is not None else {}, LocalLambdaContext(self))
+        return json.dumps(result), False, ""
+    except Exception as exc:  # noqa: BLE001 - the runtime's error contract
+        return json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__,
+                           "stackTrace": traceback.format_exception(exc)}), True, ""
+
+
+_original_process_request = BotocoreStubber.process_request
+
+
+def _serialised_process_request(self: BotocoreStubber, request: Any) -> Any:
+    """moto is not atomic under threads (conditional puts, execution names): one lock around
+    every call into it, except Lambda invocations, whose handlers make their own calls."""
+    if "/functions/" in request.url and request.url.rstrip("/").endswith("/invocations"):
+        return _original_process_request(self, request)
+    with _MOTO_LOCK:
+        return _original_process_request(self, request)
+
+
+def install_seams() -> None:
+    global _installed
+    if not _installed:
+        LambdaFunction._invoke_lambda = invoke_in_process  # type: ignore[method-assign]
+        BotocoreStubber.process_request = _serialised_process_request  # type: ignore[method-assign]
+        _installed = True
+
+
+def scale_time(factor: float) -> None:
+    """Tests only: make Step Functions Wait states and Retry intervals ``factor`` times as long
+    (e.g. 0.01). Patches moto's private wait/retry sleeps; the definition stays unchanged."""
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+
+    original = getattr(wait_function.WaitFunction, "_quay_original", wait_function.WaitFunction._wait_interval)
+    wait_function.WaitFunction._quay_original = original  # type: ignore[attr-defined]
+
+    def scaled_wait(self: Any, env: Any, wait_seconds: int) -> None:
+        env.program_state_event.wait(max(0.0, wait_seconds * factor))  # pragma: no cover - moto internals
+
+    def _wait(self: Any, env: Any, wait_seconds: int) -> None:
+        deadline = time.monotonic() + wait_seconds * factor
+        while time.monotonic() < deadline:
+            time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+
+    wait_function.WaitFunction._wait_interval = _wait  # type: ignore[method-assign]
+
+    class _ScaledTime:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(time, name)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            time.sleep(seconds * factor)
+
+    retrier_decl.time = _ScaledTime()  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- the stack
+def local_environment(overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment every local function sees: the same variable set as in the CDK app."""
+    env = {
+        "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION, "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled", "MOTO_ALLOW_NONEXISTENT_REGION": "true",
+        "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+        **r.SETTING_DEFAULTS,
+    }
+    for t in r.TABLES:
+        env[t.env_var] = t.default_name
+    for b in r.BUCKETS:
+        env[b.env_var] = b.default_name
+    env.update(overrides or {})
+    return env
+
+
+@dataclass
+class PumpStats:
+    stream_records: int = 0
+    wakes_received: int = 0
+    executions_reconciled: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class LocalStack:
+    """The runtime on moto, in this process. ``settings``: overrides of the functions'
+    environment (e.g. ``{"HOP_LIMIT": "3"}``); ``time_scale``: tests only, see :func:`scale_time`;
+    ``visibility_timeout_s``: the wake queue's visibility timeout here (short, so a failed wake
+    is retried within a play; 60 s in the deployed stack)."""
+
+    def __init__(self, settings: dict[str, str] | None = None, time_scale: float | None = None,
+                 visibility_timeout_s: int = 1) -> None:
+        self.settings = settings or {}
+        self.time_scale = time_scale
+        self.visibility_timeout_s = visibility_timeout_s
+        self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}})
+        self._saved_env: dict[str, str | None] = {}
+        self.env: dict[str, str] = {}
+        self.function_arns: dict[str, str] = {}
+        self.stats = PumpStats()
+        self._stop = threading.Event()
+        self._pump: threading.Thread | None = None
+        self._busy = threading.Event()
+        self._shard_iterators: dict[str, str] = {}
+        self._pending_stream = False
+        self._finished_executions: set[str] = set()
+        self.last_wake_body: str | None = None
+        self.wake_bodies: list[str] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> LocalStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        install_seams()
+        if self.time_scale is not None:
+            scale_time(self.time_scale)
+        self.env = local_environment(self.settings)
+        for k, v in self.env.items():
+            self._saved_env[k] = os.environ.get(k)
+            os.environ[k] = v
+        self._mock.start()
+        quay_deps.reset()
+        self._provision()
+        os.environ[r.WAKE_QUEUE.env_var] = self.queue_urls[r.WAKE_QUEUE.logical_id]
+        os.environ[r.STATE_MACHINE_ENV] = self.state_machine_arn
+        quay_deps.reset()
+        self._pump = threading.Thread(target=self._pump_loop, name="quay-pump", daemon=True)
+        self._pump.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._pump:
+            self._pump.join(timeout=10)
+        sfn = self.client("stepfunctions")
+        for ex in sfn.list_executions(stateMachineArn=self.state_machine_arn, statusFilter="RUNNING")["executions"]:
+            try:
+                sfn.stop_execution(executionArn=ex["executionArn"], error="LocalStackStopped")
+            except Exception:  # noqa: BLE001 - best effort on shutdown
+                pass
+        time.sleep(0.05)
+        self._mock.stop()
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        quay_deps.reset()
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, region_name=REGION)
+
+    # ------------------------------------------------------------------ resources
+    def _provision(self) -> None:
+        ddb = self.client("dynamodb")
+        for t in r.TABLES:
+            attrs = {t.partition_key.name: t.partition_key.type}
+            keys = [{"AttributeName": t.partition_key.name, "KeyType": "HASH"}]
+            if t.sort_key:
+                attrs[t.sort_key.name] = t.sort_key.type
+                keys.append({"AttributeName": t.sort_key.name, "KeyType": "RANGE"})
+            kwargs: dict[str, Any] = {"TableName": t.default_name, "KeySchema": keys, "BillingMode": "PAY_PER_REQUEST"}
+            lsis, gsis = [], []
+            for idx in t.indexes:
+                attrs[idx.partition_key.name] = idx.partition_key.type
+                attrs[idx.sort_key.name] = idx.sort_key.type
+                spec = {"IndexName": idx.name, "Projection": {"ProjectionType": "ALL"},
+                        "KeySchema": [{"AttributeName": idx.partition_key.name, "KeyType": "HASH"},
+                                      {"AttributeName": idx.sort_key.name, "KeyType": "RANGE"}]}
+                (lsis if idx.local else gsis).append(spec)
+            if lsis:
+                kwargs["LocalSecondaryIndexes"] = lsis
+            if gsis:
+                kwargs["GlobalSecondaryIndexes"] = gsis
+            if t.stream:
+                kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": t.stream}
+            kwargs["AttributeDefinitions"] = [{"AttributeName": k, "AttributeType": v} for k, v in attrs.items()]
+            ddb.create_table(**kwargs)
+        s3 = self.client("s3")
+        for b in r.BUCKETS:
+            s3.create_bucket(Bucket=b.default_name)
+        sqs = self.client("sqs")
+        self.queue_urls: dict[str, str] = {}
+        for q in r.QUEUES:
+            attrs_q: dict[str, str] = {"VisibilityTimeout": str(self.visibility_timeout_s)}
+            if q.dead_letter:
+                dlq_arn = sqs.get_queue_attributes(QueueUrl=self.queue_urls[q.dead_letter],
+                                                   AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+                attrs_q["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn,
+                                                       "maxReceiveCount": q.max_receive_count})
+            self.queue_urls[q.logical_id] = sqs.create_queue(QueueName=q.default_name, Attributes=attrs_q)["QueueUrl"]
+        role = self.client("iam").create_role(
+            RoleName="quayutec-local", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}))
+        role_arn = role["Role"]["Arn"]
+        lam = self.client("lambda")
+        zipped = io.BytesIO()
+        with zipfile.ZipFile(zipped, "w") as z:
+            z.writestr("README.txt", "local stack: handlers run in-process from the quayutec package")
+        env = {**self.env, r.WAKE_QUEUE.env_var: self.queue_urls[r.WAKE_QUEUE.logical_id]}
+        for f in r.FUNCTIONS:
+            resp = lam.create_function(FunctionName=f"quayutec-{f.logical_id}", Runtime=LAMBDA_RUNTIME, Role=role_arn,
+                                       Handler=f.handler, Code={"ZipFile": zipped.getvalue()}, Timeout=f.timeout_s,
+                                       MemorySize=f.memory_mb, Environment={"Variables": env})
+            self.function_arns[f.logical_id] = resp["FunctionArn"]
+        definition = ASL_PATH.read_text()
+        for sub, value in self.definition_substitutions().items():
+            definition = definition.replace("${" + sub + "}", value)
+        self.state_machine_arn = self.client("stepfunctions").create_state_machine(
+            name=r.STATE_MACHINE_DEFAULT_NAME, definition=definition, roleArn=role_arn, type="STANDARD")["stateMachineArn"]
+        desc = ddb.describe_table(TableName=r.ROOM_TABLE.default_name)["Table"]
+        self.stream_arn = desc["LatestStreamArn"]
+
+    def definition_substitutions(self) -> dict[str, str]:
+        """``${Placeholder}`` → function ARN, the same mapping the CDK app provides."""
+        return {f.asl_placeholder: self.function_arns[f.logical_id] for f in r.FUNCTIONS if f.asl_placeholder}
+
+    def invoke(self, logical_id: str, event: dict[str, Any]) -> dict[str, Any]:
+        """Invoke a function through moto's Lambda (so through the in-process seam)."""
+        resp = self.client("lambda").invoke(FunctionName=self.function_arns[logical_id],
+                                            Payload=json.dumps(event).encode())
+        payload = json.loads(resp["Payload"].read() or b"null")
+        if resp.get("FunctionError"):
+            raise RuntimeError(f"{logical_id} failed: {payload.get('errorType')}: {payload.get('errorMessage')}")
+        return payload
+
+    # ------------------------------------------------------------------ pollers
+    def _pump_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                did = self.pump_once()
+            except Exception as exc:  # noqa: BLE001 - keep pumping, report at the end
+                self.stats.errors.append(f"{type(exc).__name__}: {exc}")
+                did = False
+            if not did:
+                self._stop.wait(0.02)
+
+    def pump_once(self) -> bool:
+        """One round of every poller; ``True`` when anything was processed."""
+        self._busy.set()
+        try:
+            a = self._poll_stream()
+            b = self._poll_queue()
+            c = self._poll_executions()
+            return a or b or c
+        finally:
+            self._busy.clear()
+
+    def _poll_stream(self) -> bool:
+        streams = self.client("dynamodbstreams")
+        did = False
+        shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+        self._pending_stream = False
+        for shard in shards:
+            sid = shard["ShardId"]
+            it = self._shard_iterators.get(sid) or streams.get_shard_iterator(
+                StreamArn=self.stream_arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            resp = streams.get_records(ShardIterator=it, Limit=100)
+            records = resp.get("Records", [])
+            if not records:
+                self._shard_iterators[sid] = resp.get("NextShardIterator", it)
+                continue
+            event = {"Records": [{**rec, "eventSourceARN": self.stream_arn} for rec in records]}
+            result = self.invoke("StreamDispatchFunction", _json_safe(event))
+            failures = [f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])]
+            self.stats.stream_records += len(records)
+            if failures:  # retry from the first failed record, as the event source mapping does
+                self._shard_iterators[sid] = streams.get_shard_iterator(
+                    StreamArn=self.stream_arn, ShardId=sid, ShardIteratorType="AT_SEQUENCE_NUMBER",
+                    SequenceNumber=failures[0])["ShardIterator"]
+                self._pending_stream = True
+            else:
+                self._shard_iterators[sid] = resp["NextShardIterator"]
+            did = True
+        return did
+
+    def _poll_queue(self) -> bool:
+        sqs = self.client("sqs")
+        url = self.queue_urls[r.WAKE_QUEUE.logical_id]
+        msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"],
+                                   MessageAttributeNames=["All"]).get("Messages", [])
+        if not msgs:
+            return False
+        queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        event = {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                              "attributes": m.get("Attributes", {}), "messageAttributes": {},
+                              "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
+                              "awsRegion": REGION} for m in msgs]}
+        for m in msgs:
+            self.wake_bodies.append(m["Body"])
+            self.last_wake_body = m["Body"]
+        self.stats.wakes_received += len(msgs)
+        result = self.invoke("WakeConsumerFunction", event)
+        failed = {f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])}
+        done = [m for m in msgs if m["MessageId"] not in failed]
+        if done:  # delete only the successes: failed records come back after the visibility timeout
+            sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                                                            for i, m in enumerate(done)])
+        return True
+
+    def _poll_executions(self) -> bool:
+        """moto emits no EventBridge events: feed ended executions to the reconciler in the
+        "Step Functions Execution Status Change" event shape."""
+        sfn = self.client("stepfunctions")
+        did = False
+        for status in ("FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"):
+            for ex in sfn.list_executions(stateMachineArn=self.state_machine_arn, statusFilter=status)["executions"]:
+                arn = ex["executionArn"]
+                if arn in self._finished_executions:
+                    continue
+                self._finished_executions.add(arn)
+                if status == "SUCCEEDED":
+                    continue
+                desc = sfn.describe_execution(executionArn=arn)
+                event = {"version": "0", "detail-type": "Step Functions Execution Status Change",
+                         "source": "aws.states", "account": ACCOUNT, "region": REGION, "resources": [arn],
+                         "detail": {"executionArn": arn, "stateMachineArn": self.state_machine_arn,
+                                    "name": ex["name"], "status": status, "error": desc.get("error"),
+                                    "cause": desc.get("cause"), "input": desc.get("input")}}
+                self.invoke("ReconcilerFunction", event)
+                self.stats.executions_reconciled += 1
+                did = True
+        return did
+
+    # ------------------------------------------------------------------ quiet
+    def running_executions(self) -> list[dict[str, Any]]:
+        return self.client("stepfunctions").list_executions(
+            stateMachineArn=self.state_machine_arn, statusFilter="RUNNING")["executions"]
+
+    def is_parked(self, run_id: str) -> bool:
+        """Parked: every held action of the run has a recorded approval request and at least one
+        of them is still pending."""
+        from quayutec.deps import default_deps
+
+        d = default_deps()
+        run = d.ledger.get_run(run_id)
+        if run is None or run.status != "waiting_approval":
+            return False
+        held = [a.index for a in d.ledger.actions(run_id) if a.decision == "ask"]
+        found = [d.room.get_approval(run.room_id, run_id, i) for i in held]
+        if not held or any(f is None for f in found):
+            return False
+        return any(f[0].status == "pending" for f in found if f)
+
+    def quiet(self) -> bool:
+        if self._pending_stream:
+            return False
+        sqs = self.client("sqs")
+        attrs = sqs.get_queue_attributes(QueueUrl=self.queue_urls[r.WAKE_QUEUE.logical_id],
+                                         AttributeNames=["ApproximateNumberOfMessages",
+                                                         "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
+            return False
+        streams = self.client("dynamodbstreams")
+        for shard in streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]:
+            it = self._shard_iterators.get(shard["ShardId"])
+            if it is None or streams.get_records(ShardIterator=it, Limit=1).get("Records"):
+                return False
+        for ex in self.running_executions():
+            if not self.is_parked(ex["name"]):
+                return False
+        ended = set()
+        for status in ("FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"):
+            ended |= {e["executionArn"] for e in self.client("stepfunctions").list_executions(
+                stateMachineArn=self.state_machine_arn, statusFilter=status)["executions"]}
+        return ended <= self._finished_executions
+
+    def wait_quiet(self, timeout_s: float = 120.0, settle_s: float = 0.1) -> None:
+        """Block until the stack is quiet (SPEC scenarios README: no stream record, SQS message or
+        execution in progress, except executions parked on a recorded approval request).
+        Raises TimeoutError."""
+        deadline = time.monotonic() + timeout_s
+        calm_since: float | None = None
+        while time.monotonic() < deadline:
+            if self.quiet() and not self._busy.is_set():
+                calm_since = calm_since or time.monotonic()
+                if time.monotonic() - calm_since >= settle_s:
+                    return
+            else:
+                calm_since = None
+            time.sleep(0.05)
+        raise TimeoutError(f"the local stack was not quiet within {timeout_s} s")
+
+
+def _json_safe(value: Any) -> Any:
+    """Stream records carry datetimes (ApproximateCreationDateTime): epoch seconds, as AWS sends."""
+    import datetime as _dt
+
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, _dt.datetime):
+        return value.timestamp()
+    return value
