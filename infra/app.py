@@ -15,8 +15,11 @@ for _path in (_ROOT / "infra", _ROOT / "functions"):
         sys.path.insert(0, str(_path))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
+from aws_cdk import App  # noqa: E402
+
 from quayinfra.stack import build_app  # noqa: E402
 
 if __name__ == "__main__":
-    app, _stack = build_app()
+    # Under the CDK CLI, CDK_OUTDIR names the output; run directly (`make synth`): ./cdk.out.
+    app, _stack = build_app(App(outdir=os.environ.get("CDK_OUTDIR", str(_ROOT / "cdk.out"))))
     app.synth()

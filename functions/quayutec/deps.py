@@ -83,6 +83,9 @@ def default_deps() -> Deps:
 
 def reset() -> None:
     """Forget cached settings, clients and deps (after an environment change)."""
+    from aws_lambda_powertools.utilities import parameters
+
     get_settings.cache_clear()
     default_deps.cache_clear()
     aws.reset_clients()
+    parameters.clear_caches()

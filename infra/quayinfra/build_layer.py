@@ -9,7 +9,8 @@ provides. Wheels are chosen for the Lambda runtime, not for the Python running t
 --only-binary=:all:`` (without ``--python-version``/``--abi`` pip would pick pydantic-core for the
 local Python, which imports here and fails on AWS).
 
-The result is cached in ``.build/layer/`` (``python/`` + a stamp). It is rebuilt only when the
+The result is cached in ``.build/layer/``: ``python/`` (the files, for inspection and tests),
+``layer.zip`` (the asset CDK uploads, written deterministically) and a stamp. It is rebuilt only when the
 requirement list or the target platform changes; concurrent callers (pytest-xdist workers, the
 CDK app) serialise on a file lock. Needs PyPI the first time (~30-60 s), then ~0 s.
 """
@@ -19,12 +20,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import tomllib
+import zipfile
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -37,6 +40,7 @@ PYPROJECT = REPO_ROOT / "pyproject.toml"
 BUILD_DIR = REPO_ROOT / ".build"
 LAYER_DIR = BUILD_DIR / "layer"
 STAMP_NAME = ".stamp.json"
+ZIP_NAME = "layer.zip"  # the CDK asset: <layer dir>/layer.zip
 
 # The Lambda target. Keep in step with quayinfra.config.LAMBDA_RUNTIME / LAMBDA_ARCHITECTURE.
 PYTHON_VERSION = "3.13"
@@ -47,7 +51,7 @@ ELF_MACHINE_AARCH64 = 183  # e_machine of every native library in the layer
 # Shipped by the Lambda Python runtime: not put in the layer (they are also the largest).
 PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore", "s3transfer"})
 
-BUILD_FORMAT = 1  # bump to force a rebuild when this script's output changes
+BUILD_FORMAT = 3  # bump to force a rebuild when this script's output changes
 
 
 def requirements() -> list[str]:
@@ -124,6 +128,26 @@ def _prune(site: Path) -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def write_zip(site: Path, zip_path: Path) -> str:
+    """Zip ``site`` as ``python/...`` (the layer layout), deterministically: sorted entries,
+    fixed timestamps, so the same files give the same bytes and the same CDK asset hash.
+    Returns the zip's sha256."""
+    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED,
+                         compresslevel=6) as zf:
+        for path in sorted(p for p in site.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(f"python/{path.relative_to(site).as_posix()}",
+                                   date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if os.access(path, os.X_OK) else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with open(path, "rb") as src, zf.open(info, "w") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    digest = hashlib.sha256()
+    with open(zip_path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def stamp(layer_dir: Path = LAYER_DIR) -> dict | None:
     try:
         return json.loads((layer_dir / STAMP_NAME).read_text())
@@ -132,15 +156,19 @@ def stamp(layer_dir: Path = LAYER_DIR) -> dict | None:
 
 
 def ensure_layer(layer_dir: Path = LAYER_DIR, *, force: bool = False, log=print) -> Path:
-    """Return the layer directory (containing ``python/``), building it if out of date."""
+    """Return the layer directory (``python/``, ``layer.zip``), building it if out of date."""
     reqs = requirements()
     key = build_key(reqs)
-    current = stamp(layer_dir)
-    if not force and current and current.get("key") == key:
+
+    def fresh() -> bool:
+        current = stamp(layer_dir)
+        return (not force and current is not None and current.get("key") == key
+                and (layer_dir / ZIP_NAME).is_file())
+
+    if fresh():
         return layer_dir
     with _locked():
-        current = stamp(layer_dir)
-        if not force and current and current.get("key") == key:
+        if fresh():
             return layer_dir  # another process built it while we waited
         started = time.monotonic()
         log(f"building Lambda layer ({PLATFORM}, cp{PYTHON_VERSION}) into {layer_dir} ...")
@@ -150,9 +178,10 @@ def ensure_layer(layer_dir: Path = LAYER_DIR, *, force: bool = False, log=print)
             site = tmp / "python"
             subprocess.run(pip_command(site, reqs), check=True)
             _prune(site)
+            zip_sha = write_zip(site, tmp / ZIP_NAME)
             seconds = round(time.monotonic() - started, 1)
             (tmp / STAMP_NAME).write_text(json.dumps(
-                {"key": key, "requirements": reqs, "platform": PLATFORM,
+                {"key": key, "zip_sha256": zip_sha, "requirements": reqs, "platform": PLATFORM,
                  "python_version": PYTHON_VERSION, "abi": ABI, "build_seconds": seconds},
                 indent=2))
             if layer_dir.exists():

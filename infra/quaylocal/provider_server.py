@@ -254,11 +254,10 @@ class _Handler(BaseHTTPRequestHandler):
                 response, _ = self.owner._answer(provider, path, self.headers, raw, model)
                 self._send(response)
                 return
-        self._send(_Response(404, {"Content-Type": "application/json"},
-                             json.dumps({"message": f"no route for POST {path}"}).encode()))
+        self._send(_not_found(f"no route for POST {path}"))
 
     def do_GET(self) -> None:  # noqa: N802
-        self._send(_Response(404, {"Content-Type": "application/json"}, b'{"message": "POST only"}'))
+        self._send(_not_found("POST only"))
 
     def _send(self, response: _Response) -> None:
         if response.delay_s > 0:
@@ -397,6 +396,11 @@ def _error(provider: str, status: int, error_type: str, message: str, request_id
     if provider == "bedrock":
         return _json_response(status, {"message": message}, {**rid, "x-amzn-ErrorType": bedrock_type})
     return _json_response(status, {"error": {"message": message, "type": error_type, "param": None, "code": code}}, rid)
+
+
+def _not_found(message: str) -> _Response:
+    rid = _new_request_id("openai")
+    return _json_response(404, {"message": message}, {"request-id": rid, "x-request-id": rid, "x-amzn-RequestId": rid})
 
 
 def _auth_error(provider: str, request_id: str) -> _Response:

@@ -19,6 +19,7 @@ def render(result: PlayResult) -> str:
     add(f"== Room {result.scenario.room.id} ==")
     events = [(m["created_at"], "msg", m) for m in result.transcript]
     events += [(a["created_at"], "approval", a) for a in result.approvals]
+    ordinal: dict[str, int] = {}
     for _, kind, item in sorted(events, key=lambda e: e[0]):
         if kind == "msg":
             to = f" → {', '.join(item['to'])}" if item.get("to") else ""
@@ -27,7 +28,8 @@ def render(result: PlayResult) -> str:
             for line in item["text"].rstrip().splitlines():
                 add(f"    {line}")
         else:
-            add(f"[{item['created_at'][11:19]}] approval request {item['id'].split(':')[-1]} of {item['agent_id']} "
+            ordinal[item["agent_id"]] = ordinal.get(item["agent_id"], 0) + 1
+            add(f"[{item['created_at'][11:19]}] approval request {item['agent_id']}:{ordinal[item['agent_id']]} "
                 f"(visible to {item['company']} only): {item['summary']} → {item['status']}"
                 + (f" by {item['decided_by']}" if item.get("decided_by") else ""))
     if result.events:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -186,7 +187,9 @@ class Player:
         self.company_keys = {c.id: f"sk-local-{c.id}-{secrets.token_hex(8)}" for c in scenario.companies}
 
     # ------------------------------------------------------------------ play
-    def play(self) -> PlayResult:
+    def play(self, inspect: Callable[[LocalStack, PlayResult], None] | None = None) -> PlayResult:
+        """Play every step, then collect and check. ``inspect(stack, result)`` runs (tests) before
+        the stack is torn down."""
         result = PlayResult(self.sc)
         agent_company = {a.id: a.company for a in self.sc.agents}
         server = ProviderServer(scripts={k: list(v) for k, v in self.sc.model_replies.items()},
@@ -211,6 +214,8 @@ class Player:
                         break
                 self._collect(stack, server, result)
                 result.failures += [f"local stack: {e}" for e in stack.stats.errors]
+                if inspect is not None:
+                    inspect(stack, result)
         finally:
             server.stop()
         for agent in server.exhausted:

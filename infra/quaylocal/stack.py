@@ -19,6 +19,7 @@ import threading
 import time
 import traceback
 import uuid
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,8 @@ def _serialised_process_request(self: BotocoreStubber, request: Any) -> Any:
 def install_seams() -> None:
     global _installed
     if not _installed:
+        # Metrics are switched off locally (POWERTOOLS_METRICS_DISABLED); don't warn about it.
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
         LambdaFunction._invoke_lambda = invoke_in_process  # type: ignore[method-assign]
         BotocoreStubber.process_request = _serialised_process_request  # type: ignore[method-assign]
         _installed = True

@@ -341,3 +341,47 @@ def test_compatible_needs_a_base_url() -> None:
 def test_bedrock_key_is_never_sent_over_plain_http_to_a_remote_host(make_call: Callable[..., ModelCall]) -> None:
     with pytest.raises(ValueError):
         call_model(make_call("bedrock", base_url="http://bedrock.example.invalid"))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_unreadable_2xx_is_a_final_failure(provider: str, server: ProviderServer,
+                                           make_call: Callable[..., ModelCall]) -> None:
+    script(server, "agent-1", err(200, "<html>captive portal</html>"),
+           err(200, {"error": {"message": "upstream failed", "type": "server_error"}}))
+    f = fail(make_call, provider)
+    assert (f.status, f.category, f.retryable) == (200, "unexpected", False)
+    assert f.body == "<html>captive portal</html>"
+    f2 = fail(make_call, provider)  # a JSON 200 that is not a reply
+    assert (f2.status, f2.category) == (200, "unexpected")
+
+
+def test_provider_error_pickles_without_losing_the_failure(server: ProviderServer,
+                                                           make_call: Callable[..., ModelCall]) -> None:
+    import pickle
+
+    script(server, "agent-1", err(529, ANTHROPIC_ERR))
+    with pytest.raises(ProviderError) as info:
+        call_model(make_call("anthropic"))
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert copy.failure == info.value.failure and str(copy) == str(info.value)
+
+
+def test_launch_room_sequences(server: ProviderServer, make_call: Callable[..., ModelCall]) -> None:
+    """The reference scenario's first model calls: a 429 waited out by retry-after, a 503 by
+    the default 2 s, each followed by the reply on the next request."""
+    script(server, "nw-planner",
+           err(429, {"type": "error", "error": {"type": "rate_limit_error",
+                                                "message": "Number of request tokens has exceeded your per-minute "
+                                                           "rate limit"}}, {"retry-after": "1"}),
+           {"reply": {"text": "Plan.", "actions": ACTIONS[:1]}})
+    script(server, "fab-designer",
+           err(503, {"error": {"message": "The server is overloaded", "type": "server_error", "code": None}}),
+           {"reply": {"text": "Banners done.", "actions": []}})
+    for agent, provider, wait in (("nw-planner", "anthropic", 1), ("fab-designer", "openai", 2)):
+        call = make_call(provider, agent)
+        with pytest.raises(ProviderError) as info:
+            call_model(call)
+        d = decide_next(info.value.failure, 1, call.owner_base_url)
+        assert (d.retry, d.wait_seconds) == (True, wait)
+        assert call_model(call).text in {"Plan.", "Banners done."}
+        assert server.count(agent) == 2

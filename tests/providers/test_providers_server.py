@@ -105,7 +105,8 @@ def test_keys_are_checked_and_do_not_consume_the_script(server: ProviderServer) 
 
 
 def test_unknown_route_is_404(server: ProviderServer) -> None:
-    assert post(server.root_url + "/nope", {})[0] == 404
+    status, headers, _ = post(server.root_url + "/nope", {})
+    assert status == 404 and headers.get("x-request-id")
 
 
 def test_concurrent_requests_consume_each_entry_once(server: ProviderServer) -> None:

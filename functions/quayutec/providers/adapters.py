@@ -44,6 +44,8 @@ def call_model(call: ModelCall) -> ModelReply:
     Raises :class:`ProviderError` (``.failure`` classified, see
     :data:`quayutec.providers.classify.RULES`) for an error status, a timeout, a refused or
     dropped connection, or a 2xx body that cannot be read. The key never appears in the error.
+    Raises ``ValueError`` (before any request) for a Bedrock endpoint that is plain HTTP to a
+    non-loopback host: a key is never sent in clear.
     """
     adapter = _ADAPTERS[call.provider]
     return adapter(call)
@@ -158,16 +160,18 @@ def _call_openai(call: ModelCall) -> ModelReply:
             _raise(call, failure)
         try:
             completion = raw.parse()
-            choice = completion.choices[0] if completion.choices else None
-            msg = choice.message if choice is not None else None
-            text = (msg.content or "") if msg is not None else ""
+            if not completion.choices:  # e.g. a compatible server's {"error": ...} sent with 200
+                raise ValueError("reply has no choices")
+            choice = completion.choices[0]
+            msg = choice.message
+            text = msg.content or ""
             tools: list[ToolCall] = []
-            for tc in (msg.tool_calls or []) if msg is not None else []:
+            for tc in msg.tool_calls or []:
                 if getattr(tc, "type", None) == "function":
                     tools.append(_tool_call(tc.id, tc.function.name, tc.function.arguments or ""))
                 elif getattr(tc, "type", None) == "custom":
                     tools.append(_tool_call(tc.id, tc.custom.name, tc.custom.input or ""))
-            stop = choice.finish_reason if choice is not None else None
+            stop = choice.finish_reason
         except Exception:
             failure = failure_from_response(call.provider, raw.http_response, key, "x-request-id",
                                             message="reply could not be read")

@@ -126,6 +126,9 @@ class ProviderError(Exception):
         who = f"{provider} " if provider else ""
         super().__init__(f"{who}model request failed ({status}, {failure.category}, {kind}): {failure.message}")
 
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.failure, self.provider))
+
 
 class RetryDecision(BaseModel):
     """What to do after a failed request (SPEC §2.3).

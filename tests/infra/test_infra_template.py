@@ -1,0 +1,370 @@
+"""The synthesized template, built from quayutec.resources: tables, queues, mappings, state
+machine, reconciler rule, alarms, functions, and least-privilege roles."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+from infra_helpers import (as_list, flat, of_type, referenced_ids, role_of_function,
+                           statements_of_role)
+
+from quayutec import resources as R
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ASL_PATH = REPO_ROOT / "statemachines" / R.STATE_MACHINE_FILE
+SM_ID = "AgentRunStateMachine"
+
+
+# --------------------------------------------------------------------------- storage
+@pytest.mark.parametrize("tdef", R.TABLES, ids=lambda t: t.logical_id)
+def test_table_matches_definition(resources, tdef: R.TableDef):
+    props = resources[tdef.logical_id]["Properties"]
+    keys = {k["KeyType"]: k["AttributeName"] for k in props["KeySchema"]}
+    assert keys["HASH"] == tdef.partition_key.name
+    assert keys.get("RANGE") == (tdef.sort_key.name if tdef.sort_key else None)
+    types = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
+    for key in [tdef.partition_key, tdef.sort_key,
+                *(k for i in tdef.indexes for k in (i.partition_key, i.sort_key))]:
+        if key:
+            assert types[key.name] == key.type
+    for kind, local in (("LocalSecondaryIndexes", True), ("GlobalSecondaryIndexes", False)):
+        expected = {i.name: i for i in tdef.indexes if i.local == local}
+        got = {i["IndexName"]: i for i in props.get(kind, [])}
+        assert set(got) == set(expected), kind
+        for name, idef in expected.items():
+            schema = {k["KeyType"]: k["AttributeName"] for k in got[name]["KeySchema"]}
+            assert schema == {"HASH": idef.partition_key.name, "RANGE": idef.sort_key.name}
+    if tdef.stream:
+        assert props["StreamSpecification"] == {"StreamViewType": tdef.stream}
+    else:
+        assert "StreamSpecification" not in props
+    if tdef.ttl_attribute:
+        assert props["TimeToLiveSpecification"] == {"AttributeName": tdef.ttl_attribute,
+                                                    "Enabled": True}
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    # stage "dev": destroyed with the stack
+    assert resources[tdef.logical_id]["DeletionPolicy"] == "Delete"
+
+
+def test_room_table_is_the_outbox(resources):
+    assert R.ROOM_TABLE.stream == "NEW_AND_OLD_IMAGES"
+    assert resources["RoomTable"]["Properties"]["StreamSpecification"]["StreamViewType"] \
+        == "NEW_AND_OLD_IMAGES"
+
+
+def test_run_data_bucket_is_private_encrypted_and_tls_only(resources):
+    bucket = resources[R.RUN_DATA_BUCKET.logical_id]["Properties"]
+    assert bucket["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True, "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+    sse = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    policies = [p for p in of_type(resources, "AWS::S3::BucketPolicy").values()
+                if p["Properties"]["Bucket"] == {"Ref": R.RUN_DATA_BUCKET.logical_id}]
+    assert len(policies) == 1
+    denies = [s for s in policies[0]["Properties"]["PolicyDocument"]["Statement"]
+              if s["Effect"] == "Deny"]
+    assert any(s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
+
+
+# --------------------------------------------------------------------------- wakes
+def test_wake_queue_redrives_to_dlq(resources):
+    queue = resources[R.WAKE_QUEUE.logical_id]["Properties"]
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [R.WAKE_DLQ.logical_id, "Arn"]},
+        "maxReceiveCount": R.WAKE_QUEUE.max_receive_count}
+    assert queue["VisibilityTimeout"] == R.WAKE_QUEUE.visibility_timeout_s
+    consumer = R.FUNCTIONS_BY_ID["WakeConsumerFunction"]
+    assert queue["VisibilityTimeout"] >= consumer.timeout_s
+    for qdef in R.QUEUES:
+        assert resources[qdef.logical_id]["Properties"]["SqsManagedSseEnabled"] is True
+
+
+def _mapping(resources, function_id: str) -> dict:
+    found = [m["Properties"] for m in of_type(resources, "AWS::Lambda::EventSourceMapping")
+             .values() if m["Properties"]["FunctionName"] == {"Ref": function_id}]
+    assert len(found) == 1, function_id
+    return found[0]
+
+
+def test_wake_consumer_reads_the_queue_with_partial_batch_failures(resources):
+    m = _mapping(resources, "WakeConsumerFunction")
+    assert m["EventSourceArn"] == {"Fn::GetAtt": [R.WAKE_QUEUE.logical_id, "Arn"]}
+    assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_stream_dispatch_reads_the_room_stream_with_bisect_retry_and_on_failure(resources):
+    m = _mapping(resources, "StreamDispatchFunction")
+    assert m["EventSourceArn"] == {"Fn::GetAtt": [R.ROOM_TABLE.logical_id, "StreamArn"]}
+    assert m["BisectBatchOnFunctionError"] is True
+    assert 0 <= m["MaximumRetryAttempts"] <= 10
+    assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    dest = m["DestinationConfig"]["OnFailure"]["Destination"]
+    assert resources[dest["Fn::GetAtt"][0]]["Type"] == "AWS::SQS::Queue"
+    assert m["StartingPosition"] == "LATEST"
+
+
+# --------------------------------------------------------------------------- run engine
+def test_state_machine_standard_logged_traced(resources):
+    props = resources[SM_ID]["Properties"]
+    assert props["StateMachineType"] == "STANDARD"
+    assert props["TracingConfiguration"] == {"Enabled": True}
+    logging = props["LoggingConfiguration"]
+    assert logging["Level"] == "ALL"
+    group = logging["Destinations"][0]["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    assert resources[group]["Type"] == "AWS::Logs::LogGroup"
+    assert resources[group]["Properties"]["RetentionInDays"] == 30
+
+
+def test_definition_is_the_asl_file_and_placeholders_match_substitutions(resources):
+    props = resources[SM_ID]["Properties"]
+    asl_text = ASL_PATH.read_text()
+    assert json.loads(props["DefinitionString"]) == json.loads(asl_text)
+    in_asl = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", asl_text))
+    subs = props["DefinitionSubstitutions"]
+    assert in_asl, "the ASL has no placeholders?"
+    assert set(subs) == in_asl
+    expected = {f.asl_placeholder: f.logical_id for f in R.FUNCTIONS if f.asl_placeholder}
+    assert set(expected) == in_asl
+    for key, value in subs.items():
+        assert value == {"Fn::GetAtt": [expected[key], "Arn"]}
+
+
+def test_state_machine_role_invokes_exactly_the_phase_functions(resources):
+    role = resources[SM_ID]["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    invoke = [s for s in statements_of_role(resources, role)
+              if "lambda:InvokeFunction" in as_list(s["Action"])]
+    targets = {flat(r) for s in invoke for r in as_list(s["Resource"])}
+    assert targets == {f"<{f.logical_id}.Arn>" for f in R.FUNCTIONS if f.asl_placeholder}
+
+
+# --------------------------------------------------------------------------- reconciler
+def test_reconciler_rule_matches_this_state_machine_failures(resources):
+    rules = of_type(resources, "AWS::Events::Rule")
+    assert len(rules) == 1
+    rule = next(iter(rules.values()))["Properties"]
+    assert rule["EventPattern"] == {
+        "source": ["aws.states"],
+        "detail-type": ["Step Functions Execution Status Change"],
+        "detail": {"status": ["FAILED", "TIMED_OUT", "ABORTED"],
+                   "stateMachineArn": [{"Ref": SM_ID}]},
+    }
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["ReconcilerFunction", "Arn"]}
+    assert "DeadLetterConfig" in target
+    perms = [p["Properties"] for p in of_type(resources, "AWS::Lambda::Permission").values()]
+    assert any(p["FunctionName"] == {"Fn::GetAtt": ["ReconcilerFunction", "Arn"]}
+               and p["Principal"] == "events.amazonaws.com" for p in perms)
+
+
+# --------------------------------------------------------------------------- alarms
+def _alarms(resources) -> list[dict]:
+    return [a["Properties"] for a in of_type(resources, "AWS::CloudWatch::Alarm").values()]
+
+
+def test_alarm_on_dead_letter_queue_depth(resources):
+    depth = [a for a in _alarms(resources)
+             if a["MetricName"] == "ApproximateNumberOfMessagesVisible"
+             and a["Dimensions"] == [{"Name": "QueueName", "Value": {
+                 "Fn::GetAtt": [R.WAKE_DLQ.logical_id, "QueueName"]}}]]
+    assert len(depth) == 1
+    assert depth[0]["Threshold"] == 1
+    assert depth[0]["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+@pytest.mark.parametrize("metric", ["ExecutionsFailed", "ExecutionsTimedOut"])
+def test_alarm_on_state_machine_executions(resources, metric):
+    found = [a for a in _alarms(resources) if a["MetricName"] == metric
+             and a["Namespace"] == "AWS/States"
+             and a["Dimensions"] == [{"Name": "StateMachineArn", "Value": {"Ref": SM_ID}}]]
+    assert len(found) == 1
+
+
+def test_alarm_on_every_function_errors(resources):
+    errors = {a["Dimensions"][0]["Value"]["Ref"] for a in _alarms(resources)
+              if a["MetricName"] == "Errors" and a["Namespace"] == "AWS/Lambda"}
+    assert errors == {f.logical_id for f in R.FUNCTIONS}
+
+
+# --------------------------------------------------------------------------- functions
+def test_exactly_the_defined_functions_and_no_custom_resources(resources):
+    functions = of_type(resources, "AWS::Lambda::Function")
+    assert set(functions) == {f.logical_id for f in R.FUNCTIONS}
+    assert not [k for k, v in resources.items() if v["Type"].startswith("Custom::")
+                or v["Type"] == "AWS::CloudFormation::CustomResource"]
+
+
+@pytest.mark.parametrize("fdef", R.FUNCTIONS, ids=lambda f: f.logical_id)
+def test_function_from_the_factory(resources, fdef: R.FunctionDef):
+    props = resources[fdef.logical_id]["Properties"]
+    assert props["Handler"] == fdef.handler
+    assert props["Runtime"] == "python3.13"
+    assert props["Architectures"] == ["arm64"]
+    assert props["Timeout"] == fdef.timeout_s
+    assert props["MemorySize"] == fdef.memory_mb
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    (layer,) = props["Layers"]
+    assert resources[layer["Ref"]]["Type"] == "AWS::Lambda::LayerVersion"
+    group = props["LoggingConfig"]["LogGroup"]["Ref"]
+    assert resources[group]["Properties"]["RetentionInDays"] == 30
+    env = props["Environment"]["Variables"]
+    expected = set(R.ENVIRONMENT_VARIABLES)
+    if "states:start" not in fdef.touches:
+        expected -= {R.STATE_MACHINE_ENV}
+    assert set(env) == expected
+    for tdef in R.TABLES:
+        assert env[tdef.env_var] == {"Ref": tdef.logical_id}
+    assert env[R.RUN_DATA_BUCKET.env_var] == {"Ref": R.RUN_DATA_BUCKET.logical_id}
+    assert env[R.WAKE_QUEUE.env_var] == {"Ref": R.WAKE_QUEUE.logical_id}
+    for name, default in R.SETTING_DEFAULTS.items():
+        assert env[name] == default
+    if R.STATE_MACHINE_ENV in env:
+        assert env[R.STATE_MACHINE_ENV] == {"Ref": SM_ID}
+
+
+def test_only_run_starters_get_the_state_machine_arn():
+    starters = [f.logical_id for f in R.FUNCTIONS if "states:start" in f.touches]
+    assert starters == ["WakeConsumerFunction"]
+
+
+def _code_dir(stack_files, resources, function_id: str) -> Path:
+    _name, template_path, _assets = stack_files
+    path = resources[function_id]["Metadata"]["aws:asset:path"]
+    return template_path.parent / path
+
+
+def test_code_asset_holds_only_the_quayutec_package(stack_files, resources):
+    dirs = {_code_dir(stack_files, resources, f.logical_id) for f in R.FUNCTIONS}
+    assert len(dirs) == 1, "one code asset for every function"
+    (code,) = dirs
+    assert sorted(p.name for p in code.iterdir()) == ["quayutec"]
+    files = [p.relative_to(code).as_posix() for p in code.rglob("*") if p.is_file()]
+    assert "quayutec/resources.py" in files
+    bad = [f for f in files if "__pycache__" in f or f.endswith(".pyc")
+           or "/tests/" in f or Path(f).name.startswith("test_")]
+    assert not bad
+
+
+@pytest.mark.parametrize("fdef", R.FUNCTIONS, ids=lambda f: f.logical_id)
+def test_handler_resolves_in_its_asset(stack_files, resources, fdef: R.FunctionDef):
+    module, attr = fdef.handler.rsplit(".", 1)
+    code = _code_dir(stack_files, resources, fdef.logical_id)
+    module_file = code.joinpath(*module.split(".")).with_suffix(".py")
+    assert module_file.is_file(), f"{fdef.handler}: no {module_file.relative_to(code)}"
+    for parent in module_file.relative_to(code).parents:
+        if parent != Path("."):
+            assert (code / parent / "__init__.py").is_file(), f"{parent} is not a package"
+    tree = ast.parse(module_file.read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign)
+                for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom)
+                for a in n.names}
+    assert attr in defined, f"{fdef.handler}: {attr} not defined at module level"
+
+
+# --------------------------------------------------------------------------- IAM
+def _table_of(resource) -> str | None:
+    ids = referenced_ids(resource)
+    return next(iter(ids)) if ids else None
+
+
+def test_claim_role_writes_only_the_claim_and_ledger_tables(resources):
+    stmts = statements_of_role(resources, role_of_function(resources, "ClaimFunction"))
+    services = {a.split(":")[0] for s in stmts for a in as_list(s["Action"])}
+    assert services == {"logs", "xray", "dynamodb"}
+    writes = [s for s in stmts if any(a in ("dynamodb:PutItem", "dynamodb:UpdateItem")
+                                      for a in as_list(s["Action"]))]
+    assert {_table_of(r) for s in writes for r in as_list(s["Resource"])} \
+        == {"ClaimTable", "LedgerTable"}
+    dynamo = [s for s in stmts if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    assert {_table_of(r) for s in dynamo for r in as_list(s["Resource"])} \
+        == {"ClaimTable", "LedgerTable"}
+    for s in dynamo:
+        assert not {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:*"} & set(as_list(s["Action"]))
+
+
+def test_call_model_reads_only_secrets_under_the_prefix(resources):
+    stmts = statements_of_role(resources, role_of_function(resources, "CallModelFunction"))
+    secrets = [s for s in stmts if any(a.startswith("secretsmanager:")
+                                       for a in as_list(s["Action"]))]
+    assert [as_list(s["Action"]) for s in secrets] == [["secretsmanager:GetSecretValue"]]
+    (resource,) = as_list(secrets[0]["Resource"])
+    assert flat(resource) == (f"arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
+                              f"<AWS::AccountId>:secret:{R.DEFAULT_SECRET_PREFIX}/*")
+
+
+def test_only_secret_readers_touch_secrets(resources):
+    for fdef in R.FUNCTIONS:
+        stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
+        has = any(a.startswith("secretsmanager:") for s in stmts for a in as_list(s["Action"]))
+        assert has == ("secrets:read" in fdef.touches), fdef.logical_id
+
+
+def test_table_access_follows_touches(resources):
+    tables = {"claims": "ClaimTable", "ledger": "LedgerTable", "room": "RoomTable"}
+    for fdef in R.FUNCTIONS:
+        stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
+        touched = {_table_of(r) for s in stmts if any(
+            a.startswith("dynamodb:") and a != "dynamodb:ListStreams" for a in as_list(s["Action"]))
+            for r in as_list(s["Resource"]) if r != "*"}
+        expected = {tables[t.split(":")[0]] for t in fdef.touches
+                    if t.split(":")[0] in tables}
+        assert touched == expected, fdef.logical_id
+        writes = {_table_of(r) for s in stmts
+                  if {"dynamodb:PutItem", "dynamodb:UpdateItem"} & set(as_list(s["Action"]))
+                  for r in as_list(s["Resource"])}
+        expected_writes = {tables[t.split(":")[0]] for t in fdef.touches
+                           if t.endswith(":write") and t.split(":")[0] in tables}
+        assert writes == expected_writes, fdef.logical_id
+
+
+def test_run_data_access_is_under_the_run_prefix(resources):
+    for fdef in R.FUNCTIONS:
+        stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
+        s3 = [s for s in stmts if any(a.startswith("s3:") for a in as_list(s["Action"]))]
+        if not any(t.startswith("rundata:") for t in fdef.touches):
+            assert not s3, fdef.logical_id
+            continue
+        for s in s3:
+            for r in as_list(s["Resource"]):
+                if "s3:ListBucket" in as_list(s["Action"]):
+                    assert s["Condition"] == {"StringLike": {"s3:prefix": "runs/*"}}
+                else:
+                    assert flat(r) == f"<{R.RUN_DATA_BUCKET.logical_id}.Arn>/runs/*"
+
+
+# Resource "*" is allowed only for actions AWS does not scope to a resource.
+STAR_ACTIONS = {
+    "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
+    "xray:GetSamplingTargets", "dynamodb:ListStreams",
+    "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+}
+
+
+def test_no_wildcards_beyond_what_aws_requires(resources):
+    for pid, policy in of_type(resources, "AWS::IAM::Policy").items():
+        for s in as_list(policy["Properties"]["PolicyDocument"]["Statement"]):
+            assert s["Effect"] == "Allow"
+            actions = as_list(s["Action"])
+            assert not [a for a in actions if "*" in a], pid
+            if "*" in as_list(s["Resource"]):
+                assert set(actions) <= STAR_ACTIONS, (pid, actions)
+
+
+def test_every_star_resource_is_acknowledged(assembly):
+    report = json.loads((assembly / "validation-report.json").read_text())
+    (nag,) = [p for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"]
+    acknowledged = {(v["acknowledgedId"], c["constructPath"])
+                    for v in nag["suppressedViolations"] for c in v["violatingConstructs"]}
+    star = {path for ack, path in acknowledged if ack.endswith("IAM5[Resource::*]")}
+    assert any("ClaimFunctionRole" in p for p in star)
+    assert any("AgentRun/Role" in p for p in star)
