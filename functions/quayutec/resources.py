@@ -90,6 +90,7 @@ class BucketDef:
 
 
 RUN_DATA_BUCKET = BucketDef("RunDataBucket", "RUN_DATA_BUCKET", "quayutec-run-data")
+RUN_DATA_PREFIX = "runs/"  # run data objects: runs/{run_id}/{name}.json
 BUCKETS: tuple[BucketDef, ...] = (RUN_DATA_BUCKET,)
 
 
@@ -107,7 +108,10 @@ WAKE_DLQ = QueueDef("WakeDeadLetterQueue", None, "quayutec-wakes-dlq")
 WAKE_QUEUE = QueueDef(
     "WakeQueue", "WAKE_QUEUE_URL", "quayutec-wakes", dead_letter="WakeDeadLetterQueue"
 )
-QUEUES: tuple[QueueDef, ...] = (WAKE_DLQ, WAKE_QUEUE)
+# Failure records (stream batches, EventBridge deliveries, reconciler invocations that keep
+# failing): never redriven to the wake consumer.
+FAILED_EVENTS_QUEUE = QueueDef("FailedEventsQueue", None, "quayutec-failed-events")
+QUEUES: tuple[QueueDef, ...] = (WAKE_DLQ, WAKE_QUEUE, FAILED_EVENTS_QUEUE)
 
 STATE_MACHINE_ENV = "STATE_MACHINE_ARN"
 STATE_MACHINE_DEFAULT_NAME = "quayutec-agent-run"

@@ -88,7 +88,7 @@ class Functions(Construct):
             unknown = set(fdef.touches) - KNOWN_TOUCHES
             if unknown:
                 raise ValueError(f"{fdef.logical_id}: unknown touches {sorted(unknown)}")
-            self.functions[fdef.logical_id] = self._function(fdef)
+            self._function(fdef)
 
     # ------------------------------------------------------------------ environment
     def _environment(self) -> dict[str, str]:
@@ -109,6 +109,7 @@ class Functions(Construct):
 
     # ------------------------------------------------------------------ one function
     def _function(self, fdef: R.FunctionDef) -> lambda_.Function:
+        """Log group, role (from touches), function; registered under fdef.logical_id."""
         settings = self._settings
         log_group = logs.LogGroup(
             self, f"{fdef.logical_id}Logs",
@@ -224,9 +225,6 @@ class Functions(Construct):
                 fn = self.functions[fdef.logical_id]
                 fn.add_environment(R.STATE_MACHINE_ENV, state_machine.state_machine_arn)
                 state_machine.grant_start_execution(self.roles[fdef.logical_id])
-
-    def by_touch(self, touch: str) -> list[lambda_.Function]:
-        return [self.functions[f.logical_id] for f in R.FUNCTIONS if touch in f.touches]
 
     def __getitem__(self, fdef: R.FunctionDef | str) -> lambda_.Function:
         key = fdef if isinstance(fdef, str) else fdef.logical_id

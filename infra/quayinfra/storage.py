@@ -14,7 +14,7 @@ from .config import Settings
 
 # Objects of a run live under <RUN_DATA_PREFIX><run_id>/...; the runtime roles may touch only
 # those. (Proposed to move to resources.BucketDef; see the infra report.)
-RUN_DATA_PREFIX = getattr(R, "RUN_DATA_PREFIX", "runs/")
+RUN_DATA_PREFIX = R.RUN_DATA_PREFIX
 
 _ATTR_TYPES = {
     "S": dynamodb.AttributeType.STRING,
@@ -33,10 +33,8 @@ class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
         super().__init__(scope, construct_id)
         self.tables: dict[str, dynamodb.Table] = {}
-        self.table_defs: dict[str, R.TableDef] = {}
         for tdef in R.TABLES:
             self.tables[tdef.logical_id] = self._table(tdef, settings.removal_policy)
-            self.table_defs[tdef.logical_id] = tdef
         self.buckets: dict[str, s3.Bucket] = {
             bdef.logical_id: self._bucket(bdef, settings.removal_policy) for bdef in R.BUCKETS
         }

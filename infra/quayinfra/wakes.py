@@ -22,9 +22,8 @@ from .storage import Storage
 # Where undeliverable *events* land for an operator to inspect: stream batches StreamDispatch
 # could not process (on-failure destination), execution status events EventBridge could not
 # deliver, and reconciler invocations that kept failing. Not a wake DLQ: its messages are
-# invocation records, never redriven to a consumer. Infra-only (no handler reads it); proposed
-# for resources.QUEUES in the report.
-FAILED_EVENTS_QUEUE = R.QueueDef("FailedEventsQueue", None, "quayutec-failed-events")
+# invocation records, never redriven to a consumer. Infra-only (no handler reads it).
+FAILED_EVENTS_QUEUE = R.FAILED_EVENTS_QUEUE
 
 STREAM_BATCH_SIZE = 100
 STREAM_RETRY_ATTEMPTS = 3
@@ -41,7 +40,7 @@ class Wakes(Construct):
         self.queues: dict[str, sqs.Queue] = {}
         for qdef in R.QUEUES:  # ordered: a DLQ comes before the queue that names it
             self.queues[qdef.logical_id] = self._queue(qdef)
-        self.failed_events = self._queue(FAILED_EVENTS_QUEUE)
+        self.failed_events = self.queues[FAILED_EVENTS_QUEUE.logical_id]
         nag.acknowledge(
             self.failed_events, "SQS3",
             "This queue is itself a failure destination (stream on-failure, EventBridge target "
@@ -75,7 +74,7 @@ class Wakes(Construct):
     def connect(self, functions: Functions) -> None:
         dispatch = functions[R.FUNCTIONS_BY_ID["StreamDispatchFunction"]]
         consumer = functions[R.FUNCTIONS_BY_ID["WakeConsumerFunction"]]
-        self._check_visibility(consumer)
+        self._check_visibility()
         dispatch.add_event_source(sources.DynamoEventSource(
             self._storage.table(R.ROOM_TABLE),
             starting_position=lambda_.StartingPosition.LATEST,
@@ -93,7 +92,8 @@ class Wakes(Construct):
             report_batch_item_failures=True,
         ))
 
-    def _check_visibility(self, consumer: lambda_.Function) -> None:
+    @staticmethod
+    def _check_visibility() -> None:
         fdef = R.FUNCTIONS_BY_ID["WakeConsumerFunction"]
         if R.WAKE_QUEUE.visibility_timeout_s < fdef.timeout_s:
             raise ValueError("the wake queue's visibility timeout must be at least the "

@@ -60,3 +60,14 @@ def flat(value: Any) -> str:
         if "Fn::GetAtt" in value:
             return f"<{'.'.join(value['Fn::GetAtt'])}>"
     return repr(value)
+
+
+def asset_source(stack_files, s3_key: str):
+    """The cloud-assembly path of the file asset uploaded as ``s3_key``."""
+    import json
+
+    _name, template_path, assets_path = stack_files
+    for asset in json.loads(assets_path.read_text())["files"].values():
+        if any(d["objectKey"] == s3_key for d in asset["destinations"].values()):
+            return template_path.parent / asset["source"]["path"]
+    raise KeyError(s3_key)

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from infra_helpers import asset_source
 
 from quayutec import resources as R
 
@@ -84,7 +85,7 @@ def test_zip_is_the_layer_layout_and_is_the_asset(layer_dir, stack_files, templa
     (layer,) = layers
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
-    asset = stack_files[1].parent / layer["Metadata"]["aws:asset:path"]
+    asset = asset_source(stack_files, layer["Properties"]["Content"]["S3Key"])
     assert asset.read_bytes() == zpath.read_bytes()
 
 

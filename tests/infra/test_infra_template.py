@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from infra_helpers import (as_list, flat, of_type, referenced_ids, role_of_function,
+from infra_helpers import (as_list, asset_source, flat, of_type, referenced_ids, role_of_function,
                            statements_of_role)
 
 from quayutec import resources as R
@@ -234,9 +234,7 @@ def test_only_run_starters_get_the_state_machine_arn():
 
 
 def _code_dir(stack_files, resources, function_id: str) -> Path:
-    _name, template_path, _assets = stack_files
-    path = resources[function_id]["Metadata"]["aws:asset:path"]
-    return template_path.parent / path
+    return asset_source(stack_files, resources[function_id]["Properties"]["Code"]["S3Key"])
 
 
 def test_code_asset_holds_only_the_quayutec_package(stack_files, resources):
