@@ -7,6 +7,12 @@ Use as a context manager::
 
     with LocalStack() as stack:
         ...   # boto3 calls here go to moto
+
+or, on the resources of the synthesized CDK template deployed on moto's CloudFormation
+(``cdk synth`` output; the same pollers and seams, the deployed functions' environment)::
+
+    with LocalStack.from_deployed("cdk.out") as stack:
+        ...
 """
 
 from __future__ import annotations
@@ -155,6 +161,57 @@ def local_environment(overrides: dict[str, str] | None = None) -> dict[str, str]
 
 
 @dataclass
+class Deployment:
+    """What :meth:`LocalStack.from_deployed` deployed: the stack, logical id -> physical id, the
+    template, the event source mappings it deleted, each function's environment."""
+
+    stack_name: str
+    physical_ids: dict[str, str]
+    template: dict[str, Any]
+    event_source_mappings: list[dict[str, Any]]
+    function_environments: dict[str, dict[str, str]]
+
+    def process_environment(self) -> dict[str, str]:
+        """The one environment the in-process handlers run with: every deployed function's
+        (they must agree; only the run starters also carry STATE_MACHINE_ARN)."""
+        merged: dict[str, str] = {}
+        for logical_id, env in self.function_environments.items():
+            for k, v in env.items():
+                if merged.setdefault(k, v) != v:
+                    raise ValueError(f"deployed functions disagree on {k} ({logical_id}: {v!r}, "
+                                     f"before: {merged[k]!r}): one process cannot run both")
+        shared = set.intersection(*(set(e) for e in self.function_environments.values()))
+        uneven = set(merged) - shared - {r.STATE_MACHINE_ENV}
+        if uneven:
+            raise ValueError(f"only some deployed functions have {sorted(uneven)}")
+        return merged
+
+
+def remove_event_source_mappings(lam: Any, *, account: str, region: str) -> list[dict[str, Any]]:
+    """Delete every event source mapping (returned as listed before). moto runs them
+    synchronously inside ``send_message`` / ``put_item`` (the stream one consuming the shard's
+    records and ignoring ``Enabled``), and moto 5.2.5's DeleteEventSourceMapping leaves the
+    mapping attached to its queue or table: detach those too (moto internals, pinned version)."""
+    from moto.awslambda.models import lambda_backends
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.sqs.models import sqs_backends
+
+    mappings: list[dict[str, Any]] = []
+    for page in lam.get_paginator("list_event_source_mappings").paginate():
+        mappings += page["EventSourceMappings"]
+    for m in mappings:
+        lam.delete_event_source_mapping(UUID=m["UUID"])
+    live = {id(e) for e in lambda_backends[account][region]._event_source_mappings.values()}
+    holders = [*sqs_backends[account][region].queues.values(),
+               *dynamodb_backends[account][region].tables.values()]
+    for holder in holders:
+        attached = holder.lambda_event_source_mappings
+        for key in [k for k, esm in attached.items() if id(esm) not in live]:
+            del attached[key]
+    return mappings
+
+
+@dataclass
 class PumpStats:
     stream_records: int = 0
     wakes_received: int = 0
@@ -182,11 +239,31 @@ class LocalStack:
         self._pump: threading.Thread | None = None
         self._busy = threading.Event()
         self._paused = threading.Event()
+        self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
         self._shard_iterators: dict[str, str] = {}
         self._pending_stream = False
         self._finished_executions: set[str] = set()
         self.last_wake_body: str | None = None
         self.wake_bodies: list[str] = []
+        self.assembly: Path | None = None  # set by from_deployed()
+        self.deployment: Deployment | None = None
+
+    @classmethod
+    def from_deployed(cls, assembly: str | Path, *, settings: dict[str, str] | None = None,
+                      time_scale: float | None = None) -> LocalStack:
+        """The local stack on the resources of the CDK app's synthesized template (the cloud
+        assembly directory, e.g. ``cdk.out``), deployed on moto's CloudFormation, instead of its
+        own. ``start()`` deploys it (:func:`quayinfra.localdeploy.deploy`: bootstrap, assets,
+        ``create_stack``, definition substitutions), deletes the deployed event source mappings
+        (moto would run them synchronously inside ``put_item`` / ``send_message``; the pollers
+        play their part, as for the plain local stack), puts ``settings`` into every deployed
+        function's environment and then runs the handlers with that environment, so table,
+        bucket, queue and state machine names are the deployed physical ones. Queues keep their
+        deployed visibility timeout. What was deployed: :attr:`deployment`."""
+        stack = cls(settings=settings, time_scale=time_scale)
+        stack.assembly = Path(assembly)
+        return stack
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> LocalStack:
@@ -206,7 +283,10 @@ class LocalStack:
             os.environ[k] = v
         self._mock.start()
         quay_deps.reset()
-        self._provision()
+        if self.assembly is not None:
+            self._adopt_deployed()
+        else:
+            self._provision()
         os.environ[r.WAKE_QUEUE.env_var] = self.queue_urls[r.WAKE_QUEUE.logical_id]
         os.environ[r.STATE_MACHINE_ENV] = self.state_machine_arn
         quay_deps.reset()
@@ -233,7 +313,11 @@ class LocalStack:
         quay_deps.reset()
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, region_name=REGION)
+        """A boto3 client for moto (cached per service: clients are thread-safe)."""
+        with self._clients_lock:
+            if service not in self._clients:
+                self._clients[service] = boto3.client(service, region_name=REGION)
+            return self._clients[service]
 
     # ------------------------------------------------------------------ resources
     def _provision(self) -> None:
@@ -261,6 +345,9 @@ class LocalStack:
                 kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": t.stream}
             kwargs["AttributeDefinitions"] = [{"AttributeName": k, "AttributeType": v} for k, v in attrs.items()]
             ddb.create_table(**kwargs)
+            if t.ttl_attribute:  # as deployed (moto keeps the setting, it expires nothing)
+                ddb.update_time_to_live(TableName=t.default_name, TimeToLiveSpecification={
+                    "Enabled": True, "AttributeName": t.ttl_attribute})
         s3 = self.client("s3")
         for b in r.BUCKETS:
             s3.create_bucket(Bucket=b.default_name)
@@ -294,6 +381,73 @@ class LocalStack:
             name=r.STATE_MACHINE_DEFAULT_NAME, definition=definition, roleArn=role_arn, type="STANDARD")["stateMachineArn"]
         desc = ddb.describe_table(TableName=r.ROOM_TABLE.default_name)["Table"]
         self.stream_arn = desc["LatestStreamArn"]
+
+    def _adopt_deployed(self) -> None:
+        """Deploy the assembly's template on this moto and take its resources as the stack's."""
+        from quayinfra import localdeploy  # the CDK app's deployer; imports no CDK
+
+        assert self.assembly is not None
+        account = self.client("sts").get_caller_identity()["Account"]
+        cfn, lam = self.client("cloudformation"), self.client("lambda")
+        sfn = self.client("stepfunctions")
+        name, template_path, assets = localdeploy.stack_artifact(self.assembly)
+        # localdeploy.deploy() step by step, to put the state machine where moto executes it
+        localdeploy.bootstrap(self.client("ssm"), self.client("s3"), account=account, region=REGION)
+        localdeploy.publish_assets(self.client("s3"), assets, account=account, region=REGION)
+        created = localdeploy.create_stack(cfn, name, template_path)
+        if created["StackStatus"] != "CREATE_COMPLETE":
+            raise RuntimeError(f"{name}: {created['StackStatus']} {created.get('StackStatusReason', '')}")
+        ids = localdeploy.physical_ids(cfn, name)
+        template = json.loads(template_path.read_text())
+        machines = [k for k, v in template["Resources"].items() if v["Type"] == "AWS::StepFunctions::StateMachine"]
+        if len(machines) != 1:
+            raise ValueError(f"{name}: expected one state machine, found {machines}")
+        self._mirror_state_machine(template["Resources"][machines[0]]["Properties"], ids[machines[0]], ids)
+        localdeploy.apply_definition_substitutions(cfn, sfn, lam, name, template_path)
+        mappings = remove_event_source_mappings(lam, account=account, region=REGION)
+
+        envs: dict[str, dict[str, str]] = {}
+        for f in r.FUNCTIONS:
+            conf = lam.get_function_configuration(FunctionName=ids[f.logical_id])
+            variables = dict(conf.get("Environment", {}).get("Variables", {}))
+            if self.settings:
+                variables.update(self.settings)
+                conf = lam.update_function_configuration(FunctionName=ids[f.logical_id],
+                                                         Environment={"Variables": variables})
+            self.function_arns[f.logical_id] = conf["FunctionArn"]
+            envs[f.logical_id] = variables
+        self.deployment = Deployment(stack_name=name, physical_ids=ids, template=template,
+                                     event_source_mappings=mappings, function_environments=envs)
+
+        self.queue_urls = {q.logical_id: ids[q.logical_id] for q in r.QUEUES}
+        self.state_machine_arn = ids[machines[0]]
+        room = self.client("dynamodb").describe_table(TableName=ids[r.ROOM_TABLE.logical_id])["Table"]
+        self.stream_arn = room["LatestStreamArn"]
+        # The handlers run in this process: its environment becomes the deployed functions' one.
+        for k, v in self.deployment.process_environment().items():
+            self._saved_env.setdefault(k, os.environ.get(k))
+            os.environ[k] = self.env[k] = v
+        for k in (r.WAKE_QUEUE.env_var, r.STATE_MACHINE_ENV):  # start() sets them next
+            self._saved_env.setdefault(k, os.environ.get(k))
+
+    def _mirror_state_machine(self, props: dict[str, Any], arn: str, ids: dict[str, str]) -> None:
+        """moto's CloudFormation creates the state machine in the plain Step Functions backend,
+        while with ``execute_state_machine`` the API (and so StartExecution) is served by the
+        ASL interpreter's backend: create it there too, under the same name (so the same ARN)
+        and role, with the template's definition (substituted next)."""
+        sfn = self.client("stepfunctions")
+        try:
+            sfn.describe_state_machine(stateMachineArn=arn)
+            return  # already visible where executions run
+        except sfn.exceptions.StateMachineDoesNotExist:
+            pass
+        role = props["RoleArn"]
+        if isinstance(role, dict):  # {"Fn::GetAtt": [role logical id, "Arn"]}
+            role = self.client("iam").get_role(RoleName=ids[role["Fn::GetAtt"][0]])["Role"]["Arn"]
+        made = sfn.create_state_machine(name=arn.rsplit(":", 1)[1], definition=props["DefinitionString"],
+                                        roleArn=role, type=props.get("StateMachineType", "STANDARD"))
+        if made["stateMachineArn"] != arn:
+            raise RuntimeError(f"mirrored state machine {made['stateMachineArn']} != deployed {arn}")
 
     def definition_substitutions(self) -> dict[str, str]:
         """``${Placeholder}`` → function ARN, the same mapping the CDK app provides."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
 
 from quayutec.deps import Deps, default_deps
 from quayutec.errors import RunStateInvalid
@@ -32,7 +33,11 @@ def phase_handler(phase: Phase) -> Callable[..., dict[str, Any]]:
     def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = None) -> dict[str, Any]:
         if not isinstance(event, dict) or not isinstance(event.get("state", {}), dict):
             raise RunStateInvalid("event must be an object with a 'state' object")
-        state = RunState.model_validate(event.get("state") or {})
+        try:
+            state = RunState.model_validate(event.get("state") or {})
+        except ValidationError as exc:
+            raise RunStateInvalid(f"state does not fit the run state: {exc.error_count()} error(s), first at "
+                                  f"{'.'.join(str(x) for x in exc.errors()[0]['loc'])}") from None
         if state.run:
             logger.append_keys(run_id=state.run.run_id, agent_id=state.run.agent_id)
         result = phase(deps or default_deps(), state, event)

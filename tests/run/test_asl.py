@@ -1,0 +1,75 @@
+"""The state machine file: its placeholders equal the substitutions the code provides, every phase
+retries only the transient error names of SPEC §2.1 and is caught by the failure recorder, held
+actions catch their own denial/expiry, and the execution outlives any approval (SPEC §2.6)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from quayutec import resources
+from quayutec.settings import MAX_APPROVAL_TIMEOUT_SECONDS
+
+ASL_PATH = Path(__file__).resolve().parents[2] / "statemachines" / resources.STATE_MACHINE_FILE
+TRANSIENT = {"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException",
+             "Lambda.TooManyRequestsException", "Lambda.Unknown", "Sandbox.Timedout", "TransientError"}
+
+
+def _tasks(states: dict) -> list[tuple[str, dict]]:
+    out = []
+    for name, s in states.items():
+        if s["Type"] == "Task":
+            out.append((name, s))
+        if s["Type"] == "Map":
+            out += _tasks(s["ItemProcessor"]["States"])
+    return out
+
+
+def test_placeholders_equal_the_substitutions() -> None:
+    text = ASL_PATH.read_text()
+    placeholders = set(re.findall(r"\$\{([A-Za-z0-9]+)\}", text))
+    assert placeholders == {f.asl_placeholder for f in resources.FUNCTIONS if f.asl_placeholder}
+
+
+def test_local_stack_substitutes_every_placeholder() -> None:
+    from quaylocal.stack import LocalStack
+
+    with LocalStack() as stack:
+        definition = stack.client("stepfunctions").describe_state_machine(
+            stateMachineArn=stack.state_machine_arn)["definition"]
+        assert "${" not in definition
+        assert set(stack.definition_substitutions()) == set(re.findall(r"\$\{([A-Za-z0-9]+)\}", ASL_PATH.read_text()))
+
+
+def test_retry_and_catch_on_every_phase() -> None:
+    asl = json.loads(ASL_PATH.read_text())
+    for name, task in _tasks(asl["States"]):
+        retried = {e for r in task["Retry"] for e in r["ErrorEquals"]}
+        assert retried == TRANSIENT, name
+        for r in task["Retry"]:
+            assert r["MaxAttempts"] <= 5 and r["BackoffRate"] > 1 and r["JitterStrategy"] == "FULL", name
+        if name == "RecordFailure":
+            assert "Catch" not in task  # its own failure ends the execution: the reconciler closes the run
+        elif name == "RequestApproval":
+            caught = {e: c["Next"] for c in task["Catch"] for e in c["ErrorEquals"]}
+            assert caught == {"ApprovalRejected": "Rejected", "States.Timeout": "Expired",
+                              "States.HeartbeatTimeout": "Expired"}
+            assert task["Resource"].endswith("lambda:invoke.waitForTaskToken")
+            assert task["TimeoutSecondsPath"] == "$.approval_timeout_s"
+        else:
+            assert task["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"}]
+    assert asl["States"]["HeldActions"]["Catch"][0]["Next"] == "RecordFailure"
+
+
+def test_model_retry_pause_is_a_wait_state_and_budget_is_the_task_timeout() -> None:
+    asl = json.loads(ASL_PATH.read_text())["States"]
+    assert asl["WaitBeforeNextRequest"] == {**asl["WaitBeforeNextRequest"], "Type": "Wait",
+                                            "SecondsPath": "$.model.wait_seconds", "Next": "CallModel"}
+    for name in ("LoadContext", "CallModel", "DecideRights", "PostReply", "ApplyActions", "Finish"):
+        assert asl[name]["TimeoutSecondsPath"] == "$.budget.remaining_s", name
+
+
+def test_execution_outlives_the_longest_approval_plus_active_time() -> None:
+    asl = json.loads(ASL_PATH.read_text())
+    assert asl["TimeoutSeconds"] >= MAX_APPROVAL_TIMEOUT_SECONDS + 300
