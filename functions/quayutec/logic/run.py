@@ -20,6 +20,7 @@ from quayutec.logic import ids, prompt, retrieval, rights
 from quayutec.logic import wakes as wake_rules
 from quayutec.models import (
     FINAL_STATUSES,
+    MAX_ACTIONS,
     MAX_REPLY_BYTES,
     ActionRecord,
     Author,
@@ -231,13 +232,18 @@ def call_model(deps: Deps, state: RunState) -> RunState:
 
 
 # ----------------------------------------------------------------------------- 4. rights
-def _room_view(deps: Deps, room_id: str) -> rights.RoomView:
+def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]]) -> rights.RoomView:
+    """The room as the rights check needs it: its agents, and only the tasks the declared actions
+    name (at most 25 point reads: the cost does not grow with the room's history)."""
     agent_company = {}
     for a in deps.room.room_agent_ids(room_id):
         agent = deps.room.get_agent(a)
         if agent:
             agent_company[a] = agent.company
-    tasks = {t.id: t for t in deps.room.all_tasks(room_id)}
+    named = {str(c["input"]["task"]) for c in tool_calls[:MAX_ACTIONS]
+             if isinstance(c.get("input"), dict) and isinstance(c["input"].get("task"), str)
+             and 0 < len(c["input"]["task"]) <= 256}
+    tasks = {t.id: t for t in (deps.room.get_task(room_id, task_id) for task_id in sorted(named)) if t}
     return rights.RoomView(agent_company=agent_company, tasks=tasks)
 
 
@@ -255,7 +261,7 @@ def decide_rights(deps: Deps, state: RunState) -> RunState:
         raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
     company = deps.room.get_company(agent.company)
     records, over = rights.decide_all(reply["tool_calls"], agent, company.rights if company else None,
-                                      _room_view(deps, ref.room_id))
+                                      _room_view(deps, ref.room_id, reply["tool_calls"]))
     final: list[ActionRecord] = []
     for rec in records:
         if rec.index not in recorded:
