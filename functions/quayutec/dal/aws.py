@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import boto3
 from botocore.exceptions import ClientError
 
+from quayutec import faults
 from quayutec.errors import TransientError
 
 #: DynamoDB/AWS error codes that mean "try again later" (AWS API reference, common errors).
@@ -32,17 +33,17 @@ TRANSIENT_CODES = frozenset({
 @lru_cache(maxsize=1)
 def dynamodb() -> Any:
     """A DynamoDB client that takes and returns plain Python values (Decimal for numbers)."""
-    return boto3.resource("dynamodb").meta.client
+    return faults.instrument(boto3.resource("dynamodb").meta.client)  # fault hooks: off unless local chaos
 
 
 @lru_cache(maxsize=1)
 def s3() -> Any:
-    return boto3.client("s3")
+    return faults.instrument(boto3.client("s3"))
 
 
 @lru_cache(maxsize=1)
 def sqs() -> Any:
-    return boto3.client("sqs")
+    return faults.instrument(boto3.client("sqs"))
 
 
 @lru_cache(maxsize=1)
@@ -70,11 +71,25 @@ def transient_errors() -> Iterator[None]:
         raise
 
 
+def is_condition_failure(exc: ClientError) -> bool:
+    return error_code(exc) == "ConditionalCheckFailedException"
+
+
 T = TypeVar("T")
 
 
-def is_condition_failure(exc: ClientError) -> bool:
-    return error_code(exc) == "ConditionalCheckFailedException"
+def put_new(db: Any, table: str, item: dict[str, Any], key_attr: str = "pk") -> bool:
+    """Conditional put (``attribute_not_exists``): ``True`` when written, ``False`` when an item
+    with that key exists already (the caller's deterministic id makes a repeat a no-op).
+    Raises TransientError on throttling, ClientError otherwise."""
+    try:
+        with transient_errors():
+            db.put_item(TableName=table, Item=item, ConditionExpression=f"attribute_not_exists({key_attr})")
+        return True
+    except ClientError as exc:
+        if is_condition_failure(exc):
+            return False
+        raise
 
 
 def cancellation_codes(exc: ClientError) -> list[str]:

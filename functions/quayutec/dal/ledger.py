@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from quayutec.dal.aws import cancellation_codes, dynamodb, is_condition_failure, transient_errors
+from quayutec.dal.aws import cancellation_codes, dynamodb, is_condition_failure, put_new, transient_errors
 from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, RunRecord, now_iso
 
 _FINAL = sorted(FINAL_STATUSES)
@@ -164,17 +164,8 @@ class LedgerStore:
 
     def record_request(self, run_id: str, req: ModelRequestRecord) -> bool:
         """Record request ``req.n`` before it is sent; ``False`` if that number exists already."""
-        try:
-            with transient_errors():
-                self.db.put_item(TableName=self.table,
-                                 Item=_dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}",
-                                            **req.model_dump(mode="json", exclude_none=True)}),
-                                 ConditionExpression="attribute_not_exists(pk)")
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return put_new(self.db, self.table, _dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}",
+                                                  **req.model_dump(mode="json", exclude_none=True)}))
 
     def finish_request(self, run_id: str, req: ModelRequestRecord) -> None:
         """Store the outcome of a recorded request (overwrites the pending record)."""
@@ -193,17 +184,8 @@ class LedgerStore:
 
     def record_action(self, run_id: str, action: ActionRecord) -> bool:
         """Record a decided action once; ``False`` if it was recorded before (the stored one stands)."""
-        try:
-            with transient_errors():
-                self.db.put_item(TableName=self.table,
-                                 Item=_dec({"pk": f"RUN#{run_id}", "sk": f"ACT#{action.index:03d}",
-                                            **action.model_dump(mode="json", exclude_none=True)}),
-                                 ConditionExpression="attribute_not_exists(pk)")
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return put_new(self.db, self.table, _dec({"pk": f"RUN#{run_id}", "sk": f"ACT#{action.index:03d}",
+                                                  **action.model_dump(mode="json", exclude_none=True)}))
 
     def set_action_outcome(self, run_id: str, index: int, outcome: str, note: str = "",
                            approval: str | None = None) -> None:

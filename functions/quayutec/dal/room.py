@@ -30,6 +30,7 @@ from quayutec.dal.aws import (
     dynamodb,
     is_condition_failure,
     paginate_query,
+    put_new,
     transient_errors,
 )
 from quayutec.models import (
@@ -75,14 +76,7 @@ class RoomStore:
     # ------------------------------------------------------------------ helpers
     def _put_new(self, item: dict[str, Any]) -> bool:
         """Conditional put; ``True`` when written, ``False`` when the key already existed."""
-        try:
-            with transient_errors():
-                self.db.put_item(TableName=self.table, Item=item, ConditionExpression=_NOT_EXISTS)
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return put_new(self.db, self.table, item)
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         with transient_errors():

@@ -163,6 +163,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     """
     from quayutec.providers import ModelCall, ProviderError, decide_next
 
+    entered = deps.clock()
     ref = _need_run(state)
     run = _load_run(deps, ref)
     requests = deps.ledger.model_requests(ref.run_id)
@@ -185,12 +186,19 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     n = len(requests) + 1
     if n > cap:
         raise ModelCallFailed(f"request cap reached: {len(requests)} of {cap} requests made, no reply")
-    left = remaining_seconds(deps, run)
-    if left < 1:
-        raise RunTimedOut("no active time left for a model request")
     ctx = deps.rundata.get(ref.run_id, "context")
     if ctx is None:
         raise RunStateInvalid("context missing: LoadContext did not store it")
+    api_key = deps.get_api_key(agent.company, agent.provider)  # before recording: no key, no request
+    # The client timeout: MODEL_TIMEOUT_SECONDS, but never past the run's active time left, and
+    # early enough to record the outcome before this Task's own timeout (the budget the ASL
+    # handed it, whole seconds, counted from this step's start).
+    left = remaining_seconds(deps, run)
+    task_left = (state.budget.remaining_s if state.budget else left) - (deps.clock() - entered).total_seconds()
+    timeout_s = min(deps.settings.model_timeout_s, left, task_left - 1)
+    if timeout_s < 1:
+        raise RunTimedOut(f"no active time left for a model request ({max(0.0, left):.1f} s of "
+                          f"{deps.settings.run_time_limit_s} s)")
     record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model)
     if not deps.ledger.record_request(ref.run_id, record):
         raise ModelCallFailed(f"request {n} was recorded by another attempt")
@@ -198,27 +206,35 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         "anthropic": deps.settings.anthropic_base_url, "openai": deps.settings.openai_base_url,
         "bedrock": deps.settings.bedrock_endpoint_url}.get(agent.provider)
     call = ModelCall(provider=agent.provider, model=agent.model, system=prompt.system_prompt(ctx),
-                     user_text=prompt.user_text(ctx), end_user_id=agent.id,
-                     api_key=deps.get_api_key(agent.company, agent.provider), base_url=base_url,
-                     owner_base_url=owner_url, timeout_s=min(deps.settings.model_timeout_s, left))
+                     user_text=prompt.user_text(ctx), end_user_id=agent.id, api_key=api_key, base_url=base_url,
+                     owner_base_url=owner_url, timeout_s=timeout_s)
     try:
         reply = deps.provider()(call)
     except ProviderError as exc:
         f = exc.failure
         decision = decide_next(f, n, owner_url)
+        wait_s, why = (decision.wait_seconds if decision.retry else None), decision.reason
+        left = remaining_seconds(deps, run)
+        out_of_time = None
+        if f.status is None and f.category == "timeout" and timeout_s < deps.settings.model_timeout_s:
+            out_of_time = f"no reply within {timeout_s:.1f} s, the run's time left: the time limit is reached"
+        elif wait_s is not None and wait_s >= left:
+            out_of_time = f"{why}, but only {max(0.0, left):.1f} s of the run's time are left: not waited for"
+        if out_of_time:
+            wait_s, why = None, out_of_time
         finished = record.model_copy(update={
             "outcome": "error", "status": f.status, "request_id": f.request_id, "error_type": f.error_type,
             "error_code": f.error_code, "category": f.category, "retryable": f.retryable,
-            "wait_s": decision.wait_seconds if decision.retry else None, "decision": decision.reason,
+            "wait_s": wait_s, "decision": why,
             "message": f.message[:1000], "body": f.body[:MAX_ERROR_BODY], "finished_at": _iso(deps)})
         deps.ledger.finish_request(ref.run_id, finished)
-        if decision.retry and decision.wait_seconds is not None:
-            if decision.wait_seconds >= remaining_seconds(deps, run):
-                raise RunTimedOut(f"waiting {decision.wait_seconds} s would cross the run's time limit")
+        if out_of_time:
+            raise RunTimedOut(f"{f.category} ({f.status}): {why}") from None
+        if wait_s is not None:  # the next Task's budget is what is left after the Wait
             return state.model_copy(update={
-                "model": ModelStep(outcome="wait", wait_seconds=decision.wait_seconds, requests=n),
-                "budget": budget(deps, run)})
-        raise ModelCallFailed(f"{f.category} ({f.status}): {decision.reason}") from None
+                "model": ModelStep(outcome="wait", wait_seconds=wait_s, requests=n),
+                "budget": Budget(remaining_s=max(1, math.floor(left - wait_s)))})
+        raise ModelCallFailed(f"{f.category} ({f.status}): {why}") from None
     text = reply.text
     truncated = len(text.encode()) > MAX_REPLY_BYTES
     if truncated:
