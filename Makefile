@@ -8,7 +8,7 @@ NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 
-.PHONY: demo test install synth chaos lint clean
+.PHONY: demo test install synth bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ demo: $(STAMP)
 
 test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -q -n 2 --dist loadfile
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py
 
 synth: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python infra/app.py
