@@ -41,8 +41,9 @@ def _snapshot(env: Env) -> dict[str, Any]:
     }
 
 
-def _event(state: dict[str, Any], run_id: str) -> dict[str, Any]:
-    return {"state": copy.deepcopy(state), "run_id": run_id, "execution_arn": ARN_PREFIX + run_id}
+def _event(state: dict[str, Any], run_id: str, started: str = "2026-11-30T00:00:00.000Z") -> dict[str, Any]:
+    return {"state": copy.deepcopy(state), "run_id": run_id, "execution_arn": ARN_PREFIX + run_id,
+            "execution_start": started}
 
 
 def _wake(env: Env, text: str = "please plan") -> Wake:
@@ -110,6 +111,8 @@ def test_claim_refuses_other_execution_and_accepts_its_own(env: Env) -> None:
         assert again["claim"] == {"claimed": True, "resumed": True}
         other = claim.handler(_event(state, "run-b"), CTX)  # another execution, same (agent, wake)
         assert other["claim"] == {"claimed": False, "resumed": False}
+        reused = claim.handler(_event(state, "run-a", started="2027-03-01T00:00:00.000Z"), CTX)
+        assert reused["claim"]["claimed"] is False  # the same name reused after 90 days is another execution
         assert "run" not in other
         claims = table_items(env.stack, r.CLAIM_TABLE.default_name)
         assert len(claims) == 1 and claims[0]["execution_arn"] == ARN_PREFIX + "run-a"

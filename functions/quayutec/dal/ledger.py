@@ -62,12 +62,13 @@ class LedgerStore:
         return self._client or dynamodb()
 
     # ------------------------------------------------------------------ claim
-    def claim(self, run: RunRecord) -> str:
+    def claim(self, run: RunRecord, execution_start: str = "") -> str:
         """Claim ``(agent_id, wake_id)`` for ``run.execution_arn`` and open its ledger entry, in
         one transaction (SPEC §2.1). Returns a :class:`ClaimOutcome` value. The claim is never
         released."""
         claim_item = {"agent_id": run.agent_id, "wake_id": run.wake_id, "run_id": run.run_id,
-                      "execution_arn": run.execution_arn, "claimed_at": run.started_at}
+                      "execution_arn": run.execution_arn, "execution_start": execution_start,
+                      "claimed_at": run.started_at}
         run_item = self._run_item(run)
         try:
             with transient_errors():
@@ -83,7 +84,8 @@ class LedgerStore:
                     "ConditionalCheckFailed" not in cancellation_codes(exc):
                 raise
         holder = self.get_claim(run.agent_id, run.wake_id)
-        if holder and holder.get("execution_arn") == run.execution_arn:
+        if holder and holder.get("execution_arn") == run.execution_arn and \
+                holder.get("execution_start", "") == execution_start:
             return ClaimOutcome.OWN
         return ClaimOutcome.OTHER
 

@@ -83,8 +83,12 @@ def budget(deps: Deps, run: RunRecord) -> Budget:
 
 
 # ----------------------------------------------------------------------------- 1. claim
-def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str) -> RunState:
-    """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1)."""
+def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None) -> RunState:
+    """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1).
+
+    The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
+    Claim step of the same execution carries on; any other execution — also one that reuses the
+    name after Step Functions' 90 days — does nothing."""
     wake = state.wake
     if wake is None:
         raise RunStateInvalid("execution input has no wake")
@@ -94,7 +98,7 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str) -> RunSt
     record = RunRecord(run_id=run_id, agent_id=wake.agent_id, company=company, room_id=wake.room_id,
                        wake_id=wake.wake_id, wake=wake, hop=wake.hop, execution_arn=execution_arn,
                        status="running", started_at=now, updated_at=now)
-    outcome = deps.ledger.claim(record)
+    outcome = deps.ledger.claim(record, execution_start or "")
     if outcome == ClaimOutcome.OTHER:
         logger.warning("wake already claimed by another execution", extra={"agent_id": wake.agent_id,
                                                                           "wake_id": wake.wake_id})
