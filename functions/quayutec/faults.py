@@ -1,0 +1,310 @@
+"""Fault injection for the chaos tests: "never twice, proven" (SPEC §2.1, §6). OFF by default.
+
+Two switches, both needed:
+
+1. ``QUAY_FAULTS_ENABLED=1`` in the process environment. Only the local stack's chaos tooling
+   sets it (``quaylocal.chaos`` passes it as a LocalStack setting). It is not in
+   ``quayutec.resources.ENVIRONMENT_VARIABLES``, so the CDK app never gives it to a deployed
+   function (a test checks). Without it :func:`instrument` registers nothing and every hook
+   returns at once.
+2. A plan armed in-process with :func:`arm` (module state). No API route, event field, queue
+   message or environment variable carries a plan: only Python code in the same process (a
+   test, ``quay chaos``) can arm one.
+
+Injection points (names are stable, so a plan can name them):
+
+* ``{phase}:before:{write}`` / ``{phase}:after:{write}`` — around every write a phase makes.
+  The hook sits on the boto3 clients of :mod:`quayutec.dal.aws` (``instrument``), so every
+  DynamoDB / S3 / SQS write is covered, present and future, without a hook per DAL method.
+  ``{write}`` is ``{op} {what}``: op ``put`` / ``update`` / ``tx`` / ``delete`` / ``s3put`` /
+  ``send``; what ``{table}:{sort-key prefix}`` (``room:MSG``, ``ledger:ACT``,
+  ``claims:CLAIM+ledger:RUN``), ``s3:{name}`` or ``sqs:wakes``. A write repeated inside one
+  invocation gets ``#2``, ``#3`` … (``apply_actions:after:update ledger:ACT#2``). An ``after``
+  point fires only when the write succeeded (it landed).
+* ``{phase}:start`` / ``{phase}:end`` — the invocation boundaries, called by the Lambda seam
+  of the local stack (``quaylocal.chaos``) through :func:`boundary`: ``end`` is "the handler
+  returned, its writes landed, the response has not reached Step Functions yet".
+
+``{phase}`` is the handler module (``claim``, ``load_context``, ``call_model``,
+``decide_rights``, ``post_reply``, ``request_approval``, ``apply_actions``, ``finish``,
+``record_failure``, ``stream_dispatch``, ``wake_consumer``, ``reconciler``), set per invocation
+by :func:`scope` (thread-local: each Step Functions task runs in its own thread).
+
+Fault kinds and how Step Functions sees them (the Lambda seam reports ``errorType`` = the
+exception's class name, which is the ASL error name):
+
+* ``crash`` — raises :class:`InjectedFault` (a ``RuntimeError``; not in any ``Retry``): the
+  state's ``Catch`` → RecordFailure. Inside RecordFailure (no Catch) the execution fails and
+  the reconciler gives the run its final status.
+* ``die`` — raises ``quayutec.errors.TransientError`` at the point: the write before an
+  ``after`` point landed, the step reports an error and the ASL retries it (backoff, jitter).
+* ``die_end`` (at ``{phase}:end`` only) — raises :class:`LambdaDied`; the seam reports it as the
+  Lambda service does for a function that died (``Lambda.Unknown``), retried by the ASL.
+* ``stop`` — ``StopExecution`` of the run's own execution at the point, then carries on: the
+  execution is ABORTED outside any Catch → the reconciler.
+* ``sleep`` — sleeps ``arg`` seconds (to cross the run's active-time limit).
+* ``drop`` — raises :class:`InjectedFault` (use on ``stream_dispatch``: the record's
+  processing fails mid-batch; the batch reports it and the stream retries it).
+* ``dup`` — on an SQS send: every message is sent ``arg`` times (a wake delivered N times).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from quayutec.errors import TransientError
+
+ENV_VAR = "QUAY_FAULTS_ENABLED"
+KINDS = ("crash", "die", "die_end", "stop", "sleep", "drop", "dup")
+
+_WRITE_OPS = {
+    ("dynamodb", "PutItem"): "put", ("dynamodb", "UpdateItem"): "update", ("dynamodb", "DeleteItem"): "delete",
+    ("dynamodb", "TransactWriteItems"): "tx", ("dynamodb", "BatchWriteItem"): "batch",
+    ("s3", "PutObject"): "s3put", ("s3", "DeleteObject"): "s3delete",
+    ("sqs", "SendMessage"): "send", ("sqs", "SendMessageBatch"): "send",
+}
+
+
+class InjectedFault(RuntimeError):
+    """A crash injected at a fault point (not retried by the ASL: ``Catch`` → RecordFailure)."""
+
+
+class LambdaDied(TransientError):
+    """The function died after its writes landed; the local seam reports ``Lambda.Unknown``."""
+
+
+@dataclass
+class Fault:
+    """One fault of a plan: ``kind`` at ``point``, for ``run_id`` (or any run / no run when
+    ``None``), at most ``times`` times."""
+
+    point: str
+    kind: str
+    run_id: str | None = None
+    times: int = 1
+    arg: float = 0.0
+    fired: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r} (one of {', '.join(KINDS)})")
+
+
+@dataclass
+class _Scope:
+    phase: str = ""
+    run_id: str | None = None
+    execution_arn: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+_lock = threading.Lock()
+_plan: list[Fault] = []
+_trace: list[tuple[str | None, str]] | None = None
+_local = threading.local()
+
+
+def enabled() -> bool:
+    """The environment switch (``QUAY_FAULTS_ENABLED=1``)."""
+    return os.environ.get(ENV_VAR) == "1"
+
+
+def _active() -> bool:
+    return enabled() and (bool(_plan) or _trace is not None)
+
+
+# ----------------------------------------------------------------------------- plans
+def arm(*faults: Fault) -> None:
+    """Replace the plan. Raises RuntimeError when the environment switch is off."""
+    if not enabled():
+        raise RuntimeError(f"fault injection is off: {ENV_VAR}=1 is set only by the local stack's chaos tooling")
+    with _lock:
+        _plan[:] = list(faults)
+
+
+def add(*faults: Fault) -> None:
+    """Add faults to the plan (cases running side by side, each scoped to its run)."""
+    if not enabled():
+        raise RuntimeError(f"fault injection is off: {ENV_VAR}=1 is set only by the local stack's chaos tooling")
+    with _lock:
+        _plan.extend(faults)
+
+
+def disarm() -> None:
+    global _trace
+    with _lock:
+        _plan.clear()
+        _trace = None
+
+
+def fired() -> list[Fault]:
+    with _lock:
+        return [f for f in _plan if f.fired]
+
+
+@contextmanager
+def tracing() -> Iterator[list[tuple[str | None, str]]]:
+    """Record every point reached (``(run_id, point)``), injecting nothing of its own."""
+    global _trace
+    trace: list[tuple[str | None, str]] = []
+    with _lock:
+        _trace = trace
+    try:
+        yield trace
+    finally:
+        with _lock:
+            _trace = None
+
+
+# ----------------------------------------------------------------------------- scope
+def _current() -> _Scope | None:
+    return getattr(_local, "scope", None)
+
+
+@contextmanager
+def scope(phase: str, run_id: str | None = None, execution_arn: str | None = None) -> Iterator[None]:
+    """The invocation being run on this thread (set by the local Lambda seam)."""
+    previous = _current()
+    _local.scope = _Scope(phase=phase, run_id=run_id, execution_arn=execution_arn)
+    try:
+        yield
+    finally:
+        _local.scope = previous
+
+
+def _match(point: str, sc: _Scope | None) -> Fault | None:
+    run_id = sc.run_id if sc else None
+    with _lock:
+        if _trace is not None:
+            _trace.append((run_id, point))
+        for f in _plan:
+            if f.point == point and f.fired < f.times and (f.run_id is None or f.run_id == run_id):
+                f.fired += 1
+                return f
+    return None
+
+
+def _fire(f: Fault, point: str, sc: _Scope | None, params: dict[str, Any] | None = None) -> None:
+    where = f"injected {f.kind} at {point}" + (f" (run {sc.run_id})" if sc and sc.run_id else "")
+    if f.kind in ("crash", "drop"):
+        raise InjectedFault(where)
+    if f.kind == "die":
+        raise TransientError(where + ": the step died after its writes landed")
+    if f.kind == "die_end":
+        raise LambdaDied(where + ": the function died before returning")
+    if f.kind == "sleep":
+        time.sleep(f.arg)
+    elif f.kind == "stop":
+        _stop_execution(sc, where)
+    elif f.kind == "dup" and params is not None and "Entries" in params:
+        entries = params["Entries"]
+        n = max(1, min(int(f.arg), 10 // max(1, len(entries))))  # a batch holds at most 10 messages
+        params["Entries"] = [{**e, "Id": f"{e['Id']}-{i}"} for i in range(n) for e in entries]
+
+
+def _stop_execution(sc: _Scope | None, where: str) -> None:
+    from quayutec.dal.aws import stepfunctions
+    from quayutec.settings import get_settings
+
+    if sc is None or not sc.run_id:
+        raise InjectedFault(where + ": no execution to stop")
+    arn = sc.execution_arn or get_settings().state_machine_arn.replace(":stateMachine:", ":execution:") + f":{sc.run_id}"
+    stepfunctions().stop_execution(executionArn=arn, error="InjectedStop", cause=where)
+
+
+def boundary(edge: str) -> None:
+    """``{phase}:start`` / ``{phase}:end`` of the current invocation (called by the seam)."""
+    if not _active():
+        return
+    sc = _current()
+    if sc is None:
+        return
+    point = f"{sc.phase}:{edge}"
+    f = _match(point, sc)
+    if f is not None:
+        _fire(f, point, sc)
+
+
+# ----------------------------------------------------------------------------- write hooks
+def _short_table(name: str) -> str:
+    return name.rsplit("-", 1)[-1].lower()
+
+
+def _prefix(item: dict[str, Any] | None) -> str:
+    if not item:
+        return "?"
+    sk = item.get("sk")
+    if isinstance(sk, dict):  # typed form
+        sk = next(iter(sk.values()), "")
+    if sk is None:
+        return "CLAIM" if "wake_id" in item else "?"
+    return str(sk).split("#", 1)[0]
+
+
+def _what(service: str, op: str, params: dict[str, Any]) -> str:
+    if service == "s3":
+        key = str(params.get("Key", ""))
+        return "s3:" + key.rsplit("/", 1)[-1].removesuffix(".json")
+    if service == "sqs":
+        return "sqs:wakes"
+    if op == "TransactWriteItems":
+        parts = []
+        for t in params.get("TransactItems", []):
+            (_kind, spec), = t.items()
+            parts.append(f"{_short_table(spec.get('TableName', ''))}:{_prefix(spec.get('Item') or spec.get('Key'))}")
+        return "+".join(parts)
+    item = params.get("Item") or params.get("Key")
+    return f"{_short_table(str(params.get('TableName', '')))}:{_prefix(item)}"
+
+
+def _before(params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+    if not _active():
+        return
+    service = model.service_model.service_name
+    op = _WRITE_OPS.get((service, model.name))
+    if op is None:
+        return
+    sc = _current()
+    write = f"{op} {_what(service, model.name, params)}"
+    if sc is not None:
+        n = sc.counts.get(write, 0) + 1
+        sc.counts[write] = n
+        if n > 1:
+            write += f"#{n}"
+    phase = sc.phase if sc else "-"
+    context["quay_fault_write"] = write
+    point = f"{phase}:before:{write}"
+    f = _match(point, sc)
+    if f is not None:
+        _fire(f, point, sc, params)
+
+
+def _after(http_response: Any, context: dict[str, Any], **_: Any) -> None:
+    write = context.get("quay_fault_write")
+    if not write or not _active() or getattr(http_response, "status_code", 500) >= 300:
+        return
+    sc = _current()
+    point = f"{sc.phase if sc else '-'}:after:{write}"
+    f = _match(point, sc)
+    if f is not None:
+        _fire(f, point, sc)
+
+
+def instrument(client: Any) -> Any:
+    """Hook a boto3 client's writes (no-op unless ``QUAY_FAULTS_ENABLED=1``). Returns the client."""
+    if enabled():
+        service_id = client.meta.service_model.service_id.hyphenize()
+        client.meta.events.register(f"provide-client-params.{service_id}", _before, unique_id="quay-faults-before")
+        client.meta.events.register(f"after-call.{service_id}", _after, unique_id="quay-faults-after")
+    return client
+
+
+def describe(plan: list[Fault]) -> str:
+    return json.dumps([{"point": f.point, "kind": f.kind, "run_id": f.run_id, "fired": f.fired} for f in plan])
