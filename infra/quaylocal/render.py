@@ -13,6 +13,31 @@ def _who(author: dict[str, Any]) -> str:
     return f"{author['id']} ({author.get('company') or '?'})"
 
 
+def request_line(q: dict[str, Any]) -> str:
+    """One model request of the ledger on one line: number, time sent, provider, HTTP status,
+    the provider's request id, its error type/code, the classification, the wait chosen and why.
+
+    ``request 1  10:42:07  anthropic  HTTP 429  id req_01H…  rate_limit_error  → rate_limit,
+    retryable, wait 2 s  why: retry-after: 1.5 -> wait 2 s before request 2``
+    """
+    outcome = q.get("outcome")
+    if q.get("status") is not None:
+        status = f"HTTP {q['status']}"
+    else:
+        status = {"error": "no response", "lost": "unknown", "pending": "in flight"}.get(str(outcome), "-")
+    head = (f"request {q['n']}  {(q.get('sent_at') or '')[11:19]}  {q.get('provider') or '?'}  {status}  "
+            f"id {q.get('request_id') or '-'}")
+    if outcome == "ok":
+        return f"{head}  → reply"
+    if outcome == "pending":
+        return f"{head}  → no outcome recorded yet"
+    marker = "/".join(dict.fromkeys(str(x) for x in (q.get("error_type"), q.get("error_code")) if x)) or "-"
+    kind = "retryable" if q.get("retryable") else "final"
+    wait = f"wait {q['wait_s']} s" if q.get("wait_s") is not None else "no wait"
+    why = f"  why: {q['decision']}" if q.get("decision") else ""
+    return f"{head}  {marker}  → {q.get('category') or outcome}, {kind}, {wait}{why}"
+
+
 def render(result: PlayResult) -> str:
     out: list[str] = []
     add = out.append
@@ -54,11 +79,7 @@ def render(result: PlayResult) -> str:
     for run in result.runs:
         add(f"- run {run['run_id']}: {run['status']}  agent {run['agent_id']}, wake {run['wake_id']} (hop {run['hop']})")
         for q in run["requests"]:
-            wait = f", wait {q['wait_s']} s" if q.get("wait_s") is not None else ""
-            status = q.get("status") if q.get("status") is not None else "-"
-            detail = f" {q.get('category')}" if q.get("outcome") != "ok" else ""
-            add(f"    request {q['n']} {q['sent_at'][11:19]}: {q['outcome']} {status}{detail}{wait}"
-                + (f" — {q['decision']}" if q.get("decision") else ""))
+            add("    " + request_line(q))
         for a in run["actions"]:
             approval = f" → {a['approval']}" if a.get("approval") else ""
             note = f" ({a['outcome_note']})" if a.get("outcome_note") else ""

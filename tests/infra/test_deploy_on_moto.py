@@ -1,53 +1,65 @@
-"""The synthesized template deploys on moto's CloudFormation: CREATE_COMPLETE, and the created
-resources carry the names, handlers and environment the shared definitions say.
-
-Only the deployment is checked here; playing a run on the deployed stack is the local stack's.
+"""The synthesized template deploys on moto's CloudFormation (CREATE_COMPLETE), the created
+resources carry the names, handlers and environment the shared definitions say, and the deployed
+template itself runs the main job: one wake played through the deployed resources, with the
+real handlers in-process (``LocalStack.from_deployed``: the demo's pollers and Lambda seam).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 import pytest
 
 from quayutec import resources as R
 
-# moto's CloudFormation skips alarms, queue/bucket policies, EventInvokeConfig (LOCAL-AWS.md).
-pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
+pytestmark = [
+    # moto's CloudFormation skips alarms, queue/bucket policies, EventInvokeConfig (LOCAL-AWS.md).
+    pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning"),
+    # Metrics are off locally (POWERTOOLS_METRICS_DISABLED).
+    pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning"),
+]
 
-ACCOUNT = "123456789012"
 REGION = "us-east-1"
+PROVIDER_ENVS = {"ANTHROPIC_BASE_URL": "anthropic", "OPENAI_BASE_URL": "openai",
+                 "BEDROCK_ENDPOINT_URL": "bedrock"}
+KEY = "sk-harbour-test"
+REPLY = "Stalls go on the north quay."
+MEMORY = "Festival stalls: north quay."
 
 
 @pytest.fixture(scope="module")
-def deployed(stack_files, assembly):
+def server():
+    from quaylocal.provider_server import ProviderServer
+
+    script = {"h1": [{"reply": {"text": REPLY, "actions": [
+        {"kind": "remember", "text": MEMORY, "visibility": "room"}]}}]}
+    with ProviderServer(scripts=script, keys={"h1": KEY}) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def deployed(assembly, server):
     boto3 = pytest.importorskip("boto3")
-    from moto import mock_aws
+    from quaylocal.stack import LocalStack
 
-    from quayinfra import localdeploy
-
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION,
-           "MOTO_ACCOUNT_ID": ACCOUNT}
     mp = pytest.MonkeyPatch()
-    for k, v in env.items():
-        mp.setenv(k, v)
-    mp.delenv("AWS_PROFILE", raising=False)
-    mp.delenv("AWS_ENDPOINT_URL", raising=False)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "MOTO_ACCOUNT_ID"):
+        mp.delenv(name, raising=False)
     logging.getLogger("moto").setLevel(logging.ERROR)  # "No Moto CloudFormation support for"
-    with mock_aws():
-        clients = {n: boto3.client(n, region_name=REGION) for n in (
-            "cloudformation", "s3", "ssm", "stepfunctions", "lambda", "dynamodb", "sqs", "sts")}
-        assert clients["sts"].get_caller_identity()["Account"] == ACCOUNT
-        stack = localdeploy.deploy(
-            assembly, cfn=clients["cloudformation"], s3=clients["s3"], ssm=clients["ssm"],
-            sfn=clients["stepfunctions"], lambda_client=clients["lambda"],
-            account=ACCOUNT, region=REGION)
-        ids = localdeploy.physical_ids(clients["cloudformation"], stack["StackName"])
-        yield {"stack": stack, "ids": ids, **clients}
-    mp.undo()
+    settings = {env: server.base_url(p) for env, p in PROVIDER_ENVS.items()}
+    try:
+        with LocalStack.from_deployed(assembly, settings=settings, time_scale=0.01) as stack:
+            clients = {n: boto3.client(n, region_name=REGION) for n in (
+                "cloudformation", "stepfunctions", "lambda", "dynamodb", "sqs")}
+            stack_desc = clients["cloudformation"].describe_stacks(
+                StackName=stack.deployment.stack_name)["Stacks"][0]
+            yield {"stack": stack_desc, "ids": stack.deployment.physical_ids, "local": stack,
+                   "settings": settings, **clients}
+    finally:
+        mp.undo()
 
 
 def test_create_complete(deployed):
@@ -93,6 +105,8 @@ def test_function_handler_and_environment(deployed, fdef):
     assert env[R.WAKE_QUEUE.env_var].startswith("https://")
     for name, default in R.SETTING_DEFAULTS.items():
         assert env[name] == default
+    for name, url in deployed["settings"].items():  # put there by from_deployed(settings=...)
+        assert env[name] == url
     if "states:start" in fdef.touches:
         assert env[R.STATE_MACHINE_ENV] == ids["AgentRunStateMachine"]
         assert env[R.STATE_MACHINE_ENV].startswith("arn:aws:states:")
@@ -112,9 +126,65 @@ def test_state_machine_definition_points_at_the_deployed_functions(deployed):
     assert definition["TimeoutSeconds"] == 691200
 
 
-def test_event_source_mappings_exist(deployed):
+def test_event_source_mappings_were_deployed_then_handed_to_the_pollers(deployed):
     ids = deployed["ids"]
-    mappings = deployed["lambda"].list_event_source_mappings()["EventSourceMappings"]
-    by_function = {m["FunctionArn"].rsplit(":", 1)[-1]: m for m in mappings}
-    assert ids["WakeConsumerFunction"] in by_function
-    assert ids["StreamDispatchFunction"] in by_function
+    removed = deployed["local"].deployment.event_source_mappings
+    by_function = {m["FunctionArn"].rsplit(":", 1)[-1]: m for m in removed}
+    assert set(by_function) == {ids["WakeConsumerFunction"], ids["StreamDispatchFunction"]}
+    assert by_function[ids["StreamDispatchFunction"]]["EventSourceArn"] == deployed["local"].stream_arn
+    assert deployed["lambda"].list_event_source_mappings()["EventSourceMappings"] == []
+
+
+def test_handlers_run_with_the_deployed_environment(deployed):
+    """One process runs every handler: its environment is the deployed functions' own, so the
+    handlers address the deployed tables, bucket, queue and state machine."""
+    ids = deployed["ids"]
+    for fdef in R.FUNCTIONS:
+        conf = deployed["lambda"].get_function_configuration(FunctionName=ids[fdef.logical_id])
+        for name, value in conf["Environment"]["Variables"].items():
+            assert os.environ[name] == value, (fdef.logical_id, name)
+    assert os.environ[R.STATE_MACHINE_ENV] == ids["AgentRunStateMachine"]
+    assert deployed["local"].queue_urls[R.WAKE_QUEUE.logical_id] == ids[R.WAKE_QUEUE.logical_id]
+
+
+def test_one_wake_plays_through_the_deployed_resources(deployed, server):
+    """A person's message -> room-table stream -> StreamDispatch -> wake queue -> WakeConsumer ->
+    the deployed state machine (Claim ... Finish) -> reply, memory line, ledger `completed`."""
+    from quayutec import deps as quay_deps
+    from quayutec.logic.room_service import RoomService
+    from quayutec.models import Agent, Author, Company, Room
+
+    stack = deployed["local"]
+    d = quay_deps.default_deps()
+    assert d.settings.room_table == deployed["ids"][R.ROOM_TABLE.logical_id]
+    d.room.put_company(Company(id="harbour", people=["hana"]))
+    d.room.put_agent(Agent(id="h1", company="harbour", provider="anthropic", model="claude-test",
+                           instructions="Be brief."))
+    d.room.put_room(Room(id="quay", members=["harbour"]))
+    d.room.add_room_agent("quay", "h1")
+    stack.client("secretsmanager").create_secret(
+        Name=quay_deps.secret_name(d.settings.secret_prefix, "harbour", "anthropic"),
+        SecretString=KEY)
+    stack.wait_quiet(30)
+
+    RoomService(d.room).post_message("quay", Author(kind="person", id="hana", company="harbour"),
+                                     "Where do the stalls go?", ["h1"])
+    stack.wait_quiet(60)
+
+    assert stack.stats.errors == []
+    assert stack.stats.stream_records >= 1  # the poller, not moto's mapping, read the stream
+    assert stack.stats.wakes_received == 1
+    assert server.count("h1") == 1
+    replies = [m for m in d.room.all_messages("quay") if m.kind == "reply"]
+    assert [(m.author.id, m.text.strip()) for m in replies] == [("h1", REPLY)]
+    runs = d.ledger.runs_in_room("quay")
+    assert [r.status for r in runs] == ["completed"]
+    assert [m.text for m in d.room.all_memory("quay", ["harbour"])] == [MEMORY]
+    executions = deployed["stepfunctions"].list_executions(
+        stateMachineArn=deployed["ids"]["AgentRunStateMachine"])["executions"]
+    assert [e["status"] for e in executions] == ["SUCCEEDED"]
+    # The run data went to the deployed bucket, under the run prefix.
+    objects = stack.client("s3").list_objects_v2(
+        Bucket=deployed["ids"][R.RUN_DATA_BUCKET.logical_id])["Contents"]
+    assert objects and all(o["Key"].startswith(f"{R.RUN_DATA_PREFIX}{runs[0].run_id}/")
+                           for o in objects)

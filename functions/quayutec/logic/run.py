@@ -503,6 +503,11 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
     if execution_arn and run.execution_arn != execution_arn:
         return None
     status = final_status_for(deps, run, error_name)
+    for q in deps.ledger.model_requests(run_id):
+        if q.outcome == "pending":  # sent, but the run ended before its outcome was recorded
+            deps.ledger.finish_request(run_id, q.model_copy(update={
+                "outcome": "lost", "category": "lost", "finished_at": _iso(deps),
+                "decision": f"outcome unknown: the run ended ({error_name}) first"}))
     not_done = []
     for a in deps.ledger.actions(run_id):
         if a.outcome in ("pending", "held") or (a.decision == "ask" and a.outcome not in ("written", "rejected", "expired", "not_reached")):

@@ -1,0 +1,245 @@
+"""The CallModel phase driven directly (the Step Functions pollers held), against the local
+provider server with the real SDKs (SPEC §2.3):
+
+* the cap counts *recorded* requests: a step that died mid-request (its request recorded as
+  pending) still counts, so a retried CallModel step never makes a 4th request;
+* the time limit: the client timeout is MODEL_TIMEOUT_SECONDS or what is left of the run's
+  active time, whichever is less, and a wait that would cross the limit ends the run
+  ``RunTimedOut`` with the reason in the ledger.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from quaylocal.provider_server import ProviderServer
+from quaylocal.stack import LocalStack
+from quayutec import deps as quay_deps
+from quayutec.errors import ModelCallFailed, RunTimedOut
+from quayutec.handlers import call_model, claim, load_context
+from quayutec.models import Agent, Author, Company, Message, ModelRequestRecord, Room, Wake, now_iso
+from quayutec.providers import ModelReply, ProviderError
+from quayutec.providers import call_model as send_one_request
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
+
+KEY = "sk-local-acme-0123456789abcdef"
+ARN = "arn:aws:states:us-east-1:123456789012:execution:quayutec-agent-run:"
+_ids = itertools.count(1)
+
+
+class Ctx:
+    function_name = "call-model"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:call-model"
+    memory_limit_in_mb = 512
+    aws_request_id = "test"
+    log_group_name = "/aws/lambda/call-model"
+    log_stream_name = "test"
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 30_000
+
+
+CTX = Ctx()
+
+
+@dataclasses.dataclass
+class Env:
+    stack: LocalStack
+    server: ProviderServer
+
+    @property
+    def deps(self) -> quay_deps.Deps:
+        return quay_deps.default_deps()
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Env]:
+    server = ProviderServer(scripts={}, keys={})
+    server.start()
+    settings = {"ANTHROPIC_BASE_URL": server.base_url("anthropic"), "OPENAI_BASE_URL": server.base_url("openai"),
+                "BEDROCK_ENDPOINT_URL": server.base_url("bedrock")}
+    try:
+        with LocalStack(settings=settings) as stack:
+            d = quay_deps.default_deps()
+            d.room.put_company(Company(id="acme", people=["ann"]))
+            d.room.put_room(Room(id="r1", members=["acme"]))
+            for agent in (Agent(id="a1", company="acme", provider="anthropic", model="claude-haiku-4-5",
+                                instructions="Be brief."),
+                          Agent(id="o1", company="acme", provider="openai-compatible", model="local-llama",
+                                instructions="Be brief.", base_url=server.base_url("openai-compatible"))):
+                d.room.put_agent(agent)
+                d.room.add_room_agent("r1", agent.id)
+                stack.client("secretsmanager").create_secret(
+                    Name=quay_deps.secret_name(d.settings.secret_prefix, "acme", agent.provider), SecretString=KEY)
+                server.keys[agent.id] = KEY
+            with stack.paused():
+                yield Env(stack, server)
+    finally:
+        server.stop()
+
+
+def event(state: dict[str, Any], run_id: str) -> dict[str, Any]:
+    return {"state": state, "run_id": run_id, "execution_arn": ARN + run_id}
+
+
+def start_run(env: Env, agent: str = "a1") -> tuple[str, dict[str, Any]]:
+    """A person's message to ``agent`` and the run's Claim and LoadContext steps."""
+    n = next(_ids)
+    msg = Message(id=f"m-{n}", room_id="r1", author=Author(kind="person", id="ann", company="acme"),
+                  text="please answer", to=[agent], created_at=now_iso())
+    env.deps.room.put_message(msg)
+    wake = Wake(agent_id=agent, wake_id=f"msg:m-{n}", room_id="r1", hop=0, cause_kind="message", cause_id=msg.id)
+    run_id, state = f"{agent}-run-{n}", {"wake": wake.model_dump(mode="json")}
+    for phase in (claim, load_context):
+        state = phase.handler(event(state, run_id), CTX)
+    return run_id, state
+
+
+def ledger(env: Env, run_id: str) -> list[ModelRequestRecord]:
+    return env.deps.ledger.model_requests(run_id)
+
+
+def error(status: int, headers: dict[str, str] | None = None, message: str = "busy") -> dict[str, Any]:
+    return {"error": {"status": status, "headers": headers or {},
+                      "body": {"type": "error", "error": {"type": "overloaded_error" if status >= 500 else
+                                                          "rate_limit_error", "message": message}}}}
+
+
+class LambdaDied(Exception):
+    """Stands for a Lambda that died after sending its request (Sandbox.Timedout, Lambda.Unknown)."""
+
+
+def dies_after_sending(call: Any) -> Any:
+    try:
+        send_one_request(call)  # the request goes out and the provider answers it...
+    except ProviderError:
+        pass
+    raise LambdaDied("the step died before recording the outcome")  # ...but nobody records it
+
+
+def shifted(env: Env, left_s: float, **settings: Any) -> quay_deps.Deps:
+    """Deps whose clock says the run has ``left_s`` seconds of active time left."""
+    d = env.deps
+    offset = timedelta(seconds=d.settings.run_time_limit_s - left_s)
+    return dataclasses.replace(d, clock=lambda: datetime.now(UTC) + offset,
+                               settings=d.settings.model_copy(update=settings) if settings else d.settings)
+
+
+# ----------------------------------------------------------------------------- the cap
+def test_steps_that_died_mid_request_count_so_a_4th_request_is_never_made(env: Env) -> None:
+    env.server.set_script("a1", [error(503)] * 4)
+    before = env.server.count("a1")
+    run_id, state = start_run(env)
+    dying = dataclasses.replace(env.deps, call_provider=dies_after_sending)
+    for attempt in (1, 2, 3):  # Step Functions retries the step after each Lambda death
+        with pytest.raises(LambdaDied):
+            call_model.handler(event(state, run_id), CTX, deps=dying)
+        assert env.server.count("a1") - before == attempt
+        assert [q.outcome for q in ledger(env, run_id)] == ["lost"] * (attempt - 1) + ["pending"]
+    # the next retry of the step, with a healthy Lambda: the cap counts the recorded requests
+    with pytest.raises(ModelCallFailed, match="request cap reached: 3 of 3 requests made"):
+        call_model.handler(event(state, run_id), CTX)
+    assert env.server.count("a1") - before == 3
+    rows = ledger(env, run_id)
+    assert [(q.n, q.outcome, q.category) for q in rows] == [(1, "lost", "lost"), (2, "lost", "lost"), (3, "lost", "lost")]
+    assert all("counted against the cap" in (q.decision or "") for q in rows)
+
+
+def test_a_request_recorded_but_never_sent_still_counts(env: Env) -> None:
+    env.server.set_script("a1", [error(503)] * 3)
+    before = env.server.count("a1")
+    run_id, state = start_run(env)
+    first = call_model.handler(event(state, run_id), CTX)  # request 1: 503 -> wait 2 s
+    assert first["model"] == {"outcome": "wait", "wait_seconds": 2, "requests": 1}
+    # request 2 recorded, then the Lambda died before sending it
+    assert env.deps.ledger.record_request(run_id, ModelRequestRecord(n=2, sent_at=now_iso(), provider="anthropic",
+                                                                     model="claude-haiku-4-5"))
+    with pytest.raises(ModelCallFailed, match="request 3 of 3 was the last"):
+        call_model.handler(event(first, run_id), CTX)  # the retried step sends request 3, not 2
+    with pytest.raises(ModelCallFailed, match="request cap reached"):
+        call_model.handler(event(first, run_id), CTX)  # and once more: nothing is sent
+    assert env.server.count("a1") - before == 2
+    assert [(q.n, q.outcome, q.status) for q in ledger(env, run_id)] == [(1, "error", 503), (2, "lost", None),
+                                                                        (3, "error", 503)]
+
+
+def test_an_owner_base_url_agent_with_a_recorded_request_sends_nothing(env: Env) -> None:
+    env.server.set_script("o1", [{"reply": {"text": "never sent"}}])
+    run_id, state = start_run(env, "o1")
+    env.deps.ledger.record_request(run_id, ModelRequestRecord(n=1, sent_at=now_iso(), provider="openai-compatible",
+                                                              model="local-llama"))
+    with pytest.raises(ModelCallFailed, match="request cap reached: 1 of 1"):
+        call_model.handler(event(state, run_id), CTX)
+    assert env.server.count("o1") == 0
+
+
+# ----------------------------------------------------------------------------- the time limit
+def test_client_timeout_is_model_timeout_or_the_time_left_whichever_is_less(env: Env) -> None:
+    seen: list[float] = []
+
+    def capture(call: Any) -> ModelReply:
+        seen.append(call.timeout_s)
+        return ModelReply(text="ok", tool_calls=[], request_id="req_x", status=200)
+
+    for left, model_timeout in ((200.0, None), (10.0, None), (10.0, 4.0)):
+        run_id, state = start_run(env)
+        d = shifted(env, left, **({"model_timeout_s": model_timeout} if model_timeout else {}))
+        out = call_model.handler(event(state, run_id), CTX, deps=dataclasses.replace(d, call_provider=capture))
+        assert out["model"]["outcome"] == "reply"
+    assert seen[0] == 120  # MODEL_TIMEOUT_SECONDS (default 120) < 200 s left
+    assert 5 < seen[1] <= 10  # the 10 s left of the run's 300 s (less the moments since the claim)
+    assert seen[2] == 4  # MODEL_TIMEOUT_SECONDS=4 < 10 s left
+
+
+def test_the_real_sdk_gives_up_when_the_run_s_time_is_up(env: Env) -> None:
+    env.server.set_script("a1", [{"reply": {"text": "too late"}, "delay_s": 15}])
+    run_id, state = start_run(env)
+    began = time.monotonic()
+    with pytest.raises(RunTimedOut, match="time limit is reached"):
+        call_model.handler(event(state, run_id), CTX, deps=shifted(env, 5.0))
+    assert time.monotonic() - began < 10  # not MODEL_TIMEOUT_SECONDS (120), not the 15 s delay
+    [q] = ledger(env, run_id)
+    assert (q.outcome, q.status, q.category, q.retryable, q.wait_s) == ("error", None, "timeout", True, None)
+    assert re.fullmatch(r"no reply within [1-5]\.\d s, the run's time left: the time limit is reached", q.decision or "")
+
+
+def test_a_wait_that_would_cross_the_time_limit_ends_the_run_timed_out(env: Env) -> None:
+    # 18 s left: retry-after 9 is waited for, and the next Task's budget is what is left after it
+    env.server.set_script("a1", [error(429, {"retry-after": "9"})])
+    run_id, state = start_run(env)
+    out = call_model.handler(event(state, run_id), CTX, deps=shifted(env, 18.0))
+    assert out["model"] == {"outcome": "wait", "wait_seconds": 9, "requests": 1}
+    assert 1 <= out["budget"]["remaining_s"] <= 8  # 18 s, less the request's time, less the 9 s
+    # retry-after 11 (<= 20 s, so eligible) would cross the limit: timed out, and the ledger says why
+    env.server.set_script("a1", [error(429, {"retry-after": "11"})])
+    run_id, state = start_run(env)
+    with pytest.raises(RunTimedOut, match="not waited for"):
+        call_model.handler(event(state, run_id), CTX, deps=shifted(env, 10.0))
+    [q] = ledger(env, run_id)
+    assert (q.status, q.category, q.retryable, q.wait_s) == (429, "rate_limit", True, None)
+    assert re.fullmatch(r"retry-after: 11 -> wait 11 s before request 2, but only \d\.\d s of the run's time are "
+                        r"left: not waited for", q.decision or "")
+    # retry-after 21 is above 20 s: the call fails (not a time-limit matter)
+    env.server.set_script("a1", [error(429, {"retry-after": "21"})])
+    run_id, state = start_run(env)
+    with pytest.raises(ModelCallFailed, match="21 s > 20 s"):
+        call_model.handler(event(state, run_id), CTX, deps=shifted(env, 10.0))
+
+
+def test_no_request_is_recorded_or_sent_without_a_second_left(env: Env) -> None:
+    env.server.set_script("a1", [{"reply": {"text": "never sent"}}])
+    before = env.server.count("a1")
+    run_id, state = start_run(env)
+    with pytest.raises(RunTimedOut, match="no active time left"):
+        call_model.handler(event(state, run_id), CTX, deps=shifted(env, 0.5))
+    assert env.server.count("a1") == before and ledger(env, run_id) == []
