@@ -44,7 +44,11 @@ DDB_READ = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query",
 DDB_WRITE = ["dynamodb:PutItem", "dynamodb:UpdateItem"]
 
 # touch -> table whose name it concerns.
-_TABLE_TOUCHES = {"claims": R.CLAIM_TABLE, "ledger": R.LEDGER_TABLE, "room": R.ROOM_TABLE}
+_TABLE_TOUCHES = {"claims": R.CLAIM_TABLE, "ledger": R.LEDGER_TABLE, "room": R.ROOM_TABLE,
+                  "idempotency": R.IDEMPOTENCY_TABLE}
+# Powertools idempotency deletes its in-progress record when the request fails, so its table
+# (and only its table) also gets DeleteItem.
+DDB_IDEMPOTENCY_EXTRA = ["dynamodb:DeleteItem"]
 
 KNOWN_TOUCHES = frozenset({
     *(f"{t}:{m}" for t in _TABLE_TOUCHES for m in ("read", "write")),
@@ -164,8 +168,9 @@ class Functions(Construct):
             role.add_to_policy(iam.PolicyStatement(
                 actions=DDB_READ, resources=[table.table_arn, *index_arns]))
             if mode == "write":  # read-modify-write: a writer also reads its own table
+                extra = DDB_IDEMPOTENCY_EXTRA if tdef is R.IDEMPOTENCY_TABLE else []
                 role.add_to_policy(iam.PolicyStatement(
-                    actions=DDB_WRITE, resources=[table.table_arn]))
+                    actions=[*DDB_WRITE, *extra], resources=[table.table_arn]))
         elif touch == "room:stream":
             self._storage.table(R.ROOM_TABLE).grant_stream_read(role)
             nag.acknowledge(

@@ -8,6 +8,7 @@ from constructs import Construct
 
 from quayutec import resources as R
 
+from .api import Api
 from .config import Settings
 from .functions import Functions
 from .observability import Observability
@@ -45,9 +46,13 @@ class QuayutecStack(Stack):
                     self.wakes.failed_events.node.id: self.wakes.failed_events},
             state_machine=state_machine,
             functions=self.functions.functions)
-        # The API (API Gateway + authorizer + API Lambda) comes in a later issue: an `Api`
-        # construct here, taking storage, functions' factory and state_machine (it gets
-        # STATE_MACHINE_ARN like the WakeConsumer, and states:SendTaskSuccess/Failure).
+        # Hook for the REST API (issue 4, infra/quayinfra/api.py): one line here, e.g.
+        #   self.api = Api(self, "Api", settings=settings, storage=self.storage,
+        #                  functions=self.functions, state_machine=state_machine)
+        # Its Lambdas (ApiFunction, AuthorizerFunction) already come from resources.FUNCTIONS
+        # through the factory (self.functions["ApiFunction"], role self.functions.roles[...]);
+        # the construct adds API Gateway and what no touch names (task tokens, key rotation).
+        self.api = Api(self, "Api", settings=settings, storage=self.storage, functions=self.functions, state_machine=state_machine)
 
         CfnOutput(self, "StateMachineArn", value=state_machine.state_machine_arn)
         CfnOutput(self, "WakeQueueUrl", value=self.wakes.wake_queue.queue_url)

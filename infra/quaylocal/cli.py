@@ -45,6 +45,209 @@ def demo(
     raise typer.Exit(0 if result.expect_ok else 1)
 
 
+# ----------------------------------------------------------------------------- the room API
+UrlOpt = Annotated[str, typer.Option("--url", envvar="QUAY_URL", help="The API's base URL (quay dev or a deployed stage).")]
+TokenOpt = Annotated[str, typer.Option("--token", envvar="QUAY_TOKEN", help="Your bearer token.")]
+DEFAULT_URL = "http://127.0.0.1:8787"
+
+
+def _client(url: str, token: str):  # noqa: ANN202
+    from quaylocal.client import QuayClient
+
+    return QuayClient(url, token or None)
+
+
+def _run(fn):  # noqa: ANN001, ANN202
+    """Call the API; an HTTP error is printed (status and the API's message) with exit status 1."""
+    from quaylocal.client import ApiError
+
+    try:
+        return fn()
+    except ApiError as exc:
+        print(f"quay: {exc}", file=sys.stderr)
+        if isinstance(exc.body, dict) and exc.body.get("fields"):
+            for f in exc.body["fields"]:
+                print(f"  {f.get('field')}: {f.get('problem')}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        print(f"quay: cannot reach the API: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+def _print(data) -> None:  # noqa: ANN001
+    print(json.dumps(data, indent=2))
+
+
+@app.command()
+def dev(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: a free one).")] = 8787,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    admin_token: Annotated[str | None, typer.Option("--admin-token", envvar="QUAY_ADMIN_TOKEN",
+                                                    help="The operator token to create (default: a random one, printed).")] = None,
+    scripts: Annotated[Path | None, typer.Option(help="Model replies per agent id (JSON or YAML, the scenario "
+                                                      "model_replies format); unscripted agents get echo replies.")] = None,
+    setting: Annotated[list[str] | None, typer.Option(help="A runtime setting, NAME=VALUE (e.g. HOP_LIMIT=3); repeatable.")] = None,
+) -> None:
+    """Serve the room API on the local stack (moto in-process: no AWS account, no Docker). Wakes and
+    runs happen in the background; the model provider is the local provider server."""
+    from quaylocal.dev import DevServer, load_scripts
+
+    settings = {}
+    for item in setting or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            print(f"quay dev: --setting {item!r}: expected NAME=VALUE", file=sys.stderr)
+            raise typer.Exit(2)
+        settings[name] = value
+    try:
+        server = DevServer(host, port, admin_token=admin_token, scripts=load_scripts(scripts), settings=settings)
+    except (OSError, ValueError) as exc:
+        print(f"quay dev: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    server.serve_forever(banner=lambda line: print(line, flush=True))
+
+
+admin = typer.Typer(help="Operator commands: companies, people and tokens (need an operator token).",
+                    no_args_is_help=True)
+app.add_typer(admin, name="admin")
+
+
+@admin.command("create-company")
+def admin_create_company(company: str, person: Annotated[list[str] | None, typer.Option(
+        "--person", help="A person of the company; repeatable.")] = None,
+        url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Create a company with its people."""
+    _print(_run(lambda: _client(url, token).create_company(company, person or [])))
+
+
+@admin.command("add-person")
+def admin_add_person(company: str, person: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Add a person to a company."""
+    _print(_run(lambda: _client(url, token).add_person(company, person)))
+
+
+@admin.command("issue-token")
+def admin_issue_token(company: str, member: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Issue a bearer token for a person of a company (printed once; only its hash is stored)."""
+    _print(_run(lambda: _client(url, token).issue_token(company, member)))
+
+
+@admin.command("revoke-token")
+def admin_revoke_token(company: str, token_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Revoke a token by its id."""
+    _print(_run(lambda: _client(url, token).revoke_token(company, token_id)))
+
+
+@admin.command("bootstrap-token")
+def admin_bootstrap_token(
+    stack: Annotated[str | None, typer.Option(help="A deployed stack's name (its RoomTableName output).")] = None,
+    table: Annotated[str | None, typer.Option(help="The room table's name (instead of --stack).")] = None,
+    region: Annotated[str | None, typer.Option(help="AWS region (default: your AWS configuration's).")] = None,
+) -> None:
+    """Create the first operator token of a deployed stack, writing its hash straight to the room
+    table with your AWS credentials (the API cannot issue one before an operator exists)."""
+    import boto3
+
+    from quayutec.dal.auth import TokenStore
+
+    if bool(stack) == bool(table):
+        print("quay admin bootstrap-token: give --stack or --table", file=sys.stderr)
+        raise typer.Exit(2)
+    session = boto3.session.Session(region_name=region)
+    api_url = None
+    if stack:
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in session.client("cloudformation").describe_stacks(
+            StackName=stack)["Stacks"][0].get("Outputs", [])}
+        table = outputs.get("RoomTableName")
+        api_url = outputs.get("ApiUrl")
+        if not table:
+            print(f"quay admin bootstrap-token: stack {stack} has no RoomTableName output", file=sys.stderr)
+            raise typer.Exit(2)
+    secret, principal = TokenStore(str(table), client=session.resource("dynamodb").meta.client).issue(
+        None, "admin", admin=True)
+    _print({"token": secret, "token_id": principal.token_id, "admin": True, "url": api_url})
+
+
+@app.command()
+def post(room: str, text: str, to: Annotated[list[str] | None, typer.Option("--to", help="An agent to wake; repeatable.")] = None,
+         idempotency_key: Annotated[str | None, typer.Option(help="Reuse a key to make a retry safe.")] = None,
+         url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Post a message into a room (as the token's person)."""
+    _print(_run(lambda: _client(url, token).post(room, text, to or [], idempotency_key=idempotency_key)))
+
+
+@app.command()
+def task(room: str, to: str, title: str, body: Annotated[str, typer.Option(help="The task's body.")] = "",
+         url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Create a task for an agent of the room."""
+    _print(_run(lambda: _client(url, token).task(room, to, title, body)))
+
+
+@app.command()
+def approvals(room: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Pending approval requests of your company's agents in a room."""
+    items = _run(lambda: _client(url, token).approvals(room))
+    if not items:
+        print("no pending approval requests")
+    for a in items:
+        print(f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, {a['created_at']})")
+
+
+@app.command()
+def approve(room: str, approval_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Approve a held action (your company's agents only)."""
+    _print(_run(lambda: _client(url, token).approve(room, approval_id)))
+
+
+@app.command()
+def deny(room: str, approval_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Deny a held action (your company's agents only)."""
+    _print(_run(lambda: _client(url, token).deny(room, approval_id)))
+
+
+@app.command("room")
+def room_cmd(room: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+             url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """The room's transcript, oldest first."""
+    messages = _run(lambda: _client(url, token).transcript(room))
+    if as_json:
+        _print(messages)
+        return
+    for m in messages:
+        who = m["author"]["id"] + (f" ({m['author']['company']})" if m["author"].get("company") else "")
+        print(f"[{m['created_at'][:19]}] {who} [{m['kind']}]: {m['text']}")
+
+
+@app.command()
+def ledger(run: Annotated[str | None, typer.Argument(help="A run id: show that run in full.")] = None,
+           room: Annotated[str | None, typer.Option(help="List your company's runs in this room.")] = None,
+           url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """The run ledger: one run (RUN) or your company's runs in a room (--room)."""
+    if run is None and room is None:
+        print("quay ledger: give a RUN id or --room ROOM", file=sys.stderr)
+        raise typer.Exit(2)
+    client = _client(url, token)
+    if run is not None:
+        detail = _run(lambda: client.run(run))
+        r = detail["run"]
+        print(f"run {r['run_id']}  agent {r['agent_id']} ({r['company']})  room {r['room_id']}  status {r['status']}")
+        print(f"  wake {r['wake_id']} (hop {r['hop']})  started {r['started_at']}  ended {r.get('ended_at') or '-'}")
+        if r.get("reply_message_id"):
+            print(f"  reply {r['reply_message_id']}" + ("  (truncated)" if r.get("reply_truncated") else ""))
+        if r.get("error_class"):
+            print(f"  error {r['error_class']}: {r.get('error_message') or ''}")
+        for q in detail["requests"]:
+            print(f"  request {q['n']}: {q['outcome']} status={q.get('status')} {q.get('decision') or ''}".rstrip())
+        for a in detail["actions"]:
+            print(f"  action {a['index']} {a['kind']} -> {a['target']}: {a['decision']} / {a['outcome']}"
+                  + (f" ({a['reason']})" if a.get("reason") else ""))
+        for item in r.get("not_done") or []:
+            print(f"  not done: {item}")
+        return
+    for r in _run(lambda: client.runs(str(room))):
+        print(f"{r['run_id']}  {r['agent_id']}  {r['status']}  {r['started_at']}")
+
+
 @app.command()
 def version() -> None:
     """Print the version."""

@@ -306,7 +306,8 @@ def test_only_secret_readers_touch_secrets(resources):
 
 
 def test_table_access_follows_touches(resources):
-    tables = {"claims": "ClaimTable", "ledger": "LedgerTable", "room": "RoomTable"}
+    tables = {"claims": "ClaimTable", "ledger": "LedgerTable", "room": "RoomTable",
+              "idempotency": "IdempotencyTable"}
     for fdef in R.FUNCTIONS:
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
         touched = {_table_of(r) for s in stmts if any(

@@ -1,0 +1,62 @@
+"""Authorization rules shared by the routes, enforced in code (SPEC §5): room membership gates
+every room read and write; a non-member learns nothing of a room, not even that it exists (the
+same 404 as for an unknown room)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quayutec.api.context import Caller
+from quayutec.dal.auth import TokenStore
+from quayutec.dal.directory import Directory
+from quayutec.deps import Deps, default_deps
+from quayutec.errors import NotFound
+from quayutec.logic.room_service import RoomService
+from quayutec.models import Agent, Company, Room
+
+
+@dataclass
+class Services:
+    deps: Deps
+
+    @property
+    def rooms(self) -> RoomService:
+        return RoomService(self.deps.room)
+
+    @property
+    def directory(self) -> Directory:
+        return Directory(self.deps.room)
+
+    @property
+    def tokens(self) -> TokenStore:
+        return TokenStore(self.deps.room.table)
+
+
+def services() -> Services:
+    return Services(default_deps())
+
+
+def member_room(svc: Services, room_id: str, who: Caller) -> Room:
+    """The room when the caller's company is a member; NotFound otherwise (also for a room that
+    exists but the caller's company is not in)."""
+    room = svc.deps.room.get_room(room_id) if who.company else None
+    if room is None or who.company not in room.members:
+        raise NotFound(f"room {room_id!r} does not exist")
+    return room
+
+
+def own_company(svc: Services, company_id: str, who: Caller) -> Company:
+    """A company the caller belongs to (or any company for an operator)."""
+    company = svc.deps.room.get_company(company_id)
+    if company is None or not (who.admin or who.company == company_id):
+        raise NotFound(f"company {company_id!r} does not exist")
+    return company
+
+
+def own_agent(svc: Services, agent_id: str, who: Caller) -> Agent:
+    """An agent of the caller's company; another company's agent is NotFound (its configuration is
+    never shown)."""
+    agent = svc.deps.room.get_agent(agent_id)
+    if agent is None or agent.company != who.company:
+        raise NotFound(f"agent {agent_id!r} does not exist")
+    return agent

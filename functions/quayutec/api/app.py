@@ -1,0 +1,105 @@
+"""The room API: one Powertools ``APIGatewayRestResolver`` with validation on (pydantic request
+and response models), one router per resource, the OpenAPI document at ``/openapi.json`` and
+Swagger UI at ``/docs``. Errors become responses here, in one place (:mod:`quayutec.api.errors`)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
+from pydantic import ValidationError
+
+from quayutec.api import errors
+from quayutec.api.routes import (
+    agents,
+    approvals,
+    companies,
+    members,
+    memory,
+    messages,
+    policy,
+    rooms,
+    runs,
+    tasks,
+    tokens,
+)
+from quayutec.errors import QuayError
+
+logger = Logger(child=True)
+
+TITLE = "Quayutec room API"
+VERSION = "1.0.0"
+DESCRIPTION = (
+    "Rooms where AI agents of different companies work together. Every request carries "
+    "`Authorization: Bearer <token>`; every POST accepts an `Idempotency-Key` header "
+    "(a repeat returns the first response and writes nothing new). Errors are "
+    "`{\"error\": code, \"message\": text, \"fields\": [...]}`."
+)
+PUBLIC_PATHS = ("/openapi.json", "/docs")
+
+app = APIGatewayRestResolver(enable_validation=True)
+
+for _module in (companies, tokens, policy, rooms, members, agents, messages, tasks, memory, approvals, runs):
+    app.include_router(_module.router)
+
+_SECURITY = {"bearer": HTTPBearer(bearerFormat="opaque token", description="A token from `quay admin issue-token`")}
+
+
+def openapi_json() -> str:
+    return app.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION,
+                                       security_schemes=_SECURITY, security=[{"bearer": []}],
+                                       servers=[Server(url="/")])
+
+
+@app.get("/openapi.json", include_in_schema=False)
+def _openapi():  # noqa: ANN202 - a Response, kept out of the schema
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json())
+
+
+app.enable_swagger(path="/docs", title=TITLE, version=VERSION, description=DESCRIPTION,
+                   security_schemes=_SECURITY, security=[{"bearer": []}])
+
+
+# ----------------------------------------------------------------------------- errors: one place
+def _json(status: int, body: dict, headers: dict[str, str] | None = None) -> Response:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
+
+
+@app.exception_handler(QuayError)
+def _domain_error(exc: QuayError) -> Response:
+    status = errors.status_of(exc)
+    if status >= 500:
+        logger.warning("domain error", extra={"error": type(exc).__name__})
+    return _json(status, errors.error_payload(status, errors.code_of(exc), str(exc)), errors.headers_for(exc))
+
+
+@app.exception_handler(RequestValidationError)
+def _validation_error(exc: RequestValidationError) -> Response:
+    fields = errors.field_problems(list(exc.errors()))
+    return _json(422, errors.error_payload(422, "validation_error", errors.validation_message(fields), fields))
+
+
+@app.exception_handler(ValidationError)
+def _model_error(exc: ValidationError) -> Response:  # a domain model refused a value
+    fields = errors.field_problems(exc.errors(include_input=False))
+    return _json(422, errors.error_payload(422, "validation_error", errors.validation_message(fields), fields))
+
+
+@app.exception_handler(NotFoundError)
+def _no_route(exc: NotFoundError) -> Response:
+    event = app.current_event
+    return _json(404, errors.error_payload(404, "no_route", f"no route {event.http_method} {event.path}"))
+
+
+@app.exception_handler(ServiceError)
+def _service_error(exc: ServiceError) -> Response:
+    status = exc.status_code if 400 <= exc.status_code <= 599 else 400
+    return _json(status, errors.error_payload(status, "bad_request", exc.msg))
+
+
+@app.exception_handler(Exception)
+def _unexpected(exc: Exception) -> Response:
+    logger.exception("unexpected error")
+    return _json(500, errors.error_payload(500, "internal_error", "internal error (logged)"))

@@ -1,0 +1,1 @@
+"""One Powertools Router per resource of the room API."""

@@ -1,0 +1,96 @@
+"""Always-on agents of the caller's company. The provider key goes to Secrets Manager
+(``{prefix}/{company}/{provider}``, set or rotated, SPEC §5) and is never returned; another
+company's agent configuration is never shown."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from quayutec.api.access import Services, own_agent, services
+from quayutec.api.context import caller
+from quayutec.api.routes._params import AgentId
+from quayutec.api.schemas import AgentIn, AgentList, AgentOut
+from quayutec.dal.aws import error_code, transient_errors
+from quayutec.deps import secret_name
+from quayutec.errors import Conflict, InvalidInput
+from quayutec.models import Agent
+
+router = APIGatewayRouter()
+
+
+def _secrets(svc: Services) -> Any:
+    client = svc.deps.extra.get("secretsmanager")
+    if client is None:
+        import boto3
+
+        client = svc.deps.extra["secretsmanager"] = boto3.client("secretsmanager")
+    return client
+
+
+def _key_stored(svc: Services, company: str, provider: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        with transient_errors():
+            _secrets(svc).describe_secret(SecretId=secret_name(svc.deps.settings.secret_prefix, company, provider))
+        return True
+    except ClientError as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return False
+        raise
+
+
+def _store_key(svc: Services, company: str, provider: str, key: str) -> None:
+    """Create the company's secret for the provider, or rotate it (a new version)."""
+    from botocore.exceptions import ClientError
+
+    name = secret_name(svc.deps.settings.secret_prefix, company, provider)
+    sm = _secrets(svc)
+    with transient_errors():
+        try:
+            sm.create_secret(Name=name, SecretString=key,
+                             Description=f"quayutec: {provider} key of company {company}")
+        except ClientError as exc:
+            if error_code(exc) != "ResourceExistsException":
+                raise
+            sm.put_secret_value(SecretId=name, SecretString=key)
+
+
+def _out(svc: Services, agent: Agent) -> AgentOut:
+    return AgentOut(**agent.model_dump(), key_stored=_key_stored(svc, agent.company, agent.provider))
+
+
+@router.post("/agents", status_code=201, tags=["agents"], summary="Register an always-on agent of the caller's company")
+def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
+    company = caller().require_company()
+    svc = services()
+    if body.provider == "openai-compatible" and not body.base_url:
+        raise InvalidInput("base_url: an openai-compatible agent needs its owner's model address")
+    if body.api_key is None and not _key_stored(svc, company, body.provider):
+        raise InvalidInput(f"api_key: no {body.provider} key is stored for company {company!r} yet")
+    agent = Agent(id=body.id, company=company, provider=body.provider, model=body.model,
+                  instructions=body.instructions, base_url=body.base_url)
+    if svc.deps.room.get_agent(body.id) is not None:
+        raise Conflict(f"agent id {body.id!r} is taken")
+    if body.api_key is not None:  # first the key: an agent is never left registered without it
+        _store_key(svc, company, body.provider, body.api_key.get_secret_value())
+    if not svc.directory.create_agent(agent):
+        raise Conflict(f"agent id {body.id!r} is taken")
+    return _out(svc, agent)
+
+
+@router.get("/agents", tags=["agents"], summary="The caller's company's agents")
+def list_agents() -> AgentList:
+    company = caller().require_company()
+    svc = services()
+    agents = [svc.deps.room.get_agent(a) for a in svc.directory.agents_of(company)]
+    return AgentList(agents=[_out(svc, a) for a in agents if a is not None])
+
+
+@router.get("/agents/<agent_id>", tags=["agents"], summary="One of the caller's company's agents")
+def get_agent(agent_id: AgentId) -> AgentOut:
+    svc = services()
+    return _out(svc, own_agent(svc, agent_id, caller()))

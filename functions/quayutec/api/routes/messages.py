@@ -1,0 +1,40 @@
+"""Messages: a person posts as themselves (the author is the authenticated caller, never a body
+field); the room's transcript is read page by page."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from quayutec.api.access import member_room, services
+from quayutec.api.context import caller, idempotency_key
+from quayutec.api.errors import PayloadTooLarge
+from quayutec.api.routes._params import Cursor, Limit, RoomId
+from quayutec.api.schemas import MessageIn, MessagePage
+from quayutec.models import MAX_REPLY_BYTES, Message
+
+router = APIGatewayRouter()
+
+
+@router.post("/rooms/<room_id>/messages", status_code=201, tags=["messages"],
+             summary="Post a message (wakes the agents in `to` and those it @mentions)")
+def post_message(room_id: RoomId, body: Annotated[MessageIn, Body()]) -> Message:
+    who = caller()
+    svc = services()
+    member_room(svc, room_id, who)
+    if len(body.text.encode("utf-8", "surrogatepass")) > MAX_REPLY_BYTES:
+        raise PayloadTooLarge(f"body.text: longer than {MAX_REPLY_BYTES} bytes (32 KiB) of UTF-8")
+    return svc.rooms.post_message(room_id, who.author(), body.text, list(dict.fromkeys(body.to)),
+                                  idempotency_key=idempotency_key())
+
+
+@router.get("/rooms/<room_id>/messages", tags=["messages"], summary="The room's messages, a page at a time")
+def list_messages(room_id: RoomId, limit: Limit = 50, cursor: Cursor = None,
+                  order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first")] = "asc",
+                  ) -> MessagePage:
+    svc = services()
+    member_room(svc, room_id, caller())
+    messages, next_cursor = svc.directory.messages_page(room_id, limit, cursor, newest_first=order == "desc")
+    return MessagePage(messages=messages, next_cursor=next_cursor)

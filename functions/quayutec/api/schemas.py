@@ -1,0 +1,207 @@
+"""Request and response bodies of the room API (pydantic v2; the OpenAPI schema is generated from
+these). Requests forbid unknown fields, so a misspelt or extra field (e.g. an ``author``) is a
+422 naming it, never silently ignored."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_validator
+
+from quayutec.models import (
+    ActionRecord,
+    ApprovalRequest,
+    MemoryLine,
+    Message,
+    ModelRequestRecord,
+    ProviderKind,
+    RightsPolicy,
+    RunRecord,
+    Task,
+    TaskEvent,
+    Visibility,
+)
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$"
+Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=ID_PATTERN)]
+
+#: Whole request bodies larger than this are refused with 413 before they are parsed.
+MAX_BODY_BYTES = 64 * 1024
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+# ----------------------------------------------------------------------------- companies, tokens
+class CompanyIn(_In):
+    id: Id
+    people: list[Id] = Field(default_factory=list, max_length=1000)
+
+
+class PersonIn(_In):
+    person: Id
+
+
+class CompanyOut(_Out):
+    id: str
+    people: list[str]
+    rights: RightsPolicy
+
+
+class TokenIn(_In):
+    member: Id = Field(description="A person of the company the token is for")
+
+
+class TokenIssued(_Out):
+    token: str | None = Field(description="The bearer token. Shown once: only its hash is stored; "
+                                          "a repeat of the request (same Idempotency-Key) returns null")
+    token_id: str
+    company: str | None
+    member: str
+
+
+class TokenInfoOut(_Out):
+    token_id: str
+    member: str
+    created_at: str
+    revoked: bool = False
+
+
+class TokenList(_Out):
+    tokens: list[TokenInfoOut]
+
+
+# ----------------------------------------------------------------------------- rooms, members
+class RoomIn(_In):
+    id: Id
+    members: list[Id] = Field(default_factory=list, max_length=40,  # one transaction: <= 100 items
+                              description="Other member companies (the caller's company is always one)")
+    hop_limit: int | None = Field(default=None, ge=0, le=100)
+
+
+class RoomAgentOut(_Out):
+    id: str
+    company: str
+
+
+class RoomOut(_Out):
+    id: str
+    members: list[str]
+    hop_limit: int | None = None
+    agents: list[RoomAgentOut] = Field(default_factory=list)
+
+
+class RoomList(_Out):
+    rooms: list[str]
+
+
+class MemberIn(_In):
+    company: Id
+
+
+class RoomAgentIn(_In):
+    agent: Id = Field(description="An agent of the caller's company")
+
+
+# ----------------------------------------------------------------------------- agents
+class AgentIn(_In):
+    id: Id
+    provider: ProviderKind
+    model: str = Field(min_length=1, max_length=200)
+    instructions: str = Field(default="", max_length=32 * 1024)
+    base_url: str | None = Field(default=None, max_length=2048,
+                                 description="The owner's own model address (http/https): one request per call")
+    api_key: SecretStr | None = Field(default=None, min_length=1, max_length=8192,
+                                      description="Stored in Secrets Manager as quayutec/{company}/{provider} "
+                                                  "(set or rotated); never returned")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://")
+        return value
+
+
+class AgentOut(_Out):
+    id: str
+    company: str
+    provider: str
+    model: str
+    instructions: str
+    base_url: str | None = None
+    key_stored: bool = Field(description="A key for this company and provider is in Secrets Manager")
+
+
+class AgentList(_Out):
+    agents: list[AgentOut]
+
+
+# ----------------------------------------------------------------------------- messages
+class MessageIn(_In):
+    text: str = Field(min_length=1, description="At most 32 KiB of UTF-8 (413 beyond)")
+    to: list[Id] = Field(default_factory=list, max_length=50, description="Agents of the room to wake")
+
+
+class MessagePage(_Out):
+    messages: list[Message]
+    next_cursor: str | None = None
+
+
+# ----------------------------------------------------------------------------- tasks
+class TaskIn(_In):
+    to: Id = Field(description="The assignee: an agent of the room")
+    title: str = Field(min_length=1, max_length=512)
+    body: str = Field(default="", max_length=16 * 1024)
+
+
+class TaskUpdateIn(_In):
+    note: str = Field(min_length=1, max_length=8192)
+
+
+class TaskCloseIn(_In):
+    result: str = Field(default="", max_length=8192)
+
+
+class TaskOut(Task):
+    events: list[TaskEvent] = Field(default_factory=list)
+
+
+class TaskList(_Out):
+    tasks: list[Task]
+
+
+# ----------------------------------------------------------------------------- memory
+class MemoryIn(_In):
+    text: str = Field(min_length=1, max_length=4096)
+    visibility: Visibility
+
+
+class MemoryList(_Out):
+    lines: list[MemoryLine]
+
+
+# ----------------------------------------------------------------------------- approvals
+class ApprovalList(_Out):
+    approvals: list[ApprovalRequest]
+
+
+# ----------------------------------------------------------------------------- runs
+class RunList(_Out):
+    runs: list[RunRecord]
+
+
+class RunDetail(_Out):
+    run: RunRecord
+    requests: list[ModelRequestRecord]
+    actions: list[ActionRecord]
+
+
+class Ok(_Out):
+    ok: Literal[True] = True
+    detail: dict[str, Any] | None = None

@@ -1,0 +1,185 @@
+"""What the API needs of the room table beyond :class:`~quayutec.dal.room.RoomStore`: creating
+companies, rooms, memberships and agents once (conditional writes, so a second create is a
+conflict, not an overwrite), the per-company indexes, and paged reads.
+
+Items written here use RoomStore's layout (see ``quayutec.dal.room``), plus:
+
+* ``COMPANY#{company}`` / ``ROOM#{room}`` — a room the company is a member of
+* ``COMPANY#{company}`` / ``AGENT#{agent}`` — an agent the company owns
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from quayutec.dal.aws import cancellation_codes, is_condition_failure, paginate_query, transient_errors
+from quayutec.dal.room import RoomStore, _strip
+from quayutec.errors import InvalidInput
+from quayutec.models import Agent, Company, Message, RightsPolicy, Room
+
+_NOT_EXISTS = "attribute_not_exists(pk)"
+
+
+def encode_cursor(key: dict[str, Any] | None) -> str | None:
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, *, pk: str, prefix: str) -> dict[str, str]:
+    """A page cursor back to DynamoDB's ``ExclusiveStartKey``, checked to belong to this
+    partition and index (a cursor can never reach another room). Raises InvalidInput."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise InvalidInput("cursor is not a cursor this API returned") from None
+    if (not isinstance(key, dict) or set(key) != {"pk", "sk", "lsi1sk"}
+            or not all(isinstance(v, str) for v in key.values())
+            or key["pk"] != pk or not key["lsi1sk"].startswith(prefix) or not key["sk"].startswith(prefix)):
+        raise InvalidInput("cursor is not a cursor this API returned")
+    return key
+
+
+class Directory:
+    """Conditional creates and paged reads on the room table (the store's client and table)."""
+
+    def __init__(self, store: RoomStore) -> None:
+        self.store = store
+
+    @property
+    def db(self) -> Any:
+        return self.store.db
+
+    @property
+    def table(self) -> str:
+        return self.store.table
+
+    def _transact(self, items: list[dict[str, Any]]) -> bool:
+        """A transaction; ``False`` when one of its conditions failed."""
+        try:
+            with transient_errors():
+                self.db.transact_write_items(TransactItems=items)
+            return True
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "TransactionCanceledException" and \
+                    "ConditionalCheckFailed" in cancellation_codes(exc):
+                return False
+            raise
+
+    def _put(self, item: dict[str, Any], condition: str | None = _NOT_EXISTS) -> dict[str, Any]:
+        put: dict[str, Any] = {"TableName": self.table, "Item": item}
+        if condition:
+            put["ConditionExpression"] = condition
+        return {"Put": put}
+
+    # ------------------------------------------------------------------ companies
+    def create_company(self, company: Company) -> bool:
+        """Write a new company; ``False`` when the id is taken."""
+        item = {"pk": f"COMPANY#{company.id}", "sk": "META", "type": "company", **company.model_dump(mode="json")}
+        try:
+            with transient_errors():
+                self.db.put_item(TableName=self.table, Item=item, ConditionExpression=_NOT_EXISTS)
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    def add_person(self, company_id: str, person: str) -> bool:
+        """Add a person to a company; ``False`` when already there (or no such company)."""
+        try:
+            with transient_errors():
+                self.db.update_item(
+                    TableName=self.table, Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
+                    UpdateExpression="SET people = list_append(people, :p)",
+                    ConditionExpression="attribute_exists(pk) AND NOT contains(people, :one)",
+                    ExpressionAttributeValues={":p": [person], ":one": person})
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    def set_policy(self, company_id: str, policy: RightsPolicy) -> bool:
+        try:
+            with transient_errors():
+                self.db.update_item(
+                    TableName=self.table, Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
+                    UpdateExpression="SET rights = :r", ConditionExpression="attribute_exists(pk)",
+                    ExpressionAttributeValues={":r": policy.model_dump(mode="json")})
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    # ------------------------------------------------------------------ rooms
+    def create_room(self, room: Room) -> bool:
+        """Write a new room with its member items and the companies' room index, in one
+        transaction; ``False`` when the room id is taken."""
+        pk = f"ROOM#{room.id}"
+        items = [self._put({"pk": pk, "sk": "META", "type": "room", **room.model_dump(mode="json", exclude_none=True)})]
+        for company in room.members:
+            items.append(self._put({"pk": pk, "sk": f"MEMBER#{company}", "type": "member", "company": company}, None))
+            items.append(self._put({"pk": f"COMPANY#{company}", "sk": f"ROOM#{room.id}", "type": "company_room",
+                                    "room_id": room.id}, None))
+        return self._transact(items)
+
+    def add_member(self, room_id: str, company: str) -> bool:
+        """Make a company a member of a room; ``False`` when it already is."""
+        pk = f"ROOM#{room_id}"
+        return self._transact([
+            {"Update": {"TableName": self.table, "Key": {"pk": pk, "sk": "META"},
+                        "UpdateExpression": "SET members = list_append(members, :c)",
+                        "ConditionExpression": "attribute_exists(pk) AND NOT contains(members, :one)",
+                        "ExpressionAttributeValues": {":c": [company], ":one": company}}},
+            self._put({"pk": pk, "sk": f"MEMBER#{company}", "type": "member", "company": company}, None),
+            self._put({"pk": f"COMPANY#{company}", "sk": f"ROOM#{room_id}", "type": "company_room",
+                       "room_id": room_id}, None),
+        ])
+
+    def rooms_of(self, company: str) -> list[str]:
+        items = paginate_query(self.db.query, TableName=self.table,
+                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                               ExpressionAttributeValues={":pk": f"COMPANY#{company}", ":p": "ROOM#"})
+        return [i["room_id"] for i in items]
+
+    # ------------------------------------------------------------------ agents
+    def create_agent(self, agent: Agent) -> bool:
+        """Write a new agent and the company's agent index; ``False`` when the id is taken."""
+        return self._transact([
+            self._put({"pk": f"AGENT#{agent.id}", "sk": "META", "type": "agent",
+                       **agent.model_dump(mode="json", exclude_none=True)}),
+            self._put({"pk": f"COMPANY#{agent.company}", "sk": f"AGENT#{agent.id}", "type": "company_agent",
+                       "agent_id": agent.id}, None),
+        ])
+
+    def agents_of(self, company: str) -> list[str]:
+        items = paginate_query(self.db.query, TableName=self.table,
+                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                               ExpressionAttributeValues={":pk": f"COMPANY#{company}", ":p": "AGENT#"})
+        return [i["agent_id"] for i in items]
+
+    # ------------------------------------------------------------------ pages
+    def messages_page(self, room_id: str, limit: int, cursor: str | None = None,
+                      newest_first: bool = False) -> tuple[list[Message], str | None]:
+        """One page of a room's messages in time order (one bounded query on the LSI) and the
+        cursor of the next page (``None`` on the last page)."""
+        pk = f"ROOM#{room_id}"
+        kwargs: dict[str, Any] = {
+            "TableName": self.table, "IndexName": "by_time", "Limit": limit,
+            "KeyConditionExpression": "pk = :pk AND begins_with(lsi1sk, :p)",
+            "ExpressionAttributeValues": {":pk": pk, ":p": "MSG#"}, "ScanIndexForward": not newest_first}
+        if cursor:
+            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, pk=pk, prefix="MSG#")
+        with transient_errors():
+            page = self.db.query(**kwargs)
+        messages = [Message.model_validate(_strip(i)) for i in page.get("Items", [])]
+        last = page.get("LastEvaluatedKey")
+        return messages, encode_cursor({k: last[k] for k in ("pk", "sk", "lsi1sk")} if last else None)

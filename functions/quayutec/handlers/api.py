@@ -1,0 +1,66 @@
+"""The room API Lambda (API Gateway REST proxy, payload v1). The caller is what the Lambda
+authorizer put in ``requestContext.authorizer``; POSTs with an ``Idempotency-Key`` run at most once
+(:mod:`quayutec.api.idempotency`); routes live in :mod:`quayutec.api.app`."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from quayutec.api import errors
+from quayutec.api.app import PUBLIC_PATHS, app
+from quayutec.api.context import caller_of
+from quayutec.api.idempotency import idempotency_key_of, run_idempotent
+from quayutec.api.schemas import MAX_BODY_BYTES
+from quayutec.deps import Deps, default_deps
+from quayutec.errors import InvalidInput, QuayError
+
+logger = Logger()
+
+
+def _check_body(event: dict[str, Any]) -> None:
+    """413 for a body over the limit; 400 for one that is not UTF-8 text (every body is JSON)."""
+    body = event.get("body") or ""
+    if not isinstance(body, str):
+        raise InvalidInput("body: not text")
+    raw: bytes | None = None
+    if event.get("isBase64Encoded") and body:
+        try:
+            raw = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput("body: not valid base64") from None
+    size = len(raw) if raw is not None else len(body.encode("utf-8", "surrogatepass"))
+    if size > MAX_BODY_BYTES:
+        raise errors.PayloadTooLarge(f"request body larger than {MAX_BODY_BYTES} bytes")
+    if raw is not None:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("body: not UTF-8 text (the API takes JSON)") from None
+
+
+def _resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return app.resolve(event, context)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = None) -> dict[str, Any]:
+    try:
+        if not isinstance(event, dict):
+            raise errors.Unauthenticated("not an API Gateway proxy event")
+        _check_body(event)
+        if event.get("path") in PUBLIC_PATHS and str(event.get("httpMethod", "")).upper() == "GET":
+            return _resolve(event, context)
+        who = caller_of(event)
+        logger.append_keys(company=who.company, member=who.member)
+        key = idempotency_key_of(event)
+        if key is None:
+            return _resolve(event, context)
+        return run_idempotent(deps or default_deps(), event, context, who, key, _resolve)
+    except QuayError as exc:
+        return errors.exception_response(exc)

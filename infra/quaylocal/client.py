@@ -1,0 +1,197 @@
+"""A small client of the room API (standard library only), against any base URL: ``quay dev`` on
+127.0.0.1 or a deployed stage. Used by the ``quay`` client commands and the tests.
+
+Every POST carries an ``Idempotency-Key`` (a fresh one per call unless given): a POST retried
+after a dropped connection is sent again with the same key, so it never writes twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.error import HTTPError, URLError
+from urllib.parse import quote, urlencode
+from urllib.request import Request, urlopen
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+
+
+@dataclass
+class ApiResponse:
+    status: int
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or the text when not JSON
+    text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+@dataclass
+class ApiError(Exception):
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if isinstance(self.body, dict):
+            message = self.body.get("message") or self.body.get("Message") or self.body.get("error")
+            return f"HTTP {self.status}: {message}"
+        return f"HTTP {self.status}: {self.body}"
+
+
+def _seg(value: str) -> str:
+    return quote(str(value), safe=":")
+
+
+class QuayClient:
+    """``QuayClient(base_url, token)``; :meth:`request` returns any response, the named methods
+    raise :class:`ApiError` on a 4xx/5xx."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None, *, timeout_s: float = 30.0,
+                 retries: int = 2) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+        self.retries = retries
+
+    # ------------------------------------------------------------------ transport
+    def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None,
+                idempotency_key: str | None = None, headers: dict[str, str] | None = None,
+                raw_body: bytes | None = None) -> ApiResponse:
+        url = self.base_url + path
+        if query:
+            url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        hdrs = {"Accept": "application/json", **(headers or {})}
+        if self.token:
+            hdrs.setdefault("Authorization", f"Bearer {self.token}")
+        data = raw_body
+        if data is None and body is not None:
+            data = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        if method.upper() == "POST":
+            hdrs.setdefault("Idempotency-Key", idempotency_key or str(uuid.uuid4()))
+        attempt = 0
+        while True:
+            req = Request(url, data=data, method=method.upper(), headers=hdrs)
+            try:
+                with urlopen(req, timeout=self.timeout_s) as resp:
+                    return self._response(resp.status, dict(resp.headers.items()), resp.read())
+            except HTTPError as exc:
+                return self._response(exc.code, dict(exc.headers.items()) if exc.headers else {}, exc.read())
+            except (URLError, ConnectionError, TimeoutError):
+                # safe to repeat: GETs read, POSTs carry the same Idempotency-Key
+                attempt += 1
+                if attempt > self.retries:
+                    raise
+                time.sleep(0.2 * attempt)
+
+    @staticmethod
+    def _response(status: int, headers: dict[str, str], raw: bytes) -> ApiResponse:
+        text = raw.decode("utf-8", "replace")
+        try:
+            body: Any = json.loads(text) if text else None
+        except ValueError:
+            body = text
+        return ApiResponse(status, headers, body, text)
+
+    def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        resp = self.request(method, path, body, **kwargs)
+        if not resp.ok:
+            raise ApiError(resp.status, resp.body, resp.headers)
+        return resp.body
+
+    # ------------------------------------------------------------------ operator
+    def create_company(self, company: str, people: list[str] | None = None) -> dict:
+        return self.call("POST", "/companies", {"id": company, "people": people or []})
+
+    def add_person(self, company: str, person: str) -> dict:
+        return self.call("POST", f"/companies/{_seg(company)}/people", {"person": person})
+
+    def issue_token(self, company: str, member: str) -> dict:
+        return self.call("POST", f"/companies/{_seg(company)}/tokens", {"member": member})
+
+    def revoke_token(self, company: str, token_id: str) -> dict:
+        return self.call("DELETE", f"/companies/{_seg(company)}/tokens/{_seg(token_id)}")
+
+    # ------------------------------------------------------------------ company
+    def set_policy(self, company: str, policy: dict) -> dict:
+        return self.call("PUT", f"/companies/{_seg(company)}/policy", policy)
+
+    def register_agent(self, agent_id: str, provider: str, model: str, *, instructions: str = "",
+                       api_key: str | None = None, base_url: str | None = None) -> dict:
+        body: dict[str, Any] = {"id": agent_id, "provider": provider, "model": model, "instructions": instructions}
+        if api_key is not None:
+            body["api_key"] = api_key
+        if base_url is not None:
+            body["base_url"] = base_url
+        return self.call("POST", "/agents", body)
+
+    # ------------------------------------------------------------------ rooms
+    def create_room(self, room: str, members: list[str] | None = None) -> dict:
+        return self.call("POST", "/rooms", {"id": room, "members": members or []})
+
+    def room(self, room: str) -> dict:
+        return self.call("GET", f"/rooms/{_seg(room)}")
+
+    def add_member(self, room: str, company: str) -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/members", {"company": company})
+
+    def add_agent(self, room: str, agent: str) -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/agents", {"agent": agent})
+
+    def post(self, room: str, text: str, to: list[str] | None = None, *, idempotency_key: str | None = None) -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/messages", {"text": text, "to": to or []},
+                         idempotency_key=idempotency_key)
+
+    def messages(self, room: str, *, limit: int = 50, cursor: str | None = None, order: str = "asc") -> dict:
+        return self.call("GET", f"/rooms/{_seg(room)}/messages", query={"limit": limit, "cursor": cursor,
+                                                                        "order": order})
+
+    def transcript(self, room: str) -> list[dict]:
+        """Every message of the room, oldest first (all pages)."""
+        out: list[dict] = []
+        cursor = None
+        while True:
+            page = self.messages(room, limit=200, cursor=cursor)
+            out += page["messages"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return out
+
+    def task(self, room: str, to: str, title: str, body: str = "") -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/tasks", {"to": to, "title": title, "body": body})
+
+    def tasks(self, room: str, status: str = "open") -> list[dict]:
+        return self.call("GET", f"/rooms/{_seg(room)}/tasks", query={"status": status})["tasks"]
+
+    def update_task(self, room: str, task: str, note: str) -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/tasks/{_seg(task)}/updates", {"note": note})
+
+    def close_task(self, room: str, task: str, result: str = "") -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/tasks/{_seg(task)}/close", {"result": result})
+
+    def memory(self, room: str) -> list[dict]:
+        return self.call("GET", f"/rooms/{_seg(room)}/memory")["lines"]
+
+    def remember(self, room: str, text: str, visibility: str) -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/memory", {"text": text, "visibility": visibility})
+
+    def approvals(self, room: str, status: str = "pending") -> list[dict]:
+        return self.call("GET", f"/rooms/{_seg(room)}/approvals", query={"status": status})["approvals"]
+
+    def approve(self, room: str, approval_id: str) -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/approvals/{_seg(approval_id)}/approve")
+
+    def deny(self, room: str, approval_id: str) -> dict:
+        return self.call("POST", f"/rooms/{_seg(room)}/approvals/{_seg(approval_id)}/deny")
+
+    def runs(self, room: str, limit: int = 50) -> list[dict]:
+        return self.call("GET", f"/rooms/{_seg(room)}/runs", query={"limit": limit})["runs"]
+
+    def run(self, run_id: str) -> dict:
+        return self.call("GET", f"/runs/{_seg(run_id)}")

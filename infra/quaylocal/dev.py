@@ -1,0 +1,371 @@
+"""``quay dev``: the room API on 127.0.0.1 over HTTP, on the local stack (SPEC §7).
+
+:class:`Gateway` does what API Gateway (REST API, Lambda proxy integration, TOKEN Lambda
+authorizer) does in front of the API Lambda: refuse a request without ``Authorization`` (401),
+run the authorizer first and apply its policy (401 / 403), pass its context in
+``requestContext.authorizer``, build the proxy event (payload v1) and turn the function's answer
+into the HTTP response (502 when the function fails). The functions are the deployed handlers,
+invoked through the local stack's Lambda (moto, in-process).
+
+:class:`DevServer` runs the local provider server (echo replies unless a script is given), the
+local stack (wakes and executions run in the background) and a threaded HTTP server.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import json
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from quaylocal.stack import ACCOUNT, REGION, LocalStack
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+API_FUNCTION = "ApiFunction"
+AUTHORIZER_FUNCTION = "AuthorizerFunction"
+#: Routes served without the authorizer (the deployed API declares them with no authorization).
+PUBLIC_ROUTES = {("GET", "/openapi.json"), ("GET", "/docs")}
+MAX_PAYLOAD = 10 * 1024 * 1024  # API Gateway's payload limit
+#: The gateway responses the deployed API declares (infra/quayinfra/api.py).
+UNAUTHORIZED = {"error": "unauthenticated", "message": "Unauthorized"}
+ACCESS_DENIED = {"error": "forbidden", "message": "User is not authorized to access this resource"}
+
+#: invoke(logical_id, event) -> (payload, error) with error = the Lambda runtime's error object.
+Invoke = Callable[[str, dict[str, Any]], tuple[Any, dict[str, Any] | None]]
+
+
+@dataclass
+class HttpResult:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def _json_result(status: int, body: Any, headers: dict[str, str] | None = None) -> HttpResult:
+    return HttpResult(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(body).encode())
+
+
+def stack_invoke(stack: LocalStack) -> Invoke:
+    """Invoke a function of the local stack through moto's Lambda (the in-process seam)."""
+
+    def invoke(logical_id: str, event: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        resp = stack.client("lambda").invoke(FunctionName=stack.function_arns[logical_id],
+                                             Payload=json.dumps(event).encode())
+        payload = json.loads(resp["Payload"].read() or b"null")
+        if resp.get("FunctionError"):
+            return None, payload if isinstance(payload, dict) else {"errorMessage": str(payload)}
+        return payload, None
+
+    return invoke
+
+
+def preload_handlers() -> None:
+    """Import every function's handler module now, in this thread: importing them for the first
+    time from the HTTP and pump threads at once can trip over half-initialised modules."""
+    from quayutec import resources as r
+
+    from quaylocal.stack import resolve_handler
+
+    for f in r.FUNCTIONS:
+        resolve_handler(f.handler)
+
+
+def direct_invoke(context_factory: Callable[[str], Any] | None = None) -> Invoke:
+    """Call the deployed handlers directly in this process (faster than through moto's Lambda;
+    for tests), with the Lambda runtime's error shape."""
+    import traceback
+
+    from quayutec import resources as r
+
+    from quaylocal.stack import resolve_handler
+
+    def invoke(logical_id: str, event: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        fn = resolve_handler(r.FUNCTIONS_BY_ID[logical_id].handler)
+        ctx = context_factory(logical_id) if context_factory else _Context(logical_id)
+        try:
+            return json.loads(json.dumps(fn(json.loads(json.dumps(event)), ctx))), None
+        except Exception as exc:  # noqa: BLE001 - the runtime's error contract
+            return None, {"errorMessage": str(exc), "errorType": type(exc).__name__,
+                          "stackTrace": traceback.format_exception(exc)}
+
+    return invoke
+
+
+class _Context:
+    """The Lambda context fields Powertools reads."""
+
+    def __init__(self, name: str, timeout_s: float = 29.0) -> None:
+        self.function_name = f"quayutec-{name}"
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+        self.memory_limit_in_mb = 512
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def _policy_allows(policy: Any, method_arn: str) -> bool:
+    """IAM-style evaluation of the authorizer's policy for one method ARN: an explicit Deny wins,
+    then an Allow, else deny."""
+    statements = (policy or {}).get("Statement") or []
+    if isinstance(statements, dict):
+        statements = [statements]
+    allowed = False
+    for s in statements:
+        actions = s.get("Action") or []
+        actions = [actions] if isinstance(actions, str) else actions
+        resources = s.get("Resource") or []
+        resources = [resources] if isinstance(resources, str) else resources
+        if not any(fnmatch.fnmatchcase("execute-api:Invoke", a) for a in actions):
+            continue
+        if not any(fnmatch.fnmatchcase(method_arn, r) for r in resources):
+            continue
+        if s.get("Effect") == "Deny":
+            return False
+        if s.get("Effect") == "Allow":
+            allowed = True
+    return allowed
+
+
+class Gateway:
+    """API Gateway's part of a request (see the module docstring)."""
+
+    def __init__(self, invoke: Invoke, *, api_id: str = "quaylocal", stage: str = "dev") -> None:
+        self.invoke = invoke
+        self.api_id = api_id
+        self.stage = stage
+        self._lock = threading.Lock()  # one request at a time in the function, as in one Lambda sandbox
+
+    def method_arn(self, method: str, path: str) -> str:
+        return f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{self.api_id}/{self.stage}/{method}{path}"
+
+    def handle(self, method: str, target: str, headers: dict[str, str] | list[tuple[str, str]],
+               body: bytes = b"", source_ip: str = "127.0.0.1") -> HttpResult:
+        method = method.upper()
+        pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
+        url = urlsplit(target)
+        path = unquote(url.path) or "/"
+        if len(body) > MAX_PAYLOAD:
+            return _json_result(413, {"message": "Request Too Long"})
+        authorizer_ctx: dict[str, Any] | None = None
+        if (method, path) not in PUBLIC_ROUTES:
+            token = next((v for k, v in pairs if k.lower() == "authorization"), "")
+            if not token.strip():
+                return _json_result(401, UNAUTHORIZED)
+            method_arn = self.method_arn(method, path)
+            with self._lock:
+                result, error = self.invoke(AUTHORIZER_FUNCTION, {"type": "TOKEN", "authorizationToken": token,
+                                                                  "methodArn": method_arn})
+            if error is not None:
+                if error.get("errorMessage") == "Unauthorized":
+                    return _json_result(401, UNAUTHORIZED)
+                return _json_result(500, {"message": None}, {"x-amzn-ErrorType": "AuthorizerConfigurationException"})
+            if not isinstance(result, dict) or not _policy_allows(result.get("policyDocument"), method_arn):
+                return _json_result(403, ACCESS_DENIED)
+            authorizer_ctx = {**(result.get("context") or {}), "principalId": result.get("principalId")}
+        event = self.proxy_event(method, path, url.query, pairs, body, authorizer_ctx, source_ip)
+        with self._lock:
+            result, error = self.invoke(API_FUNCTION, event)
+        if error is not None or not isinstance(result, dict) or "statusCode" not in result:
+            return _json_result(502, {"message": "Internal server error"})
+        out_headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
+        for k, values in (result.get("multiValueHeaders") or {}).items():
+            if values:
+                out_headers[str(k)] = ", ".join(str(v) for v in values)
+        raw = result.get("body") or ""
+        data = base64.b64decode(raw) if result.get("isBase64Encoded") else str(raw).encode()
+        return HttpResult(int(result["statusCode"]), out_headers, data)
+
+    def proxy_event(self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,
+                    authorizer: dict[str, Any] | None, source_ip: str = "127.0.0.1") -> dict[str, Any]:
+        """The REST API Lambda proxy event (payload format 1.0) of a ``/{proxy+}`` resource."""
+        multi_headers: dict[str, list[str]] = {}
+        for k, v in headers:
+            multi_headers.setdefault(k, []).append(v)
+        multi_query = parse_qs(query, keep_blank_values=True) if query else {}
+        try:
+            text, is_b64 = body.decode("utf-8"), False
+        except UnicodeDecodeError:
+            text, is_b64 = base64.b64encode(body).decode(), True
+        now = datetime.now(UTC)
+        ctx: dict[str, Any] = {
+            "accountId": ACCOUNT, "apiId": self.api_id, "domainName": "127.0.0.1", "httpMethod": method,
+            "identity": {"sourceIp": source_ip, "userAgent": dict(headers).get("User-Agent", "")},
+            "path": f"/{self.stage}{path}", "protocol": "HTTP/1.1", "requestId": str(uuid.uuid4()),
+            "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"), "requestTimeEpoch": int(now.timestamp() * 1000),
+            "resourceId": "proxy", "resourcePath": "/{proxy+}", "stage": self.stage,
+        }
+        if authorizer is not None:
+            ctx["authorizer"] = authorizer
+        return {
+            "resource": "/{proxy+}", "path": path, "httpMethod": method,
+            "headers": {k: v[-1] for k, v in multi_headers.items()} or None,
+            "multiValueHeaders": multi_headers or None,
+            "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
+            "multiValueQueryStringParameters": multi_query or None,
+            "pathParameters": {"proxy": path.lstrip("/")} if path != "/" else None,
+            "stageVariables": None, "requestContext": ctx,
+            "body": text if body else None, "isBase64Encoded": is_b64,
+        }
+
+
+def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "quay-dev"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet; the API logs
+            pass
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length > 0 else b""
+            try:
+                result = gateway.handle(self.command, self.path, list(self.headers.items()), body,
+                                        self.client_address[0])
+            except Exception:  # noqa: BLE001 - the gateway itself failed: 502, keep serving
+                result = _json_result(502, {"message": "Internal server error"})
+            self.send_response(result.status)
+            for k, v in result.headers.items():
+                if k.lower() not in ("content-length", "connection"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(result.body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(result.body)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve  # noqa: N815
+
+    return Handler
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def load_scripts(path: str | Path | None) -> dict[str, list[dict[str, Any]]]:
+    """Model scripts per agent id (the scenario ``model_replies`` format), from JSON or YAML."""
+    if path is None:
+        return {}
+    text = Path(path).read_text()
+    if str(path).endswith((".yaml", ".yml")):
+        import yaml
+
+        data = yaml.safe_load(text)
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise ValueError(f"{path}: expected an object of agent id -> list of script entries")
+    return data
+
+
+class DevServer:
+    """The local dev stack behind an HTTP API. ``admin_token``: the operator token to create
+    (default: a fresh random one, see :attr:`admin_token`); ``scripts``: model replies per agent;
+    ``settings``: runtime setting overrides (e.g. ``{"HOP_LIMIT": "3"}``)."""
+
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, admin_token: str | None = None,
+                 scripts: dict[str, list[dict[str, Any]]] | None = None, settings: dict[str, str] | None = None,
+                 time_scale: float | None = None) -> None:
+        from quaylocal.provider_server import ProviderServer
+
+        self.host = host
+        self.port = port
+        self.admin_token = admin_token or f"qyt_admin_{secrets.token_urlsafe(24)}"
+        self.provider = ProviderServer(scripts=scripts or {}, keys={})
+        self.settings = dict(settings or {})
+        self.time_scale = time_scale
+        self.stack: LocalStack | None = None
+        self.gateway: Gateway | None = None
+        self._httpd: _HttpServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> str:
+        from quayutec.dal.auth import TokenStore
+        from quayutec.deps import default_deps
+
+        from quaylocal.scenario import PROVIDER_ENV
+
+        preload_handlers()
+        self.provider.start()
+        env = {PROVIDER_ENV[p]: self.provider.base_url(p) for p in PROVIDER_ENV}
+        env.update(self.settings)
+        self.stack = LocalStack(settings=env, time_scale=self.time_scale)
+        self.stack.start()
+        try:
+            TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=self.admin_token)
+            self.gateway = Gateway(stack_invoke(self.stack))
+            self._httpd = _HttpServer((self.host, self.port), _handler_class(self.gateway))
+        except BaseException:
+            self.stack.stop()
+            self.provider.stop()
+            raise
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="quay-dev-http", daemon=True)
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self.stack is not None:
+            self.stack.stop()
+            self.stack = None
+        self.provider.stop()
+
+    def __enter__(self) -> DevServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def compat_base_url(self) -> str:
+        """The local provider server's OpenAI-compatible address (for an agent's ``base_url``)."""
+        return self.provider.base_url("openai-compatible")
+
+    def serve_forever(self, banner: Callable[[str], None] = print) -> None:
+        """Serve until SIGINT (Ctrl-C) or SIGTERM, then stop everything."""
+        import signal
+
+        def _stop(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        for sig in (signal.SIGINT, signal.SIGTERM):  # also when started with SIGINT ignored (`cmd &`)
+            signal.signal(sig, _stop)
+        self.start()
+        banner(f"quay dev: the room API on {self.url} (OpenAPI {self.url}/openapi.json, Swagger UI {self.url}/docs)")
+        banner(f"operator token: {self.admin_token}")
+        banner(f"local model provider: {self.provider.root_url} (echo replies unless scripted); "
+               f"openai-compatible base_url: {self.compat_base_url()}")
+        banner("Ctrl-C stops it; everything lives in memory and is gone after.")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()

@@ -1,0 +1,105 @@
+"""Helpers of the API tests: the API Gateway emulation of ``quay dev`` (authorizer first, REST
+proxy events) calling the deployed handlers in-process, and a seeded world of two companies
+sharing a room plus an outsider."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from quaylocal.dev import Gateway
+
+ADMIN_TOKEN = "qyt_admin_test_token_0123456789"
+ACME_KEY = "sk-acme-secret-key-4242"
+BOLT_KEY = "sk-bolt-secret-key-4343"
+A1_INSTRUCTIONS = "acme-internal-instructions: be brief"
+HELD_MEMORY = "acme held plan"
+
+
+@dataclass
+class Resp:
+    status: int
+    headers: dict[str, str]
+    body: Any
+    text: str
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
+
+
+@dataclass
+class Api:
+    gateway: Gateway
+
+    def call(self, method: str, path: str, token: str | None = None, body: Any = None, *,
+             key: str | None = None, headers: dict[str, str] | None = None, raw: bytes | None = None) -> Resp:
+        hdrs = dict(headers or {})
+        if token is not None:
+            hdrs.setdefault("Authorization", f"Bearer {token}")
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
+        if data:
+            hdrs.setdefault("Content-Type", "application/json")
+        if key is not None:
+            hdrs["Idempotency-Key"] = key
+        result = self.gateway.handle(method, path, hdrs, data)
+        text = result.body.decode("utf-8", "replace")
+        try:
+            parsed = json.loads(text) if text else None
+        except ValueError:
+            parsed = text
+        return Resp(result.status, result.headers, parsed, text)
+
+    def ok(self, method: str, path: str, token: str | None = None, body: Any = None, **kw: Any) -> Any:
+        r = self.call(method, path, token, body, **kw)
+        assert 200 <= r.status < 300, (method, path, r.status, r.body)
+        return r.body
+
+
+@dataclass
+class World:
+    api: Api
+    tokens: dict[str, str] = field(default_factory=dict)  # person -> token
+    ids: dict[str, str] = field(default_factory=dict)  # what the setup created: task, approval, run, ...
+
+
+def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
+    """acme (ann, amy; agent a1) and bolt (bob; agent b1) share room r1; cato (carl) is in no room.
+    acme's policy holds `remember` for a yes. One task for b1, memory lines of each visibility and,
+    ``with_run``, one run of a1 parked on a held action."""
+    w = World(api)
+    adm = ADMIN_TOKEN
+    for company, people in (("acme", ["ann", "amy"]), ("bolt", ["bob"]), ("cato", ["carl"])):
+        api.ok("POST", "/companies", adm, {"id": company, "people": people})
+        for person in people:
+            w.tokens[person] = api.ok("POST", f"/companies/{company}/tokens", adm, {"member": person})["token"]
+    w.tokens["admin"] = adm
+    api.ok("PUT", "/companies/acme/policy", w.tokens["ann"], {"actions": {"remember": "ask"}})
+    api.ok("POST", "/rooms", w.tokens["ann"], {"id": "r1", "members": ["bolt"]})
+    api.ok("POST", "/rooms", w.tokens["carl"], {"id": "r-cato"})
+    api.ok("POST", "/agents", w.tokens["ann"], {"id": "a1", "provider": "anthropic", "model": "claude-test",
+                                                "instructions": A1_INSTRUCTIONS, "api_key": ACME_KEY})
+    api.ok("POST", "/agents", w.tokens["bob"], {"id": "b1", "provider": "openai", "model": "gpt-test",
+                                                "api_key": BOLT_KEY})
+    api.ok("POST", "/rooms/r1/agents", w.tokens["ann"], {"agent": "a1"})
+    api.ok("POST", "/rooms/r1/agents", w.tokens["bob"], {"agent": "b1"})
+    api.ok("POST", "/rooms/r1/memory", w.tokens["ann"], {"text": "acme-only memory line", "visibility": "company"})
+    api.ok("POST", "/rooms/r1/memory", w.tokens["bob"], {"text": "bolt-only memory line", "visibility": "company"})
+    api.ok("POST", "/rooms/r1/memory", w.tokens["ann"], {"text": "shared memory line", "visibility": "room"})
+    w.ids["task"] = api.ok("POST", "/rooms/r1/tasks", w.tokens["bob"], {"to": "b1", "title": "t"})["id"]
+    if not with_run:
+        return w
+    api.ok("POST", "/rooms/r1/messages", w.tokens["ann"], {"text": "@a1 remember the plan"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pending = api.ok("GET", "/rooms/r1/approvals", w.tokens["ann"])["approvals"]
+        if pending and stack.is_parked(pending[0]["run_id"]):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("a1's held action never reached an approval request")
+    w.ids["approval"] = pending[0]["id"]
+    w.ids["run"] = pending[0]["run_id"]
+    stack.wait_quiet(60)
+    return w

@@ -1,0 +1,50 @@
+"""Fixtures of the API tests: one local stack per test module (moto in-process), the local
+provider server (a1 is scripted to declare a held action), and the seeded world of apihelpers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from apihelpers import ADMIN_TOKEN, HELD_MEMORY, Api, World, seed
+
+from quayutec.dal.auth import TokenStore
+from quayutec.deps import default_deps
+from quaylocal.dev import Gateway, direct_invoke, preload_handlers
+from quaylocal.provider_server import ProviderServer
+from quaylocal.scenario import PROVIDER_ENV
+from quaylocal.stack import LocalStack
+
+TIME_SCALE = 0.01
+A1_SCRIPT = [{"reply": {"text": "I will remember it once acme agrees.",
+                        "actions": [{"kind": "remember", "text": HELD_MEMORY, "visibility": "company"}]}}]
+
+
+@pytest.fixture(scope="module")
+def stack_env() -> Iterator[tuple[LocalStack, ProviderServer]]:
+    preload_handlers()
+    server = ProviderServer(scripts={"a1": list(A1_SCRIPT)}, keys={})
+    server.start()
+    try:
+        with LocalStack(settings={PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV},
+                        time_scale=TIME_SCALE) as stack:
+            TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=ADMIN_TOKEN)
+            yield stack, server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def api(stack_env) -> Api:
+    return Api(Gateway(direct_invoke()))
+
+
+@pytest.fixture(scope="module")
+def world(stack_env, api) -> World:
+    return seed(api, stack_env[0])
+
+
+@pytest.fixture(scope="module")
+def light_world(stack_env, api) -> World:
+    """The seeded world without a1's run (no approval request)."""
+    return seed(api, stack_env[0], with_run=False)

@@ -1,0 +1,138 @@
+"""`quay dev` end to end over HTTP only (issue 4): a real `quay dev` process on a free port; the
+operator creates companies and tokens, people create a room and agents, post, see the agents'
+replies appear, decide a held action (owner 200, other company 403), repeat a POST with the same
+Idempotency-Key; the `quay` client commands read the same server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from quaylocal.cli import app as cli
+from quaylocal.client import ApiError, QuayClient
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+ADMIN = "qyt_admin_dev_server_test_0001"
+HELD = "acme's launch date"
+SCRIPTS = {"a1": [{"reply": {"text": "Will remember once acme agrees.",
+                             "actions": [{"kind": "remember", "text": HELD, "visibility": "company"}]}}]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout_s: float = 60.0, what: str = "condition"):  # noqa: ANN001, ANN202
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def dev_url(tmp_path_factory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("quay-dev")
+    scripts = tmp / "scripts.json"
+    scripts.write_text(json.dumps(SCRIPTS))
+    port = _free_port()
+    log = (tmp / "quay-dev.log").open("w")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port),
+                             "--admin-token", ADMIN, "--scripts", str(scripts)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).resolve().parents[2])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        probe = QuayClient(url, retries=0, timeout_s=2)
+
+        def up() -> bool:
+            assert proc.poll() is None, (tmp / "quay-dev.log").read_text()[-3000:]
+            try:
+                return probe.request("GET", "/openapi.json").status == 200
+            except OSError:
+                return False
+
+        _wait(up, 90, "quay dev to serve")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+def test_quay_dev_over_http(dev_url: str) -> None:
+    admin = QuayClient(dev_url, ADMIN)
+    admin.create_company("acme", ["ann"])
+    admin.create_company("bolt", ["bob"])
+    ann = QuayClient(dev_url, admin.issue_token("acme", "ann")["token"])
+    bob = QuayClient(dev_url, admin.issue_token("bolt", "bob")["token"])
+    with pytest.raises(ApiError) as refused:
+        QuayClient(dev_url, "qyt_wrong_token_000000000000").room("r1")
+    assert refused.value.status == 401
+
+    ann.set_policy("acme", {"actions": {"remember": "ask"}})
+    ann.create_room("r1", ["bolt"])
+    ann.register_agent("a1", "anthropic", "claude-local", api_key="sk-acme-local", instructions="Be brief.")
+    bob.register_agent("b1", "openai", "gpt-local", api_key="sk-bolt-local")
+    ann.add_agent("r1", "a1")
+    bob.add_agent("r1", "b1")
+
+    # a post wakes b1 (echo reply from the local provider server)
+    ann.post("r1", "hello @b1, are you there?")
+    reply = _wait(lambda: [m for m in bob.transcript("r1") if m["kind"] == "reply" and m["author"]["id"] == "b1"],
+                  60, "b1's reply")
+    assert reply[0]["text"].startswith("echo:")
+
+    # a1 declares a held action: only acme decides it
+    ann.post("r1", "@a1 please remember the launch date")
+    pending = _wait(lambda: ann.approvals("r1"), 60, "a1's approval request")
+    assert bob.approvals("r1") == []
+    approval_id = pending[0]["id"]
+    denied = bob.request("POST", f"/rooms/r1/approvals/{approval_id}/approve")
+    assert denied.status == 403 and denied.body["error"] == "forbidden"
+    approved = ann.request("POST", f"/rooms/r1/approvals/{approval_id}/approve")
+    assert approved.status == 200 and approved.body["status"] == "approved"
+    run_id = pending[0]["run_id"]
+    _wait(lambda: ann.run(run_id)["run"]["status"] == "completed", 60, "the approved run to complete")
+    assert HELD in [m["text"] for m in ann.memory("r1")]
+    assert HELD not in [m["text"] for m in bob.memory("r1")]
+    with pytest.raises(ApiError) as hidden:
+        bob.run(run_id)
+    assert hidden.value.status == 404
+
+    # the same Idempotency-Key twice: the same response, one message
+    first = ann.request("POST", "/rooms/r1/messages", {"text": "exactly once"}, idempotency_key="dev-key-1")
+    again = ann.request("POST", "/rooms/r1/messages", {"text": "exactly once"}, idempotency_key="dev-key-1")
+    assert first.status == again.status == 201 and first.body == again.body
+    assert [m["text"] for m in ann.transcript("r1")].count("exactly once") == 1
+
+    # the client commands read the same server
+    runner = CliRunner()
+    room = runner.invoke(cli, ["room", "r1", "--url", dev_url, "--token", ann.token])
+    assert room.exit_code == 0 and "exactly once" in room.output and "echo:" in room.output
+    ledger = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", ann.token])
+    assert ledger.exit_code == 0 and "completed" in ledger.output and "remember" in ledger.output
+    other = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", bob.token])
+    assert other.exit_code == 1
+    post = runner.invoke(cli, ["post", "r1", "from the cli", "--url", dev_url, "--token", bob.token])
+    assert post.exit_code == 0 and json.loads(post.output)["author"]["id"] == "bob"
+    assert runner.invoke(cli, ["approvals", "r1", "--url", dev_url, "--token", ann.token]).exit_code == 0
