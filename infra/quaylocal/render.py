@@ -76,6 +76,8 @@ def render(result: PlayResult) -> str:
     if not result.memory:
         add("- none")
     add("\n== Ledger ==")
+    if not result.runs:
+        add("- none")
     for run in result.runs:
         add(f"- run {run['run_id']}: {run['status']}  agent {run['agent_id']}, wake {run['wake_id']} (hop {run['hop']})")
         for q in run["requests"]:

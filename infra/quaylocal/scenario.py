@@ -130,21 +130,38 @@ class Scenario(_Strict):
             who = (s.post or s.task or s.approve or s.deny)
             if who is not None and who.as_ not in people:
                 raise ValueError(f"steps[{i}]: unknown person {who.as_!r}")
+            named = (s.post.to if s.post else []) + ([s.task.to] if s.task else [])
+            for agent_id in named:
+                if agent_id not in agents:
+                    raise ValueError(f"steps[{i}]: unknown agent {agent_id!r}")
+            decide = s.approve or s.deny
+            if decide is not None:
+                agent_id, _, n = decide.action.rpartition(":")
+                if agent_id not in agents or not n.isdigit() or int(n) < 1:
+                    raise ValueError(f"steps[{i}]: action {decide.action!r} is not '<agent-id>:<n>' "
+                                     "with a known agent and n >= 1")
         return self
 
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
         """Read and validate a scenario file. Raises ScenarioError with the place of the fault."""
         try:
-            data = yaml.safe_load(Path(path).read_text())
-        except (OSError, yaml.YAMLError) as exc:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)  # the YAML error then names the file
+        except (OSError, UnicodeDecodeError) as exc:
             raise ScenarioError(f"{path}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{path}: the file must be a mapping with companies, agents, room, "
+                                "model_replies, steps and expect")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first["loc"])
-            raise ScenarioError(f"{path}: {where}: {first['msg']}") from exc
+            msg = first["msg"].removeprefix("Value error, ")
+            raise ScenarioError(f"{path}: {where + ': ' if where else ''}{msg}") from exc
 
 
 @dataclass

@@ -27,18 +27,7 @@ def _author(a: dict[str, Any]) -> str:
 
 def user_text(ctx: dict[str, Any]) -> str:
     lines: list[str] = []
-    cause = ctx["cause"]
-    lines.append("## Why you woke")
-    if cause["kind"] == "message":
-        m = cause["message"]
-        lines.append(f"Message from {_author(m['author'])}: {m['text']}")
-    else:
-        t, e = cause["task"], cause["event"]
-        lines.append(f"Task {t['id']} ({t['status']}) \"{t['title']}\" for {t['to']} by {_author(t['created_by'])}: "
-                     f"event '{e['kind']}' by {_author(e['by'])}: {e['text']}")
-        if e["kind"] == "created":
-            lines.append(f"Task body: {t['body']}")
-    lines.append("\n## Recent messages (oldest first)")
+    lines.append("## Recent messages (oldest first)")
     for m in ctx["messages"]:
         lines.append(f"- [{m['created_at'][:19]}] {_author(m['author'])}: {m['text']}")
     lines.append("\n## Open tasks sent to you")
@@ -53,4 +42,15 @@ def user_text(ctx: dict[str, Any]) -> str:
         lines.append("\n## From the room's files")
         for p in ctx["passages"]:
             lines.append(f"### {p['name']} (part {p['index'] + 1})\n{p['text']}")
+    cause = ctx["cause"]
+    lines.append("\n## Why you woke")
+    if cause["kind"] == "message":
+        m = cause["message"]
+        lines.append(f"Message from {_author(m['author'])}: {m['text']}")
+    else:
+        t, e = cause["task"], cause["event"]
+        lines.append(f"Task {t['id']} ({t['status']}) \"{t['title']}\" for {t['to']} by {_author(t['created_by'])}: "
+                     f"event '{e['kind']}' by {_author(e['by'])}: {e['text']}")
+        if e["kind"] == "created":
+            lines.append(f"Task body: {t['body']}")
     return "\n".join(lines)

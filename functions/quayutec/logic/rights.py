@@ -90,7 +90,7 @@ def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent
         target_company = task.created_by.company or agent.company
     cross = target_company != agent.company
     decision, rule = decide(policy, agent.id, name, cross)
-    reason = f"{agent.company} policy: {rule} = {decision}" + (" (targets another company)" if cross else "")
+    reason = f"{agent.company} policy: {rule} = {decision}" + (f"; the target is {target_company}'s" if cross else "")
     outcome = {"allow": "pending", "ask": "held", "deny": "denied"}[decision]
     return ActionRecord(index=index, kind=name, fields=fields, decision=decision, reason=reason, target=target,
                         target_company=target_company, outcome=outcome)  # type: ignore[arg-type]
