@@ -31,6 +31,9 @@ test: $(STAMP) $(NODE_STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
 
+chaos: $(STAMP)
+	$(BIN)/quay chaos
+
 synth: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python infra/app.py
 

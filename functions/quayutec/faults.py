@@ -38,10 +38,13 @@ exception's class name, which is the ASL error name):
   the reconciler gives the run its final status.
 * ``die`` — raises ``quayutec.errors.TransientError`` at the point: the write before an
   ``after`` point landed, the step reports an error and the ASL retries it (backoff, jitter).
+  (A dotted Lambda service name such as ``Lambda.Unknown`` cannot be a class name: that is
+  what ``die_end`` gives, through the seam.)
 * ``die_end`` (at ``{phase}:end`` only) — raises :class:`LambdaDied`; the seam reports it as the
   Lambda service does for a function that died (``Lambda.Unknown``), retried by the ASL.
-* ``stop`` — ``StopExecution`` of the run's own execution at the point, then carries on: the
-  execution is ABORTED outside any Catch → the reconciler.
+* ``stop`` — ``StopExecution`` of the run's own execution at the point, then carries on (as on
+  AWS, a running Lambda is not interrupted): the execution is ABORTED outside any Catch → the
+  reconciler. Used at ``{phase}:end``, so what landed is known.
 * ``sleep`` — sleeps ``arg`` seconds (to cross the run's active-time limit).
 * ``drop`` — raises :class:`InjectedFault` (use on ``stream_dispatch``: the record's
   processing fails mid-batch; the batch reports it and the stream retries it).
@@ -50,7 +53,6 @@ exception's class name, which is the ASL error name):
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -305,6 +307,3 @@ def instrument(client: Any) -> Any:
         client.meta.events.register(f"after-call.{service_id}", _after, unique_id="quay-faults-after")
     return client
 
-
-def describe(plan: list[Fault]) -> str:
-    return json.dumps([{"point": f.point, "kind": f.kind, "run_id": f.run_id, "fired": f.fired} for f in plan])

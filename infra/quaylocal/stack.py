@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import logging
 import os
 import threading
 import time
@@ -37,6 +38,7 @@ import boto3
 from moto import mock_aws
 from moto.awslambda.models import LambdaFunction
 from moto.core.botocore_stubber import BotocoreStubber
+from moto.dynamodb.models import DynamoDBBackend
 
 from quayutec import deps as quay_deps
 from quayutec import resources as r
@@ -89,6 +91,27 @@ def invoke_in_process(self: LambdaFunction, event: Any = None) -> tuple[str, boo
     except Exception as exc:  # noqa: BLE001 - the runtime's error contract
         return json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__,
                            "stackTrace": traceback.format_exception(exc)}), True, ""
+    finally:
+        _drop_disabled_metrics()
+
+
+def _drop_disabled_metrics() -> None:
+    """Powertools keeps metrics while they are switched off (POWERTOOLS_METRICS_DISABLED, as
+    here) and serializes them anyway at 100 values, which fails for a Metrics made before the
+    namespace was set: in one long-lived process, drop them before that, as the flush at the end
+    of each invocation does on AWS (the metric set is shared by every instance)."""
+    global _metrics
+    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() == "true":
+        if _metrics is None:
+            from aws_lambda_powertools.metrics import Metrics
+
+            _metrics = Metrics(namespace="QuayutecLocal")
+        held = _metrics.provider.metric_set
+        if len(held) >= 50 or any(len(m.get("Value", ())) >= 50 for m in list(held.values())):
+            _metrics.clear_metrics()
+
+
+_metrics: Any = None
 
 
 #: moto's own method, kept for the guard test (its signature is the seam's contract).
@@ -105,13 +128,41 @@ def _serialised_process_request(self: BotocoreStubber, request: Any) -> Any:
         return _original_process_request(self, request)
 
 
+_original_transact_write_items = DynamoDBBackend.transact_write_items
+
+
+def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+    """moto (5.2.5) rolls a cancelled TransactWriteItems back by swapping in deep copies of its
+    tables: the copy gets a new stream shard, so stream readers holding an iterator see no record
+    after it, while the old shard keeps the records of the rolled-back writes (wakes of a write
+    that never happened). Keep the one shard, without those records."""
+    names = {op.get("TableName") for item in transact_items for op in item.values() if isinstance(op, dict)}
+    before = {n: (self.tables[n], len(self.tables[n].stream_shard.items)) for n in names
+              if n in self.tables and self.tables[n].stream_shard is not None}
+    try:
+        _original_transact_write_items(self, transact_items)
+    except Exception:
+        for name, (table, count) in before.items():
+            restored = self.tables.get(name)
+            if restored is not None and restored is not table:
+                shard = table.stream_shard
+                del shard.items[count:]
+                shard.table = restored
+                restored.stream_shard = shard
+        raise
+
+
 def install_seams() -> None:
     global _installed
     if not _installed:
         # Metrics are switched off locally (POWERTOOLS_METRICS_DISABLED); don't warn about it.
         warnings.filterwarnings("ignore", message="No application metrics to publish")
+        # moto's ASL interpreter logs every Fail state as an ERROR with its internals; the run's
+        # ledger entry already says what failed and why.
+        logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         LambdaFunction._invoke_lambda = invoke_in_process  # type: ignore[method-assign]
         BotocoreStubber.process_request = _serialised_process_request  # type: ignore[method-assign]
+        DynamoDBBackend.transact_write_items = _transact_keeping_streams  # type: ignore[method-assign]
         _installed = True
 
 

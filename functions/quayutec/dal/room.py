@@ -259,6 +259,10 @@ class RoomStore:
                               "type": "memory", "lsi1sk": f"MEM#{line.created_at}#{line.id}",
                               **line.model_dump(mode="json", exclude_none=True)})
 
+    def get_memory(self, room_id: str, visibility: str, company: str, line_id: str) -> MemoryLine | None:
+        item = self._get(_mem_pk(room_id, visibility, company), f"MEM#{line_id}")
+        return MemoryLine.model_validate(_strip(item)) if item else None
+
     def memory_for(self, room_id: str, company: str, limit: int) -> list[MemoryLine]:
         """The newest ``limit`` memory lines a company may read (room-wide and its own
         company-only lines), oldest first. Two bounded queries."""

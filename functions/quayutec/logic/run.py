@@ -494,6 +494,19 @@ def final_status_for(deps: Deps, run: RunRecord, error_name: str) -> str:
     return "failed_before_reply"
 
 
+def _write_landed(deps: Deps, run: RunRecord, a: ActionRecord) -> bool:
+    """Whether the room holds the write of action ``a`` (its id derives from run and index)."""
+    if a.decision == "deny" or not a.fields:
+        return False
+    if a.kind == "remember":
+        return deps.room.get_memory(run.room_id, a.fields["visibility"], run.company,
+                                    ids.action_write_id(run.run_id, a.index, "mem")) is not None
+    if a.kind == "create_task":
+        return deps.room.get_task(run.room_id, ids.action_write_id(run.run_id, a.index, "task")) is not None
+    return deps.room.get_task_event(run.room_id, str(a.fields.get("task", "")),
+                                    ids.action_write_id(run.run_id, a.index, "tev")) is not None
+
+
 def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_name: str, message: str) -> str | None:
     """Give a claimed run its final failure status, once. Returns the status set, or ``None`` when
     there is no claimed run of this execution or it already has a final status."""
@@ -511,9 +524,14 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
     not_done = []
     for a in deps.ledger.actions(run_id):
         if a.outcome in ("pending", "held") or (a.decision == "ask" and a.outcome not in ("written", "rejected", "expired", "not_reached")):
+            if _write_landed(deps, run, a):  # written, then the step failed before recording it
+                deps.ledger.set_action_outcome(run_id, a.index, "written", "written before the run ended",
+                                               approval="approved" if a.decision == "ask" else None)
+                continue
             deps.ledger.set_action_outcome(run_id, a.index, "not_reached", "the run ended first")
             not_done.append(f"action {a.index} {rights.describe(a)}")
-    if status == "failed_before_reply":
+    if status == "failed_before_reply" or (  # a timed-out run says whether its reply got out
+            status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None):
         not_done.insert(0, "reply not posted")
     if deps.ledger.finish_run(run_id, status, error_class=error_name, error_message=message, not_done=not_done):
         metrics.add_metric(name=f"Run_{status}", unit=MetricUnit.Count, value=1)

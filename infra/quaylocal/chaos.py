@@ -1,0 +1,711 @@
+"""Chaos on the local stack: "never twice, proven" (SPEC §2.1, §6; issue 6).
+
+A *case* is a run that posts a reply, writes a memory line, updates a task, creates a task and
+holds one action (approved by the driver), with faults injected at points of its phases
+(:mod:`quayutec.faults`); the runtime does what it does (Step Functions retries and catches,
+the reconciler); the wake is delivered again; then a fresh message goes to the agent. The
+tables then say (:meth:`ChaosLab.check`): no item written twice (by content, by key, and by the
+room table's stream for items that are never rewritten), the reply at most once and under its
+run-derived id, every held action requested and decided at most once, the ledger entry final
+with the status SPEC §2.1 names for the point, the ledger honest about each action ("written"
+exactly when its write is in the room), no request left pending, the next run completed and saw
+what the failed run wrote.
+
+A clean case is traced alongside (the points its run passes, in order): the expected statuses
+follow from it (:func:`expected_status`) and ``quay chaos --full`` builds every point from it
+(:func:`full_matrix`); ``make test`` plays :func:`standard_matrix`. Cases run side by side (a
+room and two agents each), in waves, each wave on a fresh local stack.
+
+Used by ``tests/chaos`` and ``quay chaos``. Local only: nothing deployed imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.awslambda.models import LambdaFunction
+
+from quayutec import deps as quay_deps
+from quayutec import faults
+from quayutec import resources as r
+from quayutec.logic.approvals import decide_approval
+from quayutec.logic.ids import action_write_id, execution_name, reply_message_id
+from quayutec.logic.room_service import RoomService
+from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Task, TaskEvent, Wake
+
+from quaylocal.provider_server import ProviderServer
+from quaylocal.stack import LocalStack, install_seams
+
+CHAOS_SETTINGS = {faults.ENV_VAR: "1"}
+PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
+ANN = Author(kind="person", id="ann", company="acme")
+BOB = Author(kind="person", id="bob", company="bolt")
+NO_RUN = "no run"  # the expected "status" when the claim never landed: nothing was claimed
+
+#: The writes that decide the expected final status (see :func:`expected_status`).
+CLAIM_WRITE = "claim:after:tx claims:CLAIM+ledger:RUN"
+REPLY_WRITE = "post_reply:after:put room:MSG"
+FINISH_WRITE = "finish:after:update ledger:RUN"
+
+
+# ----------------------------------------------------------------------------- the seam
+def _error_shape(exc: BaseException, error_type: str | None = None) -> tuple[str, bool, str]:
+    return json.dumps({"errorMessage": str(exc), "errorType": error_type or type(exc).__name__,
+                       "stackTrace": traceback.format_exception(exc)}), True, ""
+
+
+def install_chaos_seam() -> None:
+    """Wrap the local stack's in-process Lambda seam: each invocation runs in a fault scope
+    (phase = handler module, run id and execution from the event), with the ``{phase}:start`` /
+    ``{phase}:end`` points around it. :class:`faults.LambdaDied` at ``end`` is reported as the
+    Lambda service reports a function that died: ``errorType`` ``Lambda.Unknown``. Inert while
+    ``QUAY_FAULTS_ENABLED`` is off. Idempotent."""
+    install_seams()
+    inner = LambdaFunction._invoke_lambda
+    if getattr(inner, "_quay_chaos", False):
+        return
+
+    def chaos_invoke(self: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
+        if not faults.enabled():
+            return inner(self, event)
+        if isinstance(event, (bytes, str)):
+            event = json.loads(event or "{}")
+        ev = event if isinstance(event, dict) else {}
+        phase = self.handler.rsplit(".", 2)[-2]
+        run_id = ev.get("run_id") if isinstance(ev.get("run_id"), str) else None
+        with faults.scope(phase, run_id, ev.get("execution_arn")):
+            try:
+                faults.boundary("start")
+            except Exception as exc:  # noqa: BLE001 - reported as the runtime does
+                return _error_shape(exc)
+            result = inner(self, event)
+            if result[1]:
+                return result
+            try:
+                faults.boundary("end")
+            except faults.LambdaDied as exc:
+                return _error_shape(exc, "Lambda.Unknown")
+            except Exception as exc:  # noqa: BLE001
+                return _error_shape(exc)
+            return result
+
+    chaos_invoke._quay_chaos = True  # type: ignore[attr-defined]
+    LambdaFunction._invoke_lambda = chaos_invoke  # type: ignore[method-assign]
+
+
+# ----------------------------------------------------------------------------- points
+@dataclass(frozen=True)
+class Point:
+    """One case of the matrix: ``kind`` at ``at``, plus ``also``: more faults in the same case
+    (e.g. a crash inside RecordFailure too). ``expect``: the final status, else derived from
+    the traced clean run (:func:`expected_status`). ``run_scoped=False``: the faults hit whatever
+    passes first (stream and queue points; such a case plays alone, with a busy stream batch).
+    ``wakes``: the room keeps the default hop limit, so the run's writes wake the other agent
+    (an outbox item); otherwise the room's hop limit is 0 and a notice says so (one run less)."""
+
+    at: str
+    kind: str
+    expect: str | None = None
+    also: tuple[tuple[str, str], ...] = ()
+    arg: float = 0.0
+    run_scoped: bool = True
+    wakes: bool = False
+
+    @property
+    def name(self) -> str:
+        extra = "".join(f" + {k}@{p}" for p, k in self.also)
+        return f"{self.kind}@{self.at}{extra}"
+
+    @property
+    def count(self) -> int:
+        return 1 + len(self.also)
+
+
+def _landed(trace: list[str], at: str) -> set[str]:
+    """The writes landed when the fault at ``at`` fires (its own write too, for after/end)."""
+    k = trace.index(at)
+    done = set(trace[:k])
+    if ":before:" not in at and not at.endswith(":start"):
+        done.add(at)
+    return done
+
+
+def expected_status(trace: list[str], at: str, kind: str) -> str:
+    """SPEC §2.1 for a fault at ``at``: a ``die`` is retried and the run completes; a crash (or a
+    StopExecution) ends the run — nothing claimed before the claim landed, ``completed`` once
+    Finish landed, else ``failed_after_reply`` when the reply is in the room, else
+    ``failed_before_reply``."""
+    if kind in ("die", "die_end"):
+        return "completed"
+    done = _landed(trace, at)
+    if CLAIM_WRITE not in done:
+        return NO_RUN
+    if FINISH_WRITE in done:
+        return "completed"
+    if REPLY_WRITE in done:
+        return "failed_after_reply"
+    return "failed_before_reply"
+
+
+def _die(at: str) -> tuple[str, str]:
+    return (at, "die_end" if at.endswith(":end") else "die")
+
+
+def standard_matrix() -> list[Point]:
+    """The matrix ``make test`` plays; ``quay chaos --full`` plays every point alone.
+
+    A case has one fault that ends the run (a crash or a StopExecution), or none; a death is
+    retried and leaves the outcome as it was, so deaths in *earlier* phases ride along in the
+    cases (one per phase and case, but for two in sequence in ApplyActions) and in three cases
+    that only die; RecordFailure's own faults ride along too (a death there is retried; a crash
+    there leaves the run to the reconciler, which must reach the same status). Each case is a
+    full run with a held action, a redelivered wake and a next run, about 2 s of CPU on moto,
+    and this keeps the matrix under a minute. The expected statuses come from the traced clean
+    run (a point the run does not pass is reported as never fired)."""
+    def case(at: str, kind: str, *dies: str, expect: str | None = None, wakes: bool = False) -> Point:
+        return Point(at, kind, expect, also=tuple(_die(d) for d in dies), wakes=wakes)
+
+    claim_w, ctx_w = "claim:after:tx claims:CLAIM+ledger:RUN", "load_context:after:s3put s3:context"
+    req_w, reply_w = "call_model:after:put ledger:REQ", "call_model:after:s3put s3:reply"
+    return [
+        case("claim:before:tx claims:CLAIM+ledger:RUN", "crash"),     # nothing claimed: no run at all
+        case(claim_w, "crash"),
+        case(ctx_w, "crash", claim_w),                               # the claim retried: its own
+        case(req_w, "crash", "load_context:end"),                    # recorded, never sent
+        case(reply_w, "crash", "claim:end"),
+        case("decide_rights:after:put ledger:ACT#2", "crash", req_w),  # retried: request 1 is lost
+        case("post_reply:before:put room:MSG", "crash",
+             "call_model:before:s3put s3:reply", "decide_rights:after:put ledger:ACT#2"),  # answer lost
+        case("post_reply:end", "stop", "call_model:end", "decide_rights:end"),  # the reply reused
+        case(REPLY_WRITE, "crash", "decide_rights:after:put ledger:ACT", "record_failure:after:update ledger:RUN"),
+        case("request_approval:after:put room:APPROVAL", "crash", REPLY_WRITE),  # still one reply
+        case("request_approval:end", "stop", "post_reply:end"),      # parked, then stopped
+        # RecordFailure crashes too: the execution fails outside any Catch, the reconciler closes
+        Point("apply_actions:before:update ledger:RUN", "crash", also=(
+            _die("request_approval:after:put room:APPROVAL"), ("record_failure:start", "crash"))),
+        case("apply_actions:after:put room:MEM", "crash", "request_approval:end"),  # written, unrecorded
+        case("apply_actions:after:tx room:TEV+room:TASK#2", "crash",  # the approved close landed
+             "post_reply:after:update ledger:RUN", "request_approval:after:update ledger:RUN"),
+        case("finish:before:update ledger:RUN", "crash", "apply_actions:after:put room:MEM", ctx_w),
+        case("finish:after:update ledger:RUN", "crash",               # already completed
+             "apply_actions:after:tx room:TASK+room:TEV", "decide_rights:after:put ledger:ACT#3"),
+        # deaths only
+        case("apply_actions:after:put room:MSG", "die", "finish:after:update ledger:RUN",  # the notice: once
+             "call_model:after:put ledger:REQ#2", "post_reply:before:put room:MSG"),
+        case("apply_actions:after:update ledger:ACT", "die", "apply_actions:after:tx room:TEV+room:TASK",
+             "finish:end", "request_approval:before:put room:APPROVAL"),
+        case("apply_actions:after:put room:OUTBOX", "die", "apply_actions:end", wakes=True),  # the wakes: once
+        # the wake paths: a stream batch whose first wake is sent 5 times and whose second record's
+        # processing is dropped (the batch is retried from it), read by a wake consumer that dies
+        # after starting the execution (the batch comes back)
+        Point("stream_dispatch:before:send sqs:wakes", "dup", "completed", arg=5, run_scoped=False, wakes=True,
+              also=(("stream_dispatch:before:send sqs:wakes#2", "drop"), ("wake_consumer:end", "die_end"))),
+    ]
+
+
+def full_matrix(trace: list[str]) -> list[Point]:
+    """Every point of a traced clean run alone: a crash and a death (retried) before and after
+    each write of each phase, a death at each phase's end (``Lambda.Unknown``), StopExecution at
+    each phase's end; plus the RecordFailure and wake-path cases of :func:`standard_matrix`."""
+    points: list[Point] = []
+    for at in trace:
+        if ":before:" in at or ":after:" in at:
+            points += [Point(at, "crash"), Point(at, "die")]
+        elif at.endswith(":end"):
+            points += [Point(at, "die_end"), Point(at, "stop")]
+    return points + [
+        Point(REPLY_WRITE, "crash", also=(("record_failure:start", "crash"),)),
+        Point("decide_rights:start", "crash", also=(("record_failure:after:update ledger:RUN", "die"),)),
+        *[p for p in standard_matrix() if not p.run_scoped]]
+
+
+# ----------------------------------------------------------------------------- the lab
+def matrix_reply(case: Case) -> dict[str, Any]:
+    """The reply of a matrix case: memory, a task update, a new task, one held close."""
+    return {"reply": {"text": f"Plan for {case.room}: agreed.", "actions": [
+        {"kind": "remember", "text": f"Launch in {case.room} on Friday.", "visibility": "room"},
+        {"kind": "update_task", "task": case.t1, "note": "Half done."},
+        {"kind": "create_task", "to": case.b, "title": "Check the draft", "body": f"Check {case.room}'s draft."},
+        {"kind": "close_task", "task": case.t2, "result": "Closed by the agent."},  # held: acme asks
+    ]}}
+
+
+@dataclass
+class Case:
+    n: int
+    point: Point | None
+    room: str = ""
+    a: str = ""
+    b: str = ""
+    t1: str = ""
+    t2: str = ""
+    wake: Wake | None = None
+    run_id: str = ""
+    next_run_id: str = ""
+    approvals_given: int = 0
+    faults: list[faults.Fault] = field(default_factory=list)
+    result: CaseResult | None = None
+
+    def __post_init__(self) -> None:
+        self.room, self.a, self.b = f"room-{self.n}", f"a-{self.n}", f"b-{self.n}"
+        self.t1, self.t2 = f"task-{self.n}-1", f"task-{self.n}-2"
+
+
+@dataclass
+class CaseResult:
+    point: str
+    expect: str
+    status: str
+    writes: int
+    duplicates: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    fired: int = 0
+    faults: int = 0
+    next_status: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.duplicates and not self.problems
+
+
+@dataclass
+class Report:
+    cases: list[CaseResult]
+    seconds: float
+    non_final: list[str]
+    stack_errors: list[str]
+    runs: int = 0
+
+    @property
+    def duplicates(self) -> int:
+        return sum(len(c.duplicates) for c in self.cases)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.cases) and not self.non_final and not self.stack_errors
+
+
+class ChaosLab:
+    """A local stack with fault injection switched on, a provider server and two companies:
+    acme (person ann; its policy holds ``close_task`` for approval) and bolt (person bob).
+    Each case gets its own room and agents (``a-N`` of acme on anthropic, ``b-N`` of bolt on
+    openai), so cases run side by side."""
+
+    def __init__(self, settings: dict[str, str] | None = None, time_scale: float | None = 0.01,
+                 quiet_timeout_s: float = 60.0) -> None:
+        self.server = ProviderServer(scripts={}, keys={})
+        self.settings = settings or {}
+        self.time_scale = time_scale
+        self.quiet_timeout_s = quiet_timeout_s
+        self.stack: LocalStack | None = None
+        self.keys = {"acme": "sk-acme-chaos", "bolt": "sk-bolt-chaos"}
+        self.cases_made = 0
+
+    def __enter__(self) -> ChaosLab:
+        self.server.start()
+        env = {v: self.server.base_url(p) for p, v in PROVIDER_ENV.items()}
+        self.stack = LocalStack(settings={**env, **CHAOS_SETTINGS, **self.settings}, time_scale=self.time_scale)
+        try:
+            self.stack.start()
+            install_chaos_seam()
+            d = self.deps
+            d.room.put_company(Company(id="acme", people=["ann"], rights=RightsPolicy(actions={"close_task": "ask"})))
+            d.room.put_company(Company(id="bolt", people=["bob"]))
+            sm = self.stack.client("secretsmanager")
+            sm.create_secret(Name="quayutec/acme/anthropic", SecretString=self.keys["acme"])
+            sm.create_secret(Name="quayutec/bolt/openai", SecretString=self.keys["bolt"])
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        faults.disarm()
+        try:
+            if self.stack is not None and hasattr(self.stack, "state_machine_arn"):
+                self.stack.stop()
+            elif self.stack is not None:  # it failed while starting: let moto go
+                self.stack._mock.stop()
+        finally:
+            self.server.stop()
+
+    @property
+    def deps(self) -> quay_deps.Deps:
+        return quay_deps.default_deps()
+
+    @property
+    def rooms(self) -> RoomService:
+        return RoomService(self.deps.room)
+
+    # ------------------------------------------------------------------ building blocks
+    def new_case(self, point: Point | None) -> Case:
+        self.cases_made += 1
+        case = Case(self.cases_made, point)
+        d = self.deps
+        d.room.put_agent(Agent(id=case.a, company="acme", provider="anthropic", model="claude-test",
+                               instructions="Be brief."))
+        d.room.put_agent(Agent(id=case.b, company="bolt", provider="openai", model="gpt-test", instructions="Be brief."))
+        self.server.keys.update({case.a: self.keys["acme"], case.b: self.keys["bolt"]})
+        wakes = point is not None and point.wakes
+        d.room.put_room(Room(id=case.room, members=["acme", "bolt"], hop_limit=None if wakes else 0))
+        d.room.add_room_agent(case.room, case.a)
+        d.room.add_room_agent(case.room, case.b)
+        for tid, title in ((case.t1, "Draft the plan"), (case.t2, "Book the hall")):
+            now = _now()
+            d.room.create_task(Task(id=tid, room_id=case.room, title=title, body=title + ".", to=case.a,
+                                    created_by=BOB, created_at=now, updated_at=now),
+                               TaskEvent(id=f"tev-{tid}-created", room_id=case.room, task_id=tid, kind="created",
+                                         text=title, by=BOB, created_at=now))  # no wakes: set-up only
+        self.server.set_script(case.a, [matrix_reply(case)] * 3)
+        return case
+
+    def post(self, case: Case, text: str, key: str) -> tuple[Wake, str]:
+        """A message of ann to the case's agent; returns its wake and the run id it will get."""
+        msg = self.rooms.post_message(case.room, ANN, text, [case.a], idempotency_key=key)
+        wake = Wake(agent_id=case.a, wake_id=f"msg:{msg.id}", room_id=case.room, hop=0, cause_kind="message",
+                    cause_id=msg.id)
+        return wake, execution_name(case.a, wake.wake_id)
+
+    def message_id(self, key: str) -> str:
+        return f"msg-{hashlib.sha256(key.encode()).hexdigest()[:24]}"  # RoomService's id for a keyed post
+
+    def wait_quiet(self) -> None:
+        assert self.stack is not None
+        self.stack.wait_quiet(self.quiet_timeout_s)
+
+    def approve_parked(self, cases: Iterable[Case]) -> int:
+        """Approve every pending approval request of a parked run of these cases (as ann)."""
+        d, n = self.deps, 0
+        for case in cases:
+            for ap in d.room.approvals(case.room):
+                run = d.ledger.get_run(ap.run_id)
+                if ap.status == "pending" and run is not None and run.status == "waiting_approval":
+                    decide_approval(d, case.room, ap.id, ANN, approve=True)
+                    case.approvals_given += 1
+                    n += 1
+        return n
+
+    def settle(self, cases: list[Case], rounds: int = 6) -> None:
+        """Wait for quiet, approve what is parked, until nothing is left to approve."""
+        for _ in range(rounds):
+            self.wait_quiet()
+            if not self.approve_parked(cases):
+                return
+        self.wait_quiet()
+
+    def redeliver(self, wake: Wake) -> None:
+        assert self.stack is not None
+        self.stack.client("sqs").send_message(QueueUrl=self.stack.queue_urls[r.WAKE_QUEUE.logical_id],
+                                              MessageBody=wake.model_dump_json())
+
+    # ------------------------------------------------------------------ cases
+    def start_case(self, case: Case) -> None:
+        key = f"{case.room}-first"
+        case.run_id = execution_name(case.a, f"msg:{self.message_id(key)}")
+        p = case.point
+        if p is not None:
+            scope = case.run_id if p.run_scoped else None
+            case.faults = [faults.Fault(p.at, p.kind, run_id=scope, arg=p.arg),
+                           *(faults.Fault(at, kind, run_id=scope) for at, kind in p.also)]
+            faults.add(*case.faults)
+        if p is not None and not p.run_scoped:
+            # a busy stream batch: the message, then two more records with wakes (for b-N)
+            assert self.stack is not None
+            with self.stack.paused():
+                case.wake, _ = self.post(case, f"Please plan {case.room}.", key)
+                self.rooms.create_task(case.room, BOB, case.b, "Print it", "Print the plan.",
+                                       idempotency_key=f"{case.room}-bt")
+                self.rooms.post_message(case.room, BOB, f"@{case.b} print {case.room} too", [],
+                                        idempotency_key=f"{case.room}-bm")
+            return
+        case.wake, _ = self.post(case, f"Please plan {case.room}.", key)
+
+    def run_cases(self, cases: list[Case]) -> None:
+        """Play cases side by side: fault, settle, deliver the wake again, a fresh message."""
+        for case in cases:
+            self.start_case(case)
+        self.settle(cases)
+        for case in cases:
+            assert case.wake is not None
+            self.redeliver(case.wake)
+        self.wait_quiet()
+        for case in cases:
+            self.server.set_script(case.a, [{"reply": {"text": f"Next run in {case.room}: fine.", "actions": []}}])
+            _wake, case.next_run_id = self.post(case, f"Anything left in {case.room}?", f"{case.room}-next")
+        self.settle(cases)
+
+    # ------------------------------------------------------------------ checks
+    def check(self, case: Case, trace: list[str], rewrites: dict[str, list[str]] | None = None) -> CaseResult:
+        """What the tables say about a case (see the module docstring); ``trace``: the clean
+        run's points (for the expected status); ``rewrites``: :func:`stream_rewrites`."""
+        d = self.deps
+        if rewrites is None:
+            assert self.stack is not None
+            rewrites = stream_rewrites(self.stack)
+        p = case.point
+        if p is None or p.kind in ("die", "die_end"):
+            expect = p.expect if p is not None and p.expect else "completed"
+        else:
+            expect = p.expect or (expected_status(trace, p.at, p.kind) if p.at in trace else "(not in the trace)")
+        run = d.ledger.get_run(case.run_id)
+        status = run.status if run else NO_RUN
+        room_items = _room_items(self, case.room)
+        mine = [i for i in room_items if i.get("run_id") == case.run_id or case.run_id in str(i.get("id", ""))]
+        fired = [f.fired for f in case.faults]
+        res = CaseResult(point=p.name if p else "(clean)", expect=expect, status=status, writes=len(mine),
+                         fired=sum(fired), faults=len(fired))
+        res.duplicates += _duplicates_by_content(room_items)
+        res.duplicates += _duplicates_by_key(self, case.room, rewrites)
+        if not all(fired):
+            res.problems.append("a fault never fired: " + ", ".join(f"{f.kind}@{f.point}" for f in case.faults
+                                                                   if not f.fired))
+        if status != expect:
+            res.problems.append(f"ledger status {status}, expected {expect}")
+        replies = [i for i in room_items if i.get("type") == "message" and i.get("kind") == "reply"
+                   and i.get("run_id") == case.run_id]
+        if len(replies) > 1:
+            res.duplicates.append(f"{len(replies)} replies of run {case.run_id}")
+        want_reply = status in ("completed", "failed_after_reply")
+        if want_reply != bool(replies):
+            res.problems.append(f"reply {'missing' if want_reply else 'present'} for status {status}")
+        if replies and replies[0]["id"] != reply_message_id(case.run_id):
+            res.problems.append(f"reply id {replies[0]['id']} is not derived from the run")
+        if run is not None and run.reply_message_id and not replies:
+            res.problems.append("the ledger names a reply that is not in the room")
+        # held actions: one request, decided at most once, written at most once
+        approvals = [i for i in room_items if i.get("type") == "approval" and i.get("run_id") == case.run_id]
+        if len({(a["run_id"], a["index"]) for a in approvals}) != len(approvals):
+            res.duplicates.append("an approval request recorded twice")
+        if case.approvals_given > max(1, len(approvals)):
+            res.duplicates.append(f"held action decided {case.approvals_given} times")
+        closes = [i for i in room_items if i.get("type") == "task_event" and i.get("kind") == "close"
+                  and i.get("task_id") == case.t2]
+        if len(closes) > 1:
+            res.duplicates.append(f"held close written {len(closes)} times")
+        if run is not None:
+            # the ledger tells the truth about each action: "written" exactly when it is in the room
+            in_room = {str(i.get("id")) for i in room_items}
+            for a in d.ledger.actions(case.run_id):
+                landed = _action_write_id(case.run_id, a.index, a.kind) in in_room
+                if landed != (a.outcome == "written"):
+                    res.problems.append(f"action {a.index} ({a.kind}) is {'' if landed else 'not '}in the room "
+                                        f"but the ledger says {a.outcome}")
+                if status in FINAL_STATUSES and a.outcome in ("pending", "held"):
+                    res.problems.append(f"action {a.index} of a final run is still {a.outcome}")
+            reqs = d.ledger.model_requests(case.run_id)
+            if len(reqs) > 3:
+                res.problems.append(f"{len(reqs)} model requests recorded (cap 3)")
+            if status in FINAL_STATUSES and any(q.outcome == "pending" for q in reqs):
+                res.problems.append("a model request of a final run is still pending")
+        if self.server.count(case.a) > 4:  # 3 for the run at most, 1 for the next run
+            res.problems.append(f"{self.server.count(case.a)} model requests for {case.a}")
+        # the next wake runs normally and sees what the failed run wrote
+        nxt = d.ledger.get_run(case.next_run_id)
+        res.next_status = nxt.status if nxt else NO_RUN
+        if res.next_status != "completed":
+            res.problems.append(f"next run {res.next_status}")
+        else:
+            res.problems += _sees(self, case, mine)
+        return res
+
+
+def _action_write_id(run_id: str, index: int, kind: str) -> str:
+    what = {"remember": "mem", "create_task": "task"}.get(kind, "tev")
+    return action_write_id(run_id, index, what)
+
+
+def _now() -> str:
+    from quayutec.models import now_iso
+
+    return now_iso()
+
+
+def _room_items(lab: ChaosLab, room_id: str) -> list[dict[str, Any]]:
+    """Every room-table item of a room (its main, memory and file partitions)."""
+    from quayutec.dal.aws import paginate_query
+
+    d = lab.deps
+    items: list[dict[str, Any]] = []
+    for pk in (f"ROOM#{room_id}", f"ROOM#{room_id}#MEM#room", f"ROOM#{room_id}#MEM#company#acme",
+               f"ROOM#{room_id}#MEM#company#bolt"):
+        items += paginate_query(d.room.db.query, TableName=d.room.table, KeyConditionExpression="pk = :pk",
+                                ExpressionAttributeValues={":pk": pk})
+    return items
+
+
+_VOLATILE = {"pk", "sk", "lsi1sk", "gsi1pk", "gsi1sk", "id", "created_at", "updated_at", "task_token", "status",
+             "decided_by", "result", "wakes"}
+
+
+def _duplicates_by_content(items: list[dict[str, Any]]) -> list[str]:
+    """Items of the room with the same content under different keys (ids, times aside)."""
+    seen = Counter()
+    for i in items:
+        if i.get("type") in ("member", "room_agent", "room", None):
+            continue
+        content = {k: v for k, v in i.items() if k not in _VOLATILE}
+        if i.get("type") == "outbox":
+            content["wakes"] = sorted(w["wake_id"] for w in i.get("wakes", []))
+        seen[json.dumps(content, sort_keys=True, default=str)] += 1
+    return [f"written {n} times: {c[:120]}" for c, n in seen.items() if n > 1]
+
+
+def _duplicates_by_key(lab: ChaosLab, room_id: str, rewrites: dict[str, list[str]]) -> list[str]:
+    """By key: one ledger entry and one claim per (agent, wake); and no immutable room item
+    written twice under its key (``rewrites``: from the room table's stream, which shows every
+    write)."""
+    d = lab.deps
+    out: list[str] = []
+    runs = d.ledger.runs_in_room(room_id)
+    per_wake = Counter((x.agent_id, x.wake_id) for x in runs)
+    out += [f"{n} ledger entries for wake {w}" for w, n in per_wake.items() if n > 1]
+    for x in runs:
+        claim = d.ledger.get_claim(x.agent_id, x.wake_id)
+        if claim is None or claim.get("run_id") != x.run_id:
+            out.append(f"claim of {x.wake_id} does not name run {x.run_id}")
+    out += [f"immutable item written twice: {k}" for k in rewrites.get(room_id, [])]
+    return out
+
+
+_IMMUTABLE = ("MSG#", "TEV#", "MEM#", "OUTBOX#")
+
+
+def stream_rewrites(stack: LocalStack) -> dict[str, list[str]]:
+    """Per room: the keys of messages, task events, memory lines and outbox items that the room
+    table's stream shows written more than once (a second INSERT, or a MODIFY)."""
+    streams = stack.client("dynamodbstreams")
+    counts: Counter[tuple[str, str]] = Counter()
+    for shard in streams.describe_stream(StreamArn=stack.stream_arn)["StreamDescription"]["Shards"]:
+        it = streams.get_shard_iterator(StreamArn=stack.stream_arn, ShardId=shard["ShardId"],
+                                        ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        while it:
+            resp = streams.get_records(ShardIterator=it, Limit=1000)
+            for rec in resp.get("Records", []):
+                keys = rec["dynamodb"]["Keys"]
+                pk, sk = keys["pk"]["S"], keys["sk"]["S"]
+                if pk.startswith("ROOM#") and sk.startswith(_IMMUTABLE):
+                    counts[(pk.split("#")[1], f"{pk}/{sk}")] += 1
+            if not resp.get("Records"):
+                break
+            it = resp.get("NextShardIterator")
+    out: dict[str, list[str]] = {}
+    for (room, key), n in counts.items():
+        if n > 1:
+            out.setdefault(room, []).append(f"{key} ({n} writes)")
+    return out
+
+
+def _sees(lab: ChaosLab, case: Case, written: list[dict[str, Any]]) -> list[str]:
+    """The next run's stored context holds what the failed run wrote."""
+    ctx = lab.deps.rundata.get(case.next_run_id, "context")
+    if ctx is None:
+        return ["next run stored no context"]
+    problems = []
+    msg_ids = {m["id"] for m in ctx["messages"]}
+    mem_ids = {m["id"] for m in ctx["memory"]}
+    open_ids = {t["id"] for t in ctx["open_tasks"]}
+    for i in written:
+        if i.get("type") == "message" and i["id"] not in msg_ids:
+            problems.append(f"next run did not see message {i['id']}")
+        if i.get("type") == "memory" and i["id"] not in mem_ids:
+            problems.append(f"next run did not see memory line {i['id']}")
+    t2_closed = any(i.get("type") == "task_event" and i.get("kind") == "close" for i in written)
+    if t2_closed == (case.t2 in open_ids):
+        problems.append(f"next run sees {case.t2} as {'open' if case.t2 in open_ids else 'closed'}")
+    if case.t1 not in open_ids:
+        problems.append(f"next run does not see open task {case.t1}")
+    return problems
+
+
+# ----------------------------------------------------------------------------- driving
+def non_final_runs(lab: ChaosLab) -> list[str]:
+    d = lab.deps
+    return [f"{x.run_id}: {x.status}" for n in range(1, lab.cases_made + 1)
+            for x in d.ledger.runs_in_room(f"room-{n}") if x.status not in FINAL_STATUSES]
+
+
+def play(lab: ChaosLab, points: list[Point], trace: list[str] | None = None) -> tuple[list[CaseResult], list[str]]:
+    """Play cases side by side on one lab and check each. Without ``trace``, a clean case plays
+    along (first row of the results) and its points become the trace. Returns (results, trace)."""
+    clean = lab.new_case(None) if trace is None else None
+    cases = [lab.new_case(p) for p in points]
+    if clean is not None:
+        with faults.tracing() as recorded:
+            lab.run_cases([clean, *cases])
+            trace = [p for run_id, p in recorded if run_id == clean.run_id]
+    else:
+        lab.run_cases(cases)
+    faults.disarm()
+    assert lab.stack is not None and trace is not None
+    rewrites = stream_rewrites(lab.stack)
+    out = [lab.check(c, trace, rewrites) for c in ([clean] if clean else []) + cases]
+    return out, trace
+
+
+def run_matrix(points: list[Point] | None = None, *, full: bool = False, wave: int = 16,
+               progress: Any = None) -> tuple[Report, list[str]]:
+    """Play the matrix (``points``, else :func:`standard_matrix`, or with ``full`` every point
+    of the traced clean run, :func:`full_matrix`): waves of ``wave`` cases side by side, a fresh
+    local stack per wave (moto copies a whole table for each transaction: small tables stay
+    fast); cases not scoped to one run play alone, after the others, on the last stack. The
+    first wave traces a clean case along. Returns the report and the trace."""
+    started = time.monotonic()
+    results: list[CaseResult] = []
+    non_final: list[str] = []
+    errors: list[str] = []
+    runs = 0
+    trace: list[str] | None = None
+    if full:
+        with ChaosLab() as lab:
+            results, trace = play(lab, [])
+        points = full_matrix(trace)
+    points = points if points is not None else standard_matrix()
+    scoped = [p for p in points if p.run_scoped]
+    alone = [p for p in points if not p.run_scoped]
+    batches = [scoped[i:i + wave] for i in range(0, len(scoped), wave)] or [[]]
+    for n, batch in enumerate(batches):
+        with ChaosLab() as lab:
+            out, trace = play(lab, batch, trace)
+            results += out
+            if n == len(batches) - 1:
+                for p in alone:
+                    out, trace = play(lab, [p], trace)
+                    results += out
+            if progress:
+                progress(results)
+            non_final += non_final_runs(lab)
+            assert lab.stack is not None
+            errors += [e for e in lab.stack.stats.errors if "injected" not in e]  # a consumer made to die
+            runs += sum(len(lab.deps.ledger.runs_in_room(f"room-{k}")) for k in range(1, lab.cases_made + 1))
+    report = Report(cases=results, seconds=time.monotonic() - started, non_final=non_final, stack_errors=errors,
+                    runs=runs)
+    return report, trace or []
+
+
+def render(report: Report) -> str:
+    """The table: injection point(s) of each case × outcome (final ledger status, expected, room
+    items the run wrote, duplicates found, verdict), then the totals."""
+    rows = []
+    for c in report.cases:
+        first, *more = c.point.split(" + ")
+        verdict = "ok" if c.ok else "FAIL: " + "; ".join(c.duplicates + c.problems)
+        rows.append((first, c.status, c.expect, str(c.writes), str(len(c.duplicates)), verdict))
+        rows += [("  + " + m, "", "", "", "", "") for m in more]
+    w = max(len(r[0]) for r in rows)
+    head = f"{'injection point':<{w}}  {'status':<19} {'expected':<19} {'writes':>6} {'dups':>4}  result"
+    lines = [head, "-" * len(head)]
+    lines += [f"{a:<{w}}  {b:<19} {c:<19} {d:>6} {e:>4}  {f}".rstrip() for a, b, c, d, e, f in rows]
+    lines += ["", f"points tried: {sum(c.faults for c in report.cases)}   cases: {len(report.cases)}   "
+                  f"runs: {report.runs}   duplicates: {report.duplicates}   "
+                  f"non-final ledger entries: {len(report.non_final)}   "
+                  f"failed cases: {sum(not c.ok for c in report.cases)}   time: {report.seconds:.1f} s"]
+    lines += [f"non-final: {x}" for x in report.non_final]
+    lines += [f"local stack error: {e}" for e in report.stack_errors]
+    return "\n".join(lines)

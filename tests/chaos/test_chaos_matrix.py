@@ -1,0 +1,135 @@
+"""Never twice, proven (SPEC §2.1, §6; issue 6): the crash matrix on the local stack, the checks
+it makes (each shown to fail on a table that breaks it) and the switch that keeps fault
+injection out of any deployed stack."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from quayutec import faults
+from quayutec import resources as r
+from quaylocal import chaos
+from quaylocal.stack import local_environment
+
+REPO = Path(__file__).resolve().parents[2]
+PHASES = ("claim", "load_context", "call_model", "decide_rights", "post_reply", "request_approval",
+          "apply_actions", "finish", "record_failure", "stream_dispatch", "wake_consumer")
+
+
+def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
+    """Every case: inject, let Step Functions retry / catch and the reconciler close, deliver the
+    wake again, post a fresh message. The tables then hold no item twice (by content, by key,
+    by the room stream), at most one reply, each held action decided and written at most once,
+    a final ledger entry with the status SPEC §2.1 names, an honest ledger (an action is
+    "written" exactly when it is in the room), and a next run that completed and saw what the
+    failed run wrote."""
+    report, trace = chaos.run_matrix()
+    table = chaos.render(report)
+    assert report.ok, table
+    assert report.duplicates == 0 and not report.non_final, table
+    points = sum(c.faults for c in report.cases)
+    assert points >= 30, table
+    hit = {c.point for c in report.cases}
+    for phase in PHASES:
+        assert any(f"@{phase}:" in name for name in hit), f"no point in {phase}\n{table}"
+    statuses = {c.status for c in report.cases}
+    assert {"completed", "failed_before_reply", "failed_after_reply", chaos.NO_RUN} <= statuses, table
+    assert chaos.REPLY_WRITE in trace and chaos.CLAIM_WRITE in trace and chaos.FINISH_WRITE in trace
+
+
+# ----------------------------------------------------------------------------- the checks can fail
+TRACE = ["claim:start", "claim:before:tx claims:CLAIM+ledger:RUN", chaos.CLAIM_WRITE, "claim:end",
+         "post_reply:before:put room:MSG", chaos.REPLY_WRITE, "post_reply:end",
+         "finish:before:update ledger:RUN", chaos.FINISH_WRITE, "finish:end"]
+
+
+@pytest.mark.parametrize(("at", "kind", "status"), [
+    ("claim:before:tx claims:CLAIM+ledger:RUN", "crash", chaos.NO_RUN),
+    (chaos.CLAIM_WRITE, "crash", "failed_before_reply"),
+    ("post_reply:before:put room:MSG", "crash", "failed_before_reply"),
+    (chaos.REPLY_WRITE, "crash", "failed_after_reply"),
+    ("post_reply:end", "stop", "failed_after_reply"),
+    ("finish:before:update ledger:RUN", "crash", "failed_after_reply"),
+    (chaos.FINISH_WRITE, "crash", "completed"),
+    ("claim:end", "die_end", "completed"),
+])
+def test_expected_status_follows_spec_2_1(at: str, kind: str, status: str) -> None:
+    assert chaos.expected_status(TRACE, at, kind) == status
+
+
+def _msg(i: str, text: str, run: str = "run-1") -> dict:
+    return {"pk": "ROOM#r", "sk": f"MSG#{i}", "type": "message", "id": i, "room_id": "r", "text": text,
+            "kind": "reply", "run_id": run, "author": {"kind": "agent", "id": "a"}, "created_at": i}
+
+
+def test_duplicates_by_content_are_found() -> None:
+    """Two replies of one run with the same text under different ids (e.g. a random reply id on
+    a retried step) are one write made twice; a repeated text of another run is not."""
+    assert chaos._duplicates_by_content([_msg("m1", "Plan agreed."), _msg("m2", "Other.")]) == []
+    found = chaos._duplicates_by_content([_msg("m1", "Plan agreed."), _msg("m2", "Plan agreed.")])
+    assert len(found) == 1 and "written 2 times" in found[0]
+    assert chaos._duplicates_by_content([_msg("m1", "Plan agreed."), _msg("m2", "Plan agreed.", "run-2")]) == []
+
+
+# ----------------------------------------------------------------------------- off unless local
+def test_fault_injection_is_off_unless_the_local_chaos_tooling_turns_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The switch is an environment variable no deployed function gets (it is not in the one
+    variable set the CDK app gives every function, nor in the plain local stack's) plus a plan
+    armed in-process; without it the client hooks are not even registered."""
+    import boto3
+
+    assert faults.ENV_VAR not in r.ENVIRONMENT_VARIABLES
+    assert faults.ENV_VAR not in r.SETTING_DEFAULTS
+    assert faults.ENV_VAR not in local_environment()
+    assert faults.ENV_VAR in chaos.CHAOS_SETTINGS
+    cdk_sources = [p for p in (REPO / "infra" / "quayinfra").rglob("*.py")]
+    assert cdk_sources and not any(faults.ENV_VAR in p.read_text() for p in cdk_sources)
+    uses_faults = re.compile(r"from quayutec import [^\n]*\bfaults\b|quayutec\.faults")
+    assert not any(uses_faults.search(p.read_text()) for p in (REPO / "functions" / "quayutec" / "handlers").rglob("*.py"))
+
+    monkeypatch.delenv(faults.ENV_VAR, raising=False)
+    assert not faults.enabled()
+    with pytest.raises(RuntimeError, match="off"):
+        faults.arm(faults.Fault("post_reply:after:put room:MSG", "crash"))
+    client = faults.instrument(boto3.client("s3", region_name="us-east-1"))
+    assert "quay-faults-before" not in client.meta.events._emitter._unique_id_handlers  # botocore internals
+    monkeypatch.setenv(faults.ENV_VAR, "1")
+    faults.instrument(client)
+    assert "quay-faults-before" in client.meta.events._emitter._unique_id_handlers
+    monkeypatch.delenv(faults.ENV_VAR)
+    faults.boundary("start")  # no scope, no plan: nothing happens
+    assert os.environ.get(faults.ENV_VAR) is None
+
+
+# ----------------------------------------------------------------------------- many runs, one process
+def counting_handler(event: dict, context: object) -> dict:
+    """A handler that counts, as the run phases do (``RunCompleted`` ...)."""
+    from aws_lambda_powertools.metrics import Metrics, MetricUnit
+
+    Metrics(namespace=None).add_metric(name="Counted", unit=MetricUnit.Count, value=1)
+    return {"ok": True}
+
+
+def test_the_local_stack_runs_more_than_100_counting_invocations_in_one_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Locally metrics are off, and Powertools keeps them then: at 100 values it serializes them
+    anyway, which fails for an instance without a namespace (the matrix runs ~50 runs a
+    process). The in-process seam drops them after each invocation, as a flush does on AWS."""
+    from quaylocal.stack import invoke_in_process
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.delenv("POWERTOOLS_METRICS_NAMESPACE", raising=False)
+
+    class Fn:  # what the seam reads of moto's LambdaFunction
+        handler = "test_chaos_matrix.counting_handler"
+        function_name = "f"
+        function_arn = "arn:aws:lambda:us-east-1:123456789012:function:f"
+        memory_size = 128
+        timeout = 3
+
+    results = [invoke_in_process(Fn(), {}) for _ in range(150)]  # type: ignore[arg-type]
+    assert [errored for _body, errored, _logs in results] == [False] * 150
