@@ -228,3 +228,30 @@ def test_openapi_and_docs_are_served_without_a_token(light_world: World) -> None
     assert spec.body["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     docs = light_world.api.call("GET", "/docs")
     assert docs.status == 200 and "swagger" in docs.text.lower()
+
+
+def test_a_storm_of_one_idempotency_key_writes_one_message(light_world: World) -> None:
+    """The same POST with one Idempotency-Key 50 times at once (issue 6): one message, and every
+    answer is the first response or a 409 "in progress" — never a second write. moto is not atomic
+    under threads: the local stack serialises calls into it, so this proves our logic on top."""
+    api, ann = light_world.api, light_world.tokens["ann"]
+    results: list = []
+    lock = threading.Lock()
+    gate = threading.Barrier(50)
+
+    def post() -> None:
+        gate.wait()
+        r = api.call("POST", "/rooms/r1/messages", ann, {"text": "storm once"}, key="k-storm")
+        with lock:
+            results.append(r)
+
+    threads = [threading.Thread(target=post) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 50
+    assert {r.status for r in results} <= {201, 409}
+    created = {r.body["id"] for r in results if r.status == 201}
+    assert len(created) == 1
+    assert _texts(api, ann).count("storm once") == 1
