@@ -98,6 +98,20 @@ def cancellation_codes(exc: ClientError) -> list[str]:
     return [str(r.get("Code", "None")) for r in reasons]
 
 
+def transact_new(db: Any, items: list[dict[str, Any]]) -> bool:
+    """``TransactWriteItems`` whose conditions guard against a repeat: ``True`` when written,
+    ``False`` when a condition failed (nothing written). Raises TransientError on throttling or
+    conflicts, ClientError otherwise."""
+    try:
+        with transient_errors():
+            db.transact_write_items(TransactItems=items)
+        return True
+    except ClientError as exc:
+        if error_code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in cancellation_codes(exc):
+            return False
+        raise
+
+
 def paginate_query(fn: Callable[..., dict], **kwargs: Any) -> Iterator[dict]:
     """Every item of a query, page by page."""
     while True:

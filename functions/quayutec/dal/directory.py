@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from quayutec.dal.aws import cancellation_codes, is_condition_failure, paginate_query, transient_errors
+from quayutec.dal.aws import is_condition_failure, paginate_query, transact_new, transient_errors
 from quayutec.dal.room import RoomStore, _strip
 from quayutec.errors import InvalidInput
 from quayutec.models import Agent, Company, Message, RightsPolicy, Room
@@ -62,15 +62,7 @@ class Directory:
 
     def _transact(self, items: list[dict[str, Any]]) -> bool:
         """A transaction; ``False`` when one of its conditions failed."""
-        try:
-            with transient_errors():
-                self.db.transact_write_items(TransactItems=items)
-            return True
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "TransactionCanceledException" and \
-                    "ConditionalCheckFailed" in cancellation_codes(exc):
-                return False
-            raise
+        return transact_new(self.db, items)
 
     def _put(self, item: dict[str, Any], condition: str | None = _NOT_EXISTS) -> dict[str, Any]:
         put: dict[str, Any] = {"TableName": self.table, "Item": item}

@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from quayutec.dal.aws import cancellation_codes, dynamodb, is_condition_failure, put_new, transient_errors
+from quayutec.dal.aws import dynamodb, is_condition_failure, put_new, transact_new, transient_errors
 from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, RunRecord, now_iso
 
 _FINAL = sorted(FINAL_STATUSES)
@@ -70,19 +70,12 @@ class LedgerStore:
                       "execution_arn": run.execution_arn, "execution_start": execution_start,
                       "claimed_at": run.started_at}
         run_item = self._run_item(run)
-        try:
-            with transient_errors():
-                self.db.transact_write_items(TransactItems=[
-                    {"Put": {"TableName": self.claim_table, "Item": claim_item,
-                             "ConditionExpression": "attribute_not_exists(agent_id)"}},
-                    {"Put": {"TableName": self.table, "Item": run_item,
-                             "ConditionExpression": "attribute_not_exists(pk)"}},
-                ])
+        if transact_new(self.db, [
+            {"Put": {"TableName": self.claim_table, "Item": claim_item,
+                     "ConditionExpression": "attribute_not_exists(agent_id)"}},
+            {"Put": {"TableName": self.table, "Item": run_item, "ConditionExpression": "attribute_not_exists(pk)"}},
+        ]):
             return ClaimOutcome.CLAIMED
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "TransactionCanceledException" or \
-                    "ConditionalCheckFailed" not in cancellation_codes(exc):
-                raise
         holder = self.get_claim(run.agent_id, run.wake_id)
         if holder and holder.get("execution_arn") == run.execution_arn and \
                 holder.get("execution_start", "") == execution_start:

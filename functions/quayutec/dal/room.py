@@ -31,6 +31,7 @@ from quayutec.dal.aws import (
     is_condition_failure,
     paginate_query,
     put_new,
+    transact_new,
     transient_errors,
 )
 from quayutec.models import (
@@ -177,19 +178,10 @@ class RoomStore:
     def create_task(self, task: Task, event: TaskEvent, wakes: list[Wake] | None = None) -> bool:
         """Write a task and its ``created`` event in one transaction, once. ``False`` when the
         task id already exists (a repeat)."""
-        try:
-            with transient_errors():
-                self.db.transact_write_items(TransactItems=[
-                    {"Put": {"TableName": self.table, "Item": self._task_item(task), "ConditionExpression": _NOT_EXISTS}},
-                    {"Put": {"TableName": self.table, "Item": self._event_item(event, wakes),
-                             "ConditionExpression": _NOT_EXISTS}},
-                ])
-            return True
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "TransactionCanceledException" and \
-                    "ConditionalCheckFailed" in cancellation_codes(exc):
-                return False
-            raise
+        return transact_new(self.db, [
+            {"Put": {"TableName": self.table, "Item": self._task_item(task), "ConditionExpression": _NOT_EXISTS}},
+            {"Put": {"TableName": self.table, "Item": self._event_item(event, wakes), "ConditionExpression": _NOT_EXISTS}},
+        ])
 
     def add_task_event(self, event: TaskEvent, wakes: list[Wake] | None = None) -> str:
         """Write an ``update`` or ``close`` event on an open task, once.
