@@ -101,10 +101,10 @@ def dev(
         settings[name] = value
     try:
         server = DevServer(host, port, admin_token=admin_token, scripts=load_scripts(scripts), settings=settings)
-    except (OSError, ValueError) as exc:
+        server.serve_forever(banner=lambda line: print(line, flush=True))
+    except (OSError, ValueError) as exc:  # a taken port, a bad --admin-token or scripts file
         print(f"quay dev: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
-    server.serve_forever(banner=lambda line: print(line, flush=True))
 
 
 admin = typer.Typer(help="Operator commands: companies, people and tokens (need an operator token).",
