@@ -78,5 +78,7 @@ def test_reconciler_after_reply(env: Env) -> None:
         assert reconciler.handler(event, CTX) == {"reconciled": "failed_after_reply"}
         actions = {a.kind: a.outcome for a in env.deps.ledger.actions(run_id)}
         assert actions["create_task"] == "not_reached"
+        [approval] = env.deps.room.approvals("r1")
+        assert approval.status == "expired"  # no one can approve an action of an ended run
         run = env.deps.ledger.get_run(run_id)
         assert run is not None and any("create_task" in n for n in run.not_done)

@@ -530,6 +530,8 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
                 continue
             deps.ledger.set_action_outcome(run_id, a.index, "not_reached", "the run ended first")
             not_done.append(f"action {a.index} {rights.describe(a)}")
+        if a.decision == "ask":  # an approval request still pending can no longer be answered
+            deps.room.set_approval_status(run.room_id, run_id, a.index, "expired", None)
     if status == "failed_before_reply" or (  # a timed-out run says whether its reply got out
             status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None):
         not_done.insert(0, "reply not posted")
