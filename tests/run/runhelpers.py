@@ -81,3 +81,11 @@ class FakeContext:
 
 
 CTX = FakeContext()
+
+
+def hold_cross_company_tasks(deps: quay_deps.Deps, company_id: str = "acme") -> None:
+    """Make ``company_id``'s policy hold (``ask``) every task its agents send to another company."""
+    company = deps.room.get_company(company_id)
+    assert company is not None
+    company.rights.cross_company["create_task"] = "ask"
+    deps.room.put_company(company)

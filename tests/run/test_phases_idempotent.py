@@ -20,7 +20,7 @@ from quayutec.handlers import (
 )
 from quayutec.models import Author, Message, Task, TaskEvent, Wake, now_iso
 
-from runhelpers import CTX, Env, s3_keys, table_items
+from runhelpers import CTX, Env, hold_cross_company_tasks, s3_keys, table_items
 
 ARN_PREFIX = "arn:aws:states:us-east-1:123456789012:execution:quayutec-agent-run:"
 
@@ -121,10 +121,7 @@ def test_claim_refuses_other_execution_and_accepts_its_own(env: Env) -> None:
 
 
 def test_request_approval_twice_records_one_request_with_the_newest_token(env: Env) -> None:
-    policy_company = env.deps.room.get_company("acme")
-    assert policy_company is not None
-    policy_company.rights.cross_company["create_task"] = "ask"
-    env.deps.room.put_company(policy_company)
+    hold_cross_company_tasks(env.deps)
     env.server.set_script("a1", [{"reply": {"text": "Asking bolt.", "actions": [
         {"kind": "create_task", "to": "b1", "title": "Check", "body": "Check it."}]}}])
     with env.stack.paused():

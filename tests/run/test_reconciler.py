@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from runhelpers import CTX, Env
+from runhelpers import CTX, Env, hold_cross_company_tasks
 
 from quayutec.handlers import reconciler
 from quayutec.logic.room_service import RoomService
@@ -15,10 +15,7 @@ from quayutec.models import Author
 
 def _park_a_run(env: Env) -> str:
     """a1 replies with a cross-company task held for approval; its execution parks."""
-    company = env.deps.room.get_company("acme")
-    assert company is not None
-    company.rights.cross_company["create_task"] = "ask"
-    env.deps.room.put_company(company)
+    hold_cross_company_tasks(env.deps)
     env.server.set_script("a1", [{"reply": {"text": "Asking bolt.", "actions": [
         {"kind": "remember", "text": "Plan agreed.", "visibility": "room"},
         {"kind": "create_task", "to": "b1", "title": "Check", "body": "Check it."}]}}])
