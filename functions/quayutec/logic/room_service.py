@@ -105,8 +105,8 @@ class RoomService:
             raise NotFound(f"task {task_id!r} is not in room {room_id!r}")
         event = TaskEvent(id=_new_id("tev", idempotency_key), room_id=room_id, task_id=task_id, kind=kind,  # type: ignore[arg-type]
                           text=text, by=author, created_at=now_iso())
-        targets = [task.to] + ([task.created_by.id] if task.created_by.kind == "agent" else [])
-        wakes = wake_rules.task_event_wakes(room_id, task_id, event.id, targets, hop=0, exclude=None)
+        wakes = wake_rules.task_event_wakes(room_id, task_id, event.id, wake_rules.task_watchers(task), hop=0,
+                                            exclude=None)
         result = self.store.add_task_event(event, wakes)
         if result == "task_closed":
             raise Conflict(f"task {task_id!r} is closed")

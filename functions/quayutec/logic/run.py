@@ -74,6 +74,11 @@ def remaining_seconds(deps: Deps, run: RunRecord) -> float:
     return deps.settings.run_time_limit_s - used
 
 
+def hop_limit(deps: Deps, room: Any) -> int:
+    """The room's hop limit, or the runtime's setting when the room names none (SPEC §3)."""
+    return room.hop_limit if room is not None and room.hop_limit is not None else deps.settings.hop_limit
+
+
 def budget(deps: Deps, run: RunRecord) -> Budget:
     """The budget handed to the next Task as ``TimeoutSecondsPath``. Raises RunTimedOut."""
     left = remaining_seconds(deps, run)
@@ -327,18 +332,14 @@ def post_reply(deps: Deps, state: RunState) -> RunState:
     text = compose_reply(reply["text"], actions, run.actions_over_limit, bool(reply.get("truncated")))
     msg_id = ids.reply_message_id(ref.run_id)
     mentioned = wake_rules.mentions(reply["text"], deps.room.room_agent_ids(ref.room_id))
-    hop_limit = room.hop_limit if room.hop_limit is not None else deps.settings.hop_limit
     wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="reply", run_agent=agent.id,
-                                          run_hop=ref.hop, hop_limit=hop_limit,
+                                          run_hop=ref.hop, hop_limit=hop_limit(deps, room),
                                           targets=[(a, "message", msg_id, None) for a in mentioned])
     msg = Message(id=msg_id, room_id=ref.room_id, author=Author(kind="agent", id=agent.id, company=agent.company),
                   text=text, mentions=mentioned, kind="reply", run_id=ref.run_id, created_at=_iso(deps))
     deps.room.put_message(msg, wakes)
     for notice in notices:
         deps.room.put_message(notice)
-    for a in actions:
-        if a.decision == "deny" and a.outcome != "denied":
-            deps.ledger.set_action_outcome(ref.run_id, a.index, "denied", a.reason)
     deps.ledger.update_run(ref.run_id, {"reply_message_id": msg_id, "updated_at": _iso(deps)})
     return state.model_copy(update={"budget": budget(deps, run)})
 
@@ -395,10 +396,7 @@ def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRec
     result = deps.room.add_task_event(event)
     if result == "task_closed":
         return "not_reached", "the task was closed before the write", []
-    targets = [(task.to, "task_event", event.id, task.id)]
-    if task.created_by.kind == "agent":
-        targets.append((task.created_by.id, "task_event", event.id, task.id))
-    return "written", "", targets
+    return "written", "", _task_event_targets(task, event.id)
 
 
 def apply_actions(deps: Deps, state: RunState) -> RunState:
@@ -435,16 +433,21 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
         targets += wake_targets
         deps.ledger.set_action_outcome(ref.run_id, a.index, outcome, note,
                                        approval="approved" if a.decision == "ask" else None)
-    room = deps.room.get_room(ref.room_id)
-    hop_limit = room.hop_limit if room and room.hop_limit is not None else deps.settings.hop_limit
     wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="actions",
-                                          run_agent=run.agent_id, run_hop=ref.hop, hop_limit=hop_limit,
+                                          run_agent=run.agent_id, run_hop=ref.hop,
+                                          hop_limit=hop_limit(deps, deps.room.get_room(ref.room_id)),
                                           targets=targets)
     for notice in notices:
         deps.room.put_message(notice)
     if wakes:
         deps.room.put_outbox(ref.room_id, f"{ref.run_id}#actions", ref.run_id, wakes)
     return state.model_copy(update={"budget": budget(deps, run)})
+
+
+def _task_event_targets(task: Task, event_id: str) -> list[tuple]:
+    """Who an update/close of ``task`` wakes: its assignee and the agent that created it (the
+    run's own agent is dropped later, SPEC §3)."""
+    return [(agent_id, "task_event", event_id, task.id) for agent_id in wake_rules.task_watchers(task)]
 
 
 def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tuple]:
@@ -454,10 +457,7 @@ def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tup
     if a.kind in ("update_task", "close_task"):
         task = deps.room.get_task(run.room_id, a.fields["task"])
         if task:
-            out = [(task.to, "task_event", event_id, task.id)]
-            if task.created_by.kind == "agent":
-                out.append((task.created_by.id, "task_event", event_id, task.id))
-            return out
+            return _task_event_targets(task, event_id)
     return []
 
 

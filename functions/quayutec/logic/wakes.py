@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 
 from quayutec.logic import ids
-from quayutec.models import Author, Message, Wake, now_iso
+from quayutec.models import Author, Message, Task, Wake, now_iso
 
 MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9])")
 
@@ -35,6 +35,12 @@ def unique(agents: Iterable[str], *, exclude: str | None = None) -> list[str]:
         if a and a != exclude and a not in out:
             out.append(a)
     return out
+
+
+def task_watchers(task: Task) -> list[str]:
+    """The agents an update or close of ``task`` wakes: its assignee and the agent that created
+    it, when an agent did (the writer itself is dropped by the caller)."""
+    return [task.to] + ([task.created_by.id] if task.created_by.kind == "agent" else [])
 
 
 def person_message_wakes(message: Message, recipients: list[str]) -> list[Wake]:
