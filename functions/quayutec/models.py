@@ -23,6 +23,8 @@ FINAL_STATUSES = frozenset({"completed", "failed_before_reply", "failed_after_re
 RunStatus = Literal["running", "waiting_approval", "completed", "failed_before_reply",
                     "failed_after_reply", "timed_out"]
 
+APPROVAL_STATUSES = ("pending", "deciding", "approved", "rejected", "expired")
+
 MAX_REPLY_BYTES = 32 * 1024
 MAX_ACTIONS = 25
 
@@ -76,9 +78,17 @@ class Room(_Model):
 
 # ----------------------------------------------------------------------------- room content
 class Author(_Model):
-    kind: Literal["person", "agent", "system"]
+    """Who wrote something. Ids are compared typed, ``(kind, id)``, never by id alone: a person's
+    id and an agent's id live in different namespaces and may be equal (SPEC §5). Items stored
+    without a kind read as ``person``: the kind that grants an agent nothing."""
+
+    kind: Literal["person", "agent", "system"] = "person"
     id: str
     company: str | None = None
+
+    def is_(self, kind: str, id: str, company: str | None = None) -> bool:
+        """Whether this author is ``(kind, id)`` (and of ``company``, when given)."""
+        return self.kind == kind and self.id == id and (company is None or self.company == company)
 
 
 class Wake(_Model):
@@ -111,7 +121,7 @@ class Task(_Model):
     room_id: str
     title: str
     body: str
-    to: str  # assignee agent id
+    to: str  # assignee: always an agent (its id; compare it only with agent ids)
     created_by: Author
     status: Literal["open", "closed"] = "open"
     result: str | None = None
@@ -159,7 +169,9 @@ class ApprovalRequest(_Model):
     agent_id: str
     company: str  # the owning company: the only one that can decide
     summary: str  # action kind and target, never company-only text
-    status: Literal["pending", "approved", "rejected", "expired"] = "pending"
+    #: ``deciding``: a person's answer is being sent to Step Functions; it says ``approved`` /
+    #: ``rejected`` only once Step Functions accepted it (SPEC §2.6).
+    status: Literal["pending", "deciding", "approved", "rejected", "expired"] = "pending"
     decided_by: str | None = None
     created_at: str
 

@@ -292,7 +292,8 @@ class RoomStore:
     # ------------------------------------------------------------------ approvals
     def put_approval(self, approval: ApprovalRequest, task_token: str) -> ApprovalRequest:
         """Record an approval request once; a repeat (a retried waitForTaskToken task, which
-        gets a new token) only refreshes the token while the request is pending."""
+        gets a new token) only refreshes the token while the request is pending. Returns
+        ``approval`` itself when it was recorded now, else the stored request."""
         key = {"pk": _room_pk(approval.room_id), "sk": f"APPROVAL#{approval.run_id}#{approval.index:03d}"}
         item = {**key, "type": "approval", "task_token": task_token, **approval.model_dump(mode="json", exclude_none=True)}
         if self._put_new(item):
@@ -315,15 +316,24 @@ class RoomStore:
             return None
         return ApprovalRequest.model_validate(_strip(item)), str(item.get("task_token", ""))
 
-    def set_approval_status(self, room_id: str, run_id: str, index: int, status: str, by: str | None) -> bool:
-        """Move a pending approval to its decision; ``False`` if it was already decided."""
+    def set_approval_status(self, room_id: str, run_id: str, index: int, status: str, by: str | None,
+                            from_statuses: tuple[str, ...] = ("pending",)) -> bool:
+        """Move an approval from one of ``from_statuses`` (default: pending) to ``status``;
+        ``False`` when it is in none of them (already decided, or gone). ``by``: who decided
+        (``None``: ``system`` for an expiry, else the person recorded when deciding began)."""
+        names = {"#s": "status"}
+        values: dict[str, Any] = {":s": status, **{f":f{i}": f for i, f in enumerate(from_statuses)}}
+        update = "SET #s = :s"
+        if by is not None or status == "expired":
+            update += ", decided_by = :by"
+            values[":by"] = by or "system"
+        condition = f"attribute_exists(pk) AND #s IN ({', '.join(f':f{i}' for i in range(len(from_statuses)))})"
         try:
             with transient_errors():
                 self.db.update_item(
                     TableName=self.table, Key={"pk": _room_pk(room_id), "sk": f"APPROVAL#{run_id}#{index:03d}"},
-                    UpdateExpression="SET #s = :s, decided_by = :by", ConditionExpression="#s = :pending",
-                    ExpressionAttributeNames={"#s": "status"},
-                    ExpressionAttributeValues={":s": status, ":by": by or "system", ":pending": "pending"})
+                    UpdateExpression=update, ConditionExpression=condition,
+                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
             return True
         except ClientError as exc:
             if is_condition_failure(exc):

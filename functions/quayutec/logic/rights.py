@@ -85,7 +85,9 @@ def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent
             return _deny(index, name, f"task '{task_id[:80]}' is not in this room", fields, target)
         if task.status != "open":
             return _deny(index, name, f"task '{task_id}' is closed", fields, target)
-        if agent.id not in (task.to, task.created_by.id):
+        # Typed: the assignee is always an agent; the creator counts only when it is this agent
+        # (an agent whose id equals a person's id is not that person, SPEC §5).
+        if task.to != agent.id and not task.created_by.is_("agent", agent.id, agent.company):
             return _deny(index, name, "the agent is neither the task's assignee nor its creator", fields, target)
         target_company = task.created_by.company or agent.company
     cross = target_company != agent.company

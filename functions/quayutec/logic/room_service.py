@@ -41,6 +41,14 @@ class RoomService:
             raise Forbidden(f"{person_id!r} is not a person of company {company_id!r}")
         return Author(kind="person", id=person_id, company=company_id)
 
+    def task_companies(self, task: Task) -> set[str]:
+        """The companies that may update or close ``task``: its creator's and its assignee's."""
+        companies = {task.created_by.company} if task.created_by.company else set()
+        assignee = self.store.get_agent(task.to)
+        if assignee is not None:
+            companies.add(assignee.company)
+        return companies
+
     def _room_agents(self, room_id: str, names: list[str]) -> list[str]:
         agents = set(self.store.room_agent_ids(room_id))
         unknown = [n for n in names if n not in agents]
@@ -96,13 +104,16 @@ class RoomService:
     def task_event(self, room_id: str, author: Author, task_id: str, kind: str, text: str,
                    idempotency_key: str | None = None) -> TaskEvent:
         """A person's ``update`` (a note) or ``close`` (a result) on an open task; it wakes the
-        assignee and the agent that created the task. Raises NotFound, Conflict (closed)."""
+        assignee and the agent that created the task. Only a person of the task creator's or the
+        assignee's company may (SPEC §5). Raises NotFound, Forbidden, Conflict (closed)."""
         if kind not in ("update", "close"):
             raise InvalidInput("kind must be 'update' or 'close'")
         self.member_room(room_id, author.company or "")
         task = self.store.get_task(room_id, task_id)
         if task is None:
             raise NotFound(f"task {task_id!r} is not in room {room_id!r}")
+        if author.company not in self.task_companies(task):
+            raise Forbidden(f"only the companies of task {task_id!r}'s creator and assignee may {kind} it")
         event = TaskEvent(id=_new_id("tev", idempotency_key), room_id=room_id, task_id=task_id, kind=kind,  # type: ignore[arg-type]
                           text=text, by=author, created_at=now_iso())
         wakes = wake_rules.task_event_wakes(room_id, task_id, event.id, wake_rules.task_watchers(task), hop=0,

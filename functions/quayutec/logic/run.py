@@ -19,6 +19,7 @@ from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut
 from quayutec.logic import ids, prompt, retrieval, rights
 from quayutec.logic import wakes as wake_rules
 from quayutec.models import (
+    APPROVAL_STATUSES,
     FINAL_STATUSES,
     MAX_ACTIONS,
     MAX_REPLY_BYTES,
@@ -419,9 +420,12 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
             outcome = approvals.get(a.index)
             if outcome is None:
                 continue
+            # The run's side settles the approval row with the outcome Step Functions gave it
+            # (SPEC §2.6): also when the API's row update was lost after its answer landed, or a
+            # retry found the token used and left the row deciding.
+            deps.room.set_approval_status(run.room_id, run.run_id, a.index, outcome, None,
+                                          from_statuses=tuple(s for s in APPROVAL_STATUSES if s != outcome))
             if outcome != "approved":
-                if outcome == "expired":
-                    deps.room.set_approval_status(run.room_id, run.run_id, a.index, "expired", None)
                 deps.ledger.set_action_outcome(ref.run_id, a.index, outcome, approval=outcome)
                 continue
         if a.outcome in ("written", "not_reached"):
@@ -531,7 +535,8 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
             deps.ledger.set_action_outcome(run_id, a.index, "not_reached", "the run ended first")
             not_done.append(f"action {a.index} {rights.describe(a)}")
         if a.decision == "ask":  # an approval request still pending can no longer be answered
-            deps.room.set_approval_status(run.room_id, run_id, a.index, "expired", None)
+            deps.room.set_approval_status(run.room_id, run_id, a.index, "expired", None,
+                                          from_statuses=("pending", "deciding"))
     if status == "failed_before_reply" or (  # a timed-out run says whether its reply got out
             status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None):
         not_done.insert(0, "reply not posted")

@@ -26,7 +26,8 @@ def list_approvals(room_id: RoomId,
     svc = services()
     member_room(svc, room_id, who)
     mine = [a for a in svc.deps.room.approvals(room_id) if a.company == who.company]
-    return ApprovalList(approvals=[a for a in mine if status == "all" or a.status == "pending"])
+    open_ = ("pending", "deciding")  # deciding: an answer is on its way to Step Functions
+    return ApprovalList(approvals=[a for a in mine if status == "all" or a.status in open_])
 
 
 def _decide(room_id: str, approval_id: str, approve: bool) -> ApprovalRequest:

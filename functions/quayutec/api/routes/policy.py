@@ -1,5 +1,6 @@
-"""A company's rights policy over its agents' declared actions (SPEC §5): read and set by the
-company's own people."""
+"""A company's rights policy over its agents' declared actions (SPEC §5): read by the
+company's own people (and operators), set by its own people only: never by an operator, never by
+another company."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from quayutec.api.access import own_company, services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import CompanyId
-from quayutec.errors import NotFound
+from quayutec.errors import Forbidden, NotFound
 from quayutec.models import RightsPolicy
 
 router = APIGatewayRouter()
@@ -25,7 +26,12 @@ def get_policy(company_id: CompanyId) -> RightsPolicy:
 @router.put("/companies/<company_id>/policy", tags=["policy"], summary="Set the company's rights policy")
 def put_policy(company_id: CompanyId, body: Annotated[RightsPolicy, Body()]) -> RightsPolicy:
     svc = services()
-    own_company(svc, company_id, caller())
+    who = caller()
+    if who.company != company_id:  # operators administer companies, not their rights (SPEC §5)
+        if who.admin and who.company is None:
+            raise Forbidden("an operator cannot change a company's rights policy: only its own people can")
+        raise NotFound(f"company {company_id!r} does not exist")
+    own_company(svc, company_id, who)
     if not svc.directory.set_policy(company_id, body):
         raise NotFound(f"company {company_id!r} does not exist")
     return body
