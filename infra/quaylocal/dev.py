@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from quayutec.api.errors import ERRORS, error_payload
+
 from quaylocal.stack import ACCOUNT, REGION, LocalStack
 
 DEFAULT_HOST = "127.0.0.1"
@@ -37,9 +39,20 @@ AUTHORIZER_FUNCTION = "AuthorizerFunction"
 #: Routes served without the authorizer (the deployed API declares them with no authorization).
 PUBLIC_ROUTES = {("GET", "/openapi.json"), ("GET", "/docs")}
 MAX_PAYLOAD = 10 * 1024 * 1024  # API Gateway's payload limit
-#: The gateway responses the deployed API declares (infra/quayinfra/api.py).
-UNAUTHORIZED = {"error": "unauthenticated", "message": "Unauthorized"}
-ACCESS_DENIED = {"error": "forbidden", "message": "User is not authorized to access this resource"}
+
+
+def gateway_error(code: str, message: str) -> dict[str, Any]:
+    """A gateway's own answer, in the API's error shape ``{error, message, fields}`` (the deployed
+    API declares the same as Gateway Responses, infra/quayinfra/api.py)."""
+    return error_payload(ERRORS[code].status, code, message)
+
+
+UNAUTHORIZED = gateway_error("unauthenticated", "Unauthorized")
+ACCESS_DENIED = gateway_error("forbidden", "User is not authorized to access this resource")
+TOO_LARGE = gateway_error("payload_too_large", "Request Too Long")
+THROTTLED = gateway_error("throttled", "Too Many Requests")
+AUTHORIZER_FAILED = gateway_error("internal_error", "Internal server error")
+FUNCTION_FAILED = gateway_error("bad_gateway", "Internal server error")
 
 #: invoke(logical_id, event) -> (payload, error) with error = the Lambda runtime's error object.
 Invoke = Callable[[str, dict[str, Any]], tuple[Any, dict[str, Any] | None]]
@@ -119,6 +132,24 @@ class _Context:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+class _TokenBucket:
+    def __init__(self, rate_per_s: float, burst: int) -> None:
+        self.rate, self.burst = float(rate_per_s), max(1, int(burst))
+        self.tokens = float(self.burst)
+        self.at = time.monotonic()
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+            self.at = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return True
+            return False
+
+
 def _policy_allows(policy: Any, method_arn: str) -> bool:
     """IAM-style evaluation of the authorizer's policy for one method ARN: an explicit Deny wins,
     then an Allow, else deny."""
@@ -145,8 +176,11 @@ def _policy_allows(policy: Any, method_arn: str) -> bool:
 class Gateway:
     """API Gateway's part of a request (see the module docstring)."""
 
-    def __init__(self, invoke: Invoke, *, api_id: str = "quaylocal", stage: str = "dev") -> None:
+    def __init__(self, invoke: Invoke, *, api_id: str = "quaylocal", stage: str = "dev",
+                 rate_limit: tuple[float, int] | None = None) -> None:
         self.invoke = invoke
+        #: (requests per second, burst): API Gateway's stage throttling, answered 429 (off: None).
+        self._limiter = _TokenBucket(*rate_limit) if rate_limit else None
         self.api_id = api_id
         self.stage = stage
         self._lock = threading.Lock()  # one request at a time in the function, as in one Lambda sandbox
@@ -161,7 +195,9 @@ class Gateway:
         url = urlsplit(target)
         path = unquote(url.path) or "/"
         if len(body) > MAX_PAYLOAD:
-            return _json_result(413, {"message": "Request Too Long"})
+            return _json_result(413, TOO_LARGE)
+        if self._limiter is not None and not self._limiter.take():
+            return _json_result(429, THROTTLED, {"Retry-After": "1"})
         authorizer_ctx: dict[str, Any] | None = None
         if (method, path) not in PUBLIC_ROUTES:
             token = next((v for k, v in pairs if k.lower() == "authorization"), "")
@@ -174,7 +210,7 @@ class Gateway:
             if error is not None:
                 if error.get("errorMessage") == "Unauthorized":
                     return _json_result(401, UNAUTHORIZED)
-                return _json_result(500, {"message": None}, {"x-amzn-ErrorType": "AuthorizerConfigurationException"})
+                return _json_result(500, AUTHORIZER_FAILED, {"x-amzn-ErrorType": "AuthorizerConfigurationException"})
             if not isinstance(result, dict) or not _policy_allows(result.get("policyDocument"), method_arn):
                 return _json_result(403, ACCESS_DENIED)
             authorizer_ctx = {**(result.get("context") or {}), "principalId": result.get("principalId")}
@@ -182,7 +218,7 @@ class Gateway:
         with self._lock:
             result, error = self.invoke(API_FUNCTION, event)
         if error is not None or not isinstance(result, dict) or "statusCode" not in result:
-            return _json_result(502, {"message": "Internal server error"})
+            return _json_result(502, FUNCTION_FAILED)
         out_headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
         for k, values in (result.get("multiValueHeaders") or {}).items():
             if values:
@@ -233,13 +269,21 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length > 0 else b""
-            try:
-                result = gateway.handle(self.command, self.path, list(self.headers.items()), body,
-                                        self.client_address[0])
-            except Exception:  # noqa: BLE001 - the gateway itself failed: 502, keep serving
-                result = _json_result(502, {"message": "Internal server error"})
+            raw_length = (self.headers.get("Content-Length") or "0").strip()
+            length = int(raw_length) if raw_length.isdigit() else -1
+            if length < 0:
+                self.close_connection = True
+                result = _json_result(400, gateway_error("bad_request", "Content-Length is not a number"))
+            elif length > MAX_PAYLOAD:  # not read: the connection is closed after the answer
+                self.close_connection = True
+                result = _json_result(413, TOO_LARGE)
+            else:
+                body = self.rfile.read(length) if length > 0 else b""
+                try:
+                    result = gateway.handle(self.command, self.path, list(self.headers.items()), body,
+                                            self.client_address[0])
+                except Exception:  # noqa: BLE001 - the gateway itself failed: 502, keep serving
+                    result = _json_result(502, FUNCTION_FAILED)
             self.send_response(result.status)
             for k, v in result.headers.items():
                 if k.lower() not in ("content-length", "connection"):

@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Serve
 from pydantic import ValidationError
 
 from quayutec.api import errors
+from quayutec.api.body import parse_json
 from quayutec.api.routes import (
     agents,
     approvals,
@@ -39,7 +40,9 @@ DESCRIPTION = (
 )
 PUBLIC_PATHS = ("/openapi.json", "/docs")
 
-app = APIGatewayRestResolver(enable_validation=True)
+# Bodies are parsed by pydantic's JSON parser (bounded depth and numbers), never json.loads;
+# the handler has already refused any body that does not parse (quayutec.api.body).
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json)
 
 for _module in (companies, tokens, policy, rooms, members, agents, messages, tasks, memory, approvals, runs):
     app.include_router(_module.router)
@@ -72,7 +75,8 @@ def _domain_error(exc: QuayError) -> Response:
     status = errors.status_of(exc)
     if status >= 500:
         logger.warning("domain error", extra={"error": type(exc).__name__})
-    return _json(status, errors.error_payload(status, errors.code_of(exc), str(exc)), errors.headers_for(exc))
+    return _json(status, errors.error_payload(status, errors.code_of(exc), str(exc), errors.fields_of(exc)),
+                 errors.headers_for(exc))
 
 
 @app.exception_handler(RequestValidationError)
@@ -87,9 +91,18 @@ def _model_error(exc: ValidationError) -> Response:  # a domain model refused a 
     return _json(422, errors.error_payload(422, "validation_error", errors.validation_message(fields), fields))
 
 
+def allowed_methods(path: str) -> list[str]:
+    """The methods some route serves ``path`` with (empty: no such path)."""
+    return sorted({r.method for r in app._static_routes + app._dynamic_routes if r.rule.match(path)})
+
+
 @app.exception_handler(NotFoundError)
 def _no_route(exc: NotFoundError) -> Response:
     event = app.current_event
+    allow = allowed_methods(event.path)
+    if allow:
+        return _domain_error(errors.MethodNotAllowed(f"{event.http_method} is not served on {event.path} "
+                                                     f"(allowed: {', '.join(allow)})", allow))
     return _json(404, errors.error_payload(404, "no_route", f"no route {event.http_method} {event.path}"))
 
 

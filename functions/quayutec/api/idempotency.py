@@ -12,6 +12,8 @@ DynamoDB persistence layer on the idempotency table.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 from collections.abc import Callable
@@ -27,7 +29,9 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.idempotency.serialization.base import BaseIdempotencySerializer
 
 from quayutec.api import errors
+from quayutec.api.body import parse_json
 from quayutec.api.context import IDEMPOTENCY_HEADER, Caller, header
+from quayutec.dal import aws
 from quayutec.deps import Deps
 from quayutec.errors import InvalidInput, TransientError
 
@@ -66,17 +70,24 @@ class _KeptResponse(BaseIdempotencySerializer):
 def _persistence(deps: Deps) -> DynamoDBPersistenceLayer:
     store = deps.extra.get(_STORE)
     if store is None:
-        store = deps.extra[_STORE] = DynamoDBPersistenceLayer(table_name=deps.settings.idempotency_table)
+        store = deps.extra[_STORE] = DynamoDBPersistenceLayer(
+            table_name=deps.settings.idempotency_table, boto3_client=aws.client("dynamodb"))
     return store
 
 
 def request_fingerprint(event: dict[str, Any]) -> str:
-    """sha256 of what makes two requests "the same": the body (parsed and canonical when JSON)
-    and the query parameters."""
+    """sha256 of what makes two requests "the same": the body (decoded when the gateway sent it
+    base64-encoded, then parsed and canonical when JSON) and the query parameters. The same JSON
+    sent once base64-encoded and once plain is the same request."""
     body = event.get("body") or ""
+    if event.get("isBase64Encoded") and body:
+        try:
+            body = base64.b64decode(body, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            pass  # refused before this by the handler; hashed as sent
     try:
-        canonical: Any = json.loads(body) if body else None
-    except ValueError:
+        canonical: Any = parse_json(body) if body else None
+    except InvalidInput:
         canonical = {"raw": body}
     query = sorted((event.get("queryStringParameters") or {}).items())
     text = json.dumps({"body": canonical, "query": query}, sort_keys=True, separators=(",", ":"))

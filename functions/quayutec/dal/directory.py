@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field
 
 from quayutec.dal.aws import is_condition_failure, paginate_query, transact_new, transient_errors
 from quayutec.dal.room import RoomStore, _strip
@@ -36,14 +37,21 @@ def decode_cursor(cursor: str, *, pk: str, prefix: str) -> dict[str, str]:
     partition and index (a cursor can never reach another room). Raises InvalidInput."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+        key = _CursorKey.model_validate_json(raw)  # pydantic's parser: bounded depth, never a RecursionError
+    except (binascii.Error, ValueError):  # pydantic's ValidationError is a ValueError
         raise InvalidInput("cursor is not a cursor this API returned") from None
-    if (not isinstance(key, dict) or set(key) != {"pk", "sk", "lsi1sk"}
-            or not all(isinstance(v, str) for v in key.values())
-            or key["pk"] != pk or not key["lsi1sk"].startswith(prefix) or not key["sk"].startswith(prefix)):
+    if key.pk != pk or not key.lsi1sk.startswith(prefix) or not key.sk.startswith(prefix):
         raise InvalidInput("cursor is not a cursor this API returned")
-    return key
+    return key.model_dump()
+
+
+class _CursorKey(BaseModel):
+    """What a page cursor holds: the last item's key (strings only, nothing else)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    pk: str = Field(max_length=1024)
+    sk: str = Field(max_length=1024)
+    lsi1sk: str = Field(max_length=1024)
 
 
 class Directory:

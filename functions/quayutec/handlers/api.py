@@ -14,7 +14,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quayutec.api import errors
 from quayutec.api.app import PUBLIC_PATHS, app
-from quayutec.api.context import caller_of
+from quayutec.api.body import parse_json, require_json
+from quayutec.api.context import caller_of, header
 from quayutec.api.idempotency import idempotency_key_of, run_idempotent
 from quayutec.api.schemas import MAX_BODY_BYTES
 from quayutec.deps import Deps, default_deps
@@ -24,7 +25,9 @@ logger = Logger()
 
 
 def _check_body(event: dict[str, Any]) -> None:
-    """413 for a body over the limit; 400 for one that is not UTF-8 text (every body is JSON)."""
+    """Every body is JSON, parsed before anything else reads it (:mod:`quayutec.api.body`): 413
+    for a body over the limit; 415 for one that is not ``application/json``; 400 for one that is
+    not UTF-8 text or not JSON the API accepts (broken, nested too deep, numbers out of range)."""
     body = event.get("body") or ""
     if not isinstance(body, str):
         raise InvalidInput("body: not text")
@@ -37,11 +40,15 @@ def _check_body(event: dict[str, Any]) -> None:
     size = len(raw) if raw is not None else len(body.encode("utf-8", "surrogatepass"))
     if size > MAX_BODY_BYTES:
         raise errors.PayloadTooLarge(f"request body larger than {MAX_BODY_BYTES} bytes")
+    if not body:
+        return
+    require_json(header(event, "content-type"))
     if raw is not None:
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInput("body: not UTF-8 text (the API takes JSON)") from None
+    parse_json(raw if raw is not None else body)
 
 
 def _resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -1,0 +1,142 @@
+"""Hostile and careless input (issue 10, findings 1 and 11): the exact inputs that answered 5xx,
+a form body answered 422 "extra inputs", broken JSON answered without a line and column, errors
+without ``fields``, and the same JSON base64-encoded answered 422 by the idempotency layer. Each
+must now answer a documented 4xx ``{error, message, fields}``."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from apihelpers import Api, World
+
+from quayutec.api.errors import ERRORS
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+ROOM = "r1"
+
+
+def _is_error(r, status: int, code: str | None = None) -> None:  # noqa: ANN001
+    assert r.status == status, (r.status, r.body)
+    assert isinstance(r.body, dict) and set(r.body) == {"error", "message", "fields"}, r.body
+    assert isinstance(r.body["fields"], list) and isinstance(r.body["message"], str) and r.body["message"]
+    assert r.body["error"] in ERRORS and ERRORS[r.body["error"]].status == status, r.body
+    if code is not None:
+        assert r.body["error"] == code, r.body
+
+
+@pytest.mark.parametrize("key", [None, "k-nested-3000"])
+def test_3000_nested_brackets_are_400_with_and_without_idempotency_key(light_world: World, key: str | None) -> None:
+    r = light_world.api.call("POST", f"/rooms/{ROOM}/messages", light_world.tokens["ann"], raw=b"[" * 3000, key=key)
+    _is_error(r, 400, "malformed_json")
+    assert "line 1 column" in r.body["message"]
+
+
+def test_a_cursor_decoding_to_1500_brackets_is_400(light_world: World) -> None:
+    cursor = base64.urlsafe_b64encode(b"[" * 1500).decode().rstrip("=")
+    r = light_world.api.call("GET", f"/rooms/{ROOM}/messages?cursor={cursor}", light_world.tokens["ann"])
+    _is_error(r, 400)
+
+
+def test_hop_limit_as_a_5000_digit_number_is_4xx(light_world: World) -> None:
+    raw = b'{"id": "r-huge", "hop_limit": ' + b"9" * 5000 + b"}"
+    r = light_world.api.call("POST", "/rooms", light_world.tokens["ann"], raw=raw)
+    _is_error(r, 400, "malformed_json")
+    raw = b'{"id": "r-huge", "hop_limit": ' + b"9" * 100 + b"}"  # parses, then out of range
+    _is_error(light_world.api.call("POST", "/rooms", light_world.tokens["ann"], raw=raw), 400, "malformed_json")
+    r = light_world.api.call("POST", "/rooms", light_world.tokens["ann"], {"id": "r-huge", "hop_limit": 101})
+    _is_error(r, 422, "validation_error")
+
+
+def test_a_policy_nested_2000_deep_is_400(light_world: World) -> None:
+    raw = ('{"actions": ' + '{"a": ' * 2000 + '"allow"' + "}" * 2000 + "}").encode()
+    r = light_world.api.call("PUT", "/companies/acme/policy", light_world.tokens["ann"], raw=raw)
+    _is_error(r, 400, "malformed_json")
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/xml", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x"])
+@pytest.mark.parametrize("key", [None, "k-ctype"])
+def test_a_body_that_is_not_json_is_415(light_world: World, content_type: str, key: str | None) -> None:
+    body = b"text=hello" if "form" in content_type else b"<message>hello</message>"
+    r = light_world.api.call("POST", f"/rooms/{ROOM}/messages", light_world.tokens["ann"], raw=body,
+                             headers={"Content-Type": content_type}, key=key)
+    _is_error(r, 415, "unsupported_media_type")
+
+
+def test_broken_json_is_400_naming_line_and_column(light_world: World) -> None:
+    raw = b'{"text": "hi",\n "to": }'
+    r = light_world.api.call("POST", f"/rooms/{ROOM}/messages", light_world.tokens["ann"], raw=raw)
+    _is_error(r, 400, "malformed_json")
+    assert "line 2 column" in r.body["message"], r.body
+    assert r.body["fields"] and r.body["fields"][0]["line"] == 2
+
+
+def test_every_error_carries_fields(light_world: World) -> None:
+    api, ann = light_world.api, light_world.tokens["ann"]
+    _is_error(api.call("GET", "/rooms/no-such-room", ann), 404)
+    _is_error(api.call("GET", "/no/such/path", ann), 404, "no_route")
+    r = api.call("DELETE", "/rooms", ann)
+    _is_error(r, 405, "method_not_allowed")
+    assert "POST" in (r.header("Allow") or "")
+    _is_error(api.call("POST", "/rooms", ann, {"id": ROOM}), 409)
+    _is_error(api.call("POST", "/companies", ann, {"id": "x-co"}), 403)
+    _is_error(api.call("GET", "/rooms", None), 401)
+    _is_error(api.call("GET", "/rooms", "qyt_junk"), 401)
+
+
+def _event_for(world: World, body: str, *, b64: bool, key: str) -> dict:
+    gw = world.api.gateway
+    data = body.encode()
+    event = gw.proxy_event("POST", f"/rooms/{ROOM}/messages", "",
+                           [("Content-Type", "application/json"), ("Idempotency-Key", key)], data,
+                           {"company": "acme", "member": "ann", "admin": "false", "principalId": "ann"})
+    if b64:
+        event["body"], event["isBase64Encoded"] = base64.b64encode(data).decode(), True
+    return event
+
+
+def test_the_same_json_base64_encoded_or_plain_is_the_same_request(light_world: World) -> None:
+    from quayutec.api.idempotency import request_fingerprint
+
+    body = json.dumps({"text": "encoded once, plain once"})
+    plain = _event_for(light_world, body, b64=False, key="k-b64")
+    encoded = _event_for(light_world, body, b64=True, key="k-b64")
+    assert request_fingerprint(plain) == request_fingerprint(encoded)
+    first = light_world.api.gateway.invoke("ApiFunction", plain)[0]
+    again = light_world.api.gateway.invoke("ApiFunction", encoded)[0]
+    assert first["statusCode"] == again["statusCode"] == 201, (first, again)
+    assert json.loads(again["body"]) == json.loads(first["body"])
+
+
+def test_the_dev_gateways_own_errors_have_the_same_shape() -> None:
+    """401/403/413/429/500/502 answered by `quay dev`'s gateway (as API Gateway's Gateway Responses
+    in the deployed stack): `{error, message, fields}` with a documented code."""
+    from quaylocal.dev import MAX_PAYLOAD, Gateway
+
+    def fails(logical_id: str, event: dict) -> tuple:
+        if logical_id == "AuthorizerFunction":
+            if event["authorizationToken"] == "Bearer deny":
+                return {"principalId": "x", "policyDocument": {"Statement": []}}, None
+            if event["authorizationToken"] == "Bearer broken":
+                return None, {"errorMessage": "boom", "errorType": "RuntimeError"}
+            return {"principalId": "x", "context": {"company": "acme", "member": "ann"},
+                    "policyDocument": {"Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke",
+                                                      "Resource": "*"}]}}, None
+        return None, {"errorMessage": "crash", "errorType": "RuntimeError"}
+
+    gw = Gateway(fails, rate_limit=(0.001, 3))
+    answers = {
+        401: gw.handle("GET", "/rooms", {}),
+        403: gw.handle("GET", "/rooms", {"Authorization": "Bearer deny"}),
+        413: gw.handle("POST", "/rooms", {"Authorization": "Bearer ok"}, b"x" * (MAX_PAYLOAD + 1)),
+        500: gw.handle("GET", "/rooms", {"Authorization": "Bearer broken"}),
+    }
+    answers[429] = gw.handle("GET", "/rooms", {"Authorization": "Bearer ok"})  # the bucket (3) is used up
+    answers[502] = Gateway(fails).handle("GET", "/rooms", {"Authorization": "Bearer ok"})
+    for status, result in answers.items():
+        body = json.loads(result.body)
+        assert result.status == status, (status, result.status, body)
+        assert set(body) == {"error", "message", "fields"} and ERRORS[body["error"]].status == status, body
