@@ -41,6 +41,25 @@ ROW_CASES: dict[str, tuple] = {
     "bedrock-service-quota": (
         "bedrock", 400, "ServiceQuotaExceededException", None, "Your request exceeds the service quota.",
         "quota", False),
+    "openai-per-day-limit": (
+        "openai", 429, "requests", "rate_limit_exceeded",
+        "Rate limit reached for gpt-4.1 in organization org-abc on requests per day (RPD): Limit 10000, Used 10000.",
+        "quota", False),
+    "anthropic-daily-rate-limit": (
+        "anthropic", 429, "rate_limit_error", None,
+        "This request would exceed your organization's daily rate limit of 1,000,000 input tokens.", "quota", False),
+    "bedrock-daily-quota-any-type": (
+        "bedrock", 400, "ServiceUnavailableException", None, "You have reached your daily token quota.",
+        "quota", False),
+    "error-in-2xx-overloaded": ("anthropic", 200, "overloaded_error", None, "Overloaded", "overloaded", True),
+    "error-in-2xx-server-error": ("openai-compatible", 200, "server_error", None, "internal error", "server_error",
+                                  True),
+    "error-in-2xx-rate-limit": ("anthropic", 200, "rate_limit_error", None, "slow down", "rate_limit", True),
+    "error-in-2xx-timeout": ("bedrock", 200, "ModelTimeoutException", None, "timed out", "timeout", True),
+    "error-in-2xx-auth": ("anthropic", 200, "authentication_error", None, "invalid x-api-key", "auth", False),
+    "error-in-2xx-quota": ("openai", 200, "insufficient_quota", None, "quota", "quota", False),
+    "error-in-2xx-not-found": ("anthropic", 200, "not_found_error", None, "model: x", "model_not_found", False),
+    "error-in-2xx-invalid-request": ("openai", 200, "invalid_request_error", None, "bad", "bad_request", False),
     "bedrock-model-not-ready": (
         "bedrock", 429, "ModelNotReadyException", None, "The model is not ready to serve requests.",
         "overloaded", True),
@@ -105,6 +124,31 @@ def test_row(row: str) -> None:
 def test_markers_not_status_alone(case: tuple, expected: tuple) -> None:
     rule = classify(*case)
     assert (rule.category, rule.retryable) == expected
+
+
+@pytest.mark.parametrize("provider, status, etype, ecode, message", [
+    # issue 10 finding 9: OpenAI's, Anthropic's and Bedrock's limits per day are used-up quotas
+    ("openai", 429, "tokens", "rate_limit_exceeded", "Rate limit reached for gpt-4o-mini in organization org-x on "
+                                                     "tokens per day (TPD): Limit 200000, Used 199000, Requested "
+                                                     "1500. Please try again in 7m34s."),
+    ("openai-compatible", 429, "requests", None, "Rate limit reached on requests per day (RPD): Limit 200"),
+    ("anthropic", 429, "rate_limit_error", None, "This request would exceed your daily rate limit."),
+    ("bedrock", 429, "ThrottlingException", None, "Too many tokens per day, please wait before trying again."),
+])
+def test_a_limit_per_day_is_final(provider: str, status: int, etype: str, ecode: str | None, message: str) -> None:
+    rule = classify(provider, status, etype, ecode, message)
+    assert (rule.category, rule.retryable) == ("quota", False), rule.name
+
+
+def test_an_error_object_inside_a_200_is_classified_by_its_type() -> None:
+    body = '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
+    f = build_failure(provider="anthropic", status=200, headers={}, body_text=body, request_id="r", secret="",
+                      message="reply could not be read")
+    assert (f.category, f.retryable, f.error_type) == ("overloaded", True, "overloaded_error")
+    body = '{"error": {"message": "Invalid API key", "type": "invalid_request_error", "code": "invalid_api_key"}}'
+    f = build_failure(provider="openai-compatible", status=200, headers={}, body_text=body, request_id=None,
+                      secret="", message="reply could not be read")
+    assert (f.category, f.retryable) == ("bad_request", False)
 
 
 def test_error_markers_of_each_body_shape() -> None:

@@ -173,3 +173,19 @@ def test_the_ledger_view_shows_each_request_on_one_line(played: Any) -> None:
     assert request_line(second).endswith(f"HTTP 200  id {second['request_id']}  → reply")
     owner = run_of(result, "owner-503")["requests"][0]
     assert "server_error/503  → server_error, retryable, no wait  why: owner base URL: one request" in request_line(owner)
+
+
+def test_an_overloaded_error_inside_a_200_is_retried_and_the_reply_posted(played: Any) -> None:
+    """Issue 10 finding 9: classified by its error type, like a 529 (it was `unexpected`, final)."""
+    result, _ = played
+    run = run_of(result, "claude-200-overloaded")
+    assert rows(run) == [(200, "overloaded", True, 2, "default wait 2 s before request 2"),
+                         (200, None, None, None, None)]
+    assert run["status"] == "completed" and run["reply_message_id"]
+    assert run["requests"][0]["error_type"] == "overloaded_error"
+
+
+def test_an_openai_limit_per_day_is_a_used_up_quota_final_after_one_request(played: Any) -> None:
+    """Issue 10 finding 9: a 429 "tokens per day (TPD)" was retried three times."""
+    q = assert_final_after_one(played[0], "openai-tpd", 429, "quota")
+    assert "tokens per day (TPD)" in q["message"]

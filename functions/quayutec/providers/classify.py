@@ -79,8 +79,11 @@ def _t(*names: str) -> tuple[str, ...]:
     return tuple(n.lower() for n in names)
 
 
+_2XX = (200, 299)
 _4XX = (400, 499)
 _5XX = (500, 599)
+#: OpenAI's limits per day: "... on tokens per day (TPD): Limit ...", "... requests per day (RPD) ...".
+_PER_DAY_OPENAI = r"per day \((TPD|RPD)\)|(tokens|requests) per day"
 
 # fmt: off
 #: The classifier (first match wins). name, providers, status, error type, error code,
@@ -100,6 +103,27 @@ RULES: tuple[Rule, ...] = (
     Rule("bedrock-daily-token-quota", BEDROCK, (429, 429), _t("ThrottlingException"), None,
          r"per day|daily", "quota", False),
     Rule("bedrock-service-quota", BEDROCK, _4XX, _t("ServiceQuotaExceededException"), None, None, "quota", False),
+    # a limit per day is a used-up quota, not a rate limit to wait out (also inside a 200 body)
+    Rule("openai-per-day-limit", OPENAI, (200, 499), None, None, _PER_DAY_OPENAI, "quota", False),
+    Rule("anthropic-daily-rate-limit", ANTHROPIC, (200, 499), None, None, r"daily rate limit|per day", "quota", False),
+    Rule("bedrock-daily-quota-any-type", BEDROCK, (200, 499), None, None, r"tokens per day|daily (token )?quota",
+         "quota", False),
+    # --- an error object inside a 2xx body: classified by its type, like the same error as a status
+    Rule("error-in-2xx-overloaded", ALL, _2XX, _t("overloaded_error", "ModelNotReadyException", "ServiceUnavailableException"),
+         None, None, "overloaded", True),
+    Rule("error-in-2xx-server-error", ALL, _2XX, _t("api_error", "server_error", "InternalServerException",
+                                                    "ModelStreamErrorException"), None, None, "server_error", True),
+    Rule("error-in-2xx-rate-limit", ALL, _2XX, _t("rate_limit_error", "rate_limit_exceeded", "requests", "tokens",
+                                                  "ThrottlingException"), None, None, "rate_limit", True),
+    Rule("error-in-2xx-timeout", ALL, _2XX, _t("timeout_error", "ModelTimeoutException"), None, None, "timeout", True),
+    Rule("error-in-2xx-auth", ALL, _2XX, _t("authentication_error", "permission_error", "invalid_api_key",
+                                            "AccessDeniedException", "UnrecognizedClientException"), None, None,
+         "auth", False),
+    Rule("error-in-2xx-quota", ALL, _2XX, _t("insufficient_quota", "billing_error"), None, None, "quota", False),
+    Rule("error-in-2xx-not-found", ALL, _2XX, _t("not_found_error", "model_not_found", "ResourceNotFoundException"),
+         None, None, "model_not_found", False),
+    Rule("error-in-2xx-invalid-request", ALL, _2XX, _t("invalid_request_error", "ValidationException",
+                                                       "request_too_large"), None, None, "bad_request", False),
     # --- retryable: rate limits, overload, server errors, timeouts ---------------------------
     Rule("bedrock-model-not-ready", BEDROCK, (429, 429), _t("ModelNotReadyException"), None, None, "overloaded", True),
     Rule("rate-limit", ALL, (429, 429), None, None, None, "rate_limit", True),
