@@ -118,6 +118,9 @@ STATE_MACHINE_DEFAULT_NAME = "quayutec-agent-run"
 STATE_MACHINE_FILE = "agent_run.asl.json"
 
 SECRET_PREFIX_ENV = "SECRET_PREFIX"
+# Local stack only: an owner's model address may be a loopback one (quay dev, tests). Off unless
+# set; the CDK app never sets it (tests/infra checks the template).
+ALLOW_LOOPBACK_ENV = "ALLOW_LOOPBACK_MODEL_URLS"
 DEFAULT_SECRET_PREFIX = "quayutec"
 
 

@@ -38,6 +38,9 @@ class Settings(BaseModel):
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
     bedrock_endpoint_url: str | None = Field(default=None, alias="BEDROCK_ENDPOINT_URL")
+    # Local stack only (quay dev, tests): an owner's model address may be loopback. The deployed
+    # stack never sets it (SPEC §5; tests/infra checks the template).
+    allow_loopback_model_urls: bool = Field(default=False, alias="ALLOW_LOOPBACK_MODEL_URLS")
 
     model_config = {"populate_by_name": True, "extra": "ignore"}
 

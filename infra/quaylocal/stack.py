@@ -202,6 +202,8 @@ def local_environment(overrides: dict[str, str] | None = None) -> dict[str, str]
         "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
         **r.SETTING_DEFAULTS,
+        # the local provider server is on 127.0.0.1: owners' addresses may be loopback here only
+        r.ALLOW_LOOPBACK_ENV: "true",
     }
     for t in r.TABLES:
         env[t.env_var] = t.default_name

@@ -7,15 +7,38 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 
 import pytest
-from apihelpers import Api, World
+from apihelpers import ADMIN_TOKEN, Api, World
 
 from quayutec.api.errors import ERRORS
+from quayutec.dal.auth import TokenStore
+from quayutec.deps import default_deps
+from quaylocal.dev import preload_handlers
+from quaylocal.provider_server import ProviderServer
+from quaylocal.scenario import PROVIDER_ENV
+from quaylocal.stack import LocalStack
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 ROOM = "r1"
+
+
+@pytest.fixture(scope="module")
+def stack_env() -> Iterator[tuple[LocalStack, ProviderServer]]:
+    """The local stack of conftest, with ALLOW_LOOPBACK_MODEL_URLS off: owners' addresses are
+    checked as in the deployed stack."""
+    preload_handlers()
+    server = ProviderServer(scripts={}, keys={})
+    server.start()
+    try:
+        settings = {PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV}
+        with LocalStack(settings={**settings, "ALLOW_LOOPBACK_MODEL_URLS": "false"}, time_scale=0.01) as stack:
+            TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=ADMIN_TOKEN)
+            yield stack, server
+    finally:
+        server.stop()
 
 
 def _is_error(r, status: int, code: str | None = None) -> None:  # noqa: ANN001
@@ -140,3 +163,37 @@ def test_the_dev_gateways_own_errors_have_the_same_shape() -> None:
         body = json.loads(result.body)
         assert result.status == status, (status, result.status, body)
         assert set(body) == {"error", "message", "fields"} and ERRORS[body["error"]].status == status, body
+
+
+# ----------------------------------------------------------------------------- finding 2: keys
+@pytest.mark.parametrize("key", ["sk-live-secret-0123456789\n", "sk-live-\x00secret-0123456789",
+                                 "sk-live-secret-0123456789\r\n", "sk live", "sk-1"])
+def test_a_key_with_whitespace_or_control_characters_is_refused_at_registration(light_world: World,
+                                                                                key: str) -> None:
+    r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
+                             {"id": "a-badkey", "provider": "openai", "model": "gpt-test", "api_key": key})
+    _is_error(r, 422, "validation_error")
+    assert r.body["fields"][0]["field"] == "body.api_key"
+    assert key.strip() not in r.text
+    assert light_world.api.call("GET", "/agents/a-badkey", light_world.tokens["ann"]).status == 404
+
+
+# ----------------------------------------------------------------------------- finding 3: owner addresses
+@pytest.mark.parametrize("url", ["http://127.0.0.1:18999/v1", "http://169.254.169.254/latest/meta-data/",
+                                 "https://169.254.169.254/v1", "https://10.1.2.3/v1", "https://localhost/v1",
+                                 "https://[::1]/v1", "http://api.example.com/v1"])
+def test_an_owner_address_to_an_internal_host_is_refused_at_registration(light_world: World, url: str) -> None:
+    r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
+                             {"id": "a-ssrf", "provider": "openai-compatible", "model": "m", "base_url": url,
+                              "api_key": "sk-acme-compat-0123456789"})
+    _is_error(r, 422, "validation_error")
+    assert r.body["fields"][0]["field"] == "body.base_url"
+    assert "https" in r.body["message"] or "address" in r.body["message"], r.body
+    assert light_world.api.call("GET", "/agents/a-ssrf", light_world.tokens["ann"]).status == 404
+
+
+def test_a_public_https_owner_address_is_accepted(light_world: World) -> None:
+    r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
+                             {"id": "a-public", "provider": "openai-compatible", "model": "m",
+                              "base_url": "https://models.example.com/v1", "api_key": "sk-acme-compat-0123456789"})
+    assert r.status == 201, r.body

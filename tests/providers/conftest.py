@@ -47,6 +47,7 @@ def make_call(server: ProviderServer) -> Callable[..., ModelCall]:
             "api_key": SecretStr(f"sk-test-{agent_id}-0123456789"),
             "base_url": server.base_url(provider),
             "owner_base_url": provider == "openai-compatible",
+            "allow_loopback": True,  # the local server is on 127.0.0.1, as on the local stack
             "timeout_s": 5.0,
         }
         fields.update(overrides)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_validator
 
+from quayutec.providers.keys import key_problem
 from quayutec.models import (
     ActionRecord,
     ApprovalRequest,
@@ -115,7 +116,9 @@ class AgentIn(_In):
     model: str = Field(min_length=1, max_length=200)
     instructions: str = Field(default="", max_length=32 * 1024)
     base_url: str | None = Field(default=None, max_length=2048,
-                                 description="The owner's own model address (http/https): one request per call")
+                                 description="The owner's own model address: https to a public host (checked "
+                                             "here and again after DNS resolution at each request); one "
+                                             "request per call")
     api_key: SecretStr | None = Field(default=None, min_length=1, max_length=8192,
                                       description="Stored in Secrets Manager as quayutec/{company}/{provider} "
                                                   "(set or rotated); never returned")
@@ -125,6 +128,17 @@ class AgentIn(_In):
     def _url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("base_url must start with http:// or https://")
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _key(cls, value: SecretStr | None) -> SecretStr | None:
+        """Printable, no whitespace or control characters, 8 to 512 bytes (SPEC §5): a key with
+        a stray newline is refused here, never stored (the message never quotes it)."""
+        if value is not None:
+            problem = key_problem(value.get_secret_value())
+            if problem:
+                raise ValueError(f"api_key: {problem}")
         return value
 
 

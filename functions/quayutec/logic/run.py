@@ -217,7 +217,8 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         "bedrock": deps.settings.bedrock_endpoint_url}.get(agent.provider)
     call = ModelCall(provider=agent.provider, model=agent.model, system=prompt.system_prompt(ctx),
                      user_text=prompt.user_text(ctx), end_user_id=agent.id, api_key=api_key, base_url=base_url,
-                     owner_base_url=owner_url, timeout_s=timeout_s)
+                     owner_base_url=owner_url, timeout_s=timeout_s,
+                     allow_loopback=bool(owner_url and deps.settings.allow_loopback_model_urls))
     try:
         reply = deps.provider()(call)
     except ProviderError as exc:

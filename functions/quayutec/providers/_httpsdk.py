@@ -23,16 +23,28 @@ def failure_from_sdk_error(provider: str, sdk: ModuleType, exc: BaseException, s
                              secret=secret, error_type=TIMEOUT, error_code=type(exc).__name__,
                              message="request timed out (client timeout)")
     if isinstance(exc, sdk.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = f"{type(cause).__name__}: {cause}" if cause is not None else "connection error"
         return build_failure(provider=provider, status=None, headers=None, body_text="", request_id=None,
                              secret=secret, error_type=CONNECTION, error_code=type(exc).__name__,
-                             message=f"connection failed ({detail})")
+                             message=f"connection failed ({transport_error_text(exc)})")
     response = getattr(exc, "response", None)
     if isinstance(exc, sdk.APIError) and response is not None:
         return failure_from_response(provider, response, secret, request_id_header,
                                      error_type=_attr_str(exc, "type"), error_code=_attr_str(exc, "code"))
     return None
+
+
+def transport_error_text(exc: BaseException) -> str:
+    """What may be said of a transport failure: the class names along its cause chain, never
+    their text (an HTTP client's message can quote a request header, e.g. ``Illegal header value
+    b'Bearer sk-...\\n'``)."""
+    names: list[str] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen and len(names) < 5:
+        seen.add(id(cur))
+        names.append(type(cur).__name__)
+        cur = cur.__cause__ or cur.__context__
+    return " <- ".join(names[1:] or names)
 
 
 def failure_from_response(provider: str, response: Any, secret: str, request_id_header: str,

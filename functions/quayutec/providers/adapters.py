@@ -22,8 +22,10 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from ..tools import TOOL_SPECS
-from ._httpsdk import failure_from_response, failure_from_sdk_error
+from ._httpsdk import failure_from_response, failure_from_sdk_error, transport_error_text
 from .classify import CONNECTION, TIMEOUT, build_failure
+from .egress import AddressRefused, checked_address, pinned_http_client
+from .keys import key_problem
 from .models import ModelCall, ModelReply, ProviderError, ToolCall
 
 #: Key of Bedrock ``requestMetadata`` that carries the end-user (agent) id.
@@ -48,6 +50,19 @@ def call_model(call: ModelCall) -> ModelReply:
     non-loopback host: a key is never sent in clear.
     """
     adapter = _ADAPTERS[call.provider]
+    problem = key_problem(call.api_key.get_secret_value())
+    if problem:  # nothing is sent: the HTTP client would refuse the header, quoting it
+        _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="", request_id=None,
+                                   secret=call.api_key.get_secret_value(), error_type="invalid_key",
+                                   error_code="InvalidKey", message=f"the stored key is not valid: {problem}"))
+    if call.owner_base_url and call.base_url:
+        try:
+            checked_address(call.base_url, allow_loopback=call.allow_loopback)
+        except AddressRefused as exc:
+            _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="",
+                                       request_id=None, secret=call.api_key.get_secret_value(),
+                                       error_type="address_refused", error_code="AddressRefused",
+                                       message=f"the owner's model address is refused: {exc}"))
     return adapter(call)
 
 
@@ -130,6 +145,15 @@ def _call_openai(call: ModelCall) -> ModelReply:
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
     if call.base_url:
         kwargs["base_url"] = call.base_url
+    if call.owner_base_url and call.base_url:  # resolved, checked and pinned again for this request
+        try:
+            kwargs["http_client"] = pinned_http_client(call.base_url, timeout_s=call.timeout_s,
+                                                       allow_loopback=call.allow_loopback)
+        except AddressRefused as exc:
+            _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="",
+                                       request_id=None, secret=key, error_type="address_refused",
+                                       error_code="AddressRefused",
+                                       message=f"the owner's model address is refused: {exc}"))
     params: dict[str, Any] = {
         "model": call.model,
         "messages": [
@@ -280,11 +304,11 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
     except (bce.ReadTimeoutError, bce.ConnectTimeoutError) as exc:
         failure = build_failure(provider=call.provider, status=None, headers=None, body_text="", request_id=None,
                                 secret=key, error_type=TIMEOUT, error_code=type(exc).__name__,
-                                message=f"request timed out ({exc})")
+                                message=f"request timed out ({transport_error_text(exc)})")
     except (bce.HTTPClientError, bce.ConnectionError) as exc:
         failure = build_failure(provider=call.provider, status=None, headers=None, body_text="", request_id=None,
                                 secret=key, error_type=CONNECTION, error_code=type(exc).__name__,
-                                message=f"connection failed ({exc})")
+                                message=f"connection failed ({transport_error_text(exc)})")
     except ResponseParserError:
         raw = seen.get("response") or {}
         failure = _bedrock_raw_failure(call, raw, key, message="reply could not be read")

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 
+from .keys import encodings
 from .models import MAX_ERROR_BODY_BYTES, ProviderFailure, RetryDecision
 
 ALL = frozenset({"anthropic", "openai", "openai-compatible", "bedrock"})
@@ -130,6 +131,11 @@ RULES: tuple[Rule, ...] = (
     Rule("overloaded-529", ALL, (529, 529), None, None, None, "overloaded", True),
     Rule("server-error-5xx", ALL, _5XX, None, None, None, "server_error", True),
     Rule("request-timeout-408", ALL, (408, 408), None, None, None, "timeout", True),
+    # --- refused before any request was sent (issue 10): a stored key that cannot be a header
+    #     value, an owner address that is not public after DNS resolution: final
+    Rule("no-request-invalid-key", ALL, None, _t("invalid_key"), None, None, "auth", False, no_response=True),
+    Rule("no-request-address-refused", ALL, None, _t("address_refused"), None, None, "address_refused", False,
+         no_response=True),
     Rule("no-response-timeout", ALL, None, _t(TIMEOUT), None, None, "timeout", True, no_response=True),
     Rule("no-response-connection", ALL, None, None, None, None, "connection", True, no_response=True),
     # --- final: the request itself is refused -----------------------------------------------
@@ -249,11 +255,15 @@ def truncate_body(text: str, limit: int = MAX_ERROR_BODY_BYTES) -> str:
 
 
 def scrub(text: str | None, secret: str) -> str:
-    """``text`` with every occurrence of ``secret`` replaced (keys never leave an adapter)."""
+    """``text`` with every occurrence of ``secret`` replaced, in every encoding it may take
+    (raw, JSON-escaped, URL-encoded: :func:`quayutec.providers.keys.encodings`), so a key never
+    leaves an adapter. A second line of defence: no exception text that may echo request headers
+    is used in the first place."""
     if not text:
         return text or ""
     if secret and len(secret) >= 4:
-        text = text.replace(secret, "[redacted]")
+        for form in encodings(secret):
+            text = text.replace(form, "[redacted]")
     return text
 
 

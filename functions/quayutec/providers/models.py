@@ -45,6 +45,8 @@ class ModelCall(BaseModel):
     api_key: SecretStr
     base_url: str | None = None
     owner_base_url: bool = False
+    #: The local stack's ALLOW_LOOPBACK_MODEL_URLS: an owner's address may be a loopback one.
+    allow_loopback: bool = False
     timeout_s: float = Field(gt=0)
     max_tokens: int = Field(default=2048, gt=0)
 

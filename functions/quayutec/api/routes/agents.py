@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+from pydantic import ValidationError
 
 from quayutec.api.access import Services, own_agent, services
 from quayutec.api.context import caller
@@ -17,6 +18,7 @@ from quayutec.dal.aws import error_code, transient_errors
 from quayutec.deps import secret_name
 from quayutec.errors import Conflict, InvalidInput
 from quayutec.models import Agent
+from quayutec.providers.egress import url_problem
 
 router = APIGatewayRouter()
 
@@ -69,6 +71,11 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     svc = services()
     if body.provider == "openai-compatible" and not body.base_url:
         raise InvalidInput("base_url: an openai-compatible agent needs its owner's model address")
+    if body.base_url is not None:  # https to a public address (SPEC §5); checked again at each request
+        problem = url_problem(body.base_url, allow_loopback=svc.deps.settings.allow_loopback_model_urls)
+        if problem:
+            raise ValidationError.from_exception_data("AgentIn", [
+                {"type": "value_error", "loc": ("body", "base_url"), "input": None, "ctx": {"error": ValueError(problem)}}])
     if body.api_key is None and not _key_stored(svc, company, body.provider):
         raise InvalidInput(f"api_key: no {body.provider} key is stored for company {company!r} yet")
     agent = Agent(id=body.id, company=company, provider=body.provider, model=body.model,

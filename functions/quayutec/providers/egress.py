@@ -1,0 +1,139 @@
+"""Where an owner-supplied model address may point (SPEC §5, issue 10 finding 3).
+
+An ``openai-compatible`` agent's ``base_url`` comes from its owner, and the run sends the
+company's key there and keeps (part of) the answer in the ledger. So the address must be
+``https`` to a **public** address:
+
+* at registration, :func:`url_problem` refuses a non-https URL and a host that is (or names) a
+  loopback, link-local (169.254.0.0/16, the instance metadata address), private, unique-local,
+  multicast, reserved or unspecified address;
+* at request time, :func:`pinned_http_client` resolves the host, refuses it unless *every*
+  address is public, and makes the connection go to the address it checked (a network backend
+  that connects to the pinned IP while TLS still verifies the URL's host name), so a DNS answer
+  that changes between the check and the connection (DNS rebinding) cannot redirect it. Proxies
+  from the environment are ignored for these requests.
+
+Loopback (and plain ``http`` to loopback) is allowed only where the local stack's setting
+``ALLOW_LOOPBACK_MODEL_URLS`` is on; the deployed stack never sets it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+_LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+
+Resolver = Callable[[str, int], list[str]]
+
+
+class AddressRefused(ValueError):
+    """The owner's address is not an https address of a public host."""
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        addr = ipaddress.ip_address(text.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    return addr
+
+
+def address_problem(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_loopback: bool) -> str | None:
+    """Why ``addr`` may not be called (``None``: a public address, or loopback when allowed)."""
+    if addr.is_loopback:
+        return None if allow_loopback else f"{addr} is a loopback address"
+    if addr.is_link_local:
+        return f"{addr} is a link-local address (e.g. the instance metadata service)"
+    if addr.is_private:
+        return f"{addr} is a private address"
+    if addr.is_multicast or addr.is_reserved or addr.is_unspecified or not addr.is_global:
+        return f"{addr} is not a public address"
+    return None
+
+
+def url_problem(url: str, *, allow_loopback: bool = False) -> str | None:
+    """Why ``url`` may not be an owner's model address, checked without DNS (``None``: fine so
+    far; the resolved addresses are checked again at request time)."""
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower().rstrip(".")
+        _ = parts.port  # a malformed port raises here
+    except ValueError:
+        return "base_url is not a valid URL"
+    if parts.username or parts.password:
+        return "base_url must not carry credentials"
+    if not host:
+        return "base_url has no host"
+    addr = _ip(host)
+    loopback = (addr is not None and addr.is_loopback) or host in _LOCAL_NAMES or host.endswith(".localhost")
+    plain_ok = parts.scheme == "http" and allow_loopback and (loopback or addr is None)  # a name: after DNS
+    if parts.scheme != "https" and not plain_ok:
+        return "base_url must be an https:// address"
+    if loopback and not allow_loopback:
+        return f"base_url must be a public address: {host} is a loopback address"
+    if addr is not None:
+        problem = address_problem(addr, allow_loopback)
+        if problem:
+            return f"base_url must be a public address: {problem}"
+    return None
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def checked_address(url: str, *, allow_loopback: bool = False, resolver: Resolver | None = None) -> str:
+    """The IP address the request to ``url`` is to connect to, after DNS resolution; raises
+    :class:`AddressRefused` when the URL or any address it resolves to is refused."""
+    problem = url_problem(url, allow_loopback=allow_loopback)
+    if problem:
+        raise AddressRefused(problem)
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    plain = parts.scheme != "https"  # allowed by url_problem only towards loopback, locally
+    if _ip(host) is not None:
+        return str(_ip(host))
+    try:
+        addresses = (resolver or system_resolver)(host, port)
+    except (OSError, UnicodeError):
+        raise AddressRefused(f"base_url host {host!r} does not resolve") from None
+    if not addresses:
+        raise AddressRefused(f"base_url host {host!r} does not resolve")
+    for text in addresses:
+        addr = _ip(text)
+        problem = "not an IP address" if addr is None else address_problem(addr, allow_loopback)
+        if problem:
+            raise AddressRefused(f"base_url host {host!r} resolves to a refused address: {problem}")
+        if plain and not addr.is_loopback:
+            raise AddressRefused("base_url must be an https:// address")
+    return str(_ip(addresses[0]))
+
+
+def pinned_http_client(url: str, *, timeout_s: float, allow_loopback: bool = False,
+                       resolver: Resolver | None = None) -> Any:
+    """An ``httpx`` client (the one the OpenAI SDK is built on) whose connections to ``url``'s host
+    go to the address :func:`checked_address` approved. Raises :class:`AddressRefused`."""
+    import httpcore2
+    import httpx2
+
+    address = checked_address(url, allow_loopback=allow_loopback, resolver=resolver)
+    checked_host = (urlsplit(url).hostname or "").rstrip(".").strip("[]").lower()
+
+    class _Pinned(httpcore2.SyncBackend):
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                        local_address: str | None = None, socket_options: Any = None) -> Any:
+            if host.strip("[]").lower().rstrip(".") != checked_host:
+                raise httpcore2.ConnectError("connection to another host than the checked one refused")
+            return super().connect_tcp(address, port, timeout=timeout, local_address=local_address,
+                                       socket_options=socket_options)
+
+    transport = httpx2.HTTPTransport(retries=0)
+    transport._pool._network_backend = _Pinned()  # the pool's only connector: every connection is pinned
+    return httpx2.Client(transport=transport, timeout=timeout_s, trust_env=False, follow_redirects=False)
