@@ -1,20 +1,33 @@
 # Quick start: `make demo` plays the reference room on the local stack; `make test` runs every test.
-# Both create the virtualenv and install what they need (Python 3.11+, Node 20+ with npm).
+# Both create the virtualenv and install what they need (Python 3.11+, Node 20 with npm).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Every runtime dependency, transitive included, pinned for every platform (`make lock`): the
+# virtualenv installs it, and the Lambda layer is built from it (infra/quayinfra/build_layer.py).
+LOCK := requirements/runtime.lock
 NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 
-.PHONY: demo test install synth bench clean
+.PHONY: demo test install synth bench clean lock
 
-$(STAMP): pyproject.toml
+# The lock first (exact versions), then the project and its dev tools constrained by it, so no
+# dev tool moves a runtime package off its locked version.
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -r $(LOCK)
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $(STAMP)
+
+# Re-resolve the runtime lock after changing [project].dependencies (keeps the locked versions
+# that still fit; `make lock UPGRADE=--upgrade` moves everything to the newest).
+lock: $(STAMP)
+	$(BIN)/python -m uv --version >/dev/null 2>&1 || $(BIN)/pip install --quiet uv
+	$(BIN)/python -m uv pip compile pyproject.toml --universal --python-version 3.11 \
+		--custom-compile-command "make lock" $(UPGRADE) -o $(LOCK)
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
@@ -34,8 +47,10 @@ bench: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/quay chaos
 
+# Through the CDK CLI, so cdk.json's context and feature flags apply (the tests synthesize the
+# same way: tests/infra/conftest.py). Extra context: make synth CONTEXT="-c stage=prod".
 synth: $(STAMP) $(NODE_STAMP)
-	$(BIN)/python infra/app.py
+	npx --no-install cdk synth --quiet $(CONTEXT)
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .build .pytest_cache

@@ -2,16 +2,26 @@
 
     python -m quayinfra.build_layer          # or: python infra/quayinfra/build_layer.py
 
-The layer holds the runtime dependencies of the deployed package (``[project].dependencies`` of
-pyproject.toml, the one list), minus boto3/botocore/s3transfer, which the Lambda Python runtime
-provides. Wheels are chosen for the Lambda runtime, not for the Python running this script:
-``--platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --abi cp313
---only-binary=:all:`` (without ``--python-version``/``--abi`` pip would pick pydantic-core for the
-local Python, which imports here and fails on AWS).
+The layer holds exactly the runtime lock, ``requirements/runtime.lock`` (every runtime
+dependency of ``[project].dependencies``, transitive included, resolved with
+``uv pip compile --universal``: ``make lock``). The same file is what ``make install`` puts in
+the virtualenv the tests run with, so the layer carries the versions the suite ran. boto3,
+botocore and s3transfer are in it too: the functions use the SDK the tests used, not the one
+the Lambda runtime happens to ship (a layer's ``/opt/python`` comes before the runtime's own
+packages on ``sys.path``).
+
+Wheels are chosen for the Lambda runtime, not for the Python running this script: CPython 3.13
+on Amazon Linux 2023 (glibc 2.34), arm64: ``--python-version 3.13 --implementation cp --abi
+cp313 --only-binary=:all:`` and every ``--platform`` that glibc 2.34 accepts
+(``manylinux_2_34_aarch64`` down to ``manylinux_2_17_aarch64`` / ``manylinux2014_aarch64``;
+pip does not expand a ``manylinux_2_X`` tag to the older ones itself). Without
+``--python-version``/``--abi`` pip would pick pydantic-core for the local Python, which imports
+here and fails on AWS. The lock's environment markers are evaluated for that target here
+(pip would evaluate them for this machine), and pip installs the pins with ``--no-deps``.
 
 The result is cached in ``.build/layer/``: ``python/`` (the files, for inspection and tests),
-``layer.zip`` (the asset CDK uploads, written deterministically) and a stamp. It is rebuilt only when the
-requirement list or the target platform changes; concurrent callers (pytest-xdist workers, the
+``layer.zip`` (the asset CDK uploads, written deterministically) and a stamp. It is rebuilt only
+when the lock or the target platform changes; concurrent callers (pytest-xdist workers, the
 CDK app) serialise on a file lock. Needs PyPI the first time (~30-60 s), then ~0 s.
 """
 
@@ -26,60 +36,74 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import zipfile
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PYPROJECT = REPO_ROOT / "pyproject.toml"
+LOCK_FILE = REPO_ROOT / "requirements" / "runtime.lock"
 BUILD_DIR = REPO_ROOT / ".build"
 LAYER_DIR = BUILD_DIR / "layer"
 STAMP_NAME = ".stamp.json"
 ZIP_NAME = "layer.zip"  # the CDK asset: <layer dir>/layer.zip
 
-# The Lambda target. Keep in step with quayinfra.config.LAMBDA_RUNTIME / LAMBDA_ARCHITECTURE.
+# The Lambda target. Keep in step with quayinfra.config.LAMBDA_RUNTIME / LAMBDA_ARCHITECTURE
+# (tests/infra/test_infra_layer.py checks they agree).
 PYTHON_VERSION = "3.13"
 ABI = "cp313"
-PLATFORM = "manylinux2014_aarch64"
+ARCH = "aarch64"
+GLIBC = (2, 34)  # Amazon Linux 2023, the OS of the python3.12+ Lambda runtimes
+PLATFORM = f"manylinux_{GLIBC[0]}_{GLIBC[1]}_{ARCH}"  # the newest tag the runtime accepts
+#: Every manylinux tag glibc 2.34 runs, newest first (PEP 600; manylinux2014 = manylinux_2_17).
+PLATFORMS: tuple[str, ...] = (
+    *(f"manylinux_2_{minor}_{ARCH}" for minor in range(GLIBC[1], 16, -1)),
+    f"manylinux2014_{ARCH}",
+)
 ELF_MACHINE_AARCH64 = 183  # e_machine of every native library in the layer
 
-# Shipped by the Lambda Python runtime: not put in the layer (they are also the largest).
-PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore", "s3transfer"})
+#: The Lambda runtime's environment, for the lock's markers (PEP 508).
+TARGET_MARKERS = {
+    "implementation_name": "cpython", "platform_python_implementation": "CPython",
+    "python_version": PYTHON_VERSION, "python_full_version": f"{PYTHON_VERSION}.0",
+    "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+    "platform_machine": ARCH,
+}
 
-BUILD_FORMAT = 3  # bump to force a rebuild when this script's output changes
+BUILD_FORMAT = 4  # bump to force a rebuild when this script's output changes
 
 
-def requirements() -> list[str]:
-    """pyproject's runtime dependencies, pinned to the versions tested in the venv."""
-    deps = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+def locked(lock_file: Path = LOCK_FILE, environment: dict[str, str] | None = None) -> list[str]:
+    """The lock's pins (``name==version``) whose markers hold in ``environment`` (default: the
+    Lambda runtime), sorted."""
+    env = TARGET_MARKERS if environment is None else environment
     out: list[str] = []
-    for spec in deps:
-        req = Requirement(spec)
-        if canonicalize_name(req.name) in PROVIDED_BY_RUNTIME:
+    for raw in lock_file.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
             continue
-        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
-        try:
-            version = metadata.version(req.name)
-        except metadata.PackageNotFoundError:
-            out.append(str(req))  # not installed locally: the range from pyproject
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate(env):
             continue
-        if req.specifier and not req.specifier.contains(version, prereleases=True):
-            out.append(str(req))  # the venv is stale: trust pyproject
-        else:
-            out.append(f"{req.name}{extras}=={version}")
+        (spec,) = req.specifier  # a lock pins every package exactly
+        if spec.operator != "==":
+            raise ValueError(f"{lock_file}: {line!r} is not an exact pin")
+        out.append(f"{req.name}=={spec.version}")
     return sorted(out)
 
 
+def requirements() -> list[str]:
+    """What the layer installs: the lock, for the Lambda runtime."""
+    return locked()
+
+
 def pip_command(target: Path, reqs: list[str]) -> list[str]:
+    platforms = [arg for tag in PLATFORMS for arg in ("--platform", tag)]
     return [
         sys.executable, "-m", "pip", "install",
-        "--quiet", "--disable-pip-version-check", "--no-compile",
-        "--platform", PLATFORM,
+        "--quiet", "--disable-pip-version-check", "--no-compile", "--no-deps",
+        *platforms,
         "--implementation", "cp",
         "--python-version", PYTHON_VERSION,
         "--abi", ABI,
@@ -92,7 +116,7 @@ def pip_command(target: Path, reqs: list[str]) -> list[str]:
 def build_key(reqs: list[str]) -> str:
     blob = json.dumps(
         {"format": BUILD_FORMAT, "reqs": reqs, "py": PYTHON_VERSION, "abi": ABI,
-         "platform": PLATFORM, "drop": sorted(PROVIDED_BY_RUNTIME)},
+         "platforms": PLATFORMS},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -110,19 +134,7 @@ def _locked():
 
 
 def _prune(site: Path) -> None:
-    """Remove what the runtime provides (by each distribution's RECORD) and local-only files."""
-    for dist_info in site.glob("*.dist-info"):
-        name = canonicalize_name(dist_info.name.removesuffix(".dist-info").split("-", 1)[0])
-        if name not in PROVIDED_BY_RUNTIME:
-            continue
-        record = dist_info / "RECORD"
-        for line in record.read_text().splitlines() if record.exists() else []:
-            rel = line.split(",", 1)[0]
-            if rel:
-                (site / rel).unlink(missing_ok=True)
-        shutil.rmtree(dist_info, ignore_errors=True)
-    for name in PROVIDED_BY_RUNTIME:
-        shutil.rmtree(site / name, ignore_errors=True)
+    """Remove what only a local install needs: console scripts and bytecode caches."""
     shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts, unusable in a layer
     for cache in list(site.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
@@ -182,6 +194,7 @@ def ensure_layer(layer_dir: Path = LAYER_DIR, *, force: bool = False, log=print)
             seconds = round(time.monotonic() - started, 1)
             (tmp / STAMP_NAME).write_text(json.dumps(
                 {"key": key, "zip_sha256": zip_sha, "requirements": reqs, "platform": PLATFORM,
+                 "platforms": list(PLATFORMS),
                  "python_version": PYTHON_VERSION, "abi": ABI, "build_seconds": seconds},
                 indent=2))
             if layer_dir.exists():

@@ -1,10 +1,12 @@
-"""The dependency layer is built for the Lambda runtime (cp313, aarch64), not for this machine,
-and carries every third-party module the deployed package imports."""
+"""The dependency layer is built from the runtime lock for the Lambda runtime (cp313, aarch64,
+glibc 2.34), not for this machine; it carries every third-party module the deployed package
+imports, boto3 included, at the versions the suite runs with."""
 
 from __future__ import annotations
 
 import ast
 import sys
+from importlib import metadata
 import zipfile
 from pathlib import Path
 
@@ -63,12 +65,71 @@ def test_every_native_library_is_aarch64(site):
     assert not [p for p in natives if "x86_64" in p.name or "cpython-311" in p.name]
 
 
-def test_runtime_provided_packages_are_left_out(site):
+def _layer_versions(site: Path) -> dict[str, str]:
+    from packaging.utils import canonicalize_name
+
+    out = {}
+    for dist in site.glob("*.dist-info"):
+        meta = (dist / "METADATA").read_text(errors="replace")
+        fields = dict(line.split(": ", 1) for line in meta.splitlines()[:20] if ": " in line)
+        out[canonicalize_name(fields["Name"])] = fields["Version"]
+    return out
+
+
+def test_layer_holds_exactly_the_lock_at_the_versions_the_suite_runs(site):
+    """Every locked runtime package: the layer's version (its dist-info) == the lock's == the
+    one installed in the virtualenv running these tests (importlib.metadata)."""
+    from packaging.markers import default_environment
+    from packaging.utils import canonicalize_name
+
+    from quayinfra.build_layer import locked
+
+    def pins(environment=None) -> dict[str, str]:
+        return {canonicalize_name(n): v for n, v in (p.split("==") for p in locked(
+            environment=environment))}
+
+    for_lambda, for_here = pins(), pins(default_environment())
+    layer = _layer_versions(site)
+    assert {"boto3", "botocore", "s3transfer", "numpy", "pydantic-core"} <= set(for_lambda)
+    assert layer == for_lambda  # nothing more, nothing less: the lock is the layer
+    mismatched = {}
+    for name, version in for_here.items():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            installed = None
+        if installed != version or layer.get(name, version) != version:
+            mismatched[name] = {"lock": version, "venv": installed, "layer": layer.get(name)}
+    assert not mismatched, f"run `make install` (or `make lock`): {mismatched}"
+    assert set(layer) <= set(for_here)  # no package the tests did not run with
+
+
+def test_the_sdk_is_the_tested_one_not_the_runtimes(site):
     for name in ("boto3", "botocore", "s3transfer"):
-        assert not (site / name).exists()
-        assert not list(site.glob(f"{name}-*.dist-info"))
+        assert (site / name).is_dir()
+        (dist,) = site.glob(f"{name}-*.dist-info")
+        assert dist.name == f"{name}-{metadata.version(name)}.dist-info"
     assert not (site / "bin").exists()
     assert not list(site.rglob("__pycache__"))
+
+
+def test_layer_fits_the_lambda_size_limit(layer_dir):
+    """250 MB unzipped for a function's code and layers together; keep ~50 MB for the code."""
+    total = sum(p.stat().st_size for p in (layer_dir / "python").rglob("*") if p.is_file())
+    assert total < 200 * 1024 * 1024, total
+
+
+def test_layer_target_matches_the_function_runtime():
+    from quayinfra import build_layer
+    from quayinfra.config import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME
+
+    assert LAMBDA_RUNTIME.name == f"python{build_layer.PYTHON_VERSION}"
+    assert build_layer.ABI == "cp" + build_layer.PYTHON_VERSION.replace(".", "")
+    assert LAMBDA_ARCHITECTURE.name == "arm64" and build_layer.ARCH == "aarch64"
+    # Amazon Linux 2023 (glibc 2.34): every manylinux tag up to 2.34, manylinux2014 included
+    assert build_layer.PLATFORMS[0] == "manylinux_2_34_aarch64"
+    assert "manylinux_2_28_aarch64" in build_layer.PLATFORMS  # numpy 2.4's aarch64 wheels
+    assert build_layer.PLATFORMS[-1] == "manylinux2014_aarch64"
 
 
 def test_zip_is_the_layer_layout_and_is_the_asset(layer_dir, stack_files, template):
@@ -80,7 +141,7 @@ def test_zip_is_the_layer_layout_and_is_the_asset(layer_dir, stack_files, templa
     assert names and all(n.startswith("python/") for n in names)
     assert "python/pydantic_core/_pydantic_core.cpython-313-aarch64-linux-gnu.so" in names
     info = stamp(layer_dir)
-    assert info["platform"] == "manylinux2014_aarch64" and info["abi"] == "cp313"
+    assert info["platform"] == "manylinux_2_34_aarch64" and info["abi"] == "cp313"
     layers = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::LayerVersion"]
     (layer,) = layers
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
@@ -101,20 +162,27 @@ def _imported_top_levels(package: Path) -> set[str]:
 
 
 def test_layer_carries_every_third_party_import_of_the_package(site):
-    provided = {"boto3", "botocore", "s3transfer"}  # by the Lambda Python runtime
     in_layer = {p.name for p in site.iterdir() if p.is_dir() and not p.name.endswith(
         (".dist-info", ".libs"))} | {p.stem for p in site.glob("*.py")}
     imported = _imported_top_levels(PACKAGE)
     third_party = imported - set(sys.stdlib_module_names) - {"quayutec", "__future__"}
-    assert "aws_lambda_powertools" in third_party
-    assert third_party - in_layer - provided == set()
+    assert {"aws_lambda_powertools", "boto3", "botocore"} <= third_party
+    assert third_party - in_layer == set()
 
 
-def test_layer_requirements_come_from_pyproject():
-    from quayinfra.build_layer import requirements
+def test_lock_covers_pyproject_and_pins_everything():
+    import tomllib
 
-    reqs = requirements()
-    names = {r.split("[")[0].split("=")[0].split(">")[0].split("<")[0] for r in reqs}
-    assert {"aws-lambda-powertools", "pydantic", "anthropic", "openai", "rank-bm25"} <= names
-    assert "boto3" not in names
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from quayinfra.build_layer import LOCK_FILE, locked
+
+    pins = dict(p.split("==") for p in locked())
+    deps = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for spec in deps:
+        req = Requirement(spec)
+        version = {canonicalize_name(n): v for n, v in pins.items()}[canonicalize_name(req.name)]
+        assert req.specifier.contains(version, prereleases=True), (spec, version)
+    assert "--universal" in LOCK_FILE.read_text() or "make lock" in LOCK_FILE.read_text()
     assert R.FUNCTIONS  # the layer serves every function
