@@ -3,6 +3,10 @@
 
 Settings are CDK context (`-c stage=prod`), documented in infra/quayinfra/config.py.
 The Lambda dependency layer is built (cached in .build/layer/) before synthesis.
+
+Only through the CDK CLI (`make synth` runs `npx cdk synth`): the CLI hands the app cdk.json's
+context and feature flags (e.g. @aws-cdk/aws-iam:minimizePolicies), without which the template
+differs from the deployed one. Run directly, this script stops and says so.
 """
 
 import os
@@ -20,6 +24,8 @@ from aws_cdk import App  # noqa: E402
 from quayinfra.stack import build_app  # noqa: E402
 
 if __name__ == "__main__":
-    # Under the CDK CLI, CDK_OUTDIR names the output; run directly (`make synth`): ./cdk.out.
-    app, _stack = build_app(App(outdir=os.environ.get("CDK_OUTDIR", str(_ROOT / "cdk.out"))))
+    if "CDK_OUTDIR" not in os.environ:  # set by the CDK CLI, with cdk.json's context
+        sys.exit("infra/app.py runs under the CDK CLI, which applies cdk.json's context and "
+                 "feature flags: `make synth` or `npx cdk synth|deploy`.")
+    app, _stack = build_app(App())  # outdir and context from the CLI
     app.synth()

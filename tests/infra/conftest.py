@@ -1,7 +1,9 @@
 """Fixtures of the CDK app tests: one offline synth per test session (shared by xdist workers).
 
-The synth builds the Lambda dependency layer first if ``.build/layer`` is missing or stale
-(pip, needs PyPI once; then cached).
+The synth is the one ``make synth`` and ``cdk deploy`` run: the CDK CLI (npm ``aws-cdk``) with
+cdk.json's app, context and feature flags, into a temporary ``-o`` directory; so the tested
+template is the deployed one. It builds the Lambda dependency layer first if ``.build/layer`` is
+missing or stale (pip, needs PyPI once; then cached).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,13 +26,47 @@ for _path in (REPO_ROOT / "infra", REPO_ROOT / "functions"):
         sys.path.insert(0, str(_path))
 
 
+CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+
+
+def cdk_cli() -> list[str]:
+    """The project's CDK CLI (package.json; ``npm ci`` here if node_modules is missing)."""
+    if not CDK_CLI.exists():
+        npm = shutil.which("npm")
+        assert npm, "npm is needed for the CDK CLI (package.json)"
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=REPO_ROOT,
+                       check=True, timeout=600)
+    return [str(CDK_CLI)]
+
+
+def app_command() -> list[str]:
+    """cdk.json's app, unless the suite runs on another interpreter than the one it names:
+    then the same script on this one (the context and feature flags still come from cdk.json)."""
+    app = json.loads((REPO_ROOT / "cdk.json").read_text())["app"]
+    named = Path(app.split()[0])
+    named = named if named.is_absolute() else REPO_ROOT / named
+    here = Path(sys.prefix).resolve()
+    if named.exists() and Path(named.parent.parent).resolve() == here:
+        return []
+    return ["--app", f"{sys.executable} infra/app.py"]
+
+
+def cdk_synth(outdir: Path, *context: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``cdk synth -o outdir`` from the repository root; ``context``: e.g. ``"-c", "stage=prod"``."""
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+           "CDK_DISABLE_VERSION_CHECK": "1"}
+    result = subprocess.run(
+        [*cdk_cli(), "synth", "--quiet", "--no-notices", "--no-version-reporting",
+         *app_command(), "-o", str(outdir), *context],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    if check and result.returncode != 0:
+        raise AssertionError(f"cdk synth failed ({result.returncode}):\n"
+                             f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
 def _synth(outdir: Path) -> None:
-    from aws_cdk import App
-
-    from quayinfra.stack import build_app
-
-    app, _stack = build_app(App(outdir=str(outdir)))
-    app.synth()
+    cdk_synth(outdir)
 
 
 @pytest.fixture(scope="session")
