@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import sys
 from pathlib import Path
@@ -9,8 +10,10 @@ from typing import Annotated
 
 import typer
 
+from quaylocal.terminal import visible
+
 app = typer.Typer(help="Quayutec: the serverless runtime for always-on agents sharing one room.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "reference-room.yaml"
 
@@ -51,9 +54,26 @@ TokenOpt = Annotated[str, typer.Option("--token", envvar="QUAY_TOKEN", help="You
 DEFAULT_URL = "http://127.0.0.1:8787"
 
 
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    """Print one line to stderr (untrusted parts made visible) and give the Exit to raise."""
+    from quaylocal.terminal import visible
+
+    print(visible(" ".join(str(message).split())), file=sys.stderr)
+    return typer.Exit(code)
+
+
 def _client(url: str, token: str):  # noqa: ANN202
+    from urllib.parse import urlsplit
+
     from quaylocal.client import QuayClient
 
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise _fail(f"quay: --url {url!r} is not an http:// or https:// address (e.g. {DEFAULT_URL})", 2)
     return QuayClient(url, token or None)
 
 
@@ -64,14 +84,12 @@ def _run(fn):  # noqa: ANN001, ANN202
     try:
         return fn()
     except ApiError as exc:
-        print(f"quay: {exc}", file=sys.stderr)
-        if isinstance(exc.body, dict) and exc.body.get("fields"):
-            for f in exc.body["fields"]:
-                print(f"  {f.get('field')}: {f.get('problem')}", file=sys.stderr)
-        raise typer.Exit(1) from None
-    except OSError as exc:
-        print(f"quay: cannot reach the API: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        problems = [f"{f.get('field')}: {f.get('problem')}" for f in (exc.body or {}).get("fields") or []
+                    if isinstance(f, dict)] if isinstance(exc.body, dict) else []
+        more = f" ({'; '.join(problems)})" if len(problems) > 1 else ""
+        raise _fail(f"quay: {exc}{more}", 1) from None
+    except (OSError, ValueError) as exc:  # refused, unreachable, a URL urllib cannot use
+        raise _fail(f"quay: cannot reach the API: {exc}", 2) from None
 
 
 def _print(data) -> None:  # noqa: ANN001
@@ -92,19 +110,45 @@ def dev(
     runs happen in the background; the model provider is the local provider server."""
     from quaylocal.dev import DevServer, load_scripts
 
-    settings = {}
-    for item in setting or []:
+    import yaml
+
+    settings = _dev_settings(setting or [])
+    try:
+        loaded = load_scripts(scripts)
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # unreadable, not JSON/YAML, wrong shape
+        raise _fail(f"quay dev: --scripts {scripts}: {exc}", 2) from None
+    try:
+        server = DevServer(host, port, admin_token=admin_token, scripts=loaded, settings=settings)
+        server.serve_forever(banner=lambda line: print(line, flush=True))
+    except (OSError, ValueError) as exc:  # a taken port, a bad --admin-token
+        raise _fail(f"quay dev: {exc}", 2) from None
+
+
+def _dev_settings(items: list[str]) -> dict[str, str]:
+    """``--setting NAME=VALUE`` items, each a known runtime setting with a valid value (checked by
+    the runtime's own Settings model); anything else is one line and exit status 2."""
+    from pydantic import ValidationError
+
+    from quayutec.settings import Settings
+
+    from quaylocal.stack import local_environment
+
+    known = {f.alias or n for n, f in Settings.model_fields.items()} | set(local_environment())
+    settings: dict[str, str] = {}
+    for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            print(f"quay dev: --setting {item!r}: expected NAME=VALUE", file=sys.stderr)
-            raise typer.Exit(2)
+            raise _fail(f"quay dev: --setting {item!r}: expected NAME=VALUE", 2)
+        if name not in known:
+            raise _fail(f"quay dev: --setting {name}: not a runtime setting (known: {', '.join(sorted(known))})", 2)
         settings[name] = value
     try:
-        server = DevServer(host, port, admin_token=admin_token, scripts=load_scripts(scripts), settings=settings)
-        server.serve_forever(banner=lambda line: print(line, flush=True))
-    except (OSError, ValueError) as exc:  # a taken port, a bad --admin-token or scripts file
-        print(f"quay dev: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        Settings.model_validate({**local_environment(), **settings})
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        name = str(err["loc"][0]) if err.get("loc") else "?"
+        raise _fail(f"quay dev: --setting {name}={settings.get(name, '')}: {err['msg']}", 2) from None
+    return settings
 
 
 admin = typer.Typer(help="Operator commands: companies, people and tokens (need an operator token).",
@@ -147,13 +191,19 @@ def admin_bootstrap_token(
     """Create the first operator token of a deployed stack, writing its hash straight to the room
     table with your AWS credentials (the API cannot issue one before an operator exists)."""
     import boto3
-
-    from quayutec.dal.auth import TokenStore
+    from botocore.exceptions import BotoCoreError, ClientError
 
     if bool(stack) == bool(table):
-        print("quay admin bootstrap-token: give --stack or --table", file=sys.stderr)
-        raise typer.Exit(2)
-    session = boto3.session.Session(region_name=region)
+        raise _fail("quay admin bootstrap-token: give --stack or --table", 2)
+    try:
+        _print(_bootstrap(boto3.session.Session(region_name=region), stack, table))
+    except (BotoCoreError, ClientError) as exc:  # no region, no credentials, no such stack or table
+        raise _fail(f"quay admin bootstrap-token: {exc}", 1) from None
+
+
+def _bootstrap(session, stack: str | None, table: str | None) -> dict:  # noqa: ANN001
+    from quayutec.dal.auth import TokenStore
+
     api_url = None
     if stack:
         outputs = {o["OutputKey"]: o["OutputValue"] for o in session.client("cloudformation").describe_stacks(
@@ -161,11 +211,10 @@ def admin_bootstrap_token(
         table = outputs.get("RoomTableName")
         api_url = outputs.get("ApiUrl")
         if not table:
-            print(f"quay admin bootstrap-token: stack {stack} has no RoomTableName output", file=sys.stderr)
-            raise typer.Exit(2)
+            raise _fail(f"quay admin bootstrap-token: stack {stack} has no RoomTableName output", 2)
     secret, principal = TokenStore(str(table), client=session.resource("dynamodb").meta.client).issue(
         None, "admin", admin=True)
-    _print({"token": secret, "token_id": principal.token_id, "admin": True, "url": api_url})
+    return {"token": secret, "token_id": principal.token_id, "admin": True, "url": api_url}
 
 
 @app.command()
@@ -190,7 +239,7 @@ def approvals(room: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> Non
     if not items:
         print("no pending approval requests")
     for a in items:
-        print(f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, {a['created_at']})")
+        print(visible(f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, {a['created_at']})"))
 
 
 @app.command()
@@ -215,7 +264,7 @@ def room_cmd(room: str, as_json: Annotated[bool, typer.Option("--json", help="Pr
         return
     for m in messages:
         who = m["author"]["id"] + (f" ({m['author']['company']})" if m["author"].get("company") else "")
-        print(f"[{m['created_at'][:19]}] {who} [{m['kind']}]: {m['text']}")
+        print(visible(f"[{m['created_at'][:19]}] {who} [{m['kind']}]: {m['text']}"))
 
 
 @app.command()
@@ -224,9 +273,12 @@ def ledger(run: Annotated[str | None, typer.Argument(help="A run id: show that r
            url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """The run ledger: one run (RUN) or your company's runs in a room (--room)."""
     if run is None and room is None:
-        print("quay ledger: give a RUN id or --room ROOM", file=sys.stderr)
-        raise typer.Exit(2)
+        raise _fail("quay ledger: give a RUN id or --room ROOM", 2)
     client = _client(url, token)
+
+    def print(line: str) -> None:  # noqa: A001 - every ledger line may hold provider or model text
+        builtins.print(visible(line))
+
     if run is not None:
         detail = _run(lambda: client.run(run))
         r = detail["run"]
@@ -291,7 +343,16 @@ def version() -> None:
 
 
 def main() -> None:
-    app()
+    """The `quay` command: every error is one line on stderr and a non-zero exit, never a traceback."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
+        from quaylocal.terminal import visible
+
+        print(visible(" ".join(f"quay: {type(exc).__name__}: {exc}".split())), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

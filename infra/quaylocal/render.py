@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quaylocal.scenario import PlayResult
+from quaylocal.terminal import visible
 
 
 def _who(author: dict[str, Any]) -> str:
@@ -28,20 +29,20 @@ def request_line(q: dict[str, Any]) -> str:
     head = (f"request {q['n']}  {(q.get('sent_at') or '')[11:19]}  {q.get('provider') or '?'}  {status}  "
             f"id {q.get('request_id') or '-'}")
     if outcome == "ok":
-        return f"{head}  → reply"
+        return visible(f"{head}  → reply")
     if outcome == "pending":
-        return f"{head}  → no outcome recorded yet"
+        return visible(f"{head}  → no outcome recorded yet")
     marker = "/".join(dict.fromkeys(str(x) for x in (q.get("error_type"), q.get("error_code")) if x)) or "-"
     kind = "retryable" if q.get("retryable") else "final"
     wait = f"wait {q['wait_s']} s" if q.get("wait_s") is not None else "no wait"
     why = f"  why: {q['decision']}" if q.get("decision") else ""
-    return f"{head}  {marker}  → {q.get('category') or outcome}, {kind}, {wait}{why}"
+    return visible(f"{head}  {marker}  → {q.get('category') or outcome}, {kind}, {wait}{why}")
 
 
 def render(result: PlayResult) -> str:
     out: list[str] = []
     add = out.append
-    add(f"== Room {result.scenario.room.id} ==")
+    add(f"== Room {result.scenario.room.id} ==")  # the scenario's name for the room
     events = [(m["created_at"], "msg", m) for m in result.transcript]
     events += [(a["created_at"], "approval", a) for a in result.approvals]
     ordinal: dict[str, int] = {}
@@ -58,10 +59,12 @@ def render(result: PlayResult) -> str:
                 f"(visible to {item['company']} only): {item['summary']} → {item['status']}"
                 + (f" by {item['decided_by']}" if item.get("decided_by") else ""))
     if result.events:
-        add("\n== What the player did ==")
+        add("")
+        add("== What the player did ==")
         for e in result.events:
             add(f"- {e}")
-    add("\n== Tasks ==")
+    add("")
+    add("== Tasks ==")
     for t in result.tasks or []:
         add(f"- {t['id']} [{t['status']}] \"{t['title']}\" for {t['to']} from {t['created_by']['id']}"
             + (f" — result: {t['result']}" if t.get("result") else ""))
@@ -69,13 +72,15 @@ def render(result: PlayResult) -> str:
             add(f"    · {e['kind']} by {e['by']['id']}: {e['text']}")
     if not result.tasks:
         add("- none")
-    add("\n== Memory ==")
+    add("")
+    add("== Memory ==")
     for m in result.memory or []:
         scope = "room" if m["visibility"] == "room" else f"{m['company']} only"
         add(f"- ({scope}) {m['text']}  — {m['author']['id']}")
     if not result.memory:
         add("- none")
-    add("\n== Ledger ==")
+    add("")
+    add("== Ledger ==")
     if not result.runs:
         add("- none")
     for run in result.runs:
@@ -93,9 +98,13 @@ def render(result: PlayResult) -> str:
             add(f"    error: {run['error_class']}: {run.get('error_message') or ''}")
         for nd in run.get("not_done") or []:
             add(f"    not done: {nd}")
-    add("\n== Summary ==")
+    add("")
+    add("== Summary ==")
     s = result.summary()
     add(f"replies {s['replies']}  model requests {s['model_requests']}")
     add(f"open tasks {s['open_tasks']}  memory lines {s['memory_lines']}  runs {s['runs']}")
-    add("expect: OK" if result.expect_ok else "expect: FAILED\n" + "\n".join(f"  - {f}" for f in result.failures))
-    return "\n".join(out)
+    add("expect: OK" if result.expect_ok else "expect: FAILED")
+    for f in [] if result.expect_ok else result.failures:
+        add(f"  - {f}")
+    # every line may hold untrusted text (messages, names, model output): shown, never obeyed
+    return "\n".join(visible(line) for line in out)

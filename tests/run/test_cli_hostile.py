@@ -1,0 +1,104 @@
+"""Issue 10, findings 7 and 10: untrusted text in terminal output has its control and escape
+characters made visible (`quay room`, `quay ledger`, `quay approvals`, the demo's rendering), and
+every CLI error is one line on stderr with a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from quaylocal.cli import app as cli
+from quaylocal.client import QuayClient
+from quaylocal.terminal import visible
+
+QUAY = [sys.executable, "-m", "quaylocal.cli"]
+HOSTILE = ("title\x1b]0;pwned\x07 clear\x1b[2J clip\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07 "
+           "csi\x9b31m fake\nline rtl\u202eexe.txt")
+
+
+def _no_raw_controls(text: str) -> None:
+    for bad in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert bad not in text, repr(text)
+
+
+def test_visible_shows_escapes_and_keeps_text() -> None:
+    shown = visible(HOSTILE)
+    _no_raw_controls(shown)
+    assert "\\x1b]0;pwned\\x07" in shown and "\\x1b[2J" in shown and "\\x9b" in shown and "\\u202e" in shown
+    assert "\\x0a" in shown and "\n" not in shown  # a one-line field cannot fake a line
+    assert visible("a\nb", newlines=True) == "a\nb" and visible("é日本\t") == "é日本\t"
+
+
+def test_quay_room_ledger_and_approvals_print_untrusted_text_visibly(monkeypatch: pytest.MonkeyPatch) -> None:
+    msg = {"id": "m1", "created_at": "2026-01-01T00:00:00Z", "kind": "message", "text": HOSTILE,
+           "author": {"kind": "person", "id": "eve\x1b[8m", "company": "evil\x07"}, "to": []}
+    run = {"run_id": "run-1", "agent_id": "a1", "company": "acme", "room_id": "r1", "status": "failed_before_reply",
+           "wake_id": "w1", "hop": 0, "started_at": "2026", "ended_at": None, "error_class": "ModelCallFailed",
+           "error_message": HOSTILE}
+    request = {"n": 1, "sent_at": "2026-01-01T00:00:00Z", "provider": "openai-compatible", "status": 500,
+               "outcome": "error", "error_type": "x\x1b[2J", "message": HOSTILE, "category": "server_error",
+               "retryable": True, "decision": HOSTILE}
+    approval = {"id": "run-1:0", "agent_id": "a1", "summary": HOSTILE, "status": "pending", "created_at": "2026"}
+    monkeypatch.setattr(QuayClient, "transcript", lambda self, room: [msg])
+    monkeypatch.setattr(QuayClient, "run", lambda self, run_id: {"run": run, "requests": [request], "actions": []})
+    monkeypatch.setattr(QuayClient, "approvals", lambda self, room: [approval])
+    runner = CliRunner()
+    for args in (["room", "r1"], ["ledger", "run-1"], ["approvals", "r1"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 0, (args, result.output)
+        _no_raw_controls(result.output)
+        assert "\\x1b" in result.output, (args, result.output)
+
+
+def test_the_demo_rendering_shows_untrusted_text_visibly() -> None:
+    from quaylocal.render import render, request_line
+
+    line = request_line({"n": 1, "sent_at": "", "provider": "openai", "status": 500, "outcome": "error",
+                         "error_type": "t\x1b[2J", "category": "server_error", "decision": HOSTILE})
+    _no_raw_controls(line)
+    assert "\n" not in line
+    assert callable(render)
+
+
+# ----------------------------------------------------------------------------- finding 10
+def _quay(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*QUAY, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd,
+                          stdin=subprocess.DEVNULL)
+
+
+def _one_line_error(p: subprocess.CompletedProcess, *words: str) -> None:
+    assert p.returncode != 0, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout, p.stderr
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, p.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_a_url_that_is_not_a_url_is_one_line() -> None:
+    _one_line_error(_quay("room", "X", "--url", "not-a-url"), "--url", "not-a-url")
+    _one_line_error(_quay("post", "X", "hi", "--url", "http://[::1"), "--url")
+
+
+def test_bootstrap_token_without_region_or_credentials_is_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({"AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                "AWS_EC2_METADATA_DISABLED": "true", "HOME": str(tmp_path),
+                # never AWS: anything that still tried to send would hit a closed local port
+                "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+    _one_line_error(_quay("admin", "bootstrap-token", "--table", "quayutec-room", env=env), "region")
+    env["AWS_DEFAULT_REGION"] = "eu-west-1"
+    _one_line_error(_quay("admin", "bootstrap-token", "--table", "quayutec-room", env=env), "credentials")
+
+
+def test_dev_with_malformed_scripts_or_settings_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "scripts.yaml"
+    bad.write_text("a1:\n  - reply: {text: [unclosed\n   bad: : :\n")
+    _one_line_error(_quay("dev", "--port", "0", "--scripts", str(bad)), "--scripts")
+    _one_line_error(_quay("dev", "--port", "0", "--setting", "HOP_LIMIT=abc"), "HOP_LIMIT")
+    _one_line_error(_quay("dev", "--port", "0", "--setting", "BOGUS=1"), "BOGUS", "not a runtime setting")
