@@ -197,3 +197,34 @@ def test_a_public_https_owner_address_is_accepted(light_world: World) -> None:
                              {"id": "a-public", "provider": "openai-compatible", "model": "m",
                               "base_url": "https://models.example.com/v1", "api_key": "sk-acme-compat-0123456789"})
     assert r.status == 201, r.body
+
+
+# ----------------------------------------------------------------------------- finding 11: canonical events
+def _canonical(method: str, path: str, body: str | None, headers: dict[str, str], *, b64: bool = False) -> dict:
+    """The Powertools sample REST proxy event (tests/events), as API Gateway would send it for
+    this request after the authorizer let ann of acme through."""
+    from pathlib import Path
+
+    event = json.loads((Path(__file__).resolve().parents[1] / "events" / "powertools-apiGatewayProxyEvent.json")
+                       .read_text())
+    event.update({"httpMethod": method, "path": path, "resource": "/{proxy+}", "headers": headers,
+                  "multiValueHeaders": {k: [v] for k, v in headers.items()}, "queryStringParameters": None,
+                  "multiValueQueryStringParameters": None, "isBase64Encoded": b64,
+                  "body": base64.b64encode(body.encode()).decode() if (b64 and body) else body})
+    event["requestContext"].update({"httpMethod": method, "path": path,
+                                    "authorizer": {"company": "acme", "member": "ann", "admin": "false",
+                                                   "principalId": "ann"}})
+    return event
+
+
+def test_canonical_events_text_plain_is_415_and_base64_is_the_same_request(light_world: World) -> None:
+    invoke = light_world.api.gateway.invoke
+    out, err = invoke("ApiFunction", _canonical("POST", f"/rooms/{ROOM}/messages", "hello",
+                                                {"Content-Type": "text/plain"}))
+    assert err is None and out["statusCode"] == 415, (out, err)
+    body = json.dumps({"text": "canonical, encoded and plain"})
+    hdrs = {"Content-Type": "application/json", "Idempotency-Key": "k-canonical-b64"}
+    first, _ = invoke("ApiFunction", _canonical("POST", f"/rooms/{ROOM}/messages", body, hdrs, b64=True))
+    again, _ = invoke("ApiFunction", _canonical("POST", f"/rooms/{ROOM}/messages", body, hdrs))
+    assert first["statusCode"] == again["statusCode"] == 201, (first, again)
+    assert json.loads(first["body"])["id"] == json.loads(again["body"])["id"]
