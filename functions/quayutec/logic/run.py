@@ -45,6 +45,12 @@ from quayutec.dal.ledger import ClaimOutcome
 logger = Logger(child=True)
 metrics = Metrics()
 
+
+def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord) -> None:
+    """Store a model request's outcome and count it (metric ``ModelRequest_<outcome>``)."""
+    deps.ledger.finish_request(run_id, record)
+    metrics.add_metric(name=f"ModelRequest_{record.outcome}", unit=MetricUnit.Count, value=1)
+
 MAX_ERROR_BODY = 4096
 
 
@@ -180,12 +186,12 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     if deps.rundata.get(ref.run_id, "reply") is not None:
         for r in requests:
             if r.outcome == "pending":
-                deps.ledger.finish_request(ref.run_id, r.model_copy(update={"outcome": "ok", "finished_at": _iso(deps)}))
+                _finish_request(deps, ref.run_id, r.model_copy(update={"outcome": "ok", "finished_at": _iso(deps)}))
         return state.model_copy(update={"model": ModelStep(outcome="reply", requests=len(requests)),
                                         "budget": budget(deps, run)})
     for r in requests:
         if r.outcome == "pending":  # sent by an attempt that died before recording its outcome
-            deps.ledger.finish_request(ref.run_id, r.model_copy(update={
+            _finish_request(deps, ref.run_id, r.model_copy(update={
                 "outcome": "lost", "category": "lost", "retryable": True, "finished_at": _iso(deps),
                 "decision": "outcome unknown (the step died mid-request); counted against the cap"}))
     agent = deps.room.get_agent(ref.agent_id)
@@ -238,7 +244,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
             "error_code": f.error_code, "category": f.category, "retryable": f.retryable,
             "wait_s": wait_s, "decision": why,
             "message": f.message[:1000], "body": f.body[:MAX_ERROR_BODY], "finished_at": _iso(deps)})
-        deps.ledger.finish_request(ref.run_id, finished)
+        _finish_request(deps, ref.run_id, finished)
         if out_of_time:
             raise RunTimedOut(f"{f.category} ({f.status}): {why}") from None
         if wait_s is not None:  # the next Task's budget is what is left after the Wait
@@ -253,7 +259,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     deps.rundata.put(ref.run_id, "reply", {
         "text": text, "truncated": truncated, "request_id": reply.request_id,
         "tool_calls": [{"name": c.name, "input": c.input} for c in reply.tool_calls]})
-    deps.ledger.finish_request(ref.run_id, record.model_copy(update={
+    _finish_request(deps, ref.run_id, record.model_copy(update={
         "outcome": "ok", "status": reply.status, "request_id": reply.request_id, "finished_at": _iso(deps)}))
     return state.model_copy(update={"model": ModelStep(outcome="reply", requests=n), "budget": budget(deps, run)})
 
@@ -361,7 +367,8 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
     approval = ApprovalRequest(id=f"{run_id}:{index}", room_id=run.room_id, run_id=run_id, index=index,
                                agent_id=run.agent_id, company=run.company, summary=rights.describe(action),
                                created_at=_iso(deps))
-    deps.room.put_approval(approval, task_token)
+    if deps.room.put_approval(approval, task_token) is approval:  # recorded now, not a retry
+        metrics.add_metric(name="ApprovalRequested", unit=MetricUnit.Count, value=1)
     fields: dict[str, Any] = {"status": "waiting_approval", "updated_at": _iso(deps)}
     if run.parked_since is None:
         fields["parked_since"] = _iso(deps)
@@ -410,6 +417,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
     agent_author = Author(kind="agent", id=run.agent_id, company=run.company)
     targets: list[tuple] = []
     if run.parked_since:  # the run is back from its approvals: parked time stops counting
+        metrics.add_metric(name="ApprovalClosed", unit=MetricUnit.Count, value=len(approvals))
         parked = (deps.clock() - parse_iso(run.parked_since)).total_seconds()
         deps.ledger.update_run(ref.run_id, {"parked_s": run.parked_s + parked, "parked_since": None,
                                             "status": "running", "updated_at": _iso(deps)})
@@ -523,7 +531,7 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
     status = final_status_for(deps, run, error_name)
     for q in deps.ledger.model_requests(run_id):
         if q.outcome == "pending":  # sent, but the run ended before its outcome was recorded
-            deps.ledger.finish_request(run_id, q.model_copy(update={
+            _finish_request(deps, run_id, q.model_copy(update={
                 "outcome": "lost", "category": "lost", "finished_at": _iso(deps),
                 "decision": f"outcome unknown: the run ended ({error_name}) first"}))
     not_done = []
@@ -536,8 +544,9 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
             deps.ledger.set_action_outcome(run_id, a.index, "not_reached", "the run ended first")
             not_done.append(f"action {a.index} {rights.describe(a)}")
         if a.decision == "ask":  # an approval request still pending can no longer be answered
-            deps.room.set_approval_status(run.room_id, run_id, a.index, "expired", None,
-                                          from_statuses=("pending", "deciding"))
+            if deps.room.set_approval_status(run.room_id, run_id, a.index, "expired", None,
+                                             from_statuses=("pending", "deciding")):
+                metrics.add_metric(name="ApprovalClosed", unit=MetricUnit.Count, value=1)
     if status == "failed_before_reply" or (  # a timed-out run says whether its reply got out
             status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None):
         not_done.insert(0, "reply not posted")
