@@ -42,6 +42,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import unquote
 
+from quaylocal import calls
+
 #: Bedrock ``requestMetadata`` key carrying the agent id (same constant as the adapter's).
 BEDROCK_END_USER_KEY = "end_user_id"
 
@@ -251,7 +253,10 @@ class _Handler(BaseHTTPRequestHandler):
             match = pattern.match(path)
             if match:
                 model = unquote(match.group("model")) if "model" in pattern.groupindex else None
-                response, _ = self.owner._answer(provider, path, self.headers, raw, model)
+                # The provider stands outside AWS; the scenario player's substitutions it runs
+                # read the room as local tooling (quaylocal.calls owners).
+                with calls.owner("local:provider-server"):
+                    response, _ = self.owner._answer(provider, path, self.headers, raw, model)
                 self._send(response)
                 return
         self._send(_not_found(f"no route for POST {path}"))

@@ -19,6 +19,7 @@ stack with fault injection on:
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import threading
@@ -84,7 +85,8 @@ def _storm(n: int, fn: Callable[[int], object]) -> list[object]:
         except Exception as exc:  # noqa: BLE001 - reported by the assertions
             results[i] = exc
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    # Each thread carries the test's context (its calls are the test's set-up, quaylocal.calls).
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, i)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:

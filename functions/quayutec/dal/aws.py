@@ -30,29 +30,70 @@ TRANSIENT_CODES = frozenset({
 })
 
 
+#: Called as ``observer(service_id, operation_name, params)`` before every API call of a
+#: factory client (botocore's ``provide-client-params`` event): the tests' IAM call recorder
+#: (SPEC §11), the per-run counters. Empty in Lambda unless something registers one.
+CallObserver = Callable[[str, str, dict[str, Any]], None]
+_observers: list[CallObserver] = []
+
+
+def add_call_observer(observer: CallObserver) -> None:
+    if observer not in _observers:
+        _observers.append(observer)
+
+
+def remove_call_observer(observer: CallObserver) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+def _announce(params: dict[str, Any], model: Any, **_: Any) -> None:
+    if _observers:
+        service = model.service_model.service_id.hyphenize()
+        for observer in list(_observers):
+            observer(service, model.name, params)
+
+
+def observe(client: Any) -> Any:
+    """Hook ``client`` so every call it makes is announced to the call observers (one botocore
+    handler; also fired by ``generate_presigned_url``, so a presigned URL counts as the action it
+    grants). Returns the client."""
+    client.meta.events.register("provide-client-params", _announce, unique_id="quay-call-observer")
+    return client
+
+
+@lru_cache(maxsize=None)
+def client(service: str) -> Any:
+    """A plain (low-level) boto3 client for ``service``, observed; cached per process. For the
+    libraries that take a client (Powertools idempotency and parameters) and services with no
+    helper below."""
+    return observe(faults.instrument(boto3.client(service)))
+
+
 @lru_cache(maxsize=1)
 def dynamodb() -> Any:
     """A DynamoDB client that takes and returns plain Python values (Decimal for numbers)."""
-    return faults.instrument(boto3.resource("dynamodb").meta.client)  # fault hooks: off unless local chaos
+    return observe(faults.instrument(boto3.resource("dynamodb").meta.client))  # fault hooks: off unless local chaos
 
 
-@lru_cache(maxsize=1)
 def s3() -> Any:
-    return faults.instrument(boto3.client("s3"))
+    return client("s3")
 
 
-@lru_cache(maxsize=1)
 def sqs() -> Any:
-    return faults.instrument(boto3.client("sqs"))
+    return client("sqs")
 
 
-@lru_cache(maxsize=1)
 def stepfunctions() -> Any:
-    return boto3.client("stepfunctions")
+    return client("stepfunctions")
+
+
+def secretsmanager() -> Any:
+    return client("secretsmanager")
 
 
 def reset_clients() -> None:
-    for getter in (dynamodb, s3, sqs, stepfunctions):
+    for getter in (dynamodb, client):
         getter.cache_clear()
 
 
