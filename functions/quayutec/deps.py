@@ -22,9 +22,10 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def secret_name(prefix: str, company: str, provider: str) -> str:
-    """The Secrets Manager name of a company's key for a provider (SPEC §5)."""
-    return f"{prefix}/{company}/{provider}"
+def secret_name(settings: Settings, company: str, provider: str) -> str:
+    """The Secrets Manager name of a company's key for a provider (SPEC §5):
+    ``{prefix}/{stage}/{company}/{provider}``, so stages sharing an account never share keys."""
+    return f"{settings.secret_prefix}/{settings.stage}/{company}/{provider}"
 
 
 def read_api_key(settings: Settings, company: str, provider: str) -> str:
@@ -35,7 +36,7 @@ def read_api_key(settings: Settings, company: str, provider: str) -> str:
     """
     from aws_lambda_powertools.utilities import parameters
 
-    value = parameters.get_secret(secret_name(settings.secret_prefix, company, provider), max_age=60)
+    value = parameters.get_secret(secret_name(settings, company, provider), max_age=60)
     text = value.decode() if isinstance(value, bytes) else str(value)
     if text.lstrip().startswith("{"):
         return str(json.loads(text)["api_key"])

@@ -52,7 +52,8 @@ class RightsPolicy(_Model):
     default: Decision = "allow"
     actions: dict[ActionKind, Decision] = Field(default_factory=dict)
     cross_company: dict[ActionKind, Decision] = Field(default_factory=dict)
-    agents: dict[str, dict[ActionKind, Decision]] = Field(default_factory=dict)
+    # keyed by agent id (an Id: never empty, which DynamoDB refuses as a map key)
+    agents: dict[Id, dict[ActionKind, Decision]] = Field(default_factory=dict, max_length=1000)
 
 
 class Company(_Model):

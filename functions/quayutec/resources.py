@@ -105,8 +105,11 @@ class QueueDef:
 
 
 WAKE_DLQ = QueueDef("WakeDeadLetterQueue", None, "quayutec-wakes-dlq")
+# Visibility: AWS asks for at least 6x the consumer's timeout (WakeConsumerFunction: 30 s), so
+# that a batch retried after throttling is not handed to a second consumer meanwhile.
 WAKE_QUEUE = QueueDef(
-    "WakeQueue", "WAKE_QUEUE_URL", "quayutec-wakes", dead_letter="WakeDeadLetterQueue"
+    "WakeQueue", "WAKE_QUEUE_URL", "quayutec-wakes", visibility_timeout_s=180,
+    dead_letter="WakeDeadLetterQueue"
 )
 # Failure records (stream batches, EventBridge deliveries, reconciler invocations that keep
 # failing): never redriven to the wake consumer.
@@ -117,11 +120,19 @@ STATE_MACHINE_ENV = "STATE_MACHINE_ARN"
 STATE_MACHINE_DEFAULT_NAME = "quayutec-agent-run"
 STATE_MACHINE_FILE = "agent_run.asl.json"
 
+# ${Partition} in the ASL: the partition of the deployment (Aws.PARTITION in the CDK app, "aws"
+# locally), so no ARN in the definition names a partition literally.
+ASL_PARTITION_PLACEHOLDER = "Partition"
+
 SECRET_PREFIX_ENV = "SECRET_PREFIX"
 # Local stack only: an owner's model address may be a loopback one (quay dev, tests). Off unless
 # set; the CDK app never sets it (tests/infra checks the template).
 ALLOW_LOOPBACK_ENV = "ALLOW_LOOPBACK_MODEL_URLS"
 DEFAULT_SECRET_PREFIX = "quayutec"
+# Secrets are named {SECRET_PREFIX}/{STAGE}/{company}/{provider}: a dev stage in the same
+# account never reads or overwrites prod's keys.
+STAGE_ENV = "STAGE"
+DEFAULT_STAGE = "dev"
 
 
 # --------------------------------------------------------------------------- functions
@@ -157,19 +168,19 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
     FunctionDef("FinishFunction", "quayutec.handlers.finish.handler", "FinishFunctionArn",
                 touches=("ledger:write",)),
     FunctionDef("RecordFailureFunction", "quayutec.handlers.record_failure.handler",
-                "RecordFailureFunctionArn", touches=("room:read", "ledger:write")),
+                "RecordFailureFunctionArn", touches=("room:write", "ledger:write")),
     FunctionDef("StreamDispatchFunction", "quayutec.handlers.stream_dispatch.handler",
                 touches=("room:stream", "queue:send")),
     FunctionDef("WakeConsumerFunction", "quayutec.handlers.wake_consumer.handler",
                 touches=("queue:consume", "states:start", "ledger:write")),
     FunctionDef("ReconcilerFunction", "quayutec.handlers.reconciler.handler",
-                touches=("ledger:write", "room:read")),
+                touches=("ledger:write", "room:write")),
     # The room API behind API Gateway (issue 4). API Gateway's integration timeout is 29 s.
-    # Beyond these touches, infra/quayinfra/api.py grants the API role what no touch names yet:
-    # setting/rotating provider keys and answering task tokens. The idempotency table still
-    # needs a touch of its own (not granted yet: see infra/quayinfra/api.py).
+    # It sets or rotates provider keys ("secrets:write": create / put / describe, never
+    # GetSecretValue: only CallModel reads keys); infra/quayinfra/api.py also grants it the
+    # answers to approval task tokens.
     FunctionDef("ApiFunction", "quayutec.handlers.api.handler", timeout_s=29,
-                touches=("room:read", "room:write", "ledger:read", "secrets:read", "idempotency:write")),
+                touches=("room:read", "room:write", "ledger:read", "secrets:write", "idempotency:write")),
     FunctionDef("AuthorizerFunction", "quayutec.handlers.authorizer.handler", timeout_s=10, memory_mb=256,
                 touches=("room:read",)),
 )
@@ -190,6 +201,7 @@ SETTING_DEFAULTS: dict[str, str] = {
     "FILE_PASSAGES": "5",
     "MAX_FILE_CHUNKS": "2000",
     SECRET_PREFIX_ENV: DEFAULT_SECRET_PREFIX,
+    STAGE_ENV: DEFAULT_STAGE,
     "POWERTOOLS_SERVICE_NAME": "quayutec",
     "POWERTOOLS_METRICS_NAMESPACE": "Quayutec",
 }

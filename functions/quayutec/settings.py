@@ -34,6 +34,7 @@ class Settings(BaseModel):
     file_passages: int = Field(default=5, ge=0, le=50, alias="FILE_PASSAGES")
     max_file_chunks: int = Field(default=2000, ge=1, alias="MAX_FILE_CHUNKS")
     secret_prefix: str = Field(default=r.DEFAULT_SECRET_PREFIX, alias=r.SECRET_PREFIX_ENV)
+    stage: str = Field(default=r.DEFAULT_STAGE, min_length=1, pattern=r"^[A-Za-z0-9-]+$", alias=r.STAGE_ENV)
 
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")

@@ -7,15 +7,14 @@ one stage with JSON access logs, X-Ray tracing, metrics and throttling.
 * ``GET /openapi.json`` and ``GET /docs``: the OpenAPI document and Swagger UI, public.
 
 The functions come from the factory (``Functions``, from ``resources.FUNCTIONS``); what the API
-role needs beyond its ``touches`` is granted here: set/rotate provider keys in Secrets Manager
-(under the secret prefix only) and answer approval task tokens of the state machine.
+role needs beyond its ``touches`` is granted here: answer approval task tokens of the state
+machine. (Setting/rotating provider keys is its "secrets:write" touch.)
 """
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -32,6 +31,40 @@ AUTHORIZER_CACHE_TTL = Duration.minutes(5)  # a revoked token stops working with
 THROTTLE_RATE = 50  # requests per second, steady
 THROTTLE_BURST = 100
 
+# API Gateway's own answers (no Lambda reached) in the API's error shape
+# ({"error": code, "message": text, "fields": []}, quayutec/api/errors.py): response type ->
+# (status, error code). Codes are the API's words (unauthenticated, forbidden, not_found,
+# payload_too_large, invalid_input, unavailable, internal_error, bad_request) plus "throttled"
+# for the stage's rate limits, which only the gateway applies.
+GATEWAY_RESPONSES: dict[str, tuple[str, str]] = {
+    "DEFAULT_4XX": ("400", "bad_request"),
+    "DEFAULT_5XX": ("500", "internal_error"),
+    "UNAUTHORIZED": ("401", "unauthenticated"),
+    "ACCESS_DENIED": ("403", "forbidden"),
+    "EXPIRED_TOKEN": ("401", "unauthenticated"),
+    "INVALID_API_KEY": ("403", "forbidden"),
+    # No such resource/method: API Gateway says 403 "Missing Authentication Token"; the API
+    # answers an unknown route with 404.
+    "MISSING_AUTHENTICATION_TOKEN": ("404", "not_found"),
+    "RESOURCE_NOT_FOUND": ("404", "not_found"),
+    "REQUEST_TOO_LARGE": ("413", "payload_too_large"),
+    "BAD_REQUEST_PARAMETERS": ("400", "invalid_input"),
+    "BAD_REQUEST_BODY": ("400", "invalid_input"),
+    "UNSUPPORTED_MEDIA_TYPE": ("415", "invalid_input"),
+    "THROTTLED": ("429", "throttled"),
+    "QUOTA_EXCEEDED": ("429", "throttled"),
+    "INTEGRATION_FAILURE": ("502", "unavailable"),
+    "INTEGRATION_TIMEOUT": ("504", "unavailable"),
+    "AUTHORIZER_FAILURE": ("500", "internal_error"),
+    "AUTHORIZER_CONFIGURATION_ERROR": ("500", "internal_error"),
+}
+RETRY_AFTER = {"429": "1", "502": "1", "504": "1"}
+
+
+def gateway_response_template(code: str) -> str:
+    """The body API Gateway sends: $context.error.messageString is already a quoted JSON string."""
+    return ('{"error": "' + code + '", "message": $context.error.messageString, "fields": []}')
+
 
 class Api(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, storage: Storage,
@@ -45,20 +78,7 @@ class Api(Construct):
         api_role = functions.roles["ApiFunction"]
 
         # -------------------------------------------------------------- what touches do not name
-        stack = Stack.of(self)
-        prefix = settings.secret_prefix
-        api_role.add_to_policy(iam.PolicyStatement(
-            actions=["secretsmanager:CreateSecret", "secretsmanager:PutSecretValue",
-                     "secretsmanager:DescribeSecret"],
-            resources=[stack.format_arn(service="secretsmanager", resource="secret",
-                                        resource_name=f"{prefix}/*", arn_format=ArnFormat.COLON_RESOURCE_NAME)],
-        ))
-        nag.acknowledge(
-            api_role, "IAM5",
-            f"Registering an agent sets or rotates its company's provider key, one secret per company "
-            f"and provider under '{prefix}/' (SPEC §5): the names are not known at deploy time, the "
-            f"prefix is the narrowest scope.",
-            f"Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:{prefix}/*")
+        # (Provider keys: the ApiFunction's "secrets:write" touch, Functions.)
         state_machine.grant_task_response(api_role)  # approve / deny a held action (SendTaskSuccess/Failure)
 
         # -------------------------------------------------------------- the REST API
@@ -74,7 +94,13 @@ class Api(Construct):
             rest_api_name=f"quayutec-{settings.stage}",
             description="Quayutec room API: rooms, members, agents, messages, tasks, memory, approvals, runs",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            cloud_watch_role=False,  # the account-wide logging role is not this stack's to own
+            # Access logging needs the account's API Gateway CloudWatch role (a per-region
+            # account setting): without it the first deploy fails at the stage ("CloudWatch
+            # Logs role ARN must be set in account settings"). The stack sets it
+            # (AWS::ApiGateway::Account + a role with AmazonAPIGatewayPushToCloudWatchLogs) and
+            # retains the role, so destroying one stage never breaks another stage's logging.
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
             deploy_options=apigw.StageOptions(
                 stage_name=settings.stage,
                 access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
@@ -107,13 +133,24 @@ class Api(Construct):
                 method, "COG4",
                 "The OpenAPI document and Swagger UI are public on purpose (no data); every other route "
                 "uses the Lambda authorizer.")
-        for response_type, status in ((apigw.ResponseType.UNAUTHORIZED, "401"),
-                                      (apigw.ResponseType.ACCESS_DENIED, "403")):
+        for type_name, (status, code) in GATEWAY_RESPONSES.items():
+            headers = {"Content-Type": "'application/json'"}
+            if status in RETRY_AFTER:
+                headers["Retry-After"] = f"'{RETRY_AFTER[status]}'"
             self.rest_api.add_gateway_response(
-                f"{response_type.response_type}Response", type=response_type, status_code=status,
-                templates={"application/json": '{"error": "unauthenticated", "message": $context.error.messageString}'
-                           if status == "401" else
-                           '{"error": "forbidden", "message": $context.error.messageString}'})
+                f"{type_name}Response", type=apigw.ResponseType.of(type_name), status_code=status,
+                response_headers=headers,
+                templates={"application/json": gateway_response_template(code)})
+        cw_role = self.rest_api.node.try_find_child("CloudWatchRole")
+        if cw_role is not None:
+            nag.acknowledge(
+                cw_role, "IAM4",
+                "API Gateway's account-level CloudWatch role: AWS documents the managed policy "
+                "AmazonAPIGatewayPushToCloudWatchLogs for it (the service writes every API's "
+                "execution and access logs of the region through this one role, so no "
+                "narrower resource is known here).",
+                "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AmazonAPIGatewayPushToCloudWatchLogs")
 
         nag.acknowledge(
             self.rest_api, "APIG2",
@@ -127,9 +164,11 @@ class Api(Construct):
             "stage where one exists.")
         nag.acknowledge(
             self.rest_api, "APIG6",
-            "Execution logging needs the account-wide API Gateway CloudWatch role "
-            "(AWS::ApiGateway::Account), a per-region singleton this stack must not own; every request "
-            "is in the JSON access log and the API function logs each one.")
+            "Execution logging (per-method INFO/ERROR logs of the gateway itself) is left off: "
+            "every request is in the stage's JSON access log (status, path, latency, caller) and "
+            "the API function logs each one with its error. The account CloudWatch role this "
+            "stack sets (cloud_watch_role) lets an operator turn it on for the stage when "
+            "debugging the gateway.")
         nag.acknowledge(
             self.rest_api, "COG4",
             "Callers are companies' people with bearer tokens stored hashed and checked by a Lambda "

@@ -14,6 +14,10 @@ logRetentionDays       30         retention of every Lambda / state-machine log 
                                   (one of CloudWatch's allowed values: 1, 3, 5, 7, 14, 30 ...)
 logExecutionData       false      state-machine logs include execution input/output
                                   (ids only, but approval task tokens pass there too)
+runDataExpiryDays      30         run data objects (``runs/`` in the run-data bucket)
+                                  expire after this many days (a lifecycle rule)
+alarmEmail             (none)     an address subscribed (by email) to the alarm topic; AWS
+                                  sends a confirmation mail that must be accepted
 =====================  =========  ==========================================================
 
 Runtime settings: every entry of ``quayutec.resources.SETTING_DEFAULTS`` can be overridden by
@@ -21,8 +25,9 @@ the camelCase of its name, e.g. ``approvalTimeoutSeconds`` (APPROVAL_TIMEOUT_SEC
 86400, at most 604800 so that approval + run limit fit the ASL's execution TimeoutSeconds),
 ``hopLimit`` (8), ``modelTimeoutSeconds`` (120, below CallModel's Lambda timeout),
 ``runTimeLimitSeconds`` (300), ``recentMessages`` (50), ``memoryLines`` (100),
-``filePassages`` (5), ``maxFileChunks`` (2000), ``secretPrefix`` ("quayutec": the runs read
-only secrets named ``<secretPrefix>/...``). The values become the Lambda environment.
+``filePassages`` (5), ``maxFileChunks`` (2000), ``secretPrefix`` ("quayutec": provider keys
+are the secrets ``<secretPrefix>/<stage>/<company>/<provider>``). STAGE is the ``stage`` above.
+The values become the Lambda environment.
 """
 
 from __future__ import annotations
@@ -50,8 +55,9 @@ LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
 # Hard limits of the run (SPEC §2): not settings.
 MAX_APPROVAL_TIMEOUT_SECONDS = 604_800  # 7 days
 
-DEFAULT_STAGE = "dev"
+DEFAULT_STAGE = R.DEFAULT_STAGE
 DEFAULT_LOG_RETENTION_DAYS = 30
+DEFAULT_RUN_DATA_EXPIRY_DAYS = 30
 
 _RETENTION_BY_DAYS: dict[int, logs.RetentionDays] = {
     1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS,
@@ -109,6 +115,8 @@ class Settings:
     log_retention_days: int
     log_execution_data: bool
     runtime: dict[str, str]  # SETTING_DEFAULTS names -> values (the Lambda environment)
+    run_data_expiry_days: int = DEFAULT_RUN_DATA_EXPIRY_DAYS
+    alarm_email: str | None = None
 
     @property
     def stack_name(self) -> str:
@@ -145,13 +153,21 @@ class Settings:
 
         runtime = {name: str(get(context_key(name), default))
                    for name, default in R.SETTING_DEFAULTS.items()}
+        runtime[R.STAGE_ENV] = stage  # secret names carry the stage (SPEC §5)
         cls._validate_runtime(runtime)
+        expiry = _as_int("runDataExpiryDays",
+                         get("runDataExpiryDays", DEFAULT_RUN_DATA_EXPIRY_DAYS), minimum=1)
+        email = str(get("alarmEmail", "")).strip() or None
+        if email is not None and ("@" not in email or any(c.isspace() for c in email)):
+            raise SettingsError(f"context alarmEmail={email!r}: an email address")
         return cls(
             stage=stage,
             removal_policy=policies[policy_name.lower()],
             log_retention_days=days,
             log_execution_data=_as_bool("logExecutionData", get("logExecutionData", False)),
             runtime=runtime,
+            run_data_expiry_days=expiry,
+            alarm_email=email,
         )
 
     @staticmethod

@@ -52,11 +52,33 @@ DDB_IDEMPOTENCY_EXTRA = ["dynamodb:DeleteItem"]
 
 KNOWN_TOUCHES = frozenset({
     *(f"{t}:{m}" for t in _TABLE_TOUCHES for m in ("read", "write")),
-    "room:stream", "rundata:read", "rundata:write", "secrets:read",
+    "room:stream", "rundata:read", "rundata:write", "secrets:read", "secrets:write",
     "queue:send", "queue:consume", "states:start",
 })
 
 STATE_MACHINE_TOUCH = "states:start"
+
+# Provider keys (SPEC §5): only CallModel reads a value; the API sets or rotates keys without
+# reading them (create, on ResourceExistsException put a new version; describe for
+# "key_stored").
+SECRETS_READ = ["secretsmanager:GetSecretValue"]
+SECRETS_WRITE = ["secretsmanager:CreateSecret", "secretsmanager:PutSecretValue",
+                 "secretsmanager:DescribeSecret"]
+
+
+def secret_arn_pattern(scope: Construct, settings: Settings) -> str:
+    """The ARN of every provider key of this stage: ``<prefix>/<stage>/*``."""
+    return Stack.of(scope).format_arn(
+        service="secretsmanager", resource="secret",
+        resource_name=f"{settings.secret_prefix}/{settings.stage}/*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME)
+
+
+def secret_finding(settings: Settings) -> str:
+    """The cdk-nag IAM5 finding id of :func:`secret_arn_pattern`."""
+    return (f"Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:"
+            f"secret:{settings.secret_prefix}/{settings.stage}/*")
+
 
 XRAY_REASON = ("Active tracing: xray:PutTraceSegments/PutTelemetryRecords support no "
                "resource-level permissions, AWS requires Resource '*' "
@@ -192,24 +214,19 @@ class Functions(Construct):
                 f"Run data objects are keyed by run id under the '{RUN_DATA_PREFIX}' prefix: "
                 "the run ids are not known at deploy time, the prefix is the narrowest scope.",
                 f"Resource::<{R.RUN_DATA_BUCKET.logical_id}.Arn>/{RUN_DATA_PREFIX}*")
-        elif touch == "secrets:read":
-            stack = Stack.of(self)
-            prefix = self._settings.secret_prefix
+        elif what == "secrets":
+            scope = f"{self._settings.secret_prefix}/{self._settings.stage}/"
             role.add_to_policy(iam.PolicyStatement(
-                actions=["secretsmanager:GetSecretValue"],
-                resources=[stack.format_arn(
-                    service="secretsmanager", resource="secret",
-                    resource_name=f"{prefix}/*",
-                    arn_format=ArnFormat.COLON_RESOURCE_NAME)],
-            ))
-            nag.acknowledge(
-                role, "IAM5",
-                f"Provider keys are one secret per company and provider under '{prefix}/' "
-                "(SPEC §5), created when agents are registered: the prefix is the narrowest "
-                "scope known at deploy time; the handler reads only its agent's company's "
-                "secret.",
-                f"Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
-                f"<AWS::AccountId>:secret:{prefix}/*")
+                actions=SECRETS_READ if mode == "read" else SECRETS_WRITE,
+                resources=[secret_arn_pattern(self, self._settings)]))
+            reason = (
+                f"Provider keys are one secret per company and provider under '{scope}' "
+                "(SPEC §5), created when agents are registered: the names are not known at "
+                "deploy time, the prefix and stage are the narrowest scope. ")
+            reason += ("The handler reads only its agent's company's secret." if mode == "read"
+                       else "The API creates or rotates a key (never reads one), only for the "
+                            "caller's own company.")
+            nag.acknowledge(role, "IAM5", reason, secret_finding(self._settings))
         elif touch == "queue:send":
             self._queues[R.WAKE_QUEUE.logical_id].grant_send_messages(role)
         elif touch == "queue:consume":

@@ -102,11 +102,13 @@ def physical_ids(cfn: Any, stack_name: str) -> dict[str, str]:
 
 
 def resolve(value: Any, template: dict[str, Any], lambda_client: Any,
-            ids: dict[str, str]) -> str:
-    """Resolve the intrinsics CDK uses in DefinitionSubstitutions (Ref, Fn::GetAtt X.Arn of a
-    Lambda function, plain strings)."""
+            ids: dict[str, str], partition: str = "aws") -> str:
+    """Resolve the intrinsics CDK uses in DefinitionSubstitutions (Ref, Ref AWS::Partition,
+    Fn::GetAtt X.Arn of a Lambda function, plain strings)."""
     if isinstance(value, str):
         return value
+    if value == {"Ref": "AWS::Partition"}:
+        return partition
     if "Ref" in value:
         return ids[value["Ref"]]
     if "Fn::GetAtt" in value:

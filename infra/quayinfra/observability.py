@@ -1,31 +1,89 @@
-"""Observability: CloudWatch alarms on what needs a person.
+"""Observability: CloudWatch alarms on what needs a person, an SNS topic they publish to, and
+one dashboard.
+
+Alarms:
 
 * a message in a dead-letter / failed-events queue (a poison wake, an undeliverable event);
 * agent-run executions that failed or timed out (ExecutionsFailed / ExecutionsTimedOut);
 * errors of any Lambda function.
 
-Alarms have no action yet: ``self.alarms`` is the place to attach an SNS topic / pager.
+Every alarm publishes to ``self.topic`` (subscribe people or a pager to it; the context value
+``alarmEmail`` subscribes one address). The topic is encrypted with a customer-managed key
+whose policy lets CloudWatch use it: with the SNS-managed key (alias/aws/sns) CloudWatch cannot
+publish and alarm notifications are dropped silently.
+
+The dashboard shows runs by final status, model requests by outcome, pending approvals (metrics
+the runtime emits with Powertools, namespace POWERTOOLS_METRICS_NAMESPACE, dimension
+``service``), wake DLQ depth and the phase functions' errors and durations.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from quayutec import resources as R
+
+from .config import Settings
+
 PERIOD = Duration.minutes(5)
+
+# Final statuses of a run (quayutec.models.FINAL_STATUSES) -> the metric the runtime emits
+# (quayutec.logic.run: "RunCompleted", f"Run_{status}" from close_failed_run).
+RUN_STATUS_METRICS = {
+    "completed": "RunCompleted",
+    "failed_before_reply": "Run_failed_before_reply",
+    "failed_after_reply": "Run_failed_after_reply",
+    "timed_out": "Run_timed_out",
+}
+# Model request outcomes (ModelRequestRecord.outcome): f"ModelRequest_{outcome}".
+MODEL_REQUEST_OUTCOMES = ("ok", "error", "lost")
+APPROVAL_REQUESTED = "ApprovalRequested"
+APPROVAL_CLOSED = "ApprovalClosed"
 
 
 class Observability(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *,
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings,
                  queues: dict[str, sqs.IQueue], state_machine: sfn.StateMachine,
                  functions: dict[str, lambda_.IFunction]) -> None:
         super().__init__(scope, construct_id)
         self.alarms: dict[str, cw.Alarm] = {}
+        self._settings = settings
 
+        # ------------------------------------------------------------------ the alarm topic
+        self.key = kms.Key(
+            self, "AlarmTopicKey",
+            description=f"quayutec {settings.stage}: alarm topic encryption",
+            enable_key_rotation=True,
+            removal_policy=(RemovalPolicy.RETAIN if settings.removal_policy == RemovalPolicy.RETAIN
+                            else RemovalPolicy.DESTROY),
+        )
+        # CloudWatch publishes alarm notifications to the encrypted topic.
+        self.key.add_to_resource_policy(iam.PolicyStatement(
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            resources=["*"],  # in a key policy, "*" is this key
+        ))
+        self.topic = sns.Topic(
+            self, "AlarmTopic",
+            display_name=f"Quayutec {settings.stage} alarms",
+            master_key=self.key,
+            enforce_ssl=True,
+        )
+        if settings.alarm_email:
+            self.topic.add_subscription(subs.EmailSubscription(settings.alarm_email))
+        self._action = cw_actions.SnsAction(self.topic)
+
+        # ------------------------------------------------------------------ alarms
         for name, queue in queues.items():
             self._alarm(
                 f"{name}Depth",
@@ -45,6 +103,10 @@ class Observability(Construct):
                         fn.metric_errors(period=PERIOD, statistic=cw.Stats.SUM),
                         f"{logical_id} raised errors")
 
+        # ------------------------------------------------------------------ dashboard
+        self.dashboard = self._dashboard(queues, state_machine, functions)
+
+    # ---------------------------------------------------------------------- helpers
     def _alarm(self, name: str, metric: cw.IMetric, description: str) -> cw.Alarm:
         alarm = cw.Alarm(
             self, name,
@@ -55,5 +117,63 @@ class Observability(Construct):
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             alarm_description=description,
         )
+        alarm.add_alarm_action(self._action)
         self.alarms[name] = alarm
         return alarm
+
+    def _app_metric(self, name: str, label: str) -> cw.Metric:
+        """A metric the runtime emits through Powertools Metrics (EMF)."""
+        runtime = self._settings.runtime
+        return cw.Metric(
+            namespace=runtime["POWERTOOLS_METRICS_NAMESPACE"], metric_name=name,
+            dimensions_map={"service": runtime["POWERTOOLS_SERVICE_NAME"]},
+            statistic=cw.Stats.SUM, period=PERIOD, label=label)
+
+    def _dashboard(self, queues: dict[str, sqs.IQueue], state_machine: sfn.StateMachine,
+                   functions: dict[str, lambda_.IFunction]) -> cw.Dashboard:
+        phases = [f.logical_id for f in R.FUNCTIONS if f.asl_placeholder]
+        dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.days(1))
+        requested = self._app_metric(APPROVAL_REQUESTED, "requested")
+        closed = self._app_metric(APPROVAL_CLOSED, "closed")
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Runs by final status", width=12, stacked=True,
+                left=[self._app_metric(m, status) for status, m in RUN_STATUS_METRICS.items()]),
+            cw.GraphWidget(
+                title="Model requests by outcome", width=12, stacked=True,
+                left=[self._app_metric(f"ModelRequest_{o}", o) for o in MODEL_REQUEST_OUTCOMES]),
+        )
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Pending approvals (requested - closed, summed over the shown range)",
+                width=12,
+                left=[cw.MathExpression(
+                    expression="RUNNING_SUM(FILL(requested, 0) - FILL(closed, 0))",
+                    using_metrics={"requested": requested, "closed": closed},
+                    label="pending", period=PERIOD)],
+                right=[requested, closed]),
+            cw.GraphWidget(
+                title="Wake DLQ and failed-events depth", width=12,
+                left=[q.metric_approximate_number_of_messages_visible(
+                    period=PERIOD, statistic=cw.Stats.MAXIMUM, label=name)
+                    for name, q in queues.items()]),
+        )
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Phase errors", width=12,
+                left=[functions[p].metric_errors(period=PERIOD, statistic=cw.Stats.SUM, label=p)
+                      for p in phases]),
+            cw.GraphWidget(
+                title="Phase durations (p90)", width=12,
+                left=[functions[p].metric_duration(period=PERIOD, statistic="p90", label=p)
+                      for p in phases]),
+        )
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Agent-run executions", width=24,
+                left=[state_machine.metric_started(period=PERIOD, label="started"),
+                      state_machine.metric_succeeded(period=PERIOD, label="succeeded"),
+                      state_machine.metric_failed(period=PERIOD, label="failed"),
+                      state_machine.metric_timed_out(period=PERIOD, label="timed out")]),
+        )
+        return dashboard

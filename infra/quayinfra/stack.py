@@ -41,7 +41,7 @@ class QuayutecStack(Stack):
             function=self.functions[R.FUNCTIONS_BY_ID["ReconcilerFunction"]],
             failed_events=self.wakes.failed_events)
         self.observability = Observability(
-            self, "Observability",
+            self, "Observability", settings=settings,
             queues={**{q.node.id: q for q in self.wakes.dead_letter_queues},
                     self.wakes.failed_events.node.id: self.wakes.failed_events},
             state_machine=state_machine,

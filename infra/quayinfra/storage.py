@@ -36,7 +36,7 @@ class Storage(Construct):
         for tdef in R.TABLES:
             self.tables[tdef.logical_id] = self._table(tdef, settings.removal_policy)
         self.buckets: dict[str, s3.Bucket] = {
-            bdef.logical_id: self._bucket(bdef, settings.removal_policy) for bdef in R.BUCKETS
+            bdef.logical_id: self._bucket(bdef, settings) for bdef in R.BUCKETS
         }
 
     def table(self, tdef: R.TableDef) -> dynamodb.Table:
@@ -76,7 +76,8 @@ class Storage(Construct):
         table.node.default_child.override_logical_id(tdef.logical_id)
         return table
 
-    def _bucket(self, bdef: R.BucketDef, removal: RemovalPolicy) -> s3.Bucket:
+    def _bucket(self, bdef: R.BucketDef, settings: Settings) -> s3.Bucket:
+        removal = settings.removal_policy
         bucket = s3.Bucket(
             self, bdef.logical_id,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
@@ -84,9 +85,16 @@ class Storage(Construct):
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             versioned=False,
-            lifecycle_rules=[s3.LifecycleRule(
-                id="abort-incomplete-uploads",
-                abort_incomplete_multipart_upload_after=Duration.days(1))],
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="abort-incomplete-uploads",
+                    abort_incomplete_multipart_upload_after=Duration.days(1)),
+                # Run data is per-run working state (context, model replies): the ledger keeps
+                # the record, the objects expire (context value runDataExpiryDays).
+                s3.LifecycleRule(
+                    id="expire-run-data", prefix=RUN_DATA_PREFIX,
+                    expiration=Duration.days(settings.run_data_expiry_days)),
+            ],
             # No auto_delete_objects: it is a custom resource (a Node Lambda outside the
             # package). With "destroy", empty the bucket before `cdk destroy`.
             removal_policy=removal,

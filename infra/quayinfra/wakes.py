@@ -30,6 +30,9 @@ STREAM_RETRY_ATTEMPTS = 3
 STREAM_MAX_RECORD_AGE = Duration.hours(1)
 WAKE_BATCH_SIZE = 10
 WAKE_BATCHING_WINDOW = Duration.seconds(0)
+# AWS: "set the source queue's visibility timeout to at least six times the timeout that you
+# configure on your function" (Lambda with Amazon SQS), so retries after throttling fit.
+VISIBILITY_TO_TIMEOUT = 6
 RETENTION = Duration.days(14)  # the longest SQS keeps messages: time to look at failures
 
 
@@ -77,7 +80,9 @@ class Wakes(Construct):
         self._check_visibility()
         dispatch.add_event_source(sources.DynamoEventSource(
             self._storage.table(R.ROOM_TABLE),
-            starting_position=lambda_.StartingPosition.LATEST,
+            # TRIM_HORIZON: records written while the mapping is created or replaced are
+            # still dispatched (LATEST would skip them); a repeat is harmless (SPEC §3).
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
             batch_size=STREAM_BATCH_SIZE,
             bisect_batch_on_error=True,
             retry_attempts=STREAM_RETRY_ATTEMPTS,
@@ -95,6 +100,8 @@ class Wakes(Construct):
     @staticmethod
     def _check_visibility() -> None:
         fdef = R.FUNCTIONS_BY_ID["WakeConsumerFunction"]
-        if R.WAKE_QUEUE.visibility_timeout_s < fdef.timeout_s:
-            raise ValueError("the wake queue's visibility timeout must be at least the "
-                             "WakeConsumer's timeout (AWS rejects the mapping otherwise)")
+        if R.WAKE_QUEUE.visibility_timeout_s < VISIBILITY_TO_TIMEOUT * fdef.timeout_s:
+            raise ValueError(
+                f"the wake queue's visibility timeout ({R.WAKE_QUEUE.visibility_timeout_s} s) must "
+                f"be at least {VISIBILITY_TO_TIMEOUT}x the WakeConsumer's timeout "
+                f"({fdef.timeout_s} s), as AWS asks for SQS event sources")

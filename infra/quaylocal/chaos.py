@@ -319,8 +319,8 @@ class ChaosLab:
             d.room.put_company(Company(id="acme", people=["ann"], rights=RightsPolicy(actions={"close_task": "ask"})))
             d.room.put_company(Company(id="bolt", people=["bob"]))
             sm = self.stack.client("secretsmanager")
-            sm.create_secret(Name="quayutec/acme/anthropic", SecretString=self.keys["acme"])
-            sm.create_secret(Name="quayutec/bolt/openai", SecretString=self.keys["bolt"])
+            sm.create_secret(Name=quay_deps.secret_name(d.settings, "acme", "anthropic"), SecretString=self.keys["acme"])
+            sm.create_secret(Name=quay_deps.secret_name(d.settings, "bolt", "openai"), SecretString=self.keys["bolt"])
         except BaseException:
             self.__exit__()
             raise

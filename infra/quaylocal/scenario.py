@@ -265,7 +265,7 @@ class Player:
             base_url = server.base_url("openai-compatible") if a.provider == "openai-compatible" else None
             d.room.put_agent(Agent(id=a.id, company=a.company, provider=a.provider, model=a.model,
                                    instructions=a.instructions, base_url=base_url))
-            name = quay_deps.secret_name(d.settings.secret_prefix, a.company, a.provider)
+            name = quay_deps.secret_name(d.settings, a.company, a.provider)
             try:
                 sm.create_secret(Name=name, SecretString=self.company_keys[a.company])
             except sm.exceptions.ResourceExistsException:

@@ -503,8 +503,11 @@ class LocalStack:
             raise RuntimeError(f"mirrored state machine {made['stateMachineArn']} != deployed {arn}")
 
     def definition_substitutions(self) -> dict[str, str]:
-        """``${Placeholder}`` → function ARN, the same mapping the CDK app provides."""
-        return {f.asl_placeholder: self.function_arns[f.logical_id] for f in r.FUNCTIONS if f.asl_placeholder}
+        """``${Placeholder}`` → function ARN (and ``${Partition}`` → "aws"), the same mapping
+        the CDK app provides."""
+        subs = {f.asl_placeholder: self.function_arns[f.logical_id] for f in r.FUNCTIONS if f.asl_placeholder}
+        subs[r.ASL_PARTITION_PLACEHOLDER] = "aws"
+        return subs
 
     def invoke(self, logical_id: str, event: dict[str, Any]) -> dict[str, Any]:
         """Invoke a function through moto's Lambda (so through the in-process seam)."""

@@ -163,7 +163,7 @@ def test_one_wake_plays_through_the_deployed_resources(deployed, server):
     d.room.put_room(Room(id="quay", members=["harbour"]))
     d.room.add_room_agent("quay", "h1")
     stack.client("secretsmanager").create_secret(
-        Name=quay_deps.secret_name(d.settings.secret_prefix, "harbour", "anthropic"),
+        Name=quay_deps.secret_name(d.settings, "harbour", "anthropic"),
         SecretString=KEY)
     stack.wait_quiet(30)
 

@@ -81,7 +81,8 @@ def test_wake_queue_redrives_to_dlq(resources):
         "maxReceiveCount": R.WAKE_QUEUE.max_receive_count}
     assert queue["VisibilityTimeout"] == R.WAKE_QUEUE.visibility_timeout_s
     consumer = R.FUNCTIONS_BY_ID["WakeConsumerFunction"]
-    assert queue["VisibilityTimeout"] >= consumer.timeout_s
+    consumer_timeout = resources[consumer.logical_id]["Properties"]["Timeout"]
+    assert queue["VisibilityTimeout"] >= 6 * consumer_timeout  # what AWS asks for SQS sources
     for qdef in R.QUEUES:
         assert resources[qdef.logical_id]["Properties"]["SqsManagedSseEnabled"] is True
 
@@ -107,7 +108,7 @@ def test_stream_dispatch_reads_the_room_stream_with_bisect_retry_and_on_failure(
     assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     dest = m["DestinationConfig"]["OnFailure"]["Destination"]
     assert resources[dest["Fn::GetAtt"][0]]["Type"] == "AWS::SQS::Queue"
-    assert m["StartingPosition"] == "LATEST"
+    assert m["StartingPosition"] == "TRIM_HORIZON"  # LATEST skips records written meanwhile
 
 
 # --------------------------------------------------------------------------- run engine
@@ -131,7 +132,8 @@ def test_definition_is_the_asl_file_and_placeholders_match_substitutions(resourc
     assert in_asl, "the ASL has no placeholders?"
     assert set(subs) == in_asl
     expected = {f.asl_placeholder: f.logical_id for f in R.FUNCTIONS if f.asl_placeholder}
-    assert set(expected) == in_asl
+    assert set(expected) | {R.ASL_PARTITION_PLACEHOLDER} == in_asl
+    assert subs.pop(R.ASL_PARTITION_PLACEHOLDER) == {"Ref": "AWS::Partition"}
     for key, value in subs.items():
         assert value == {"Fn::GetAtt": [expected[key], "Arn"]}
 
@@ -288,21 +290,33 @@ def test_claim_role_writes_only_the_claim_and_ledger_tables(resources):
         assert not {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:*"} & set(as_list(s["Action"]))
 
 
-def test_call_model_reads_only_secrets_under_the_prefix(resources):
+def test_call_model_reads_only_secrets_under_the_prefix_and_stage(resources):
     stmts = statements_of_role(resources, role_of_function(resources, "CallModelFunction"))
     secrets = [s for s in stmts if any(a.startswith("secretsmanager:")
                                        for a in as_list(s["Action"]))]
     assert [as_list(s["Action"]) for s in secrets] == [["secretsmanager:GetSecretValue"]]
     (resource,) = as_list(secrets[0]["Resource"])
     assert flat(resource) == (f"arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
-                              f"<AWS::AccountId>:secret:{R.DEFAULT_SECRET_PREFIX}/*")
+                              f"<AWS::AccountId>:secret:{R.DEFAULT_SECRET_PREFIX}/dev/*")
 
 
-def test_only_secret_readers_touch_secrets(resources):
+def test_only_secret_touchers_touch_secrets_and_only_call_model_reads_values(resources):
     for fdef in R.FUNCTIONS:
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
-        has = any(a.startswith("secretsmanager:") for s in stmts for a in as_list(s["Action"]))
-        assert has == ("secrets:read" in fdef.touches), fdef.logical_id
+        actions = {a for s in stmts for a in as_list(s["Action"]) if a.startswith("secretsmanager:")}
+        assert bool(actions) == any(t.startswith("secrets:") for t in fdef.touches), fdef.logical_id
+        reads = "secretsmanager:GetSecretValue" in actions
+        assert reads == (fdef.logical_id == "CallModelFunction"), fdef.logical_id
+
+
+def test_api_sets_keys_without_reading_them(resources):
+    stmts = statements_of_role(resources, role_of_function(resources, "ApiFunction"))
+    secrets = [s for s in stmts if any(a.startswith("secretsmanager:") for a in as_list(s["Action"]))]
+    assert {a for s in secrets for a in as_list(s["Action"])} == {
+        "secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"}
+    assert {flat(r) for s in secrets for r in as_list(s["Resource"])} == {
+        f"arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:"
+        f"{R.DEFAULT_SECRET_PREFIX}/dev/*"}
 
 
 def test_table_access_follows_touches(resources):

@@ -80,7 +80,7 @@ def env() -> Iterator[Env]:
                 d.room.put_agent(agent)
                 d.room.add_room_agent("r1", agent.id)
                 stack.client("secretsmanager").create_secret(
-                    Name=quay_deps.secret_name(d.settings.secret_prefix, "acme", agent.provider), SecretString=KEY)
+                    Name=quay_deps.secret_name(d.settings, "acme", agent.provider), SecretString=KEY)
                 server.keys[agent.id] = KEY
             with stack.paused():
                 yield Env(stack, server)

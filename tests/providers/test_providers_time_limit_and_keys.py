@@ -91,7 +91,7 @@ class BoltSecretGone(Player):
 
     def _setup(self, stack: LocalStack, server: ProviderServer) -> None:
         super()._setup(stack, server)
-        name = quay_deps.secret_name(quay_deps.default_deps().settings.secret_prefix, "bolt", "anthropic")
+        name = quay_deps.secret_name(quay_deps.default_deps().settings, "bolt", "anthropic")
         stack.client("secretsmanager").delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
 
 
@@ -138,7 +138,7 @@ def test_keys_stay_in_secrets_manager_and_each_run_reads_only_its_company_s_secr
                                        for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
         sm = stack.client("secretsmanager")
         places["acme secret"] = sm.get_secret_value(
-            SecretId=quay_deps.secret_name(quay_deps.default_deps().settings.secret_prefix, "acme", "anthropic"))[
+            SecretId=quay_deps.secret_name(quay_deps.default_deps().settings, "acme", "anthropic"))[
             "SecretString"]
 
     result = player.play(inspect)

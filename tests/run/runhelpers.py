@@ -37,8 +37,8 @@ def make_room(env_stack: LocalStack, server: ProviderServer, *, policy: RightsPo
     d.room.add_room_agent("r1", "a1")
     d.room.add_room_agent("r1", "b1")
     sm = env_stack.client("secretsmanager")
-    sm.create_secret(Name="quayutec/acme/anthropic", SecretString=keys["acme"])
-    sm.create_secret(Name="quayutec/bolt/openai", SecretString=keys["bolt"])
+    sm.create_secret(Name=quay_deps.secret_name(d.settings, "acme", "anthropic"), SecretString=keys["acme"])
+    sm.create_secret(Name=quay_deps.secret_name(d.settings, "bolt", "openai"), SecretString=keys["bolt"])
     server.keys.update({"a1": keys["acme"], "b1": keys["bolt"]})
     return keys
 

@@ -13,7 +13,8 @@ from quayutec.settings import MAX_APPROVAL_TIMEOUT_SECONDS
 
 ASL_PATH = Path(__file__).resolve().parents[2] / "statemachines" / resources.STATE_MACHINE_FILE
 TRANSIENT = {"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException",
-             "Lambda.TooManyRequestsException", "Lambda.Unknown", "Sandbox.Timedout", "TransientError"}
+             "Lambda.ClientExecutionTimeoutException", "Lambda.Unknown", "Sandbox.Timedout", "TransientError"}
+THROTTLED = "Lambda.TooManyRequestsException"
 
 
 def _tasks(states: dict) -> list[tuple[str, dict]]:
@@ -29,7 +30,9 @@ def _tasks(states: dict) -> list[tuple[str, dict]]:
 def test_placeholders_equal_the_substitutions() -> None:
     text = ASL_PATH.read_text()
     placeholders = set(re.findall(r"\$\{([A-Za-z0-9]+)\}", text))
-    assert placeholders == {f.asl_placeholder for f in resources.FUNCTIONS if f.asl_placeholder}
+    assert placeholders == {f.asl_placeholder for f in resources.FUNCTIONS if f.asl_placeholder} | {
+        resources.ASL_PARTITION_PLACEHOLDER}
+    assert "arn:aws:" not in text  # the partition is a substitution (aws, aws-cn, aws-us-gov)
 
 
 def test_local_stack_substitutes_every_placeholder() -> None:
@@ -45,10 +48,16 @@ def test_local_stack_substitutes_every_placeholder() -> None:
 def test_retry_and_catch_on_every_phase() -> None:
     asl = json.loads(ASL_PATH.read_text())
     for name, task in _tasks(asl["States"]):
-        retried = {e for r in task["Retry"] for e in r["ErrorEquals"]}
-        assert retried == TRANSIENT, name
+        transient, throttled = task["Retry"]
+        assert set(transient["ErrorEquals"]) == TRANSIENT, name
+        assert transient["MaxAttempts"] <= 5 and transient["BackoffRate"] > 1, name
+        # Lambda throttling: its own retrier with AWS's recommended backoff.
+        assert throttled["ErrorEquals"] == [THROTTLED], name
+        assert throttled["MaxAttempts"] >= 6 and throttled["IntervalSeconds"] == 2, name
+        assert throttled["BackoffRate"] == 2, name
         for r in task["Retry"]:
-            assert r["MaxAttempts"] <= 5 and r["BackoffRate"] > 1 and r["JitterStrategy"] == "FULL", name
+            assert r["JitterStrategy"] == "FULL", name
+        assert task["Resource"].startswith("arn:${Partition}:states:::lambda:invoke"), name
         if name == "RecordFailure":
             assert "Catch" not in task  # its own failure ends the execution: the reconciler closes the run
         elif name == "RequestApproval":

@@ -120,7 +120,7 @@ class AgentIn(_In):
                                              "here and again after DNS resolution at each request); one "
                                              "request per call")
     api_key: SecretStr | None = Field(default=None, min_length=1, max_length=8192,
-                                      description="Stored in Secrets Manager as quayutec/{company}/{provider} "
+                                      description="Stored in Secrets Manager as quayutec/{stage}/{company}/{provider} "
                                                   "(set or rotated); never returned")
 
     @field_validator("base_url")

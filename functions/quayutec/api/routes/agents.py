@@ -1,5 +1,6 @@
 """Always-on agents of the caller's company. The provider key goes to Secrets Manager
-(``{prefix}/{company}/{provider}``, set or rotated, SPEC §5) and is never returned; another
+(``{prefix}/{stage}/{company}/{provider}``, set or rotated, SPEC §5; the API only
+creates, puts and describes secrets, it never reads a key) and is never returned; another
 company's agent configuration is never shown."""
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _key_stored(svc: Services, company: str, provider: str) -> bool:
 
     try:
         with transient_errors():
-            _secrets(svc).describe_secret(SecretId=secret_name(svc.deps.settings.secret_prefix, company, provider))
+            _secrets(svc).describe_secret(SecretId=secret_name(svc.deps.settings, company, provider))
         return True
     except ClientError as exc:
         if error_code(exc) == "ResourceNotFoundException":
@@ -49,7 +50,7 @@ def _store_key(svc: Services, company: str, provider: str, key: str) -> None:
     """Create the company's secret for the provider, or rotate it (a new version)."""
     from botocore.exceptions import ClientError
 
-    name = secret_name(svc.deps.settings.secret_prefix, company, provider)
+    name = secret_name(svc.deps.settings, company, provider)
     sm = _secrets(svc)
     with transient_errors():
         try:
