@@ -132,8 +132,12 @@ class QuayClient:
         return self.call("POST", "/agents", body)
 
     # ------------------------------------------------------------------ rooms
-    def create_room(self, room: str, members: list[str] | None = None) -> dict:
-        return self.call("POST", "/rooms", {"id": room, "members": members or []})
+    def create_room(self, name: str | None = None, members: list[str] | None = None) -> dict:
+        """Create a room; the service generates its id (the answer's ``id``), ``name`` is a label."""
+        body: dict[str, Any] = {"members": members or []}
+        if name is not None:
+            body["name"] = name
+        return self.call("POST", "/rooms", body)
 
     def room(self, room: str) -> dict:
         return self.call("GET", f"/rooms/{_seg(room)}")

@@ -15,7 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from quayutec import deps as quay_deps
+from quayutec.dal.directory import Directory
 from quayutec.logic.approvals import decide_approval
+from quayutec.logic.ids import new_room_id
 from quayutec.logic.retrieval import chunk_text
 from quayutec.logic.room_service import RoomService
 from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Wake
@@ -55,7 +57,7 @@ class SFile(_Strict):
 
 
 class SRoom(_Strict):
-    id: str
+    id: str  # the room's name (a label): the player maps it to the id of the room it creates
     members: list[str]
     files: list[SFile] = Field(default_factory=list)
 
@@ -202,6 +204,10 @@ class Player:
         self.time_scale = time_scale
         self.quiet_timeout_s = quiet_timeout_s
         self.company_keys = {c.id: f"sk-local-{c.id}-{secrets.token_hex(8)}" for c in scenario.companies}
+        # The scenario names its room; the service generates room ids (SPEC §5): the player maps
+        # the name to the id of the room it creates.
+        self.room_id = new_room_id()
+        self.rooms = {scenario.room.id: self.room_id}
 
     # ------------------------------------------------------------------ play
     def play(self, inspect: Callable[[LocalStack, PlayResult], None] | None = None) -> PlayResult:
@@ -242,7 +248,7 @@ class Player:
 
     def _substitute(self, actions: Any) -> Any:
         """Replace ``"$task:N"`` by the id of the N-th task created in the room (as-is when none)."""
-        tasks = quay_deps.default_deps().room.all_tasks(self.sc.room.id)
+        tasks = quay_deps.default_deps().room.all_tasks(self.room_id)
 
         def sub(v: Any) -> Any:
             if isinstance(v, str) and v.startswith("$task:") and v[6:].isdigit():
@@ -270,11 +276,13 @@ class Player:
                 sm.create_secret(Name=name, SecretString=self.company_keys[a.company])
             except sm.exceptions.ResourceExistsException:
                 pass
-        d.room.put_room(Room(id=self.sc.room.id, members=self.sc.room.members))
+        room = Room(id=self.room_id, name=self.sc.room.id, members=self.sc.room.members)
+        if not Directory(d.room).create_room(room):  # the write POST /rooms makes
+            raise RuntimeError(f"room id {self.room_id} collision")
         for a in self.sc.agents:
-            d.room.add_room_agent(self.sc.room.id, a.id)
+            d.room.add_room_agent(self.room_id, a.id)
         for f in self.sc.room.files:
-            d.room.put_file_chunks(chunk_text(self.sc.room.id, f.name, f.text))
+            d.room.put_file_chunks(chunk_text(self.room_id, f.name, f.text))
         stack.wait_quiet(self.quiet_timeout_s)
 
     def _author(self, person: str) -> Author:
@@ -285,21 +293,21 @@ class Player:
         d = quay_deps.default_deps()
         rooms = RoomService(d.room)
         if step.post:
-            msg = rooms.post_message(self.sc.room.id, self._author(step.post.as_), step.post.text, step.post.to)
+            msg = rooms.post_message(self.room_id, self._author(step.post.as_), step.post.text, step.post.to)
             result.events.append(f"{step.post.as_} posted {msg.id}")
         elif step.task:
-            task = rooms.create_task(self.sc.room.id, self._author(step.task.as_), step.task.to, step.task.title,
+            task = rooms.create_task(self.room_id, self._author(step.task.as_), step.task.to, step.task.title,
                                      step.task.body)
             result.events.append(f"{step.task.as_} created task {task.id} for {step.task.to}")
         elif step.approve or step.deny:
             s = step.approve or step.deny
             assert s is not None
             agent_id, _, n = s.action.rpartition(":")
-            mine = [a for a in d.room.approvals(self.sc.room.id) if a.agent_id == agent_id]
+            mine = [a for a in d.room.approvals(self.room_id) if a.agent_id == agent_id]
             if not n.isdigit() or not 1 <= int(n) <= len(mine):
                 raise LookupError(f"no approval request {s.action!r} (agent {agent_id} has {len(mine)})")
             approval = mine[int(n) - 1]
-            decided = decide_approval(d, self.sc.room.id, approval.id, self._author(s.as_), approve=bool(step.approve))
+            decided = decide_approval(d, self.room_id, approval.id, self._author(s.as_), approve=bool(step.approve))
             result.events.append(f"{s.as_} {'approved' if step.approve else 'denied'} {decided.summary} "
                                  f"({agent_id}'s approval request {n})")
         elif step.redeliver_last_wake is not None:
@@ -329,7 +337,7 @@ class Player:
     # ------------------------------------------------------------------ results
     def _collect(self, stack: LocalStack, server: ProviderServer, result: PlayResult) -> None:
         d = quay_deps.default_deps()
-        room_id = self.sc.room.id
+        room_id = self.room_id
         result.transcript = [m.model_dump(mode="json") for m in d.room.all_messages(room_id)]
         result.tasks = [t.model_dump(mode="json") | {"events": [e.model_dump(mode="json")
                                                                for e in d.room.task_events(room_id, t.id)]}

@@ -9,6 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from quayutec.dal.directory import Directory
+from quayutec.deps import default_deps
+from quayutec.models import Room
 from quaylocal.dev import Gateway
 
 ADMIN_TOKEN = "qyt_admin_test_token_0123456789"
@@ -76,8 +79,13 @@ def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
             w.tokens[person] = api.ok("POST", f"/companies/{company}/tokens", adm, {"member": person})["token"]
     w.tokens["admin"] = adm
     api.ok("PUT", "/companies/acme/policy", w.tokens["ann"], {"actions": {"remember": "ask"}})
-    api.ok("POST", "/rooms", w.tokens["ann"], {"id": "r1", "members": ["bolt"]})
-    api.ok("POST", "/rooms", w.tokens["carl"], {"id": "r-cato"})
+    # The API generates room ids (SPEC §5); the fixtures' rooms keep the fixed ids the tests
+    # name (r1, r-cato), written as POST /rooms writes them. test_api_ownership creates rooms
+    # through the API.
+    directory = Directory(default_deps().room)
+    assert directory.create_room(Room(id="r1", name="r1", members=["acme", "bolt"]))
+    assert directory.create_room(Room(id="r-cato", name="r-cato", members=["cato"]))
+    w.ids["room"] = "r1"
     api.ok("POST", "/agents", w.tokens["ann"], {"id": "a1", "provider": "anthropic", "model": "claude-test",
                                                 "instructions": A1_INSTRUCTIONS, "api_key": ACME_KEY})
     api.ok("POST", "/agents", w.tokens["bob"], {"id": "b1", "provider": "openai", "model": "gpt-test",

@@ -194,8 +194,8 @@ def test_domain_errors_map_to_4xx(light_world: World) -> None:
     assert r.status == 409 and r.body["error"] == "conflict"
     r = api.call("POST", "/rooms/r1/messages", bob, {"text": "hi", "to": ["ghost"]})
     assert r.status == 400 and "ghost" in r.body["message"]
-    r = api.call("POST", "/rooms", bob, {"id": "r1"})
-    assert r.status == 409
+    r = api.call("POST", "/rooms/r1/members", bob, {"company": "bolt"})
+    assert r.status == 409 and r.body["error"] == "conflict"
     r = api.call("GET", "/rooms/r1/messages?cursor=Zm9vYmFy", bob)
     assert r.status == 400 and "cursor" in r.body["message"]
     r = api.call("POST", "/agents", bob, {"id": "c9", "provider": "openai", "model": "m"})

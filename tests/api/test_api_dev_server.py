@@ -86,53 +86,53 @@ def test_quay_dev_over_http(dev_url: str) -> None:
     ann = QuayClient(dev_url, admin.issue_token("acme", "ann")["token"])
     bob = QuayClient(dev_url, admin.issue_token("bolt", "bob")["token"])
     with pytest.raises(ApiError) as refused:
-        QuayClient(dev_url, "qyt_wrong_token_000000000000").room("r1")
+        QuayClient(dev_url, "qyt_wrong_token_000000000000").room("room-0")
     assert refused.value.status == 401
 
     ann.set_policy("acme", {"actions": {"remember": "ask"}})
-    ann.create_room("r1", ["bolt"])
+    r1 = ann.create_room("r1", ["bolt"])["id"]  # the service generates the id; "r1" is its name
     ann.register_agent("a1", "anthropic", "claude-local", api_key="sk-acme-local", instructions="Be brief.")
     bob.register_agent("b1", "openai", "gpt-local", api_key="sk-bolt-local")
-    ann.add_agent("r1", "a1")
-    bob.add_agent("r1", "b1")
+    ann.add_agent(r1, "a1")
+    bob.add_agent(r1, "b1")
 
     # a post wakes b1 (echo reply from the local provider server)
-    ann.post("r1", "hello @b1, are you there?")
-    reply = _wait(lambda: [m for m in bob.transcript("r1") if m["kind"] == "reply" and m["author"]["id"] == "b1"],
+    ann.post(r1, "hello @b1, are you there?")
+    reply = _wait(lambda: [m for m in bob.transcript(r1) if m["kind"] == "reply" and m["author"]["id"] == "b1"],
                   60, "b1's reply")
     assert reply[0]["text"].startswith("echo:")
 
     # a1 declares a held action: only acme decides it
-    ann.post("r1", "@a1 please remember the launch date")
-    pending = _wait(lambda: ann.approvals("r1"), 60, "a1's approval request")
-    assert bob.approvals("r1") == []
+    ann.post(r1, "@a1 please remember the launch date")
+    pending = _wait(lambda: ann.approvals(r1), 60, "a1's approval request")
+    assert bob.approvals(r1) == []
     approval_id = pending[0]["id"]
-    denied = bob.request("POST", f"/rooms/r1/approvals/{approval_id}/approve")
+    denied = bob.request("POST", f"/rooms/{r1}/approvals/{approval_id}/approve")
     assert denied.status == 403 and denied.body["error"] == "forbidden"
-    approved = ann.request("POST", f"/rooms/r1/approvals/{approval_id}/approve")
+    approved = ann.request("POST", f"/rooms/{r1}/approvals/{approval_id}/approve")
     assert approved.status == 200 and approved.body["status"] == "approved"
     run_id = pending[0]["run_id"]
     _wait(lambda: ann.run(run_id)["run"]["status"] == "completed", 60, "the approved run to complete")
-    assert HELD in [m["text"] for m in ann.memory("r1")]
-    assert HELD not in [m["text"] for m in bob.memory("r1")]
+    assert HELD in [m["text"] for m in ann.memory(r1)]
+    assert HELD not in [m["text"] for m in bob.memory(r1)]
     with pytest.raises(ApiError) as hidden:
         bob.run(run_id)
     assert hidden.value.status == 404
 
     # the same Idempotency-Key twice: the same response, one message
-    first = ann.request("POST", "/rooms/r1/messages", {"text": "exactly once"}, idempotency_key="dev-key-1")
-    again = ann.request("POST", "/rooms/r1/messages", {"text": "exactly once"}, idempotency_key="dev-key-1")
+    first = ann.request("POST", f"/rooms/{r1}/messages", {"text": "exactly once"}, idempotency_key="dev-key-1")
+    again = ann.request("POST", f"/rooms/{r1}/messages", {"text": "exactly once"}, idempotency_key="dev-key-1")
     assert first.status == again.status == 201 and first.body == again.body
-    assert [m["text"] for m in ann.transcript("r1")].count("exactly once") == 1
+    assert [m["text"] for m in ann.transcript(r1)].count("exactly once") == 1
 
     # the client commands read the same server
     runner = CliRunner()
-    room = runner.invoke(cli, ["room", "r1", "--url", dev_url, "--token", ann.token])
+    room = runner.invoke(cli, ["room", r1, "--url", dev_url, "--token", ann.token])
     assert room.exit_code == 0 and "exactly once" in room.output and "echo:" in room.output
     ledger = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", ann.token])
     assert ledger.exit_code == 0 and "completed" in ledger.output and "remember" in ledger.output
     other = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", bob.token])
     assert other.exit_code == 1
-    post = runner.invoke(cli, ["post", "r1", "from the cli", "--url", dev_url, "--token", bob.token])
+    post = runner.invoke(cli, ["post", r1, "from the cli", "--url", dev_url, "--token", bob.token])
     assert post.exit_code == 0 and json.loads(post.output)["author"]["id"] == "bob"
-    assert runner.invoke(cli, ["approvals", "r1", "--url", dev_url, "--token", ann.token]).exit_code == 0
+    assert runner.invoke(cli, ["approvals", r1, "--url", dev_url, "--token", ann.token]).exit_code == 0

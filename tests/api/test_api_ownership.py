@@ -48,3 +48,31 @@ def test_an_operator_cannot_change_a_companys_policy(light_world: World) -> None
     assert r.status == 403 and r.body["error"] == "forbidden", (r.status, r.body)
     assert w.api.ok("GET", "/companies/acme/policy", w.tokens["ann"]) == before
     assert w.api.call("PUT", "/companies/acme/policy", w.tokens["ann"], before).status == 200
+
+
+# ----------------------------------------------------------------------------- finding 5
+def test_creating_a_room_never_tells_that_another_companys_room_exists(light_world: World) -> None:
+    w = light_world
+    ann, carl = w.tokens["ann"], w.tokens["carl"]
+    private = w.api.ok("POST", "/rooms", ann, {"name": "a-private"})
+    assert private["id"] != "a-private" and private["name"] == "a-private"
+    assert w.api.call("GET", f"/rooms/{private['id']}", carl).status == 404
+    # Asking for another company's room id answers exactly as asking for an id no room has.
+    taken = w.api.call("POST", "/rooms", carl, {"id": private["id"]})
+    free = w.api.call("POST", "/rooms", carl, {"id": "room-never-made-0000"})
+    assert (taken.status, taken.body["error"]) == (free.status, free.body["error"]), (taken.body, free.body)
+    assert taken.status != 409 and "exist" not in taken.text
+    for name in ("a-private", "r1", private["id"]):  # a name is a label: never "taken"
+        mine = w.api.call("POST", "/rooms", carl, {"name": name})
+        assert mine.status == 201, (name, mine.status, mine.body)
+        assert mine.body["id"] not in (private["id"], "r1") and mine.body["members"] == ["cato"]
+    assert private["id"] not in w.api.ok("GET", "/rooms", carl)["rooms"]
+
+
+def test_room_create_with_an_idempotency_key_is_one_room(light_world: World) -> None:
+    w = light_world
+    first = w.api.ok("POST", "/rooms", w.tokens["ann"], {"name": "twice"}, key="room-key-1")
+    again = w.api.ok("POST", "/rooms", w.tokens["ann"], {"name": "twice"}, key="room-key-1")
+    assert first["id"] == again["id"]
+    other = w.api.ok("POST", "/rooms", w.tokens["carl"], {"name": "twice"}, key="room-key-1")
+    assert other["id"] != first["id"]  # keys are scoped to the caller

@@ -78,8 +78,13 @@ class TokenList(_Out):
 
 
 # ----------------------------------------------------------------------------- rooms, members
+#: A label: any printable text (no control characters).
+Label = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
 class RoomIn(_In):
-    id: Id
+    name: Label | None = Field(default=None, description="A label for people; the room's id is generated "
+                                                         "by the service (a name is never 'taken')")
     members: list[Id] = Field(default_factory=list, max_length=40,  # one transaction: <= 100 items
                               description="Other member companies (the caller's company is always one)")
     hop_limit: int | None = Field(default=None, ge=0, le=100)
@@ -92,6 +97,7 @@ class RoomAgentOut(_Out):
 
 class RoomOut(_Out):
     id: str
+    name: str | None = None
     members: list[str]
     hop_limit: int | None = None
     agents: list[RoomAgentOut] = Field(default_factory=list)

@@ -1,4 +1,5 @@
-"""Rooms: create one (the caller's company is always a member), list the caller's, read one."""
+"""Rooms: create one (the caller's company is always a member; the service generates its id, the
+request's ``name`` is a label), list the caller's, read one."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import Services, member_room, services
-from quayutec.api.context import caller
+from quayutec.api.context import caller, idempotency_key
 from quayutec.api.routes._params import RoomId
 from quayutec.api.schemas import RoomAgentOut, RoomIn, RoomList, RoomOut
 from quayutec.errors import Conflict, InvalidInput
+from quayutec.logic.ids import new_room_id
 from quayutec.models import Room
 
 router = APIGatewayRouter()
@@ -23,7 +25,7 @@ def room_out(svc: Services, room: Room) -> RoomOut:
     for agent_id in svc.deps.room.room_agent_ids(room.id):
         agent = svc.deps.room.get_agent(agent_id)
         agents.append(RoomAgentOut(id=agent_id, company=agent.company if agent else ""))
-    return RoomOut(id=room.id, members=room.members, hop_limit=room.hop_limit, agents=agents)
+    return RoomOut(id=room.id, name=room.name, members=room.members, hop_limit=room.hop_limit, agents=agents)
 
 
 @router.post("/rooms", status_code=201, tags=["rooms"], summary="Create a room")
@@ -35,9 +37,14 @@ def create_room(body: Annotated[RoomIn, Body()]) -> RoomOut:
     unknown = [m for m in members if svc.deps.room.get_company(m) is None]
     if unknown:
         raise InvalidInput(f"members: no such company: {', '.join(unknown)}")
-    room = Room(id=body.id, members=members, hop_limit=body.hop_limit)
+    # The service picks the id (SPEC §5): a caller never learns that an id is taken, since it
+    # never chooses one; a repeat with the same Idempotency-Key gets the same id.
+    room = Room(id=new_room_id(idempotency_key()), name=body.name, members=members, hop_limit=body.hop_limit)
     if not svc.directory.create_room(room):
-        raise Conflict(f"room {body.id!r} exists already")
+        existing = svc.deps.room.get_room(room.id)
+        if existing is None or company not in existing.members:
+            raise Conflict("room id collision: retry")
+        room = existing
     return room_out(svc, room)
 
 
