@@ -11,7 +11,7 @@ NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 
-.PHONY: demo test install synth bench clean lock
+.PHONY: demo test install synth bench clean lock fuzz
 
 # The lock first (exact versions), then the project and its dev tools constrained by it, so no
 # dev tool moves a runtime package off its locked version.
@@ -48,6 +48,14 @@ bench: $(STAMP)
 
 chaos: $(STAMP)
 	$(BIN)/quay chaos
+
+# Property-based fuzzing from the served OpenAPI document (schemathesis, tests/api/apifuzz.py):
+# >= 1,000 generated cases through the handler and 300 through quay dev's real HTTP path, fresh
+# ones each run; fails on any 5xx, undeclared status or body off its schema; prints the status mix
+# per route. `make test` runs a seeded subset of the same tests.
+fuzz: $(STAMP)
+	QUAY_FUZZ_CASES=1100 QUAY_FUZZ_HTTP_CASES=300 QUAY_FUZZ_RANDOM=1 \
+		$(BIN)/pytest -q -s -n 0 -p no:cacheprovider tests/api/test_api_fuzz.py -k schemathesis
 
 # Through the CDK CLI, so cdk.json's context and feature flags apply (the tests synthesize the
 # same way: tests/infra/conftest.py). Extra context: make synth CONTEXT="-c stage=prod".

@@ -22,7 +22,11 @@ from quaylocal.stack import LocalStack
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
-ROOM = "r1"
+ROOM = "r1"  # the seeded room (its id, when the world says it: see _room)
+
+
+def _room(world: World) -> str:
+    return world.ids.get("room", ROOM)
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +56,15 @@ def _is_error(r, status: int, code: str | None = None) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("key", [None, "k-nested-3000"])
 def test_3000_nested_brackets_are_400_with_and_without_idempotency_key(light_world: World, key: str | None) -> None:
-    r = light_world.api.call("POST", f"/rooms/{ROOM}/messages", light_world.tokens["ann"], raw=b"[" * 3000, key=key)
+    r = light_world.api.call("POST", f"/rooms/{_room(light_world)}/messages", light_world.tokens["ann"],
+                             raw=b"[" * 3000, key=key)
     _is_error(r, 400, "malformed_json")
     assert "line 1 column" in r.body["message"]
 
 
 def test_a_cursor_decoding_to_1500_brackets_is_400(light_world: World) -> None:
     cursor = base64.urlsafe_b64encode(b"[" * 1500).decode().rstrip("=")
-    r = light_world.api.call("GET", f"/rooms/{ROOM}/messages?cursor={cursor}", light_world.tokens["ann"])
+    r = light_world.api.call("GET", f"/rooms/{_room(light_world)}/messages?cursor={cursor}", light_world.tokens["ann"])
     _is_error(r, 400)
 
 
@@ -84,14 +89,14 @@ def test_a_policy_nested_2000_deep_is_400(light_world: World) -> None:
 @pytest.mark.parametrize("key", [None, "k-ctype"])
 def test_a_body_that_is_not_json_is_415(light_world: World, content_type: str, key: str | None) -> None:
     body = b"text=hello" if "form" in content_type else b"<message>hello</message>"
-    r = light_world.api.call("POST", f"/rooms/{ROOM}/messages", light_world.tokens["ann"], raw=body,
+    r = light_world.api.call("POST", f"/rooms/{_room(light_world)}/messages", light_world.tokens["ann"], raw=body,
                              headers={"Content-Type": content_type}, key=key)
     _is_error(r, 415, "unsupported_media_type")
 
 
 def test_broken_json_is_400_naming_line_and_column(light_world: World) -> None:
     raw = b'{"text": "hi",\n "to": }'
-    r = light_world.api.call("POST", f"/rooms/{ROOM}/messages", light_world.tokens["ann"], raw=raw)
+    r = light_world.api.call("POST", f"/rooms/{_room(light_world)}/messages", light_world.tokens["ann"], raw=raw)
     _is_error(r, 400, "malformed_json")
     assert "line 2 column" in r.body["message"], r.body
     assert r.body["fields"] and r.body["fields"][0]["line"] == 2
@@ -104,7 +109,10 @@ def test_every_error_carries_fields(light_world: World) -> None:
     r = api.call("DELETE", "/rooms", ann)
     _is_error(r, 405, "method_not_allowed")
     assert "POST" in (r.header("Allow") or "")
-    _is_error(api.call("POST", "/rooms", ann, {"id": ROOM}), 409)
+    bob, room = light_world.tokens["bob"], _room(light_world)
+    task = api.ok("POST", f"/rooms/{room}/tasks", bob, {"to": "b1", "title": "closed twice"})["id"]
+    api.ok("POST", f"/rooms/{room}/tasks/{task}/close", bob, {"result": "done"})
+    _is_error(api.call("POST", f"/rooms/{room}/tasks/{task}/close", bob, {"result": "again"}), 409)
     _is_error(api.call("POST", "/companies", ann, {"id": "x-co"}), 403)
     _is_error(api.call("GET", "/rooms", None), 401)
     _is_error(api.call("GET", "/rooms", "qyt_junk"), 401)
@@ -113,7 +121,7 @@ def test_every_error_carries_fields(light_world: World) -> None:
 def _event_for(world: World, body: str, *, b64: bool, key: str) -> dict:
     gw = world.api.gateway
     data = body.encode()
-    event = gw.proxy_event("POST", f"/rooms/{ROOM}/messages", "",
+    event = gw.proxy_event("POST", f"/rooms/{_room(world)}/messages", "",
                            [("Content-Type", "application/json"), ("Idempotency-Key", key)], data,
                            {"company": "acme", "member": "ann", "admin": "false", "principalId": "ann"})
     if b64:
@@ -219,12 +227,13 @@ def _canonical(method: str, path: str, body: str | None, headers: dict[str, str]
 
 def test_canonical_events_text_plain_is_415_and_base64_is_the_same_request(light_world: World) -> None:
     invoke = light_world.api.gateway.invoke
-    out, err = invoke("ApiFunction", _canonical("POST", f"/rooms/{ROOM}/messages", "hello",
+    out, err = invoke("ApiFunction", _canonical("POST", f"/rooms/{_room(light_world)}/messages", "hello",
                                                 {"Content-Type": "text/plain"}))
     assert err is None and out["statusCode"] == 415, (out, err)
     body = json.dumps({"text": "canonical, encoded and plain"})
     hdrs = {"Content-Type": "application/json", "Idempotency-Key": "k-canonical-b64"}
-    first, _ = invoke("ApiFunction", _canonical("POST", f"/rooms/{ROOM}/messages", body, hdrs, b64=True))
-    again, _ = invoke("ApiFunction", _canonical("POST", f"/rooms/{ROOM}/messages", body, hdrs))
+    path = f"/rooms/{_room(light_world)}/messages"
+    first, _ = invoke("ApiFunction", _canonical("POST", path, body, hdrs, b64=True))
+    again, _ = invoke("ApiFunction", _canonical("POST", path, body, hdrs))
     assert first["statusCode"] == again["statusCode"] == 201, (first, again)
     assert json.loads(first["body"])["id"] == json.loads(again["body"])["id"]

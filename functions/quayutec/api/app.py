@@ -4,6 +4,10 @@ Swagger UI at ``/docs``. Errors become responses here, in one place (:mod:`quayu
 
 from __future__ import annotations
 
+import json
+from http import HTTPStatus
+from typing import Any
+
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
@@ -51,9 +55,66 @@ _SECURITY = {"bearer": HTTPBearer(bearerFormat="opaque token", description="A to
 
 
 def openapi_json() -> str:
-    return app.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION,
-                                       security_schemes=_SECURITY, security=[{"bearer": []}],
-                                       servers=[Server(url="/")])
+    """The OpenAPI document: Powertools' (from the routes' pydantic models), with what it cannot
+    know added: the ``Idempotency-Key`` header of every POST and every error each route can
+    answer, each in the one error shape (:func:`declare_errors`)."""
+    doc = json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION,
+                                                 security_schemes=_SECURITY, security=[{"bearer": []}],
+                                                 servers=[Server(url="/")]))
+    return json.dumps(declare_errors(doc))
+
+
+IDEMPOTENCY_PARAMETER = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "Makes the POST safe to repeat: a repeat returns the first response and writes nothing "
+                   "new (scoped to the caller, method and path; kept 24 h)",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
+}
+
+
+def error_statuses(method: str, has_body: bool, public: bool = False) -> list[int]:
+    """The error statuses a route can answer, by what it takes (the rows of errors.ERRORS)."""
+    wanted: set[int] = {400, 404, 500, 502, 503, 504, 429}
+    if not public:
+        wanted |= {401, 403, 422}
+    if has_body:
+        wanted |= {413, 415, 422}
+    if method == "post":
+        wanted |= {409, 422}
+    if method in ("post", "put", "delete"):
+        wanted.add(409)
+    return sorted(wanted)
+
+
+def declare_errors(doc: dict[str, Any]) -> dict[str, Any]:
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    schemas["FieldProblem"] = {
+        "type": "object", "required": ["field", "problem", "type"],
+        "properties": {"field": {"type": "string"}, "problem": {"type": "string"}, "type": {"type": "string"},
+                       "line": {"type": "integer"}, "column": {"type": "integer"}}}
+    schemas["Error"] = {
+        "type": "object", "required": ["error", "message", "fields"], "additionalProperties": False,
+        "properties": {"error": {"type": "string", "enum": sorted(errors.ERRORS)},
+                       "message": {"type": "string"},
+                       "fields": {"type": "array", "items": {"$ref": "#/components/schemas/FieldProblem"}}}}
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    for item in doc.get("paths", {}).values():
+        for method, op in item.items():
+            if method not in ("get", "post", "put", "delete", "patch"):
+                continue
+            has_body = "requestBody" in op
+            if method == "post":
+                op.setdefault("parameters", []).append(dict(IDEMPOTENCY_PARAMETER))
+            responses = op.setdefault("responses", {})
+            for status in error_statuses(method, has_body):
+                codes = [c for c, e in errors.ERRORS.items() if e.status == status]
+                responses[str(status)] = {
+                    "description": f"{HTTPStatus(status).phrase}: " + ", ".join(f"`{c}`" for c in codes),
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+                if status in (409, 429, 503):
+                    responses[str(status)]["headers"] = {"Retry-After": {"schema": {"type": "string"}}}
+    return doc
 
 
 @app.get("/openapi.json", include_in_schema=False)

@@ -92,7 +92,7 @@ ERRORS: dict[str, ErrorCode] = {
     "throttled": ErrorCode(429, "the gateway's rate limit (`Retry-After`)", gateway=True),
     "internal_error": ErrorCode(500, "a fault of the service (logged); never caused by client input",
                                 gateway=True),
-    "bad_gateway": ErrorCode(502, "the function failed (gateway)", gateway=True),
+    "bad_gateway": ErrorCode(502, "the API function failed or gave no answer", gateway=True),
     "unavailable": ErrorCode(503, "a transient fault (throttling, a busy store): retry after `Retry-After`"),
     "gateway_timeout": ErrorCode(504, "the function took longer than the gateway waits (29 s)", gateway=True),
 }

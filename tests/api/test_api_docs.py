@@ -1,0 +1,57 @@
+"""docs/api.md's error table is what the API answers (issue 10): every row is a code of the
+code's one error mapping (quayutec.api.errors.ERRORS) with its status, every code has its row,
+and the OpenAPI document declares the same shape for every error of every route."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from quayutec.api.app import openapi_json
+from quayutec.api.errors import _CODES, ERRORS, code_of
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+def _table() -> dict[str, tuple[int, bool]]:
+    text = DOC.read_text()
+    section = text[text.index("## Errors"):]
+    section = section[:section.index("\n## ", 5)]
+    rows: dict[str, tuple[int, bool]] = {}
+    for line in section.splitlines():
+        m = re.match(r"^\| (\d{3}) \| (.+?) \| (.+) \|$", line)
+        if m:
+            for code in re.findall(r"`([a-z_]+)`", m.group(2)):
+                assert code not in rows, f"{code} has two rows"
+                rows[code] = (int(m.group(1)), m.group(3).rstrip().endswith("(gateway)"))
+    return rows
+
+
+def test_the_error_table_is_the_codes_error_mapping() -> None:
+    rows = _table()
+    assert rows == {code: (e.status, e.gateway) for code, e in ERRORS.items()}
+
+
+def test_every_exception_maps_to_a_documented_code() -> None:
+    for cls, code in _CODES:
+        assert code in ERRORS, code
+        exc = cls.__new__(cls)
+        assert code_of(exc) in ERRORS
+        assert ERRORS[code].status == getattr(cls, "http_status", ERRORS[code].status), (cls, code)
+
+
+def test_the_openapi_document_declares_every_error_in_the_one_shape() -> None:
+    doc = json.loads(openapi_json())
+    assert set(doc["components"]["schemas"]["Error"]["properties"]["error"]["enum"]) == set(ERRORS)
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            declared = {int(s) for s in op["responses"] if s.startswith(("4", "5"))}
+            assert {400, 404, 429, 500, 502, 503, 504} <= declared, (method, path, declared)
+            if "requestBody" in op:
+                assert {413, 415, 422} <= declared, (method, path)
+            for status in declared:
+                schema = op["responses"][str(status)]["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/Error"}, (method, path, status)
+            if method == "post":
+                assert any(p["name"] == "Idempotency-Key" and p["in"] == "header" for p in op["parameters"])
