@@ -192,6 +192,9 @@ def test_same_state_machine_after_substitution(local, resources):
         template_def = template_def.replace("${" + placeholder + "}", f"<{logical_id}>")
 
     stack = local["stack"]
+        if value == {"Ref": "AWS::Partition"}:  # the local stack's partition
+            template_def = template_def.replace("${" + placeholder + "}", "aws")
+            continue
     desc = stack.client("stepfunctions").describe_state_machine(stateMachineArn=stack.state_machine_arn)
     local_def = desc["definition"]
     for logical_id, arn in stack.function_arns.items():
