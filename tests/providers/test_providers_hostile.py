@@ -133,3 +133,11 @@ def test_the_connection_goes_to_the_checked_address(server: ProviderServer) -> N
                         json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": "agent-x"})
     assert r.status_code == 200, r.text
     assert any(q.agent_id == "agent-x" for q in server.requests)
+
+
+def test_an_anthropic_agent_with_an_owner_address_is_pinned_too(make_call: Callable[..., ModelCall],
+                                                                server: ProviderServer) -> None:
+    with pytest.raises(ProviderError) as info:
+        call_model(make_call("anthropic", owner_base_url=True, allow_loopback=False))
+    assert info.value.failure.category == "address_refused" and server.requests == []
+    assert call_model(make_call("anthropic", owner_base_url=True, allow_loopback=True)).text

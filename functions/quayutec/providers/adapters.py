@@ -93,6 +93,15 @@ def _call_anthropic(call: ModelCall) -> ModelReply:
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
     if call.base_url:
         kwargs["base_url"] = call.base_url
+    if call.owner_base_url and call.base_url:  # an owner's address: resolved, checked and pinned
+        try:
+            kwargs["http_client"] = pinned_http_client(call.base_url, timeout_s=call.timeout_s,
+                                                       allow_loopback=call.allow_loopback)
+        except AddressRefused as exc:
+            _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="",
+                                       request_id=None, secret=key, error_type="address_refused",
+                                       error_code="AddressRefused",
+                                       message=f"the owner's model address is refused: {exc}"))
     failure = None
     with anthropic.Anthropic(**kwargs) as client:
         try:
