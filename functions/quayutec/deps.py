@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from quayutec import resources as r
 from quayutec.dal import aws
 from quayutec.dal.ledger import LedgerStore
 from quayutec.dal.room import RoomStore
@@ -34,13 +35,19 @@ def read_api_key(settings: Settings, company: str, provider: str) -> str:
 
     Raises ``aws_lambda_powertools.utilities.parameters.GetParameterError`` when missing.
     """
-    from aws_lambda_powertools.utilities import parameters
-
-    value = parameters.get_secret(secret_name(settings, company, provider), max_age=60)
+    value = _secrets_provider().get(secret_name(settings, company, provider), max_age=60)
     text = value.decode() if isinstance(value, bytes) else str(value)
     if text.lstrip().startswith("{"):
         return str(json.loads(text)["api_key"])
     return text
+
+
+@lru_cache(maxsize=1)
+def _secrets_provider() -> Any:
+    """The Powertools secrets provider (its own cache) on the factory's observed client."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+    return SecretsProvider(boto3_client=aws.secretsmanager())
 
 
 @dataclass
@@ -71,15 +78,57 @@ class Deps:
         return self.sfn or aws.stepfunctions()
 
 
+class UndeclaredResource(RuntimeError):
+    """A function used a store whose name is not in its environment (``FunctionDef.reads``)."""
+
+
+class _Undeclared:
+    """Stands in for a store the running function does not declare: any use raises."""
+
+    def __init__(self, store: str, env_var: str, settings: Any) -> None:
+        self._message = (f"{type(settings).__name__.removesuffix('Settings') or 'this function'} "
+                         f"uses the {store} but does not read {env_var}: add it to its "
+                         "FunctionDef.reads in quayutec/resources.py")
+
+    def __getattr__(self, name: str) -> Any:
+        raise UndeclaredResource(self._message)
+
+
 def build_deps(settings: Settings | None = None) -> Deps:
+    """The stores of the names the settings hold (a function's own model holds only the ones it
+    reads; a store it does not declare raises :class:`UndeclaredResource` when used)."""
     s = settings or get_settings()
-    return Deps(settings=s, room=RoomStore(s.room_table), ledger=LedgerStore(s.ledger_table, s.claim_table),
-                rundata=RunDataStore(s.run_data_bucket))
+
+    def name(field: str) -> str | None:
+        return getattr(s, field, None)
+
+    def store(field: str, env_var: str, what: str, make: Callable[[str], Any]) -> Any:
+        value = name(field)
+        return make(value) if value else _Undeclared(what, env_var, s)
+
+    return Deps(
+        settings=s,
+        room=store("room_table", r.ROOM_TABLE.env_var, "room table", RoomStore),
+        ledger=store("ledger_table", r.LEDGER_TABLE.env_var, "ledger",
+                     lambda table: LedgerStore(table, name("claim_table") or "")),
+        rundata=store("run_data_bucket", r.RUN_DATA_BUCKET.env_var, "run data bucket",
+                      RunDataStore))
 
 
-@lru_cache(maxsize=1)
+_DEFAULT: dict[int, tuple[Any, Deps]] = {}
+
+
 def default_deps() -> Deps:
-    return build_deps()
+    """The deps of the running function's settings (one set on Lambda; one per function in the
+    local stack, where functions share the process), built on first use."""
+    s = get_settings()  # cached: the same object while the environment is the same
+    hit = _DEFAULT.get(id(s))
+    if hit is None or hit[0] is not s:
+        hit = _DEFAULT[id(s)] = (s, build_deps(s))
+    return hit[1]
+
+
+default_deps.cache_clear = _DEFAULT.clear  # type: ignore[attr-defined]
 
 
 def reset() -> None:
@@ -88,5 +137,6 @@ def reset() -> None:
 
     get_settings.cache_clear()
     default_deps.cache_clear()
+    _secrets_provider.cache_clear()
     aws.reset_clients()
     parameters.clear_caches()

@@ -212,13 +212,18 @@ def _fire(f: Fault, point: str, sc: _Scope | None, params: dict[str, Any] | None
 
 
 def _stop_execution(sc: _Scope | None, where: str) -> None:
-    from quayutec.dal.aws import stepfunctions
-    from quayutec.settings import get_settings
+    import boto3
+
+    from quayutec.resources import STATE_MACHINE_ENV
 
     if sc is None or not sc.run_id:
         raise InjectedFault(where + ": no execution to stop")
-    arn = sc.execution_arn or get_settings().state_machine_arn.replace(":stateMachine:", ":execution:") + f":{sc.run_id}"
-    stepfunctions().stop_execution(executionArn=arn, error="InjectedStop", cause=where)
+    # The local stack's process environment (the phase functions do not read the ARN).
+    machine = os.environ[STATE_MACHINE_ENV]
+    arn = sc.execution_arn or machine.replace(":stateMachine:", ":execution:") + f":{sc.run_id}"
+    # The chaos lab stops the execution as an operator would: a client of its own, not the
+    # factory's (whose calls count as the function's own, SPEC §11).
+    boto3.client("stepfunctions").stop_execution(executionArn=arn, error="InjectedStop", cause=where)
 
 
 def boundary(edge: str) -> None:

@@ -118,6 +118,7 @@ QUEUES: tuple[QueueDef, ...] = (WAKE_DLQ, WAKE_QUEUE, FAILED_EVENTS_QUEUE)
 
 STATE_MACHINE_ENV = "STATE_MACHINE_ARN"
 STATE_MACHINE_DEFAULT_NAME = "quayutec-agent-run"
+STATE_MACHINE_LOGICAL_ID = "AgentRunStateMachine"  # its logical id in the CDK template
 STATE_MACHINE_FILE = "agent_run.asl.json"
 
 # ${Partition} in the ASL: the partition of the deployment (Aws.PARTITION in the CDK app, "aws"
@@ -136,6 +137,20 @@ DEFAULT_STAGE = "dev"
 
 
 # --------------------------------------------------------------------------- functions
+# Settings groups read by the run phases (quayutec.logic.run): the active-time budget each phase
+# returns, the context sizes LoadContext reads, the name of a company's provider key.
+_RUN_BUDGET = ("RUN_TIME_LIMIT_SECONDS",)
+_CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES", "MAX_FILE_CHUNKS")
+_SECRET_NAMES = ("SECRET_PREFIX", "STAGE")
+# Optional endpoint overrides (an operator's proxy, or the local provider server).
+ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_BASE_URL",
+    "BEDROCK_ENDPOINT_URL",
+)
+# ALLOW_LOOPBACK_ENV is optional too: off unless the local stack sets it.
+OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV})
+
 @dataclass(frozen=True)
 class FunctionDef:
     logical_id: str
@@ -144,53 +159,77 @@ class FunctionDef:
     timeout_s: int = 30
     memory_mb: int = 512
     touches: tuple[str, ...] = field(default_factory=tuple)  # what it reads/writes (least privilege)
+    # The environment variables its code reads (resource names and settings): it gets only these
+    # (plus ALWAYS_ENVS), validated at cold start by its own model (quayutec.settings).
+    reads: tuple[str, ...] = ()
 
 
 FUNCTIONS: tuple[FunctionDef, ...] = (
     FunctionDef("ClaimFunction", "quayutec.handlers.claim.handler", "ClaimFunctionArn",
-                touches=("claims:write", "ledger:write")),
+                touches=("claims:write", "ledger:write", "room:read"),
+                reads=(CLAIM_TABLE.env_var, LEDGER_TABLE.env_var, ROOM_TABLE.env_var, *_RUN_BUDGET,
+                       "APPROVAL_TIMEOUT_SECONDS")),
     FunctionDef("LoadContextFunction", "quayutec.handlers.load_context.handler",
-                "LoadContextFunctionArn", touches=("room:read", "ledger:read", "rundata:write")),
+                "LoadContextFunctionArn", touches=("room:read", "ledger:read", "rundata:write"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
+                       *_CONTEXT_SIZES)),
     FunctionDef("CallModelFunction", "quayutec.handlers.call_model.handler",
                 "CallModelFunctionArn", timeout_s=300,
-                touches=("room:read", "ledger:write", "rundata:read", "rundata:write", "secrets:read")),
+                touches=("room:read", "ledger:write", "rundata:read", "rundata:write", "secrets:read"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
+                       "MODEL_TIMEOUT_SECONDS", *_SECRET_NAMES, *ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV)),
     FunctionDef("DecideRightsFunction", "quayutec.handlers.decide_rights.handler",
                 "DecideRightsFunctionArn",
-                touches=("room:read", "ledger:write", "rundata:read", "rundata:write")),
+                touches=("room:read", "ledger:write", "rundata:read", "rundata:write"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET)),
     FunctionDef("PostReplyFunction", "quayutec.handlers.post_reply.handler",
                 "PostReplyFunctionArn",
-                touches=("room:read", "room:write", "ledger:write", "rundata:read")),
+                touches=("room:read", "room:write", "ledger:write", "rundata:read"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
+                       "HOP_LIMIT")),
     FunctionDef("RequestApprovalFunction", "quayutec.handlers.request_approval.handler",
-                "RequestApprovalFunctionArn", touches=("room:write", "ledger:write")),
+                "RequestApprovalFunctionArn", touches=("room:write", "ledger:write"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
     FunctionDef("ApplyActionsFunction", "quayutec.handlers.apply_actions.handler",
                 "ApplyActionsFunctionArn",
-                touches=("room:read", "room:write", "ledger:write", "rundata:read")),
+                touches=("room:read", "room:write", "ledger:write", "rundata:read"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
+                       "HOP_LIMIT")),
     FunctionDef("FinishFunction", "quayutec.handlers.finish.handler", "FinishFunctionArn",
-                touches=("ledger:write",)),
+                touches=("ledger:write",),
+                reads=(LEDGER_TABLE.env_var,)),
     FunctionDef("RecordFailureFunction", "quayutec.handlers.record_failure.handler",
-                "RecordFailureFunctionArn", touches=("room:write", "ledger:write")),
+                "RecordFailureFunctionArn", touches=("room:write", "ledger:write"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
     FunctionDef("StreamDispatchFunction", "quayutec.handlers.stream_dispatch.handler",
-                touches=("room:stream", "queue:send")),
+                touches=("room:stream", "queue:send"),
+                reads=(WAKE_QUEUE.env_var, ROOM_TABLE.env_var)),  # records of the room table's stream only
     FunctionDef("WakeConsumerFunction", "quayutec.handlers.wake_consumer.handler",
-                touches=("queue:consume", "states:start", "ledger:write")),
+                touches=("queue:consume", "states:start", "ledger:write"),
+                reads=(LEDGER_TABLE.env_var, STATE_MACHINE_ENV)),
     FunctionDef("ReconcilerFunction", "quayutec.handlers.reconciler.handler",
-                touches=("ledger:write", "room:write")),
+                touches=("ledger:write", "room:write"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
     # The room API behind API Gateway (issue 4). API Gateway's integration timeout is 29 s.
     # It sets or rotates provider keys ("secrets:write": create / put / describe, never
     # GetSecretValue: only CallModel reads keys); infra/quayinfra/api.py also grants it the
     # answers to approval task tokens.
     FunctionDef("ApiFunction", "quayutec.handlers.api.handler", timeout_s=29,
-                touches=("room:read", "room:write", "ledger:read", "secrets:write", "idempotency:write")),
+                touches=("room:read", "room:write", "ledger:read", "secrets:write", "idempotency:write"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, IDEMPOTENCY_TABLE.env_var, *_SECRET_NAMES,
+                       ALLOW_LOOPBACK_ENV)),
     FunctionDef("AuthorizerFunction", "quayutec.handlers.authorizer.handler", timeout_s=10, memory_mb=256,
-                touches=("room:read",)),
+                touches=("room:read",),
+                reads=(ROOM_TABLE.env_var,)),
 )
 
 FUNCTIONS_BY_ID = {f.logical_id: f for f in FUNCTIONS}
+FUNCTIONS_BY_HANDLER = {f.handler: f for f in FUNCTIONS}
 
 
 # --------------------------------------------------------------------------- environment
-# Every function gets the same variable set (one factory, one config): names here, values
-# from the deployment (CDK) or the local stack.
+# Names here, values from the deployment (CDK: quayinfra.config) or the local stack. Each function
+# gets the variables of FunctionDef.reads (that have a value) and ALWAYS_ENVS: environment_of().
 SETTING_DEFAULTS: dict[str, str] = {
     "HOP_LIMIT": "8",
     "APPROVAL_TIMEOUT_SECONDS": "86400",
@@ -206,12 +245,6 @@ SETTING_DEFAULTS: dict[str, str] = {
     "POWERTOOLS_METRICS_NAMESPACE": "Quayutec",
 }
 
-# Optional endpoint overrides (an operator's proxy, or the local provider server).
-ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
-    "ANTHROPIC_BASE_URL",
-    "OPENAI_BASE_URL",
-    "BEDROCK_ENDPOINT_URL",
-)
 
 RESOURCE_ENVS: tuple[str, ...] = (
     *(t.env_var for t in TABLES),
@@ -221,3 +254,12 @@ RESOURCE_ENVS: tuple[str, ...] = (
 )
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = (*RESOURCE_ENVS, *SETTING_DEFAULTS)
+
+# Every function gets these whatever it reads (Powertools reads them itself).
+ALWAYS_ENVS: tuple[str, ...] = ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE")
+
+
+def environment_of(fdef: FunctionDef) -> tuple[str, ...]:
+    """The environment variable names ``fdef`` is deployed with: what it reads, and ALWAYS_ENVS
+    (optional ones only when given a value)."""
+    return (*fdef.reads, *(e for e in ALWAYS_ENVS if e not in fdef.reads))

@@ -1,12 +1,28 @@
-"""The runtime's settings: one validated environment model for every function, read through
-a cached getter (never at import time). Names come from ``quayutec.resources``."""
+"""The runtime's settings: validated environment models, read through a cached getter (never at
+import time). Names come from ``quayutec.resources``.
+
+:class:`Settings` holds every variable any function reads (with defaults: tests, the CLI and
+synth-time validation use it). Each deployed function validates its environment with its own
+model, :func:`settings_model` (``ClaimFunctionSettings``, ...): only the variables its
+``FunctionDef.reads`` names, each required except the optional endpoint overrides. So a function
+deployed without a variable it reads fails at cold start naming it, and reading a setting it
+does not declare is an ``AttributeError`` (locally too: the local stack runs each invocation
+with that function's own environment, :func:`function_environment`). Which function is running
+comes from ``_HANDLER``, the handler string the Lambda runtime sets for every function.
+"""
 
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
+from typing import Any
 
 from pydantic import BaseModel, Field
+from pydantic_core import PydanticUndefined
 
 from quayutec import resources as r
 
@@ -46,11 +62,84 @@ class Settings(BaseModel):
     model_config = {"populate_by_name": True, "extra": "ignore"}
 
 
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """The settings of this function, validated from ``os.environ`` once.
+#: env var -> Settings field name
+FIELD_BY_ENV: dict[str, str] = {f.alias or n: n for n, f in Settings.model_fields.items()}
+
+#: Set by the Lambda runtime to the function's handler string (``quayutec.handlers.x.handler``).
+HANDLER_ENV = "_HANDLER"
+
+_ENVIRONMENT: ContextVar[Mapping[str, str] | None] = ContextVar("quayutec_environment",
+                                                                default=None)
+
+
+@contextmanager
+def function_environment(env: Mapping[str, str]) -> Iterator[None]:
+    """Local stack: run the enclosed invocation with ``env`` (a function's own Lambda
+    environment, ``_HANDLER`` included) as the environment its settings are read from. A context
+    variable, not ``os.environ``: invocations of different functions run at once in threads."""
+    token = _ENVIRONMENT.set(dict(env))
+    try:
+        yield
+    finally:
+        _ENVIRONMENT.reset(token)
+
+
+def environment() -> Mapping[str, str]:
+    """The environment settings are read from: the invocation's (local stack) or the process's."""
+    env = _ENVIRONMENT.get()
+    return os.environ if env is None else env
+
+
+@lru_cache(maxsize=None)
+def settings_model(function_id: str) -> type[BaseModel]:
+    """The environment model of one function: the :class:`Settings` fields its
+    ``FunctionDef.reads`` names, with their types and bounds, required unless optional."""
+    fdef = r.FUNCTIONS_BY_ID[function_id]
+    fields: dict[str, Any] = {}
+    for env_var in fdef.reads:
+        name = FIELD_BY_ENV[env_var]  # KeyError: a read with no Settings field
+        info = Settings.model_fields[name]
+        if env_var not in r.OPTIONAL_ENVS:
+            info = copy.copy(info)
+            info.default = PydanticUndefined
+        fields[name] = (info.annotation, info)
+    from pydantic import create_model
+
+    return create_model(f"{function_id}Settings", __config__={"extra": "ignore", "frozen": True},
+                        __module__=__name__, **fields)
+
+
+def function_id(env: Mapping[str, str] | None = None) -> str | None:
+    """The logical id of the running function (by ``_HANDLER``), None outside a function."""
+    fdef = r.FUNCTIONS_BY_HANDLER.get((env if env is not None else environment()).get(HANDLER_ENV, ""))
+    return fdef.logical_id if fdef else None
+
+
+def get_settings() -> Any:
+    """The settings of this function, validated from its environment once (cached): its own
+    model (:func:`settings_model`) inside a function, :class:`Settings` elsewhere.
 
     Raises ``pydantic.ValidationError`` naming the missing or invalid variable.
     """
-    env = {k: v for k, v in os.environ.items() if v != ""}
-    return Settings.model_validate(env)
+    env = environment()
+    fid = function_id(env)
+    items = tuple(sorted((k, v) for k, v in env.items() if k in FIELD_BY_ENV and v != ""))
+    return _validated(fid, items)
+
+
+@lru_cache(maxsize=64)  # one entry on Lambda; one per function (and setting change) locally
+def _validated(fid: str | None, items: tuple[tuple[str, str], ...]) -> Any:
+    model = settings_model(fid) if fid else Settings
+    return model.model_validate(dict(items))
+
+
+get_settings.cache_clear = _validated.cache_clear  # type: ignore[attr-defined]
+
+
+def validate_settings(values: Mapping[str, str]) -> Settings:
+    """Synth: the runtime settings ``values`` (``SETTING_DEFAULTS`` names, no resource names)
+    through :class:`Settings`, as a function would read them. Raises ``ValidationError``."""
+    placeholders = {f.alias: "validated-at-synth" for f in Settings.model_fields.values()
+                    if f.is_required() and f.alias}
+    return Settings.model_validate({**placeholders,
+                                    **{k: v for k, v in values.items() if v != ""}})

@@ -41,8 +41,10 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Node
+from pydantic import ValidationError
 
 from quayutec import resources as R
+from quayutec import settings as runtime_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = REPO_ROOT / "functions"
@@ -172,23 +174,27 @@ class Settings:
 
     @staticmethod
     def _validate_runtime(runtime: dict[str, str]) -> None:
-        key = context_key
-        approval = _as_int(key("APPROVAL_TIMEOUT_SECONDS"), runtime["APPROVAL_TIMEOUT_SECONDS"],
-                           minimum=1, maximum=MAX_APPROVAL_TIMEOUT_SECONDS)
-        run_limit = _as_int(key("RUN_TIME_LIMIT_SECONDS"), runtime["RUN_TIME_LIMIT_SECONDS"],
-                            minimum=1)
+        """Each value through the runtime's settings model, then the relations it cannot see."""
+        try:
+            model = runtime_settings.validate_settings(runtime)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                name = str(err["loc"][0]) if err["loc"] else "?"
+                problems.append(f"context {context_key(name)}={runtime.get(name)!r} "
+                                f"({name}): {err['msg']}")
+            raise SettingsError("; ".join(problems)) from None
         execution_timeout = asl_execution_timeout()
-        if approval + run_limit > execution_timeout:
+        if model.approval_timeout_s + model.run_time_limit_s > execution_timeout:
             raise SettingsError(
-                f"approvalTimeoutSeconds + runTimeLimitSeconds = {approval + run_limit} exceeds "
-                f"the state machine's TimeoutSeconds {execution_timeout}")
+                f"context approvalTimeoutSeconds + runTimeLimitSeconds = "
+                f"{model.approval_timeout_s + model.run_time_limit_s} exceeds the state "
+                f"machine's TimeoutSeconds {execution_timeout}")
         call_model = R.FUNCTIONS_BY_ID["CallModelFunction"].timeout_s
-        _as_int(key("MODEL_TIMEOUT_SECONDS"), runtime["MODEL_TIMEOUT_SECONDS"],
-                minimum=1, maximum=call_model - 1)
-        _as_int(key("HOP_LIMIT"), runtime["HOP_LIMIT"], minimum=0)
-        for name in ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES", "MAX_FILE_CHUNKS"):
-            if name in runtime:
-                _as_int(key(name), runtime[name], minimum=0)
-        prefix = runtime[R.SECRET_PREFIX_ENV]
+        if model.model_timeout_s >= call_model:
+            raise SettingsError(
+                f"context modelTimeoutSeconds={runtime['MODEL_TIMEOUT_SECONDS']!r}: must be below "
+                f"CallModelFunction's Lambda timeout ({call_model} s)")
+        prefix = model.secret_prefix
         if not prefix or "*" in prefix or prefix.startswith("/") or prefix.endswith("/"):
             raise SettingsError(f"context secretPrefix={prefix!r}: a plain name prefix")

@@ -1,8 +1,9 @@
 """The Lambda factory: every function of ``resources.FUNCTIONS`` from one recipe.
 
 Same runtime/architecture, one code asset (only the ``quayutec`` package), one dependency
-layer, the same environment variable set, active tracing, an explicit log group with
-retention, and an own role holding exactly what ``FunctionDef.touches`` names.
+layer, active tracing, an explicit log group with retention, an own role holding exactly what
+``FunctionDef.touches`` names, and only the environment variables ``FunctionDef.reads`` names
+(``resources.environment_of``), which its own settings model validates at cold start.
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ def secret_finding(settings: Settings) -> str:
     return (f"Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:"
             f"secret:{settings.secret_prefix}/{settings.stage}/*")
 
+# Why not the newest runtime (python3.14): not a wheel gap (every locked package has cp314
+# manylinux aarch64 wheels too, checked when locking). The suite runs on CPython 3.11, the only
+# Python installable on the development machine; 3.13 is the runtime nearest to what was tested
+# that still gets the lock's wheels, so no more untested interpreter distance than needed.
+L1_REASON = ("Python 3.13, not the newest 3.14, on purpose: the tests run on CPython 3.11 (the "
+             "only Python installable where they run), and 3.13 keeps the runtime nearer to the "
+             "tested interpreter; every locked dependency also has cp314 aarch64 wheels, so "
+             "moving up is config.LAMBDA_RUNTIME and build_layer.PYTHON_VERSION/ABI together.")
 
 XRAY_REASON = ("Active tracing: xray:PutTraceSegments/PutTelemetryRecords support no "
                "resource-level permissions, AWS requires Resource '*' "
@@ -103,8 +112,8 @@ class Functions(Construct):
             code=lambda_.Code.from_asset(str(layer_dir / ZIP_NAME)),
             compatible_runtimes=[LAMBDA_RUNTIME],
             compatible_architectures=[LAMBDA_ARCHITECTURE],
-            description="quayutec runtime dependencies (pyproject [project].dependencies "
-                        "minus boto3), cp313 manylinux2014_aarch64 wheels",
+            description="quayutec runtime dependencies (requirements/runtime.lock, boto3 "
+                        "included), cp313 manylinux_2_34_aarch64 wheels",
         )
         self.environment = self._environment()
         self.functions: dict[str, lambda_.Function] = {}
@@ -118,7 +127,8 @@ class Functions(Construct):
 
     # ------------------------------------------------------------------ environment
     def _environment(self) -> dict[str, str]:
-        """The variable set every function gets (STATE_MACHINE_ARN only via bind_state_machine)."""
+        """Every variable's value (STATE_MACHINE_ARN only via bind_state_machine); each function
+        gets the ones it reads: :meth:`environment_for`."""
         env: dict[str, str] = {}
         for tdef in R.TABLES:
             env[tdef.env_var] = self._storage.table(tdef).table_name
@@ -132,6 +142,14 @@ class Functions(Construct):
         if missing:
             raise ValueError(f"no value for environment variables {sorted(missing)}")
         return env
+
+    def environment_for(self, fdef: R.FunctionDef) -> dict[str, str]:
+        """What ``fdef`` reads (STATE_MACHINE_ARN: bind_state_machine), nothing else."""
+        names = R.environment_of(fdef)
+        unknown = set(names) - set(self.environment) - {R.STATE_MACHINE_ENV} - R.OPTIONAL_ENVS
+        if unknown:
+            raise ValueError(f"{fdef.logical_id} reads {sorted(unknown)}: no value for them")
+        return {k: self.environment[k] for k in names if k in self.environment}
 
     # ------------------------------------------------------------------ one function
     def _function(self, fdef: R.FunctionDef) -> lambda_.Function:
@@ -161,7 +179,7 @@ class Functions(Construct):
             layers=[self.layer],
             timeout=Duration.seconds(fdef.timeout_s),
             memory_size=fdef.memory_mb,
-            environment=dict(self.environment),
+            environment=self.environment_for(fdef),
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
             role=role,
@@ -171,11 +189,7 @@ class Functions(Construct):
         for touch in fdef.touches:
             self._grant(fdef, touch, role)
         nag.acknowledge(role, "IAM5", XRAY_REASON, "Resource::*")
-        nag.acknowledge(
-            fn, "L1",
-            "Python 3.13 on purpose: the dependency layer is built offline from "
-            "manylinux2014_aarch64 wheels, which numpy (needed by rank-bm25) no longer ships "
-            "for cp314. Move runtime and layer (build_layer.PYTHON_VERSION) together.")
+        nag.acknowledge(fn, "L1", L1_REASON)
         self.functions[fdef.logical_id] = fn
         self.roles[fdef.logical_id] = role
         self.log_groups[fdef.logical_id] = log_group
@@ -243,6 +257,9 @@ class Functions(Construct):
         Only those: the phase functions are referenced by the state machine definition, so
         giving them its ARN would make a dependency cycle."""
         for fdef in R.FUNCTIONS:
+            if (STATE_MACHINE_TOUCH in fdef.touches) != (R.STATE_MACHINE_ENV in fdef.reads):
+                raise ValueError(f"{fdef.logical_id}: starts runs ({STATE_MACHINE_TOUCH}) if and "
+                                 f"only if it reads {R.STATE_MACHINE_ENV}")
             if STATE_MACHINE_TOUCH in fdef.touches:
                 fn = self.functions[fdef.logical_id]
                 fn.add_environment(R.STATE_MACHINE_ENV, state_machine.state_machine_arn)

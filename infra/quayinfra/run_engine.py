@@ -20,7 +20,7 @@ from . import nag
 from .config import STATE_MACHINE_PATH, Settings
 from .functions import XRAY_REASON, Functions
 
-STATE_MACHINE_LOGICAL_ID = "AgentRunStateMachine"
+STATE_MACHINE_LOGICAL_ID = R.STATE_MACHINE_LOGICAL_ID
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
 

@@ -344,6 +344,9 @@ def version() -> None:
 
 def main() -> None:
     """The `quay` command: every error is one line on stderr and a non-zero exit, never a traceback."""
+    from quaylocal import calls
+
+    calls.install_from_environment()  # only when the test suite asks (QUAY_CALL_LOG)
     try:
         app()
     except KeyboardInterrupt:

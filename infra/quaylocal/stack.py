@@ -29,7 +29,7 @@ import uuid
 import warnings
 import zipfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,10 @@ from moto.dynamodb.models import DynamoDBBackend
 
 from quayutec import deps as quay_deps
 from quayutec import resources as r
+from quayutec.settings import HANDLER_ENV, function_environment
+from quayutec.dal import aws
+
+from quaylocal import calls
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -85,14 +89,23 @@ def invoke_in_process(self: LambdaFunction, event: Any = None) -> tuple[str, boo
     if isinstance(event, (bytes, str)):
         event = json.loads(event or "{}")
     handler = resolve_handler(self.handler)
+    calls.record_lambda_invoke(self.function_arn)
     try:
-        result = handler(event if event is not None else {}, LocalLambdaContext(self))
+        # This function's own Lambda environment (the template's or the local one), as on AWS:
+        # its settings model sees only these, so a variable it reads but was not given fails.
+        with function_environment(function_env(self)):
+            result = handler(event if event is not None else {}, LocalLambdaContext(self))
         return json.dumps(result), False, ""
     except Exception as exc:  # noqa: BLE001 - the runtime's error contract
         return json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__,
                            "stackTrace": traceback.format_exception(exc)}), True, ""
     finally:
         _drop_disabled_metrics()
+
+
+def function_env(fn: LambdaFunction) -> dict[str, str]:
+    """What the Lambda runtime gives ``fn``: its configured variables and ``_HANDLER``."""
+    return {**(fn.environment_vars or {}), HANDLER_ENV: fn.handler}
 
 
 def _drop_disabled_metrics() -> None:
@@ -194,7 +207,8 @@ def scale_time(factor: float) -> None:
 
 # ----------------------------------------------------------------------------- the stack
 def local_environment(overrides: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment every local function sees: the same variable set as in the CDK app."""
+    """The local stack's process environment: every variable any function reads (each function
+    is created with its own subset: :func:`function_variables`)."""
     env = {
         "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION, "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
@@ -213,6 +227,22 @@ def local_environment(overrides: dict[str, str] | None = None) -> dict[str, str]
     return env
 
 
+def function_variables(fdef: r.FunctionDef, env: dict[str, str]) -> dict[str, str]:
+    """``fdef``'s own variables out of ``env`` (what it reads, as the CDK app gives it) and the
+    local-only ones every local function needs (region, test credentials, Powertools switches)."""
+    own = {k: env[k] for k in r.environment_of(fdef) if k in env}
+    local = {k: v for k, v in env.items() if k in LOCAL_ONLY_ENVS}
+    return {**local, **own}
+
+
+#: Set on every local function on top of its own variables (not part of the deployed contract).
+LOCAL_ONLY_ENVS = frozenset({
+    "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN", "AWS_ACCOUNT_ID_ENDPOINT_MODE", "MOTO_ALLOW_NONEXISTENT_REGION",
+    "POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_METRICS_DISABLED", "POWERTOOLS_LOG_LEVEL",
+})
+
+
 @dataclass
 class Deployment:
     """What :meth:`LocalStack.from_deployed` deployed: the stack, logical id -> physical id, the
@@ -225,18 +255,15 @@ class Deployment:
     function_environments: dict[str, dict[str, str]]
 
     def process_environment(self) -> dict[str, str]:
-        """The one environment the in-process handlers run with: every deployed function's
-        (they must agree; only the run starters also carry STATE_MACHINE_ARN)."""
+        """The process environment of the local stack (the CLI, the tests' own reads): every
+        deployed function's variables merged; each invocation still runs with its function's
+        own (:func:`invoke_in_process`). They must agree on every shared variable."""
         merged: dict[str, str] = {}
         for logical_id, env in self.function_environments.items():
             for k, v in env.items():
                 if merged.setdefault(k, v) != v:
                     raise ValueError(f"deployed functions disagree on {k} ({logical_id}: {v!r}, "
-                                     f"before: {merged[k]!r}): one process cannot run both")
-        shared = set.intersection(*(set(e) for e in self.function_environments.values()))
-        uneven = set(merged) - shared - {r.STATE_MACHINE_ENV}
-        if uneven:
-            raise ValueError(f"only some deployed functions have {sorted(uneven)}")
+                                     f"before: {merged[k]!r})")
         return merged
 
 
@@ -340,6 +367,7 @@ class LocalStack:
             self._adopt_deployed()
         else:
             self._provision()
+        calls.register_names(self.canonical_names(), self.state_machine_arn)
         os.environ[r.WAKE_QUEUE.env_var] = self.queue_urls[r.WAKE_QUEUE.logical_id]
         os.environ[r.STATE_MACHINE_ENV] = self.state_machine_arn
         quay_deps.reset()
@@ -369,7 +397,7 @@ class LocalStack:
         """A boto3 client for moto (cached per service: clients are thread-safe)."""
         with self._clients_lock:
             if service not in self._clients:
-                self._clients[service] = boto3.client(service, region_name=REGION)
+                self._clients[service] = aws.observe(boto3.client(service, region_name=REGION))
             return self._clients[service]
 
     # ------------------------------------------------------------------ resources
@@ -425,13 +453,18 @@ class LocalStack:
         for f in r.FUNCTIONS:
             resp = lam.create_function(FunctionName=f"quayutec-{f.logical_id}", Runtime=LAMBDA_RUNTIME, Role=role_arn,
                                        Handler=f.handler, Code={"ZipFile": zipped.getvalue()}, Timeout=f.timeout_s,
-                                       MemorySize=f.memory_mb, Environment={"Variables": env})
+                                       MemorySize=f.memory_mb,
+                                       Environment={"Variables": function_variables(f, env)})
             self.function_arns[f.logical_id] = resp["FunctionArn"]
         definition = ASL_PATH.read_text()
         for sub, value in self.definition_substitutions().items():
             definition = definition.replace("${" + sub + "}", value)
         self.state_machine_arn = self.client("stepfunctions").create_state_machine(
             name=r.STATE_MACHINE_DEFAULT_NAME, definition=definition, roleArn=role_arn, type="STANDARD")["stateMachineArn"]
+        for f in r.FUNCTIONS:  # the run starters' STATE_MACHINE_ARN, as bind_state_machine does
+            if r.STATE_MACHINE_ENV in f.reads:
+                lam.update_function_configuration(FunctionName=self.function_arns[f.logical_id], Environment={
+                    "Variables": function_variables(f, {**env, r.STATE_MACHINE_ENV: self.state_machine_arn})})
         desc = ddb.describe_table(TableName=r.ROOM_TABLE.default_name)["Table"]
         self.stream_arn = desc["LatestStreamArn"]
 
@@ -463,8 +496,9 @@ class LocalStack:
         for f in r.FUNCTIONS:
             conf = lam.get_function_configuration(FunctionName=ids[f.logical_id])
             variables = dict(conf.get("Environment", {}).get("Variables", {}))
-            if self.settings:
-                variables.update(self.settings)
+            overrides = {k: v for k, v in self.settings.items() if k in r.environment_of(f)}
+            if overrides:  # only what the function reads, as a deployment would set it
+                variables.update(overrides)
                 conf = lam.update_function_configuration(FunctionName=ids[f.logical_id],
                                                          Environment={"Variables": variables})
             self.function_arns[f.logical_id] = conf["FunctionArn"]
@@ -502,6 +536,23 @@ class LocalStack:
         if made["stateMachineArn"] != arn:
             raise RuntimeError(f"mirrored state machine {made['stateMachineArn']} != deployed {arn}")
 
+    def canonical_names(self) -> dict[str, str]:
+        """Physical name -> logical id of the template, for every resource the functions call
+        (the IAM check's canonical ARNs, :mod:`quaylocal.calls`)."""
+        if self.deployment is not None:
+            physical = self.deployment.physical_ids
+        else:
+            physical = {**{t.logical_id: t.default_name for t in r.TABLES},
+                        **{b.logical_id: b.default_name for b in r.BUCKETS},
+                        **self.queue_urls, **self.function_arns,
+                        r.STATE_MACHINE_LOGICAL_ID: self.state_machine_arn}
+        out = {}
+        for logical, phys in physical.items():
+            name = phys.rstrip("/").rsplit("/", 1)[-1] if phys.startswith("https://") else phys
+            name = name.rsplit(":", 1)[-1] if name.startswith("arn:") else name
+            out[name] = logical
+        return out
+
     def definition_substitutions(self) -> dict[str, str]:
         """``${Placeholder}`` → function ARN (and ``${Partition}`` → "aws"), the same mapping
         the CDK app provides."""
@@ -510,9 +561,13 @@ class LocalStack:
         return subs
 
     def invoke(self, logical_id: str, event: dict[str, Any]) -> dict[str, Any]:
-        """Invoke a function through moto's Lambda (so through the in-process seam)."""
-        resp = self.client("lambda").invoke(FunctionName=self.function_arns[logical_id],
-                                            Payload=json.dumps(event).encode())
+        """Invoke a function through moto's Lambda (so through the in-process seam). From a
+        poller, the invocation is the Lambda service's own (an event source mapping: no role)."""
+        owner = calls.OWNER.get()
+        as_service = owner is not None and owner.startswith("function:")
+        with calls.owner("local:event-source-mapping") if as_service else nullcontext():
+            resp = self.client("lambda").invoke(FunctionName=self.function_arns[logical_id],
+                                                Payload=json.dumps(event).encode())
         payload = json.loads(resp["Payload"].read() or b"null")
         if resp.get("FunctionError"):
             raise RuntimeError(f"{logical_id} failed: {payload.get('errorType')}: {payload.get('errorMessage')}")
@@ -547,9 +602,14 @@ class LocalStack:
         """One round of every poller; ``True`` when anything was processed."""
         self._busy.set()
         try:
-            a = self._poll_stream()
-            b = self._poll_queue()
-            c = self._poll_executions()
+            # Each poller's calls count as those of the function whose event source it stands
+            # in for (SPEC §11, quaylocal.calls); the executions poller stands in for EventBridge.
+            with calls.owner(calls.function_owner("StreamDispatchFunction")):
+                a = self._poll_stream()
+            with calls.owner(calls.function_owner("WakeConsumerFunction")):
+                b = self._poll_queue()
+            with calls.owner("local:eventbridge-status-events"):
+                c = self._poll_executions()
             return a or b or c
         finally:
             self._busy.clear()

@@ -128,6 +128,7 @@ def test_the_local_stack_runs_more_than_100_counting_invocations_in_one_process(
         handler = "test_chaos_matrix.counting_handler"
         function_name = "f"
         function_arn = "arn:aws:lambda:us-east-1:123456789012:function:f"
+        environment_vars: dict[str, str] = {}  # the seam gives the function its own environment
         memory_size = 128
         timeout = 3
 

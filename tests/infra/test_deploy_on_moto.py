@@ -98,15 +98,25 @@ def test_function_handler_and_environment(deployed, fdef):
     assert conf["Handler"] == fdef.handler
     assert conf["Runtime"] == "python3.13"
     env = conf["Environment"]["Variables"]
+    reads = R.environment_of(fdef)
+    # its own variables only (the endpoint overrides: from_deployed(settings=...) below)
+    assert set(env) - R.OPTIONAL_ENVS == set(reads) - R.OPTIONAL_ENVS
     for tdef in R.TABLES:
-        assert env[tdef.env_var] == ids[tdef.logical_id]
-    assert env[R.RUN_DATA_BUCKET.env_var] == ids[R.RUN_DATA_BUCKET.logical_id]
-    assert env[R.WAKE_QUEUE.env_var] == ids[R.WAKE_QUEUE.logical_id]
-    assert env[R.WAKE_QUEUE.env_var].startswith("https://")
+        if tdef.env_var in reads:
+            assert env[tdef.env_var] == ids[tdef.logical_id]
+    if R.RUN_DATA_BUCKET.env_var in reads:
+        assert env[R.RUN_DATA_BUCKET.env_var] == ids[R.RUN_DATA_BUCKET.logical_id]
+    if R.WAKE_QUEUE.env_var in reads:
+        assert env[R.WAKE_QUEUE.env_var] == ids[R.WAKE_QUEUE.logical_id]
+        assert env[R.WAKE_QUEUE.env_var].startswith("https://")
     for name, default in R.SETTING_DEFAULTS.items():
-        assert env[name] == default
+        if name in reads:
+            assert env[name] == default
     for name, url in deployed["settings"].items():  # put there by from_deployed(settings=...)
-        assert env[name] == url
+        if name in reads:  # only on the functions that read it
+            assert env[name] == url
+        else:
+            assert name not in env
     if "states:start" in fdef.touches:
         assert env[R.STATE_MACHINE_ENV] == ids["AgentRunStateMachine"]
         assert env[R.STATE_MACHINE_ENV].startswith("arn:aws:states:")

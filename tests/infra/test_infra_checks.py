@@ -144,6 +144,7 @@ def test_settings_defaults_and_stage_rules():
     {"stage": "no spaces"},
     {"removalPolicy": "maybe"},
     {"secretPrefix": "*"},
+    {"recentMessages": "0"},
     {"runDataExpiryDays": 0},
     {"alarmEmail": "not an address"},
 ])

@@ -35,14 +35,18 @@ def local():
         confs = {f.logical_id: lam.get_function_configuration(FunctionName=arn)
                  for f in R.FUNCTIONS for arn in [stack.function_arns[f.logical_id]]}
         yield {"stack": stack, "functions": confs,
-               "env": next(iter(confs.values()))["Environment"]["Variables"],
+               # every variable any local function has (each has its own subset)
+               "env": {k: v for c in confs.values() for k, v in c["Environment"]["Variables"].items()},
                "process_env": dict(os.environ)}
 
 
 @pytest.fixture(scope="module")
 def template_env(resources) -> dict:
-    """The environment every template function has (the factory gives one set)."""
-    return resources[R.FUNCTIONS[0].logical_id]["Properties"]["Environment"]["Variables"]
+    """Every variable any template function has (each function gets the ones it reads)."""
+    merged: dict = {}
+    for f in R.FUNCTIONS:
+        merged.update(resources[f.logical_id]["Properties"]["Environment"]["Variables"])
+    return merged
 
 
 def of_type(resources: dict, rtype: str) -> dict:
@@ -158,8 +162,9 @@ def test_function_matches(local, resources, fdef):
     want_env = want["Environment"]["Variables"]
     got_env = got["Environment"]["Variables"]
     local_only = {k for k in got_env if k in LOCAL_ONLY or k.startswith(LOCAL_ONLY_PREFIXES)}
-    assert set(want_env) - {R.STATE_MACHINE_ENV} == set(got_env) - local_only
-    assert set(want_env) - {R.STATE_MACHINE_ENV} == set(R.ENVIRONMENT_VARIABLES) - {R.STATE_MACHINE_ENV}
+    # (locally, optional variables may be set too, e.g. ALLOW_LOOPBACK_MODEL_URLS)
+    assert set(want_env) == set(got_env) - local_only - R.OPTIONAL_ENVS
+    assert set(want_env) == set(R.environment_of(fdef)) - R.OPTIONAL_ENVS
     # Values: the same settings; resources by the same logical id.
     stack = local["stack"]
     local_physical = {**{t.logical_id: t.default_name for t in R.TABLES},
@@ -172,11 +177,11 @@ def test_function_matches(local, resources, fdef):
             assert got_env[name] == local_physical[value["Ref"]], name
         else:
             assert got_env[name] == value, name
-    # STATE_MACHINE_ARN: on the deployed run starters only; locally every handler runs in one
-    # process whose environment holds it.
+    # STATE_MACHINE_ARN: on the run starters only, deployed and local.
     assert (R.STATE_MACHINE_ENV in want_env) == ("states:start" in fdef.touches)
     if R.STATE_MACHINE_ENV in want_env:
         assert want_env[R.STATE_MACHINE_ENV] == {"Ref": "AgentRunStateMachine"}
+        assert got_env[R.STATE_MACHINE_ENV] == stack.state_machine_arn
     assert local["process_env"][R.STATE_MACHINE_ENV] == stack.state_machine_arn
 
 
@@ -187,14 +192,14 @@ def test_same_state_machine_after_substitution(local, resources):
     props = machines["AgentRunStateMachine"]
     template_def = props["DefinitionString"]
     for placeholder, value in props["DefinitionSubstitutions"].items():
+        if value == {"Ref": "AWS::Partition"}:  # the local stack's partition
+            template_def = template_def.replace("${" + placeholder + "}", "aws")
+            continue
         logical_id, attr = value["Fn::GetAtt"]
         assert attr == "Arn"
         template_def = template_def.replace("${" + placeholder + "}", f"<{logical_id}>")
 
     stack = local["stack"]
-        if value == {"Ref": "AWS::Partition"}:  # the local stack's partition
-            template_def = template_def.replace("${" + placeholder + "}", "aws")
-            continue
     desc = stack.client("stepfunctions").describe_state_machine(stateMachineArn=stack.state_machine_arn)
     local_def = desc["definition"]
     for logical_id, arn in stack.function_arns.items():

@@ -15,6 +15,7 @@ from quayutec.api.access import Services, own_agent, services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import AgentId
 from quayutec.api.schemas import AgentIn, AgentList, AgentOut
+from quayutec.dal import aws
 from quayutec.dal.aws import error_code, transient_errors
 from quayutec.deps import secret_name
 from quayutec.errors import Conflict, InvalidInput
@@ -27,9 +28,7 @@ router = APIGatewayRouter()
 def _secrets(svc: Services) -> Any:
     client = svc.deps.extra.get("secretsmanager")
     if client is None:
-        import boto3
-
-        client = svc.deps.extra["secretsmanager"] = boto3.client("secretsmanager")
+        client = svc.deps.extra["secretsmanager"] = aws.secretsmanager()
     return client
 
 
