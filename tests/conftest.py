@@ -87,8 +87,7 @@ def roles(config: pytest.Config) -> iam_check.Roles:
 
 # ----------------------------------------------------------------------------- per test
 _USED: set[tuple[str, int, str, str]] = set()
-_CHECKED: dict[str, int] = {}  # owner -> calls checked
-_LISTED: dict[str, int] = {}  # setup / local owners -> calls listed
+_PAIRS: set[tuple[str, str, str]] = set()  # (owner, action, resource) of every checked call
 
 
 @pytest.fixture
@@ -117,9 +116,7 @@ def _iam_check_each_call(request: pytest.FixtureRequest) -> Any:
     checker = roles(request.config)
     denials, problems = checker.check(recorded)
     _USED.update(checker.used(recorded))
-    for call in recorded:
-        bucket = _CHECKED if call.owner in checker.role_of else _LISTED
-        bucket[call.owner or "UNOWNED"] = bucket.get(call.owner or "UNOWNED", 0) + 1
+    _PAIRS.update((c.owner, a, res) for c in recorded if c.owner in checker.role_of for a, res in c.pairs)
     lines = [f"denied: {d}" for d in dict.fromkeys(map(str, denials))]
     lines += [f"cannot check ({'unmapped operation' if c.unmapped else 'no owner/role'}): {c.describe()}"
               for c in dict.fromkeys(problems)]
@@ -133,7 +130,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if hasattr(config, "workerinput"):  # an xdist worker: hand the used grants to the controller
         config.workeroutput["iam_used"] = json.dumps(sorted(_USED))  # type: ignore[attr-defined]
-        config.workeroutput["iam_checked"] = json.dumps(_CHECKED)  # type: ignore[attr-defined]
+        config.workeroutput["iam_pairs"] = json.dumps(sorted(_PAIRS))  # type: ignore[attr-defined]
         return
     if not FULL:
         return
@@ -141,6 +138,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = REPO_ROOT / ".pytest_cache" / "iam-report.txt"
     out.parent.mkdir(exist_ok=True)
     out.write_text(report.text)
+    (out.parent / "iam-calls.txt").write_text(
+        "".join(f"{o}: {a} on {res}\n" for o, a, res in sorted(_PAIRS)))
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_sep("=", "IAM: grants no recorded call used")
@@ -155,3 +154,5 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     out = getattr(node, "workeroutput", {})
     for row in json.loads(out.get("iam_used", "[]")):
         _USED.add(tuple(row))  # type: ignore[arg-type]
+    for row in json.loads(out.get("iam_pairs", "[]")):
+        _PAIRS.add(tuple(row))  # type: ignore[arg-type]

@@ -158,7 +158,16 @@ class FunctionDef:
     asl_placeholder: str | None = None  # ${Name} in the ASL, substituted with the function ARN
     timeout_s: int = 30
     memory_mb: int = 512
-    touches: tuple[str, ...] = field(default_factory=tuple)  # what it reads/writes (least privilege)
+    # Exactly what its role may do (least privilege; each grant is used by a call of the test
+    # suite or has its reason in quaylocal.iam_check.UNUSED_GRANT_REASONS):
+    #   "<table>:<op>"           op: get | query | put | update | delete, on claims | ledger | room
+    #                            | idempotency (GetItem, Query, PutItem, UpdateItem, DeleteItem)
+    #   "<table>:query@<index>"  Query on one of the table's indexes
+    #   "rundata:get|put"        run data objects under runs/ ; "secrets:read|write" provider keys
+    #   "room:stream"            the room table's stream (an event source mapping)
+    #   "queue:send|consume"     the wake queue ; "states:start" | "states:answer" the state machine
+    #                            (StartExecution | SendTaskSuccess/SendTaskFailure)
+    touches: tuple[str, ...] = field(default_factory=tuple)
     # The environment variables its code reads (resource names and settings): it gets only these
     # (plus ALWAYS_ENVS), validated at cold start by its own model (quayutec.settings).
     reads: tuple[str, ...] = ()
@@ -166,60 +175,66 @@ class FunctionDef:
 
 FUNCTIONS: tuple[FunctionDef, ...] = (
     FunctionDef("ClaimFunction", "quayutec.handlers.claim.handler", "ClaimFunctionArn",
-                touches=("claims:write", "ledger:write", "room:read"),
+                touches=("claims:get", "claims:put", "ledger:get", "ledger:put", "room:get"),
                 reads=(CLAIM_TABLE.env_var, LEDGER_TABLE.env_var, ROOM_TABLE.env_var, *_RUN_BUDGET,
                        "APPROVAL_TIMEOUT_SECONDS")),
     FunctionDef("LoadContextFunction", "quayutec.handlers.load_context.handler",
-                "LoadContextFunctionArn", touches=("room:read", "ledger:read", "rundata:write"),
+                "LoadContextFunctionArn", touches=("room:get", "room:query", "room:query@by_time", "room:query@open_tasks", "ledger:get",
+                         "rundata:put"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
                        *_CONTEXT_SIZES)),
     FunctionDef("CallModelFunction", "quayutec.handlers.call_model.handler",
                 "CallModelFunctionArn", timeout_s=300,
-                touches=("room:read", "ledger:write", "rundata:read", "rundata:write", "secrets:read"),
+                touches=("room:get", "ledger:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put",
+                         "secrets:read"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
                        "MODEL_TIMEOUT_SECONDS", *_SECRET_NAMES, *ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV)),
     FunctionDef("DecideRightsFunction", "quayutec.handlers.decide_rights.handler",
                 "DecideRightsFunctionArn",
-                touches=("room:read", "ledger:write", "rundata:read", "rundata:write"),
+                touches=("room:get", "room:query", "ledger:get", "ledger:query", "ledger:put", "ledger:update",
+                         "rundata:get"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET)),
     FunctionDef("PostReplyFunction", "quayutec.handlers.post_reply.handler",
                 "PostReplyFunctionArn",
-                touches=("room:read", "room:write", "ledger:write", "rundata:read"),
+                touches=("room:get", "room:query", "room:put", "ledger:get", "ledger:query", "ledger:update",
+                         "rundata:get"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
                        "HOP_LIMIT")),
     FunctionDef("RequestApprovalFunction", "quayutec.handlers.request_approval.handler",
-                "RequestApprovalFunctionArn", touches=("room:write", "ledger:write"),
+                "RequestApprovalFunctionArn", touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
     FunctionDef("ApplyActionsFunction", "quayutec.handlers.apply_actions.handler",
                 "ApplyActionsFunctionArn",
-                touches=("room:read", "room:write", "ledger:write", "rundata:read"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
+                touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET,
                        "HOP_LIMIT")),
     FunctionDef("FinishFunction", "quayutec.handlers.finish.handler", "FinishFunctionArn",
-                touches=("ledger:write",),
+                touches=("ledger:update",),
                 reads=(LEDGER_TABLE.env_var,)),
     FunctionDef("RecordFailureFunction", "quayutec.handlers.record_failure.handler",
-                "RecordFailureFunctionArn", touches=("room:write", "ledger:write"),
+                "RecordFailureFunctionArn", touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
     FunctionDef("StreamDispatchFunction", "quayutec.handlers.stream_dispatch.handler",
                 touches=("room:stream", "queue:send"),
                 reads=(WAKE_QUEUE.env_var, ROOM_TABLE.env_var)),  # records of the room table's stream only
     FunctionDef("WakeConsumerFunction", "quayutec.handlers.wake_consumer.handler",
-                touches=("queue:consume", "states:start", "ledger:write"),
+                touches=("queue:consume", "states:start", "ledger:update"),
                 reads=(LEDGER_TABLE.env_var, STATE_MACHINE_ENV)),
     FunctionDef("ReconcilerFunction", "quayutec.handlers.reconciler.handler",
-                touches=("ledger:write", "room:write"),
+                touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:update"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
     # The room API behind API Gateway (issue 4). API Gateway's integration timeout is 29 s.
     # It sets or rotates provider keys ("secrets:write": create / put / describe, never
     # GetSecretValue: only CallModel reads keys); infra/quayinfra/api.py also grants it the
     # answers to approval task tokens.
     FunctionDef("ApiFunction", "quayutec.handlers.api.handler", timeout_s=29,
-                touches=("room:read", "room:write", "ledger:read", "secrets:write", "idempotency:write"),
+                touches=("room:get", "room:query", "room:query@by_time", "room:put", "room:update", "ledger:get",
+                         "ledger:query", "ledger:query@runs_by_room", "idempotency:get", "idempotency:put",
+                         "idempotency:update", "idempotency:delete", "secrets:write", "states:answer"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, IDEMPOTENCY_TABLE.env_var, *_SECRET_NAMES,
                        ALLOW_LOOPBACK_ENV)),
     FunctionDef("AuthorizerFunction", "quayutec.handlers.authorizer.handler", timeout_s=10, memory_mb=256,
-                touches=("room:read",),
+                touches=("room:get",),
                 reads=(ROOM_TABLE.env_var,)),
 )
 

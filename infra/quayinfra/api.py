@@ -75,11 +75,10 @@ class Api(Construct):
         self.storage = storage
         api_fn = functions[R.FUNCTIONS_BY_ID["ApiFunction"]]
         authorizer_fn = functions[R.FUNCTIONS_BY_ID["AuthorizerFunction"]]
-        api_role = functions.roles["ApiFunction"]
 
         # -------------------------------------------------------------- what touches do not name
         # (Provider keys: the ApiFunction's "secrets:write" touch, Functions.)
-        state_machine.grant_task_response(api_role)  # approve / deny a held action (SendTaskSuccess/Failure)
+        # (Task token answers: the ApiFunction's "states:answer" touch, Functions.bind_state_machine.)
 
         # -------------------------------------------------------------- the REST API
         self.access_logs = logs.LogGroup(self, "AccessLogs", retention=settings.log_retention,

@@ -39,25 +39,24 @@ CODE_EXCLUDE = [
     "**/.DS_Store",
 ]
 
-DDB_READ = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query",
-            "dynamodb:ConditionCheckItem"]
-# Conditional puts and updates only (SPEC §2.1): no DeleteItem, no BatchWriteItem, no Scan.
-DDB_WRITE = ["dynamodb:PutItem", "dynamodb:UpdateItem"]
-
-# touch -> table whose name it concerns.
+# touch -> table whose name it concerns; op -> the one DynamoDB action it grants. Conditional
+# puts and updates (SPEC §2.1); DeleteItem only where Powertools idempotency deletes its
+# in-progress record after a failed request. No BatchWriteItem, no Scan.
 _TABLE_TOUCHES = {"claims": R.CLAIM_TABLE, "ledger": R.LEDGER_TABLE, "room": R.ROOM_TABLE,
                   "idempotency": R.IDEMPOTENCY_TABLE}
-# Powertools idempotency deletes its in-progress record when the request fails, so its table
-# (and only its table) also gets DeleteItem.
-DDB_IDEMPOTENCY_EXTRA = ["dynamodb:DeleteItem"]
+_TABLE_OPS = {"get": "dynamodb:GetItem", "query": "dynamodb:Query", "put": "dynamodb:PutItem",
+              "update": "dynamodb:UpdateItem", "delete": "dynamodb:DeleteItem"}
+_INDEXES = {(t, i.name) for t, tdef in _TABLE_TOUCHES.items() for i in tdef.indexes}
 
 KNOWN_TOUCHES = frozenset({
-    *(f"{t}:{m}" for t in _TABLE_TOUCHES for m in ("read", "write")),
-    "room:stream", "rundata:read", "rundata:write", "secrets:read", "secrets:write",
-    "queue:send", "queue:consume", "states:start",
+    *(f"{t}:{op}" for t in _TABLE_TOUCHES for op in _TABLE_OPS),
+    *(f"{t}:query@{i}" for t, i in _INDEXES),
+    "room:stream", "rundata:get", "rundata:put", "secrets:read", "secrets:write",
+    "queue:send", "queue:consume", "states:start", "states:answer",
 })
 
 STATE_MACHINE_TOUCH = "states:start"
+TASK_ANSWER_TOUCH = "states:answer"
 
 # Provider keys (SPEC §5): only CallModel reads a value; the API sets or rotates keys without
 # reading them (create, on ResourceExistsException put a new version; describe for
@@ -186,8 +185,10 @@ class Functions(Construct):
             description=f"quayutec {fdef.handler}",
         )
         fn.node.default_child.override_logical_id(fdef.logical_id)
+        self._grant_tables(fdef, role)
         for touch in fdef.touches:
-            self._grant(fdef, touch, role)
+            if touch.split(":")[0] not in _TABLE_TOUCHES or touch == "room:stream":
+                self._grant(fdef, touch, role)
         nag.acknowledge(role, "IAM5", XRAY_REASON, "Resource::*")
         nag.acknowledge(fn, "L1", L1_REASON)
         self.functions[fdef.logical_id] = fn
@@ -195,19 +196,24 @@ class Functions(Construct):
         self.log_groups[fdef.logical_id] = log_group
         return fn
 
+    def _grant_tables(self, fdef: R.FunctionDef, role: iam.Role) -> None:
+        """One statement per table (its item actions) and per index (Query), exactly the
+        ``<table>:<op>[@index]`` touches."""
+        by_resource: dict[tuple[str, str | None], list[str]] = {}
+        for touch in fdef.touches:
+            what, _, op = touch.partition(":")
+            if what not in _TABLE_TOUCHES or touch == "room:stream":
+                continue
+            op, _, index = op.partition("@")
+            by_resource.setdefault((what, index or None), []).append(_TABLE_OPS[op])
+        for (what, index), actions in by_resource.items():
+            arn = self._storage.table(_TABLE_TOUCHES[what]).table_arn
+            role.add_to_policy(iam.PolicyStatement(
+                actions=sorted(actions), resources=[f"{arn}/index/{index}" if index else arn]))
+
     def _grant(self, fdef: R.FunctionDef, touch: str, role: iam.Role) -> None:
         what, mode = touch.split(":")
-        if what in _TABLE_TOUCHES and mode in ("read", "write"):
-            tdef = _TABLE_TOUCHES[what]
-            table = self._storage.table(tdef)
-            index_arns = [f"{table.table_arn}/index/{i.name}" for i in tdef.indexes]
-            role.add_to_policy(iam.PolicyStatement(
-                actions=DDB_READ, resources=[table.table_arn, *index_arns]))
-            if mode == "write":  # read-modify-write: a writer also reads its own table
-                extra = DDB_IDEMPOTENCY_EXTRA if tdef is R.IDEMPOTENCY_TABLE else []
-                role.add_to_policy(iam.PolicyStatement(
-                    actions=[*DDB_WRITE, *extra], resources=[table.table_arn]))
-        elif touch == "room:stream":
+        if touch == "room:stream":
             self._storage.table(R.ROOM_TABLE).grant_stream_read(role)
             nag.acknowledge(
                 role, "IAM5",
@@ -217,9 +223,9 @@ class Functions(Construct):
         elif what == "rundata":
             bucket = self._storage.bucket(R.RUN_DATA_BUCKET)
             objects = bucket.arn_for_objects(f"{RUN_DATA_PREFIX}*")
-            actions = ["s3:GetObject"] if mode == "read" else ["s3:PutObject"]
+            actions = ["s3:GetObject"] if mode == "get" else ["s3:PutObject"]
             role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[objects]))
-            if mode == "read":  # so a missing object is a 404, not a 403
+            if mode == "get":  # so a missing object is a 404, not a 403
                 role.add_to_policy(iam.PolicyStatement(
                     actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
                     conditions={"StringLike": {"s3:prefix": f"{RUN_DATA_PREFIX}*"}}))
@@ -242,10 +248,16 @@ class Functions(Construct):
                             "caller's own company.")
             nag.acknowledge(role, "IAM5", reason, secret_finding(self._settings))
         elif touch == "queue:send":
-            self._queues[R.WAKE_QUEUE.logical_id].grant_send_messages(role)
+            role.add_to_policy(iam.PolicyStatement(
+                actions=["sqs:SendMessage"],
+                resources=[self._queues[R.WAKE_QUEUE.logical_id].queue_arn]))
         elif touch == "queue:consume":
-            self._queues[R.WAKE_QUEUE.logical_id].grant_consume_messages(role)
-        elif touch == STATE_MACHINE_TOUCH:
+            # What an SQS event source mapping needs (Lambda developer guide, "Execution role
+            # permissions" for Amazon SQS): no GetQueueUrl, no ChangeMessageVisibility.
+            role.add_to_policy(iam.PolicyStatement(
+                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+                resources=[self._queues[R.WAKE_QUEUE.logical_id].queue_arn]))
+        elif touch in (STATE_MACHINE_TOUCH, TASK_ANSWER_TOUCH):
             pass  # bind_state_machine(), once the state machine exists
         else:  # pragma: no cover - KNOWN_TOUCHES guards this
             raise ValueError(f"{fdef.logical_id}: no grant for {touch!r}")
@@ -264,6 +276,10 @@ class Functions(Construct):
                 fn = self.functions[fdef.logical_id]
                 fn.add_environment(R.STATE_MACHINE_ENV, state_machine.state_machine_arn)
                 state_machine.grant_start_execution(self.roles[fdef.logical_id])
+            if TASK_ANSWER_TOUCH in fdef.touches:  # approve / deny a held action (SPEC §2.6)
+                self.roles[fdef.logical_id].add_to_policy(iam.PolicyStatement(
+                    actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
+                    resources=[state_machine.state_machine_arn]))
 
     def __getitem__(self, fdef: R.FunctionDef | str) -> lambda_.Function:
         key = fdef if isinstance(fdef, str) else fdef.logical_id

@@ -90,12 +90,17 @@ class Wakes(Construct):
             report_batch_item_failures=True,
             on_failure=sources.SqsDlq(self.failed_events),
         ))
-        consumer.add_event_source(sources.SqsEventSource(
-            self.wake_queue,
+        # A plain mapping, not sources.SqsEventSource: that one also grants the queue's whole
+        # consume set (GetQueueUrl, ChangeMessageVisibility); the consumer's "queue:consume"
+        # touch grants what the mapping uses (ReceiveMessage, DeleteMessage, GetQueueAttributes).
+        lambda_.EventSourceMapping(
+            self, "WakeConsumerMapping",
+            target=consumer,
+            event_source_arn=self.wake_queue.queue_arn,
             batch_size=WAKE_BATCH_SIZE,
             max_batching_window=WAKE_BATCHING_WINDOW,
             report_batch_item_failures=True,
-        ))
+        )
 
     @staticmethod
     def _check_visibility() -> None:

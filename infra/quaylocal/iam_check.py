@@ -278,8 +278,28 @@ UNUSED_GRANT_REASONS: dict[tuple[str, str, str], str] = {
         "The Lambda runtime writes the function's own log group with its role; no SDK call of "
         "ours does, so no recorded call can show it.",
     ("*", "xray:*", "*"):
-        "Active tracing: the Lambda/Step Functions services send trace segments with the role; "
-        "Powertools tracing is off in tests.",
+        "Active tracing: the Lambda and Step Functions services send trace segments with the "
+        "role; no SDK call of ours does.",
+    ("function:*", "s3:ListBucket", "arn:aws:s3:::RunDataBucket"):
+        "A GetObject of a run-data object that is not stored must answer 404 NoSuchKey (which "
+        "the code reads as 'not stored'); without s3:ListBucket S3 answers 403 AccessDenied "
+        "(S3 API reference, GetObject permissions). moto answers 404 either way.",
+    ("function:ApiFunction", "dynamodb:GetItem", "*:table/IdempotencyTable"):
+        "Powertools idempotency reads the record with GetItem when a failed conditional put "
+        "returns no old item (DynamoDBPersistenceLayer._get_record); DynamoDB and moto always "
+        "return it, so the suite never takes that path.",
+    ("function:StreamDispatchFunction", "dynamodb:ListStreams", "*"):
+        "The DynamoDB event source mapping needs ListStreams with the function's role (Lambda "
+        "developer guide, DynamoDB execution role permissions); the local poller stands in "
+        "for the mapping and does not list streams.",
+    ("function:*", "sqs:*", "*:FailedEventsQueue"):
+        "The on-failure destination (stream mapping, asynchronous invocations): the Lambda "
+        "service sends the failure record with the function's role; CDK's SQS destination "
+        "grants the queue's send set. The local stack records failures itself.",
+    ("state-machine", "logs:*", "*"):
+        "Step Functions logging to CloudWatch Logs: the log-delivery actions AWS requires on "
+        "Resource '*' (Step Functions developer guide, IAM policies for logging); the service "
+        "uses them, no call of ours.",
 }
 
 

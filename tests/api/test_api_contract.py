@@ -255,3 +255,18 @@ def test_a_storm_of_one_idempotency_key_writes_one_message(light_world: World) -
     created = {r.body["id"] for r in results if r.status == 201}
     assert len(created) == 1
     assert _texts(api, ann).count("storm once") == 1
+
+
+def test_a_new_key_rotates_the_company_s_secret(light_world: World) -> None:
+    """Registering an agent with a key for a provider whose secret exists puts a new version
+    (PutSecretValue: the API never reads a key back)."""
+    import boto3
+
+    api, bob = light_world.api, light_world.tokens["bob"]
+    r = api.call("POST", "/agents", bob, {"id": "c7", "provider": "openai", "model": "m",
+                                           "api_key": "sk-bolt-rotated-0001"})
+    assert r.status == 201 and r.body["key_stored"] is True
+    sm = boto3.client("secretsmanager", region_name="us-east-1")
+    names = [s["Name"] for s in sm.list_secrets()["SecretList"] if s["Name"].endswith("/bolt/openai")]
+    assert len(names) == 1
+    assert sm.get_secret_value(SecretId=names[0])["SecretString"] == "sk-bolt-rotated-0001"

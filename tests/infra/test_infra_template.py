@@ -128,7 +128,7 @@ def test_definition_is_the_asl_file_and_placeholders_match_substitutions(resourc
     asl_text = ASL_PATH.read_text()
     assert json.loads(props["DefinitionString"]) == json.loads(asl_text)
     in_asl = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", asl_text))
-    subs = props["DefinitionSubstitutions"]
+    subs = dict(props["DefinitionSubstitutions"])  # a copy: the template fixture is shared
     assert in_asl, "the ASL has no placeholders?"
     assert set(subs) == in_asl
     expected = {f.asl_placeholder: f.logical_id for f in R.FUNCTIONS if f.asl_placeholder}
@@ -323,23 +323,32 @@ def test_api_sets_keys_without_reading_them(resources):
         f"{R.DEFAULT_SECRET_PREFIX}/dev/*"}
 
 
-def test_table_access_follows_touches(resources):
+def test_table_access_is_exactly_the_touches(resources):
+    """Each function's DynamoDB actions per table and index are exactly its ``<table>:<op>``
+    touches (least privilege: the per-call IAM check finds any that a call needs and lacks)."""
     tables = {"claims": "ClaimTable", "ledger": "LedgerTable", "room": "RoomTable",
               "idempotency": "IdempotencyTable"}
+    ops = {"get": "GetItem", "query": "Query", "put": "PutItem", "update": "UpdateItem",
+           "delete": "DeleteItem"}
     for fdef in R.FUNCTIONS:
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
-        touched = {_table_of(r) for s in stmts if any(
-            a.startswith("dynamodb:") and a != "dynamodb:ListStreams" for a in as_list(s["Action"]))
-            for r in as_list(s["Resource"]) if r != "*"}
-        expected = {tables[t.split(":")[0]] for t in fdef.touches
-                    if t.split(":")[0] in tables}
-        assert touched == expected, fdef.logical_id
-        writes = {_table_of(r) for s in stmts
-                  if {"dynamodb:PutItem", "dynamodb:UpdateItem"} & set(as_list(s["Action"]))
-                  for r in as_list(s["Resource"])}
-        expected_writes = {tables[t.split(":")[0]] for t in fdef.touches
-                           if t.endswith(":write") and t.split(":")[0] in tables}
-        assert writes == expected_writes, fdef.logical_id
+        granted = {(flat(r).split(".Arn>")[0].lstrip("<") + flat(r).split(".Arn>")[1], a)
+                   for s in stmts for a in as_list(s["Action"])
+                   if a.startswith("dynamodb:") and a not in STREAM_ACTIONS
+                   for r in as_list(s["Resource"])}
+        expected = set()
+        for t in fdef.touches:
+            what, _, op = t.partition(":")
+            if what in tables and t != "room:stream":
+                op, _, index = op.partition("@")
+                expected.add((tables[what] + (f"/index/{index}" if index else ""), f"dynamodb:{ops[op]}"))
+        assert granted == expected, fdef.logical_id
+        for s in stmts:
+            assert not {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:*"} & set(as_list(s["Action"]))
+
+
+STREAM_ACTIONS = {"dynamodb:ListStreams", "dynamodb:DescribeStream", "dynamodb:GetRecords",
+                  "dynamodb:GetShardIterator"}
 
 
 def test_run_data_access_is_under_the_run_prefix(resources):
