@@ -33,9 +33,8 @@ THROTTLE_BURST = 100
 
 # API Gateway's own answers (no Lambda reached) in the API's error shape
 # ({"error": code, "message": text, "fields": []}, quayutec/api/errors.py): response type ->
-# (status, error code). Codes are the API's words (unauthenticated, forbidden, not_found,
-# payload_too_large, invalid_input, unavailable, internal_error, bad_request) plus "throttled"
-# for the stage's rate limits, which only the gateway applies.
+# (status, error code). Codes and statuses are those of the API's one error table
+# (quayutec.api.errors.ERRORS, docs/api.md; a test holds them together).
 GATEWAY_RESPONSES: dict[str, tuple[str, str]] = {
     "DEFAULT_4XX": ("400", "bad_request"),
     "DEFAULT_5XX": ("500", "internal_error"),
@@ -50,11 +49,11 @@ GATEWAY_RESPONSES: dict[str, tuple[str, str]] = {
     "REQUEST_TOO_LARGE": ("413", "payload_too_large"),
     "BAD_REQUEST_PARAMETERS": ("400", "invalid_input"),
     "BAD_REQUEST_BODY": ("400", "invalid_input"),
-    "UNSUPPORTED_MEDIA_TYPE": ("415", "invalid_input"),
+    "UNSUPPORTED_MEDIA_TYPE": ("415", "unsupported_media_type"),
     "THROTTLED": ("429", "throttled"),
     "QUOTA_EXCEEDED": ("429", "throttled"),
-    "INTEGRATION_FAILURE": ("502", "unavailable"),
-    "INTEGRATION_TIMEOUT": ("504", "unavailable"),
+    "INTEGRATION_FAILURE": ("502", "bad_gateway"),
+    "INTEGRATION_TIMEOUT": ("504", "gateway_timeout"),
     "AUTHORIZER_FAILURE": ("500", "internal_error"),
     "AUTHORIZER_CONFIGURATION_ERROR": ("500", "internal_error"),
 }
