@@ -21,7 +21,9 @@ Scripts (``scripts``: agent id -> entries, consumed one per request, in order):
   response; ``{"drop": true}`` closes the connection without answering.
 
 An agent without a script gets a deterministic echo reply (``"echo: "`` + the last line of the
-user content, no tool calls). A request beyond an agent's script gets a final ``400 script
+user content, no tool calls) with its @mentions disarmed (``@b1`` is echoed as ``b1``): an echo
+that repeated them would wake the agents they name, whose echoes would wake the first again, up
+to the hop limit (issue 12 item 6). A request beyond an agent's script gets a final ``400 script
 exhausted`` in the provider's error format and the agent id is appended to ``exhausted``. A
 request whose key does not match ``keys[agent_id]`` gets ``401`` (Anthropic, OpenAI) or ``403
 AccessDeniedException`` (Bedrock, which answers auth failures with 403) and consumes no entry.
@@ -197,7 +199,8 @@ class ProviderServer:
                                       f"script exhausted: agent {agent_id} has no reply for request "
                                       f"{index + 1} (script has {len(script)})", request_id)
             else:
-                response = _reply(provider, model, f"echo: {_last_line(provider, body)}", [], request_id)
+                response = _reply(provider, model, f"echo: {_without_mentions(_last_line(provider, body))}", [],
+                                  request_id)
             record = RecordedRequest(agent_id, provider, path, body, response.status, time.time(), request_id, model)
             self.requests.append(record)
         return response, record
@@ -340,6 +343,16 @@ def _last_line(provider: str, body: Any) -> str:
         return ""
     lines = _text_of(user_msgs[-1].get("content")).rstrip().splitlines()
     return lines[-1] if lines else ""
+
+
+def _without_mentions(text: str) -> str:
+    """``text`` with the ``@`` of each @mention dropped (the room's own mention rule), so an echo
+    mentions no agent: ``"@a1 @b1 hello"`` -> ``"a1 b1 hello"``."""
+    from quayutec.logic.wakes import MENTION
+
+    while MENTION.search(text):
+        text = MENTION.sub(r"\1", text)
+    return text
 
 
 def _json_response(status: int, payload: Any, headers: dict[str, str]) -> _Response:

@@ -64,7 +64,7 @@ def test_reply_with_tool_calls(provider: str, server: ProviderServer, make_call:
 def test_echo_reply_without_script(provider: str, server: ProviderServer,
                                    make_call: Callable[..., ModelCall]) -> None:
     reply = call_model(make_call(provider, "someone"))
-    assert reply.text == "echo: @agent please answer"
+    assert reply.text == "echo: agent please answer"  # an echo mentions no agent (issue 12)
     assert reply.tool_calls == []
     assert server.count("someone") == 1
 
