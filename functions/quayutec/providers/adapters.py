@@ -80,6 +80,25 @@ def _tool_call(id_: str | None, name: str, raw: Any) -> ToolCall:
     return ToolCall(id=id_, name=name, input=parsed if isinstance(parsed, dict) else None, raw_input=raw_text)
 
 
+def _sdk_kwargs(call: ModelCall, key: str) -> dict[str, Any]:
+    """Client arguments of the Anthropic and OpenAI SDKs: no SDK retries, the call's timeout
+    (seconds), the base URL; an owner's address is resolved, checked and pinned for this request
+    (SPEC §5), and a refused one ends the call as a final ``address_refused`` failure."""
+    kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
+    if call.base_url:
+        kwargs["base_url"] = call.base_url
+    if call.owner_base_url and call.base_url:
+        try:
+            kwargs["http_client"] = pinned_http_client(call.base_url, timeout_s=call.timeout_s,
+                                                       allow_loopback=call.allow_loopback)
+        except AddressRefused as exc:
+            _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="",
+                                       request_id=None, secret=key, error_type="address_refused",
+                                       error_code="AddressRefused",
+                                       message=f"the owner's model address is refused: {exc}"))
+    return kwargs
+
+
 def _raise(call: ModelCall, failure) -> None:
     raise ProviderError(failure, provider=call.provider) from None
 
@@ -90,18 +109,7 @@ def _call_anthropic(call: ModelCall) -> ModelReply:
     import anthropic
 
     key = call.api_key.get_secret_value()
-    kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
-    if call.base_url:
-        kwargs["base_url"] = call.base_url
-    if call.owner_base_url and call.base_url:  # an owner's address: resolved, checked and pinned
-        try:
-            kwargs["http_client"] = pinned_http_client(call.base_url, timeout_s=call.timeout_s,
-                                                       allow_loopback=call.allow_loopback)
-        except AddressRefused as exc:
-            _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="",
-                                       request_id=None, secret=key, error_type="address_refused",
-                                       error_code="AddressRefused",
-                                       message=f"the owner's model address is refused: {exc}"))
+    kwargs = _sdk_kwargs(call, key)
     failure = None
     with anthropic.Anthropic(**kwargs) as client:
         try:
@@ -151,18 +159,7 @@ def _call_openai(call: ModelCall) -> ModelReply:
     import openai
 
     key = call.api_key.get_secret_value()
-    kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
-    if call.base_url:
-        kwargs["base_url"] = call.base_url
-    if call.owner_base_url and call.base_url:  # resolved, checked and pinned again for this request
-        try:
-            kwargs["http_client"] = pinned_http_client(call.base_url, timeout_s=call.timeout_s,
-                                                       allow_loopback=call.allow_loopback)
-        except AddressRefused as exc:
-            _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="",
-                                       request_id=None, secret=key, error_type="address_refused",
-                                       error_code="AddressRefused",
-                                       message=f"the owner's model address is refused: {exc}"))
+    kwargs = _sdk_kwargs(call, key)
     params: dict[str, Any] = {
         "model": call.model,
         "messages": [
