@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 
 from quaylocal.terminal import visible
 
@@ -92,8 +93,34 @@ def _run(fn):  # noqa: ANN001, ANN202
         raise _fail(f"quay: cannot reach the API: {exc}", 2) from None
 
 
+def _json_text(data) -> str:  # noqa: ANN001
+    """``data`` as indented JSON for machines and terminals alike: non-ASCII text as itself (``→``,
+    not ``\\u2192``), but control, format and separator characters (ESC, C1, U+202E ...) as
+    ``\\uXXXX`` escapes, which are still the same JSON string."""
+    import unicodedata
+
+    out = []
+    for ch in json.dumps(data, indent=2, ensure_ascii=False):
+        if ch in "\n" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"):
+            out.append(ch)
+        elif ord(ch) > 0xFFFF:  # a surrogate pair, as JSON spells characters beyond the BMP
+            code = ord(ch) - 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{ord(ch):04x}")
+    return "".join(out)
+
+
 def _print(data) -> None:  # noqa: ANN001
-    print(json.dumps(data, indent=2))
+    print(_json_text(data))
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (for machines) instead of text.")]
+
+
+def _say(line: str) -> None:
+    """One line of human output; any untrusted part made visible (SPEC §5)."""
+    print(visible(line))
 
 
 @app.command()
@@ -151,33 +178,39 @@ def _dev_settings(items: list[str]) -> dict[str, str]:
     return settings
 
 
-admin = typer.Typer(help="Operator commands: companies, people and tokens (need an operator token).",
+admin = typer.Typer(help="Operator commands: companies, people and tokens (need an operator token). "
+                         "Their answer is always JSON (a token is for piping, e.g. to jq -r .token).",
                     no_args_is_help=True)
+AdminJsonOpt = Annotated[bool, typer.Option("--json", help="JSON (the default and only form here).")]
 app.add_typer(admin, name="admin")
 
 
 @admin.command("create-company")
 def admin_create_company(company: str, person: Annotated[list[str] | None, typer.Option(
         "--person", help="A person of the company; repeatable.")] = None,
-        url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+        url: UrlOpt = DEFAULT_URL, token: TokenOpt = "",
+        as_json: AdminJsonOpt = False) -> None:
     """Create a company with its people."""
     _print(_run(lambda: _client(url, token).create_company(company, person or [])))
 
 
 @admin.command("add-person")
-def admin_add_person(company: str, person: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def admin_add_person(company: str, person: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "",
+        as_json: AdminJsonOpt = False) -> None:
     """Add a person to a company."""
     _print(_run(lambda: _client(url, token).add_person(company, person)))
 
 
 @admin.command("issue-token")
-def admin_issue_token(company: str, member: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def admin_issue_token(company: str, member: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "",
+        as_json: AdminJsonOpt = False) -> None:
     """Issue a bearer token for a person of a company (printed once; only its hash is stored)."""
     _print(_run(lambda: _client(url, token).issue_token(company, member)))
 
 
 @admin.command("revoke-token")
-def admin_revoke_token(company: str, token_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def admin_revoke_token(company: str, token_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "",
+        as_json: AdminJsonOpt = False) -> None:
     """Revoke a token by its id."""
     _print(_run(lambda: _client(url, token).revoke_token(company, token_id)))
 
@@ -220,51 +253,306 @@ def _bootstrap(session, stack: str | None, table: str | None) -> dict:  # noqa: 
 @app.command()
 def post(room: str, text: str, to: Annotated[list[str] | None, typer.Option("--to", help="An agent to wake; repeatable.")] = None,
          idempotency_key: Annotated[str | None, typer.Option(help="Reuse a key to make a retry safe.")] = None,
-         url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
-    """Post a message into a room (as the token's person)."""
-    _print(_run(lambda: _client(url, token).post(room, text, to or [], idempotency_key=idempotency_key)))
+         as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Post a message into a room (as the token's person); it wakes the agents in --to and those
+    it @mentions (their replies arrive a few seconds later: `quay room ROOM`)."""
+    m = _run(lambda: _client(url, token).post(room, text, to or [], idempotency_key=idempotency_key))
+    if as_json:
+        _print(m)
+        return
+    woken = list(dict.fromkeys([*(m.get("to") or []), *(m.get("mentions") or [])]))
+    _say(f"posted {m['id']}" + (f"; wakes {', '.join(woken)}" if woken else "; wakes no agent"))
 
 
 @app.command()
 def task(room: str, to: str, title: str, body: Annotated[str, typer.Option(help="The task's body.")] = "",
-         url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+         as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Create a task for an agent of the room."""
-    _print(_run(lambda: _client(url, token).task(room, to, title, body)))
+    t = _run(lambda: _client(url, token).task(room, to, title, body))
+    if as_json:
+        _print(t)
+        return
+    _say(f"task {t['id']} [{t['status']}] \"{t['title']}\" for {t['to']}")
 
 
 @app.command()
-def approvals(room: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
-    """Pending approval requests of your company's agents in a room."""
+def approvals(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Pending approval requests of your company's agents in a room (decided ones: `quay room ROOM`)."""
     items = _run(lambda: _client(url, token).approvals(room))
+    if as_json:
+        _print(items)
+        return
     if not items:
         print("no pending approval requests")
     for a in items:
         print(visible(f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, {a['created_at']})"))
 
 
+def _decided(a: dict) -> None:
+    _say(f"approval {a['id']} {a['agent_id']}: {a['summary']} -> {a['status']}"
+         + (f" by {a['decided_by']}" if a.get("decided_by") else ""))
+
+
 @app.command()
-def approve(room: str, approval_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def approve(room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
+            token: TokenOpt = "") -> None:
     """Approve a held action (your company's agents only)."""
-    _print(_run(lambda: _client(url, token).approve(room, approval_id)))
+    a = _run(lambda: _client(url, token).approve(room, approval_id))
+    _print(a) if as_json else _decided(a)
 
 
 @app.command()
-def deny(room: str, approval_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def deny(room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
+         token: TokenOpt = "") -> None:
     """Deny a held action (your company's agents only)."""
-    _print(_run(lambda: _client(url, token).deny(room, approval_id)))
+    a = _run(lambda: _client(url, token).deny(room, approval_id))
+    _print(a) if as_json else _decided(a)
 
 
-@app.command("room")
-def room_cmd(room: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-             url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
-    """The room's transcript, oldest first."""
-    messages = _run(lambda: _client(url, token).transcript(room))
+# ----------------------------------------------------------------------------- rooms
+class _RoomGroup(typer.core.TyperGroup):
+    """``quay room ROOM`` (the form before the subcommands existed) is ``quay room show ROOM``."""
+
+    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+room_app = typer.Typer(cls=_RoomGroup, no_args_is_help=True,
+                       help="Rooms: create one, list yours, show one (members, agents, transcript, approvals).")
+app.add_typer(room_app, name="room")
+
+
+def _room_head(r: dict) -> list[str]:
+    agents = ", ".join(f"{a['id']} ({a['company']})" for a in r.get("agents") or []) or "none"
+    hop = f"  hop limit {r['hop_limit']}" if r.get("hop_limit") is not None else ""
+    return [f"room {r['id']}" + (f"  \"{r['name']}\"" if r.get("name") else "") + hop,
+            f"  members: {', '.join(r.get('members') or []) or 'none'}",
+            f"  agents: {agents}"]
+
+
+@room_app.command("create")
+def room_create(name: Annotated[str | None, typer.Argument(help="A label for people (the service generates the id).")] = None,
+                member: Annotated[list[str] | None, typer.Option("--member", help="Another member company; repeatable.")] = None,
+                hop_limit: Annotated[int | None, typer.Option(help="How many hops of agent-to-agent wakes the room allows.")] = None,
+                as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Create a room (your company is always a member); prints its generated id."""
+    r = _run(lambda: _client(url, token).create_room(name, member or [], hop_limit=hop_limit))
     if as_json:
-        _print(messages)
+        _print(r)
         return
-    for m in messages:
-        who = m["author"]["id"] + (f" ({m['author']['company']})" if m["author"].get("company") else "")
-        print(visible(f"[{m['created_at'][:19]}] {who} [{m['kind']}]: {m['text']}"))
+    for line in _room_head(r):
+        _say(line)
+
+
+@room_app.command("list")
+def room_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """The rooms your company is a member of: id, name, members."""
+    client = _client(url, token)
+    rooms = [_run(lambda rid=rid: client.room(rid)) for rid in _run(client.rooms)]
+    if as_json:
+        _print(rooms)
+        return
+    if not rooms:
+        print("no rooms")
+    for r in rooms:
+        _say(f"{r['id']}  {r.get('name') or '-'}  members: {', '.join(r.get('members') or [])}")
+
+
+def _approval_line(a: dict) -> str:
+    decided = f" by {a['decided_by']}" if a.get("decided_by") else ""
+    state = {"pending": "pending: quay approve|deny ROOM " + a["id"], "deciding": "deciding (an answer is on its way)",
+             "approved": "approved", "rejected": "denied", "expired": "expired"}.get(a["status"], a["status"])
+    return f"[{a['created_at'][:19]}] approval {a['id']} {a['agent_id']}: {a['summary']} -> {state}{decided}"
+
+
+@room_app.command("show")
+def room_show(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """A room: its members and agents, then the transcript, oldest first, with your agents'
+    approval requests and their outcomes (approved, denied, pending) in place."""
+    client = _client(url, token)
+    info = _run(lambda: client.room(room))
+    messages = _run(lambda: client.transcript(room))
+    approvals = _run(lambda: client.approvals(room, "all"))
+    if as_json:
+        _print({"room": info, "messages": messages, "approvals": approvals})
+        return
+    for line in _room_head(info):
+        _say(line)
+    events = sorted([(m["created_at"], 0, m) for m in messages] + [(a["created_at"], 1, a) for a in approvals],
+                    key=lambda e: (e[0], e[1]))
+    if not events:
+        print("no messages yet")
+    for _, kind, item in events:
+        if kind:
+            _say(_approval_line(item))
+            continue
+        who = item["author"]["id"] + (f" ({item['author']['company']})" if item["author"].get("company") else "")
+        to = f" -> {', '.join(item['to'])}" if item.get("to") else ""
+        _say(f"[{item['created_at'][:19]}] {who} [{item['kind']}]{to}: {item['text']}")
+
+
+# ----------------------------------------------------------------------------- members, agents
+member_app = typer.Typer(no_args_is_help=True, help="A room's members: companies and agents.")
+app.add_typer(member_app, name="member")
+
+
+@member_app.command("add")
+def member_add(room: str,
+               company: Annotated[list[str] | None, typer.Option("--company", help="A company to add; repeatable.")] = None,
+               agent: Annotated[list[str] | None, typer.Option("--agent", help="One of your agents to place in the room; repeatable.")] = None,
+               as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Add member companies and place your agents in a room."""
+    if not company and not agent:
+        raise _fail("quay member add: give --company COMPANY or --agent AGENT", 2)
+    client = _client(url, token)
+    info: dict = {}
+    for c in company or []:
+        info = _run(lambda c=c: client.add_member(room, c))
+    for a in agent or []:
+        info = _run(lambda a=a: client.add_agent(room, a))
+    if as_json:
+        _print(info)
+        return
+    for line in _room_head(info):
+        _say(line)
+
+
+@member_app.command("list")
+def member_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """A room's member companies and agents."""
+    info = _run(lambda: _client(url, token).room(room))
+    if as_json:
+        _print(info)
+        return
+    for line in _room_head(info):
+        _say(line)
+
+
+agent_app = typer.Typer(no_args_is_help=True, help="Your company's agents.")
+app.add_typer(agent_app, name="agent")
+
+
+def _agent_line(a: dict) -> str:
+    key = "key stored" if a.get("key_stored") else "no key stored"
+    base = f"  base_url {a['base_url']}" if a.get("base_url") else ""
+    return f"{a['id']}  ({a['company']})  {a['provider']} {a['model']}  {key}{base}"
+
+
+@agent_app.command("register")
+def agent_register(agent_id: Annotated[str, typer.Argument(metavar="AGENT", help="The agent's id.")],
+                   provider: Annotated[str, typer.Option(help="anthropic, openai, openai-compatible or bedrock.")],
+                   model: Annotated[str, typer.Option(help="The provider's model id.")],
+                   instructions: Annotated[str, typer.Option(help="The agent's instructions.")] = "",
+                   api_key: Annotated[str | None, typer.Option(
+                       "--api-key", envvar="QUAY_AGENT_API_KEY",
+                       help="The provider key (stored in Secrets Manager, never shown); leave out when your "
+                            "company has one for this provider.")] = None,
+                   base_url: Annotated[str | None, typer.Option(help="An openai-compatible agent's model address.")] = None,
+                   as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Register an always-on agent of your company."""
+    a = _run(lambda: _client(url, token).register_agent(agent_id, provider, model, instructions=instructions,
+                                                         api_key=api_key, base_url=base_url))
+    if as_json:
+        _print(a)
+        return
+    _say(_agent_line(a))
+
+
+@agent_app.command("list")
+def agent_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Your company's agents."""
+    agents = _run(lambda: _client(url, token).agents())
+    if as_json:
+        _print(agents)
+        return
+    if not agents:
+        print("no agents")
+    for a in agents:
+        _say(_agent_line(a))
+
+
+# ----------------------------------------------------------------------------- rights policy
+policy_app = typer.Typer(no_args_is_help=True, help="Your company's rights policy over its agents' actions.")
+app.add_typer(policy_app, name="policy")
+
+RULES = ("allow", "ask", "deny")
+
+
+def _policy_lines(company: str, p: dict) -> list[str]:
+    lines = [f"policy of {company}: default {p.get('default', 'allow')}"]
+    lines += [f"  action {k}: {v}" for k, v in sorted((p.get("actions") or {}).items())]
+    lines += [f"  cross-company {k}: {v}" for k, v in sorted((p.get("cross_company") or {}).items())]
+    for agent, rules in sorted((p.get("agents") or {}).items()):
+        lines += [f"  agent {agent} {k}: {v}" for k, v in sorted(rules.items())]
+    return lines
+
+
+def _rule(option: str, item: str, *, agent: bool = False) -> tuple[str | None, str, str]:
+    key, sep, rule = item.partition("=")
+    who, kind = (key.split(":", 1) if ":" in key else (None, key)) if agent else (None, key)
+    if not sep or not kind or rule not in RULES or (agent and not who):
+        shape = "AGENT:KIND=RULE" if agent else "KIND=RULE"
+        raise _fail(f"quay policy set: {option} {item!r}: expected {shape}, RULE one of {', '.join(RULES)}", 2)
+    return who, kind, rule
+
+
+@policy_app.command("show")
+def policy_show(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Your company's rights policy (the most specific rule wins: agent, cross-company, action, default)."""
+    p = _run(lambda: _client(url, token).policy(company))
+    if as_json:
+        _print(p)
+        return
+    for line in _policy_lines(company, p):
+        _say(line)
+
+
+@policy_app.command("set")
+def policy_set(company: str,
+               default: Annotated[str | None, typer.Option(help="allow, ask or deny: the rule of any other action.")] = None,
+               action: Annotated[list[str] | None, typer.Option("--action", help="KIND=RULE, e.g. remember=ask; repeatable.")] = None,
+               cross_company: Annotated[list[str] | None, typer.Option(
+                   "--cross-company", help="KIND=RULE for actions aimed at another company; repeatable.")] = None,
+               agent: Annotated[list[str] | None, typer.Option("--agent", help="AGENT:KIND=RULE; repeatable.")] = None,
+               file: Annotated[Path | None, typer.Option(help="A whole policy (JSON or YAML) replacing the current one.")] = None,
+               as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Change your company's rights policy: each rule given replaces that rule of the current policy
+    (--file replaces the whole policy). Prints the policy now in force."""
+    if default is not None and default not in RULES:
+        raise _fail(f"quay policy set: --default {default!r}: one of {', '.join(RULES)}", 2)
+    if file is None and default is None and not (action or cross_company or agent):
+        raise _fail("quay policy set: give --file, --default, --action, --cross-company or --agent", 2)
+    client = _client(url, token)
+    if file is not None:
+        import yaml
+
+        try:
+            policy = yaml.safe_load(file.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise _fail(f"quay policy set: --file {file}: {exc}", 2) from None
+        if not isinstance(policy, dict):
+            raise _fail(f"quay policy set: --file {file}: expected a mapping (default, actions, cross_company, agents)", 2)
+    else:
+        policy = _run(lambda: client.policy(company))
+    if default is not None:
+        policy["default"] = default
+    for item in action or []:
+        _, kind, rule = _rule("--action", item)
+        policy.setdefault("actions", {})[kind] = rule
+    for item in cross_company or []:
+        _, kind, rule = _rule("--cross-company", item)
+        policy.setdefault("cross_company", {})[kind] = rule
+    for item in agent or []:
+        who, kind, rule = _rule("--agent", item, agent=True)
+        policy.setdefault("agents", {}).setdefault(who, {})[kind] = rule
+    p = _run(lambda: client.set_policy(company, policy))
+    if as_json:
+        _print(p)
+        return
+    for line in _policy_lines(company, p):
+        _say(line)
 
 
 @app.command()

@@ -119,6 +119,9 @@ class QuayClient:
         return self.call("DELETE", f"/companies/{_seg(company)}/tokens/{_seg(token_id)}")
 
     # ------------------------------------------------------------------ company
+    def policy(self, company: str) -> dict:
+        return self.call("GET", f"/companies/{_seg(company)}/policy")
+
     def set_policy(self, company: str, policy: dict) -> dict:
         return self.call("PUT", f"/companies/{_seg(company)}/policy", policy)
 
@@ -131,12 +134,23 @@ class QuayClient:
             body["base_url"] = base_url
         return self.call("POST", "/agents", body)
 
+    def agents(self) -> list[dict]:
+        """Your company's agents."""
+        return self.call("GET", "/agents")["agents"]
+
     # ------------------------------------------------------------------ rooms
-    def create_room(self, name: str | None = None, members: list[str] | None = None) -> dict:
+    def rooms(self) -> list[str]:
+        """The ids of the rooms your company is a member of."""
+        return self.call("GET", "/rooms")["rooms"]
+
+    def create_room(self, name: str | None = None, members: list[str] | None = None, *,
+                    hop_limit: int | None = None) -> dict:
         """Create a room; the service generates its id (the answer's ``id``), ``name`` is a label."""
         body: dict[str, Any] = {"members": members or []}
         if name is not None:
             body["name"] = name
+        if hop_limit is not None:
+            body["hop_limit"] = hop_limit
         return self.call("POST", "/rooms", body)
 
     def room(self, room: str) -> dict:

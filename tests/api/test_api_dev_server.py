@@ -133,6 +133,6 @@ def test_quay_dev_over_http(dev_url: str) -> None:
     assert ledger.exit_code == 0 and "completed" in ledger.output and "remember" in ledger.output
     other = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", bob.token])
     assert other.exit_code == 1
-    post = runner.invoke(cli, ["post", r1, "from the cli", "--url", dev_url, "--token", bob.token])
+    post = runner.invoke(cli, ["post", r1, "from the cli", "--json", "--url", dev_url, "--token", bob.token])
     assert post.exit_code == 0 and json.loads(post.output)["author"]["id"] == "bob"
     assert runner.invoke(cli, ["approvals", r1, "--url", dev_url, "--token", ann.token]).exit_code == 0

@@ -4,6 +4,7 @@ every CLI error is one line on stderr with a non-zero exit, never a traceback.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -46,13 +47,19 @@ def test_quay_room_ledger_and_approvals_print_untrusted_text_visibly(monkeypatch
     approval = {"id": "run-1:0", "agent_id": "a1", "summary": HOSTILE, "status": "pending", "created_at": "2026"}
     monkeypatch.setattr(QuayClient, "transcript", lambda self, room: [msg])
     monkeypatch.setattr(QuayClient, "run", lambda self, run_id: {"run": run, "requests": [request], "actions": []})
-    monkeypatch.setattr(QuayClient, "approvals", lambda self, room: [approval])
+    monkeypatch.setattr(QuayClient, "approvals", lambda self, room, status="pending": [approval])
+    monkeypatch.setattr(QuayClient, "room", lambda self, room: {"id": room, "name": "n\x1b[2J", "members": ["acme"],
+                                                                "agents": [{"id": "a1", "company": "acme"}]})
     runner = CliRunner()
-    for args in (["room", "r1"], ["ledger", "run-1"], ["approvals", "r1"]):
+    for args in (["room", "r1"], ["room", "show", "r1"], ["ledger", "run-1"], ["approvals", "r1"]):
         result = runner.invoke(cli, args)
         assert result.exit_code == 0, (args, result.output)
         _no_raw_controls(result.output)
         assert "\\x1b" in result.output, (args, result.output)
+    shown = runner.invoke(cli, ["room", "show", "r1", "--json"])  # JSON: the same strings, escaped
+    assert shown.exit_code == 0 and "\\u001b" in shown.output and "\\u202e" in shown.output
+    _no_raw_controls(shown.output)
+    assert json.loads(shown.output)["messages"][0]["text"] == HOSTILE
 
 
 def test_the_demo_rendering_shows_untrusted_text_visibly() -> None:

@@ -1,0 +1,121 @@
+"""The `quay` CLI covers the API (issue 12 item 4), played against one real `quay dev` process
+(the module fixture of test_api_dev_server): from an operator token to an approved held action
+with the CLI alone. Human output is plain text (untrusted parts made visible, no ``\\u2192``
+escapes), ``--json`` is for machines, every error is one line on stderr with a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_api_dev_server import ADMIN, HELD, _wait, dev_url  # noqa: F401 - dev_url is the fixture
+from typer.testing import CliRunner
+
+from quaylocal.cli import app as cli
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+
+def _quay(url: str, token: str, *args: str, code: int = 0):  # noqa: ANN202
+    result = CliRunner().invoke(cli, [*args, "--url", url, "--token", token])
+    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
+    return result
+
+
+def _json(url: str, token: str, *args: str):  # noqa: ANN202
+    return json.loads(_quay(url, token, *args, "--json").stdout)
+
+
+def _one_line_error(result, *words: str) -> None:  # noqa: ANN001
+    assert result.exit_code != 0 and (result.exception is None or isinstance(result.exception, SystemExit))
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_url: str) -> None:
+    url = dev_url
+    for company, person in (("cato", "carl"), ("dune", "dora")):
+        assert _json(url, ADMIN, "admin", "create-company", company, "--person", person)["id"] == company
+    carl = _json(url, ADMIN, "admin", "issue-token", "cato", "carl")["token"]
+    dora = _json(url, ADMIN, "admin", "issue-token", "dune", "dora")["token"]
+
+    # the rights policy: text by default, JSON with --json; rules change one at a time
+    shown = _quay(url, carl, "policy", "set", "cato", "--action", "remember=ask").stdout
+    assert "policy of cato: default allow" in shown and "action remember: ask" in shown
+    _quay(url, carl, "policy", "set", "cato", "--agent", "c1:create_task=deny")
+    assert _json(url, carl, "policy", "show", "cato") == {
+        "default": "allow", "actions": {"remember": "ask"}, "cross_company": {}, "agents": {"c1": {"create_task": "deny"}}}
+
+    # agents: quay dev runs with test_api_dev_server's SCRIPTS, where a1 declares a remember action
+    out = _quay(url, carl, "agent", "register", "a1", "--provider", "anthropic", "--model", "claude-local",
+                "--api-key", "sk-cato-local", "--instructions", "Be brief.").stdout
+    assert out.strip() == "a1  (cato)  anthropic claude-local  key stored"
+    _quay(url, dora, "agent", "register", "d1", "--provider", "openai", "--model", "gpt-local",
+          "--api-key", "sk-dune-local")
+    assert [a["id"] for a in _json(url, carl, "agent", "list")] == ["a1"]
+    assert "sk-" not in _quay(url, carl, "agent", "list").stdout  # the key is never shown
+
+    # rooms: the service generates the id; the name is a label
+    room = _json(url, carl, "room", "create", "Harbour → launch", "--member", "dune")
+    rid = room["id"]
+    assert room["name"] == "Harbour → launch" and room["members"] == ["cato", "dune"]
+    listed = _quay(url, dora, "room", "list").stdout
+    assert f"{rid}  Harbour → launch  members: cato, dune" in listed and "\\u" not in listed
+    placed = _quay(url, carl, "member", "add", rid, "--agent", "a1").stdout
+    assert "agents: a1 (cato)" in placed
+    _quay(url, dora, "member", "add", rid, "--agent", "d1")
+    assert [a["id"] for a in _json(url, dora, "member", "list", rid)["agents"]] == ["a1", "d1"]
+
+    # an @mention wakes the agent; its held action waits for cato's yes
+    _quay(url, carl, "post", rid, "@a1 please remember the launch date →")
+    _quay(url, dora, "post", rid, "hello @d1")
+
+    def pending():  # noqa: ANN202
+        return [a for a in _json(url, carl, "room", "show", rid)["approvals"] if a["status"] == "pending"]
+
+    [held] = _wait(pending, 60, "a1's approval request")
+    assert "pending: quay approve|deny ROOM " + held["id"] in _quay(url, carl, "room", "show", rid).stdout
+    assert _json(url, dora, "room", "show", rid)["approvals"] == []  # another company's request is hidden
+    _one_line_error(CliRunner().invoke(cli, ["approve", rid, held["id"], "--url", url, "--token", dora]), "HTTP 403")
+    assert _json(url, carl, "approve", rid, held["id"])["status"] == "approved"
+    _wait(lambda: any(m["kind"] == "reply" and m["author"]["id"] == "d1"
+                      for m in _json(url, dora, "room", "show", rid)["messages"])
+          and HELD in [line["text"] for line in _memory(url, carl, rid)], 60, "the approved memory line and d1's reply")
+
+    # `quay room` shows the approval's outcome, in plain text
+    text = _quay(url, carl, "room", "show", rid).stdout
+    assert f"approval {held['id']} a1: " in text and "-> approved by carl" in text
+    assert "carl (cato) [message]: @a1 please remember the launch date →" in text and "\\u2192" not in text
+    assert "d1 (dune) [reply]" in text and "echo:" in text
+    assert _quay(url, carl, "room", rid).stdout == text  # `quay room ROOM` is `quay room show ROOM`
+    shown = _json(url, carl, "room", "show", rid)
+    assert shown["room"]["id"] == rid and [a["status"] for a in shown["approvals"]] == ["approved"]
+    raw = _quay(url, carl, "room", "show", rid, "--json").stdout
+    assert "→" in raw and "\\u2192" not in raw  # JSON too: text as itself
+
+
+def _memory(url: str, token: str, rid: str) -> list[dict]:
+    """The memory lines ``token``'s company may read (no CLI command reads memory yet)."""
+    from quaylocal.client import QuayClient
+
+    return QuayClient(url, token).memory(rid)
+
+
+def test_cli_errors_are_one_line(dev_url: str) -> None:
+    url = dev_url
+    _json(url, ADMIN, "admin", "create-company", "eris", "--person", "eve")
+    eve = _json(url, ADMIN, "admin", "issue-token", "eris", "eve")["token"]
+    run = CliRunner().invoke
+    _one_line_error(run(cli, ["room", "show", "no-such-room", "--url", url, "--token", eve]), "HTTP 404")
+    _one_line_error(run(cli, ["room", "list", "--url", url, "--token", "qyt_wrong_token_000000000000"]), "HTTP 401")
+    _one_line_error(run(cli, ["room", "create", "r", "--member", "nobody", "--url", url, "--token", eve]),
+                    "HTTP 400", "nobody")
+    _one_line_error(run(cli, ["agent", "register", "e1", "--provider", "nope", "--model", "m", "--url", url,
+                              "--token", eve]), "HTTP 422")
+    _one_line_error(run(cli, ["policy", "set", "eris", "--action", "remember=maybe", "--url", url, "--token", eve]),
+                    "remember=maybe")
+    _one_line_error(run(cli, ["policy", "set", "eris", "--url", url, "--token", eve]), "--action")
+    _one_line_error(run(cli, ["member", "add", "x", "--url", url, "--token", eve]), "--company")
+    _one_line_error(run(cli, ["policy", "show", "cato", "--url", url, "--token", eve]), "HTTP 404")
