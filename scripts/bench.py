@@ -4,13 +4,21 @@ and noisy; targets are read by people, not by the test suite).
     .venv/bin/python scripts/bench.py [--runs N]
 
 Figures: local stack start-up, wake-to-reply latency per run (post → reply in the room), time per
-phase from the execution history, the largest Step Functions payload, and peak RSS.
+phase from the execution history, the largest Step Functions payload, and peak RSS (local-stack
+timings, with the machine's load beside them); then counted figures of a plain run (AWS calls,
+writes, transitions, Lambda invocations, from the call recorder and the execution history: the
+cold first run apart from warm ones), the estimated cost per 1,000 plain runs from one price
+table, and cold import + first invocation per handler against ``import boto3`` (fresh processes,
+min of 5). It ends with one JSON object of the counted figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import subprocess
 import statistics
 import sys
 import time
@@ -24,14 +32,73 @@ from runhelpers import make_room  # noqa: E402
 from quayutec import deps as quay_deps  # noqa: E402
 from quayutec.logic.room_service import RoomService  # noqa: E402
 from quayutec.models import Author  # noqa: E402
+from quaylocal import calls  # noqa: E402
+from quaylocal.costs import RunFigures, plain_runs  # noqa: E402
 from quaylocal.provider_server import ProviderServer  # noqa: E402
 from quaylocal.stack import LocalStack  # noqa: E402
+
+#: USD prices, us-east-1, read 2026-11-30 from each service's pricing page
+#: (aws.amazon.com/<service>/pricing/). Model tokens are not in it (per model, the provider's).
+PRICES = {
+    "transition": 0.025 / 1000,  # Step Functions Standard, per state transition
+    "lambda_request": 0.20 / 1_000_000,  # Lambda, per request
+    "lambda_gb_second": 0.0000133334,  # Lambda arm64, per GB-second
+    "ddb_write": 0.625 / 1_000_000,  # DynamoDB on-demand, per write request unit
+    "ddb_read": 0.125 / 1_000_000,  # DynamoDB on-demand, per read request unit
+    "s3_put": 0.005 / 1000, "s3_get": 0.0004 / 1000,  # S3 Standard requests
+    "sqs_request": 0.40 / 1_000_000,  # SQS standard, per request
+    "secret_call": 0.05 / 10_000,  # Secrets Manager, per API call
+}
+#: An estimate, labelled as such: billed duration per invocation (512 MB) is not measured here.
+ESTIMATED_MS_PER_INVOCATION = 100
+MEMORY_GB = 0.5
+#: SPEC §10's physical minimum of a plain run: the claim (one transaction), two bounded reads,
+#: the request's two ledger writes, the reply, the final ledger write, StartExecution.
+MINIMUM_AWS_CALLS_PER_PLAIN_RUN = 8
+
+HANDLERS = ("claim", "load_context", "call_model", "decide_rights", "post_reply", "apply_actions",
+            "finish", "api", "authorizer", "wake_consumer", "stream_dispatch")
+
+
+def cost_per_run(f: RunFigures) -> float:
+    ops = f.by_operation
+    ddb_writes = sum(n for k, n in ops.items() if k.split(".")[1] in
+                     ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"))
+    ddb_reads = sum(n for k, n in ops.items() if k.startswith("dynamodb.") and k.split(".")[1] in
+                    ("GetItem", "Query", "BatchGetItem"))
+    return (f.transitions * PRICES["transition"]
+            + f.lambda_invocations * (PRICES["lambda_request"] + PRICES["lambda_gb_second"] * MEMORY_GB
+                                      * ESTIMATED_MS_PER_INVOCATION / 1000)
+            + ddb_writes * PRICES["ddb_write"] + ddb_reads * PRICES["ddb_read"]
+            + ops.get("s3.PutObject", 0) * PRICES["s3_put"] + ops.get("s3.GetObject", 0) * PRICES["s3_get"]
+            + sum(n for k, n in ops.items() if k.startswith("sqs.")) * PRICES["sqs_request"]
+            + sum(n for k, n in ops.items() if k.startswith("secrets-manager.")) * PRICES["secret_call"])
+
+
+def import_ms(statement: str, repeat: int = 5) -> float:
+    """Min over ``repeat`` fresh processes of the time ``statement`` takes (ms)."""
+    code = ("import time; t = time.perf_counter(); " + statement +
+            "; print((time.perf_counter() - t) * 1000)")
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_METRICS_DISABLED": "true"}
+    out = []
+    for _ in range(repeat):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        out.append(float(done.stdout.strip().splitlines()[-1]))
+    return min(out)
+
+
+def first_invocation(handler: str) -> str:
+    """Import the handler and invoke it once with an event it refuses before any AWS call."""
+    return (f"import quayutec.handlers.{handler} as h\n"
+            "try:\n    h.handler({'state': 'not a state'}, None)\nexcept Exception:\n    pass")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
+    calls.install(calls.Recorder())
+    calls.own_handlers()
     server = ProviderServer()
     server.start()
     t0 = time.perf_counter()
@@ -42,6 +109,7 @@ def main() -> None:
     try:
         make_room(stack, server)
         stack.wait_quiet()
+        plain = plain_runs(stack, server, 3)  # first: the cold first run of the process
         rooms = RoomService(quay_deps.default_deps().room)
         ann = Author(kind="person", id="ann", company="acme")
         latencies = []
@@ -81,6 +149,31 @@ def main() -> None:
         print(f"  phase {name:<20} median {statistics.median(values) * 1000:7.1f} ms")
     print(f"largest state payload       {biggest:8d} bytes (budget 32768)")
     print(f"peak RSS                    {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:8.1f} MiB")
+    print(f"(local-stack timings; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    cold, warm = plain[0], plain[-1]
+    print("counted, one plain run (cold first run / warm):")
+    for name in ("aws_calls", "writes", "transitions", "lambda_invocations"):
+        print(f"  {name:<22} {getattr(cold, name):4d} / {getattr(warm, name):4d}")
+    print(f"  by operation (warm)    {warm.by_operation}")
+    boto3_ms = import_ms("import boto3")
+    cold_ms = {h: import_ms(first_invocation(h)) for h in HANDLERS}
+    print(f"import boto3 alone           {boto3_ms:7.1f} ms (min of 5 fresh processes)")
+    for h, ms in cold_ms.items():
+        print(f"  {h:<20} import + first invocation {ms:7.1f} ms = {ms / boto3_ms:4.2f}x boto3")
+    figures = {
+        "aws_calls_per_plain_run": warm.aws_calls,
+        "aws_calls_cold_first_run": cold.aws_calls,
+        "minimum_aws_calls_per_plain_run": MINIMUM_AWS_CALLS_PER_PLAIN_RUN,
+        "writes_per_plain_run": warm.writes,
+        "transitions_per_plain_run": warm.transitions,
+        "lambda_invocations_per_plain_run": warm.lambda_invocations,
+        "cost_per_1k_plain_runs_usd": round(cost_per_run(warm) * 1000, 4),
+        "cost_is_estimated_for": f"Lambda duration ({ESTIMATED_MS_PER_INVOCATION} ms per invocation)",
+        "cold_import_ms": {h: round(ms, 1) for h, ms in cold_ms.items()},
+        "boto3_import_ms": round(boto3_ms, 1),
+        "retrieval_reads_per_run": None,  # issue 11 (room files) gives the large-file room
+    }
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+"""Counted figures of a plain run on the local stack (SPEC §10): AWS calls, writes, Step
+Functions transitions and Lambda invocations, from the call recorder (:mod:`quaylocal.calls`,
+the same hook the IAM check uses) and the execution history. Counts, not timings: a test pins
+them, ``make bench`` prints them.
+
+A plain run: one wake (a person's message @mentioning an agent), one model request, the reply
+posted, no action. The person's post itself (the API's write) is not part of the run; the stream
+dispatch and wake consumer invocations it causes are. Event source polling (stream reads, SQS
+receive/delete, queue attributes) is the Lambda service's, not a call of the run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from typing import Any
+
+from quaylocal import calls as C
+
+#: Calls the local pollers make for the event source mappings: not the run's.
+POLLING = frozenset({("dynamodb-streams", op) for op in ("DescribeStream", "GetShardIterator", "GetRecords",
+                                                         "ListStreams")}
+                    | {("sqs", op) for op in ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
+                                              "GetQueueAttributes")})
+#: Write API calls to the tables (a transaction is one; SPEC §10 counts five in a plain run).
+WRITES = frozenset({("dynamodb", op) for op in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems",
+                                                "BatchWriteItem")})
+
+
+@dataclass
+class RunFigures:
+    aws_calls: int = 0
+    writes: int = 0
+    transitions: int = 0
+    lambda_invocations: int = 0
+    by_operation: dict[str, int] = field(default_factory=dict)
+
+
+def of_calls(recorded: list[C.Call]) -> RunFigures:
+    """Figures of the calls recorded during one run (set-up and polling left out)."""
+    out = RunFigures()
+    for call in recorded:
+        if call.owner in (None, C.SETUP) or (call.service, call.operation) in POLLING:
+            continue
+        if call.owner.startswith("local:"):
+            if call.service == "lambda":  # an event source / API Gateway invocation of a function
+                out.lambda_invocations += 1
+            continue
+        if call.owner == C.STATE_MACHINE and call.service == "lambda":
+            out.lambda_invocations += 1  # a Lambda task: the state machine's, not a function's call
+            continue
+        out.aws_calls += 1
+        out.writes += (call.service, call.operation) in WRITES
+        key = f"{call.service}.{call.operation}"
+        out.by_operation[key] = out.by_operation.get(key, 0) + 1
+    return out
+
+
+def transitions(stack: Any, execution_arn: str) -> int:
+    """States entered by one execution (Step Functions Standard bills state transitions)."""
+    sfn = stack.client("stepfunctions")
+    events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return sum(1 for e in events if e["type"].endswith("StateEntered"))
+
+
+def plain_runs(stack: Any, server: Any, n: int, agent: str = "a1", room: str = "r1") -> list[RunFigures]:
+    """Play ``n`` plain runs one after another (each waits for quiet) and count each one.
+    Needs the recorder installed (:func:`quaylocal.calls.install`) and a room with ``agent``
+    (tests/run/runhelpers.make_room)."""
+    from quayutec import deps as quay_deps
+    from quayutec.logic.room_service import RoomService
+    from quayutec.models import Author
+
+    recorder = C.RECORDER
+    if recorder is None:
+        raise RuntimeError("no call recorder installed (quaylocal.calls.install)")
+    rooms = RoomService(quay_deps.default_deps().room)
+    person = Author(kind="person", id="ann", company="acme")
+    sfn = stack.client("stepfunctions")
+    out: list[RunFigures] = []
+    for i in range(n):
+        server.set_script(agent, [{"reply": {"text": f"plain {i}", "actions": []}}])
+        stack.wait_quiet()
+        before = len(recorder.calls)
+        known = {e["executionArn"] for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"]}
+        contextvars.copy_context().run(_post, rooms, room, person, f"@{agent} plain {i}")
+        stack.wait_quiet()
+        figures = of_calls(recorder.calls[before:])
+        new = [e["executionArn"] for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"]
+               if e["executionArn"] not in known]
+        figures.transitions = sum(transitions(stack, arn) for arn in new)
+        out.append(figures)
+    return out
+
+
+def _post(rooms: Any, room: str, person: Any, text: str) -> None:
+    with C.owner(C.SETUP):  # the person's post is the API's write, not the run's
+        rooms.post_message(room, person, text, [])
