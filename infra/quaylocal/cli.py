@@ -21,12 +21,13 @@ DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "reference-room.yaml"
 
 @app.command()
 def demo(
-    scenario: Annotated[Path, typer.Option(help="A scenario file (shared/scenarios/README.md format).")] = DEFAULT_SCENARIO,
+    scenario: Annotated[Path, typer.Option(help="A scenario file (format: docs/scenarios.md).")] = DEFAULT_SCENARIO,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary object.")] = False,
     quiet_timeout: Annotated[float, typer.Option(help="Seconds each step may take to become quiet.")] = 120.0,
 ) -> None:
     """Play a scenario end to end on the local stack (moto, no AWS account) and show the room,
-    the tasks, the memory lines and the ledger. Exit status 1 when its `expect` fails."""
+    the tasks, the memory lines and the ledger. Exit status 1 when its `expect` fails. The scenario
+    format is described in docs/scenarios.md."""
     from quaylocal.scenario import Player, Scenario, ScenarioError
 
     out = sys.stdout

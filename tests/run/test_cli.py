@@ -68,3 +68,13 @@ def test_malformed_scenario_is_a_clear_error(tmp_path: Path) -> None:
     assert "agents.0.provider" in proc.stderr and "Traceback" not in proc.stderr
     proc = _run(tmp_path, "steps: [")
     assert proc.returncode == 2 and "room.yaml" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_demo_help_names_the_scenario_doc() -> None:
+    from typer.testing import CliRunner
+
+    from quaylocal.cli import app
+
+    result = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "docs/scenarios.md" in result.output
+    assert "shared/" not in result.output and (Path(__file__).resolve().parents[2] / "docs/scenarios.md").is_file()
