@@ -4,7 +4,9 @@ one stage with JSON access logs, X-Ray tracing, metrics and throttling.
 
 * ``ANY /{proxy+}``: every API route, authorizer required (the handler trusts only the
   authorizer's context ``{company, member, admin}``).
-* ``GET /openapi.json`` and ``GET /docs``: the OpenAPI document and Swagger UI, public.
+* The public routes of :data:`quayutec.api.public.PUBLIC_ROUTES` (the OpenAPI document, Swagger
+  UI and the room page's static files at ``/app/``), no authorizer: defined once, for this app
+  and ``quay dev``. Every data call of the page carries the bearer token.
 
 The functions come from the factory (``Functions``, from ``resources.FUNCTIONS``); what the API
 role needs beyond its ``touches`` is granted here: answer approval task tokens of the state
@@ -20,13 +22,13 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from quayutec import resources as R
+from quayutec.api.public import PUBLIC_ROUTES
 
 from . import nag
 from .config import Settings
 from .functions import Functions
 from .storage import Storage
 
-PUBLIC_PATHS = ("openapi.json", "docs")
 AUTHORIZER_CACHE_TTL = Duration.minutes(5)  # a revoked token stops working within this
 THROTTLE_RATE = 50  # requests per second, steady
 THROTTLE_BURST = 100
@@ -120,17 +122,18 @@ class Api(Construct):
         proxy.add_method("ANY", integration, authorization_type=apigw.AuthorizationType.CUSTOM,
                          authorizer=self.authorizer, request_validator=self.validator,
                          request_parameters={"method.request.header.Authorization": True})
-        for path in PUBLIC_PATHS:
-            method = self.rest_api.root.add_resource(path).add_method(
-                "GET", integration, authorization_type=apigw.AuthorizationType.NONE, authorizer=None)
+        for http_method, path in PUBLIC_ROUTES:
+            method = self.rest_api.root.resource_for_path(path).add_method(
+                http_method, integration, authorization_type=apigw.AuthorizationType.NONE, authorizer=None)
             nag.acknowledge(
                 method, "APIG4",
-                "The OpenAPI document and Swagger UI describe the API and hold no data: public on "
-                "purpose; every other route requires the bearer-token authorizer.")
+                "The OpenAPI document, Swagger UI and the room page's static files hold no data: public "
+                "on purpose; every data route (and every call the page makes) requires the bearer-token "
+                "authorizer.")
             nag.acknowledge(
                 method, "COG4",
-                "The OpenAPI document and Swagger UI are public on purpose (no data); every other route "
-                "uses the Lambda authorizer.")
+                "The OpenAPI document, Swagger UI and the room page's static files are public on purpose "
+                "(no data); every other route uses the Lambda authorizer.")
         for type_name, (status, code) in GATEWAY_RESPONSES.items():
             headers = {"Content-Type": "'application/json'"}
             if status in RETRY_AFTER:

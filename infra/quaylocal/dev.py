@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from quayutec.api.errors import ERRORS, error_payload
+from quayutec.api.public import is_public
 
 from quaylocal import calls
 from quaylocal.stack import ACCOUNT, REGION, LocalStack
@@ -37,8 +38,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 API_FUNCTION = "ApiFunction"
 AUTHORIZER_FUNCTION = "AuthorizerFunction"
-#: Routes served without the authorizer (the deployed API declares them with no authorization).
-PUBLIC_ROUTES = {("GET", "/openapi.json"), ("GET", "/docs")}
 MAX_PAYLOAD = 10 * 1024 * 1024  # API Gateway's payload limit
 
 
@@ -203,7 +202,7 @@ class Gateway:
         if self._limiter is not None and not self._limiter.take():
             return _json_result(429, THROTTLED, {"Retry-After": "1"})
         authorizer_ctx: dict[str, Any] | None = None
-        if (method, path) not in PUBLIC_ROUTES:
+        if not is_public(method, path):  # the routes the deployed API serves without the authorizer
             token = next((v for k, v in pairs if k.lower() == "authorization"), "")
             if not token.strip():
                 return _json_result(401, UNAUTHORIZED)

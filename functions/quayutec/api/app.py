@@ -24,6 +24,7 @@ from quayutec.api.routes import (
     members,
     memory,
     messages,
+    page,
     policy,
     rooms,
     runs,
@@ -42,7 +43,6 @@ DESCRIPTION = (
     "(a repeat returns the first response and writes nothing new). Errors are "
     "`{\"error\": code, \"message\": text, \"fields\": [...]}`."
 )
-PUBLIC_PATHS = ("/openapi.json", "/docs")
 
 # Bodies are parsed by pydantic's JSON parser (bounded depth and numbers), never json.loads;
 # the handler has already refused any body that does not parse (quayutec.api.body).
@@ -50,6 +50,7 @@ app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=pars
 
 for _module in (companies, tokens, policy, rooms, members, agents, messages, tasks, memory, approvals, runs):
     app.include_router(_module.router)
+app.include_router(page.router)  # the room page's static files (public: quayutec.api.public)
 
 _SECURITY = {"bearer": HTTPBearer(bearerFormat="opaque token", description="A token from `quay admin issue-token`")}
 

@@ -13,10 +13,11 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quayutec.api import errors
-from quayutec.api.app import PUBLIC_PATHS, app
+from quayutec.api.app import app
 from quayutec.api.body import parse_json, require_json
 from quayutec.api.context import caller_of, header
 from quayutec.api.idempotency import idempotency_key_of, run_idempotent
+from quayutec.api.public import is_public
 from quayutec.api.schemas import MAX_BODY_BYTES
 from quayutec.deps import Deps, default_deps
 from quayutec.errors import InvalidInput, QuayError
@@ -61,7 +62,7 @@ def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = N
         if not isinstance(event, dict):
             raise errors.Unauthenticated("not an API Gateway proxy event")
         _check_body(event)
-        if event.get("path") in PUBLIC_PATHS and str(event.get("httpMethod", "")).upper() == "GET":
+        if is_public(str(event.get("httpMethod", "")), str(event.get("path") or "")):
             return _resolve(event, context)
         who = caller_of(event)
         logger.append_keys(company=who.company, member=who.member)

@@ -1,0 +1,605 @@
+/* The room page (SPEC §9). Plain DOM code, no library, no build step.
+ *
+ * - Every URL is relative to the page (on AWS it lives under /{stage}/app/, the API under /{stage}/).
+ * - The bearer token is kept in sessionStorage (this tab only), sent as the Authorization header,
+ *   never put in a URL; signing out removes it.
+ * - Untrusted text (messages, names, memory, tasks, errors) is only ever set with textContent.
+ * - The transcript is read with the API's page cursor and polled (short requests: quay dev serves
+ *   one request at a time).
+ */
+"use strict";
+
+(function () {
+  const TOKEN_KEY = "quayutec.token";
+  const API = new URL("../", document.baseURI);
+  const FAST_MS = 1500; // transcript
+  const SLOW_EVERY = 2; // approvals, memory, runs every 2nd tick; tasks every 4th
+  const PAGE = 100;
+
+  const $ = (id) => document.getElementById(id);
+  const state = {
+    token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
+    timer: null, tick: 0, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
+    mention: { open: false, items: [], active: 0, start: 0 },
+  };
+
+  // ------------------------------------------------------------------ DOM helpers (text only)
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") node.className = v;
+      else if (k === "text") node.textContent = String(v);
+      else if (k === "on") for (const [ev, fn] of Object.entries(v)) node.addEventListener(ev, fn);
+      else node.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return node;
+  }
+  const clear = (node) => { while (node.firstChild) node.removeChild(node.firstChild); };
+  const enc = encodeURIComponent;
+  const badge = (word) => el("span", { class: "badge " + String(word).replace(/[^a-z_]/g, ""), text: word });
+  function when(iso) {
+    if (!iso) return "";
+    const d = new Date(iso);
+    return isNaN(d) ? String(iso) : d.toLocaleString([], { dateStyle: "short", timeStyle: "medium" });
+  }
+  function newKey() {
+    if (window.crypto && crypto.randomUUID) return "page-" + crypto.randomUUID();
+    const a = new Uint8Array(16); crypto.getRandomValues(a);
+    return "page-" + Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  // ------------------------------------------------------------------ the API
+  class ApiError extends Error {
+    constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+  }
+
+  function plainWords(status, body, retryAfter) {
+    const said = body && typeof body.message === "string" ? body.message : "";
+    const fields = body && Array.isArray(body.fields) ? body.fields : [];
+    const detail = said ? " (" + said + ")" : "";
+    if (status === 401) return "Your token was not accepted: it is unknown, revoked or mistyped. Sign in again.";
+    if (status === 403) return "You are not allowed to do that" + detail + ".";
+    if (status === 404) return "Not found: it does not exist, or you are not a member of that room" + detail + ".";
+    if (status === 409) return "That changed meanwhile" + detail + ". The page shows the current state.";
+    if (status === 413) return "That is too long" + detail + ".";
+    if (status === 415) return "The page sent something the service does not take" + detail + ".";
+    if (status === 422 && fields.length) {
+      return "Please check: " + fields.map((f) => (f.field || "input") + ": " + (f.problem || "not valid")).join("; ") + ".";
+    }
+    if (status === 422 || status === 400) return "The service could not use that" + detail + ".";
+    if (status === 429) return "Too many requests: wait a moment and try again.";
+    if (status === 503) return "The service is busy; try again" + (retryAfter ? " in " + retryAfter + " s" : " in a moment") + ".";
+    if (status >= 500) return "The service had a problem (" + status + "). Try again in a moment.";
+    return "The request failed (" + status + ")" + detail + ".";
+  }
+
+  async function api(method, path, body, key) {
+    const headers = { Accept: "application/json", Authorization: "Bearer " + state.token };
+    const init = { method, headers, cache: "no-store", credentials: "omit", redirect: "error" };
+    if (body !== undefined) { headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
+    if (method === "POST") headers["Idempotency-Key"] = key || newKey();
+    let resp;
+    try {
+      resp = await fetch(new URL(path, API), init);
+    } catch (e) {
+      throw new ApiError(0, "network", "The service could not be reached. Check the connection; the page keeps trying.");
+    }
+    let data = null;
+    try { data = await resp.json(); } catch (e) { data = null; }
+    if (!resp.ok) {
+      throw new ApiError(resp.status, data && data.error, plainWords(resp.status, data, resp.headers.get("Retry-After")));
+    }
+    return data;
+  }
+
+  function showError(err) {
+    const box = $("error");
+    if (!err) { box.hidden = true; box.textContent = ""; return; }
+    box.textContent = err instanceof ApiError ? err.message : "Something went wrong on this page: " + String(err && err.message || err);
+    box.hidden = false;
+    if (err instanceof ApiError && err.status === 401 && state.token) signOut(true);
+  }
+  const status = (text) => { $("status").textContent = text; };
+
+  async function guarded(fn) {
+    try { await fn(); showError(null); return true; } catch (e) { showError(e); return false; }
+  }
+
+  // ------------------------------------------------------------------ sign in / out
+  async function signIn(token) {
+    state.token = token;
+    try {
+      const data = await api("GET", "rooms");
+      sessionStorage.setItem(TOKEN_KEY, token);
+      showError(null);
+      $("sign-in").hidden = true;
+      $("workspace").hidden = false;
+      $("sign-out").hidden = false;
+      $("who").hidden = false;
+      $("who").textContent = "Signed in (the token stays in this tab).";
+      await showRooms(data.rooms || []);
+      $("room-list").querySelector("button") ? $("room-list").querySelector("button").focus() : $("main").focus();
+    } catch (e) {
+      state.token = null;
+      sessionStorage.removeItem(TOKEN_KEY);
+      showError(e);
+      $("token").focus();
+    }
+  }
+
+  function signOut(expired) {
+    stopPolling();
+    sessionStorage.removeItem(TOKEN_KEY);
+    Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
+                           approvals: [], sig: {}, openRun: null, postKey: null });
+    clear($("room-list")); clear($("transcript"));
+    $("workspace").hidden = true; $("room").hidden = true;
+    $("sign-out").hidden = true; $("who").hidden = true;
+    $("sign-in").hidden = false;
+    $("token").value = "";
+    status(expired ? "" : "Signed out: the token is removed from this tab.");
+    $("token").focus();
+  }
+
+  // ------------------------------------------------------------------ rooms
+  async function showRooms(ids) {
+    state.rooms = ids;
+    const list = $("room-list");
+    clear(list);
+    $("rooms-empty").hidden = ids.length > 0;
+    const names = await Promise.all(ids.slice(0, 100).map((id) =>
+      api("GET", "rooms/" + enc(id)).then((r) => r.name || "", () => "")));
+    ids.forEach((id, i) => {
+      const label = names[i] ? names[i] + " (" + id + ")" : id;
+      list.append(el("li", {}, el("button", { type: "button", "data-room": id, text: label,
+                                                on: { click: () => openRoom(id) } })));
+    });
+  }
+
+  async function openRoom(id) {
+    stopPolling();
+    Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, approvals: [], sig: {}, openRun: null });
+    for (const b of $("room-list").querySelectorAll("button")) b.setAttribute("aria-current", String(b.dataset.room === id));
+    clear($("transcript")); $("run-detail").hidden = true;
+    $("room").hidden = false;
+    const ok = await guarded(async () => {
+      const info = await api("GET", "rooms/" + enc(id));
+      if (state.room !== id) return;
+      state.info = info;
+      $("room-title").textContent = info.name ? info.name : "Room " + info.id;
+      const agents = (info.agents || []).map((a) => a.id + " (" + a.company + ")").join(", ") || "none yet";
+      $("room-meta").textContent = "Room " + info.id + " · companies: " + (info.members || []).join(", ") + " · agents: " + agents;
+      const to = $("task-to");
+      clear(to);
+      for (const a of info.agents || []) to.append(el("option", { value: a.id, text: a.id + " (" + a.company + ")" }));
+    });
+    if (!ok) return;
+    await refresh(true);
+    startPolling();
+  }
+
+  // ------------------------------------------------------------------ polling
+  function startPolling() {
+    stopPolling();
+    const loop = async () => {
+      state.timer = null;
+      if (!state.room || !state.token) return;
+      if (!document.hidden) await refresh(false);
+      if (state.room && state.token) state.timer = setTimeout(loop, FAST_MS);
+    };
+    state.timer = setTimeout(loop, FAST_MS);
+  }
+  function stopPolling() { if (state.timer) clearTimeout(state.timer); state.timer = null; }
+
+  async function refresh(all) {
+    if (state.busy) return;
+    state.busy = true;
+    const room = state.room;
+    try {
+      state.tick += 1;
+      await pollMessages(room);
+      if (all || state.tick % SLOW_EVERY === 0) {
+        await loadApprovals(room);
+        await loadMemory(room);
+        await loadRuns(room);
+      }
+      if (all || state.tick % (SLOW_EVERY * 2) === 0) await loadTasks(room);
+      if (state.room === room) {
+        status("Up to date at " + new Date().toLocaleTimeString() + " (checks every " + FAST_MS / 1000 + " s).");
+        if (!$("error").hidden && $("error").dataset.poll === "1") showError(null);
+      }
+    } catch (e) {
+      showError(e);
+      $("error").dataset.poll = "1";
+    } finally {
+      state.busy = false;
+    }
+  }
+
+  // ------------------------------------------------------------------ transcript
+  async function pollMessages(room) {
+    for (let pages = 0; pages < 20; pages++) {
+      const q = new URLSearchParams({ limit: String(PAGE) });
+      if (state.cursor) q.set("cursor", state.cursor);
+      const page = await api("GET", "rooms/" + enc(room) + "/messages?" + q.toString());
+      if (state.room !== room) return;
+      const list = $("transcript");
+      const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+      let added = false;
+      for (const m of page.messages || []) {
+        if (state.seen.has(m.id)) continue;
+        state.seen.add(m.id);
+        list.append(messageItem(m));
+        added = true;
+      }
+      if (added) { paintOutcomes(); if (atEnd) list.scrollTop = list.scrollHeight; }
+      if (!page.next_cursor) return; // keep the cursor of this (last) page: the next poll reads on from it
+      state.cursor = page.next_cursor;
+    }
+  }
+
+  function messageItem(m) {
+    const author = m.author || {};
+    const who = author.kind === "agent" ? "agent " + author.id + (author.company ? " (" + author.company + ")" : "")
+      : author.kind === "system" ? "quayutec" : author.id + (author.company ? " (" + author.company + ")" : "");
+    const body = el("div", { class: "body" });
+    const plain = [];
+    const flush = () => { if (plain.length) { body.append(el("p", { class: "text", text: plain.join("\n") })); plain.length = 0; } };
+    for (const line of String(m.text || "").split("\n")) {
+      if (/^⏸ held for approval/.test(line)) { flush(); body.append(el("p", { class: "note held", text: line })); }
+      else if (/^✗ denied/.test(line)) { flush(); body.append(el("p", { class: "note denied", text: line })); }
+      else plain.push(line);
+    }
+    flush();
+    const item = el("li", { class: "msg " + (m.kind || "message"), "data-id": m.id },
+      el("div", { class: "meta" }, el("span", { class: "author", text: who }), " · ", when(m.created_at),
+         m.to && m.to.length ? " · to " + m.to.join(", ") : ""),
+      body);
+    if (m.run_id) {
+      const outcomes = el("div", { class: "outcomes", "data-run": m.run_id });
+      item.append(outcomes);
+    }
+    return item;
+  }
+
+  function paintOutcomes() {
+    const byRun = new Map();
+    for (const a of state.approvals) {
+      if (!byRun.has(a.run_id)) byRun.set(a.run_id, []);
+      byRun.get(a.run_id).push(a);
+    }
+    for (const box of $("transcript").querySelectorAll(".outcomes")) {
+      const list = byRun.get(box.dataset.run) || [];
+      const lines = list.filter((a) => a.status !== "pending").map((a) => {
+        const verb = { approved: "✓ approved", rejected: "✗ denied", expired: "✗ expired (no answer in time)",
+                       deciding: "… being decided" }[a.status] || a.status;
+        return verb + (a.decided_by ? " by " + a.decided_by : "") + ": " + a.summary;
+      });
+      const text = lines.join("\n");
+      if (box.dataset.text === text) continue;
+      box.dataset.text = text;
+      clear(box);
+      for (const line of lines) box.append(el("p", { class: "note outcome", text: line }));
+    }
+  }
+
+  // ------------------------------------------------------------------ posting, @mentions
+  async function post(ev) {
+    ev.preventDefault();
+    const box = $("post-text");
+    const text = box.value;
+    if (!text.trim() || !state.room) return;
+    state.postKey = state.postKey || newKey(); // the same key if this very message is sent again
+    const button = $("post-form").querySelector("button[type=submit]");
+    button.disabled = true;
+    const ok = await guarded(async () => {
+      await api("POST", "rooms/" + enc(state.room) + "/messages", { text }, state.postKey);
+    });
+    button.disabled = false;
+    if (ok) {
+      state.postKey = null;
+      box.value = "";
+      closeMentions();
+      status("Posted.");
+      await refresh(false);
+    }
+    box.focus();
+  }
+
+  function agentIds() { return ((state.info && state.info.agents) || []).map((a) => a.id); }
+
+  function updateMentions() {
+    const box = $("post-text");
+    const before = box.value.slice(0, box.selectionStart);
+    const m = /(^|\s)@([A-Za-z0-9_.:-]*)$/.exec(before);
+    if (!m) return closeMentions();
+    const part = m[2].toLowerCase();
+    const items = agentIds().filter((id) => id.toLowerCase().startsWith(part));
+    if (!items.length) return closeMentions();
+    Object.assign(state.mention, { open: true, items, active: Math.min(state.mention.active, items.length - 1),
+                                   start: before.length - m[2].length - 1 });
+    drawMentions();
+  }
+
+  function drawMentions() {
+    const list = $("mention-list");
+    clear(list);
+    state.mention.items.forEach((id, i) => {
+      list.append(el("li", { id: "mention-" + i, role: "option", "aria-selected": String(i === state.mention.active),
+                             text: "@" + id, on: { mousedown: (e) => { e.preventDefault(); pickMention(i); } } }));
+    });
+    list.hidden = false;
+    const box = $("post-text");
+    box.setAttribute("aria-expanded", "true");
+    box.setAttribute("aria-activedescendant", "mention-" + state.mention.active);
+  }
+
+  function closeMentions() {
+    state.mention.open = false; state.mention.active = 0;
+    $("mention-list").hidden = true;
+    const box = $("post-text");
+    box.setAttribute("aria-expanded", "false");
+    box.removeAttribute("aria-activedescendant");
+  }
+
+  function pickMention(i) {
+    const box = $("post-text");
+    const id = state.mention.items[i];
+    const caret = box.selectionStart;
+    const insert = "@" + id + " ";
+    box.value = box.value.slice(0, state.mention.start) + insert + box.value.slice(caret);
+    const at = state.mention.start + insert.length;
+    box.setSelectionRange(at, at);
+    closeMentions();
+    box.focus();
+  }
+
+  function mentionKeys(ev) {
+    if ((ev.ctrlKey || ev.metaKey) && ev.key === "Enter") { ev.preventDefault(); $("post-form").requestSubmit(); return; }
+    if (!state.mention.open) return;
+    const n = state.mention.items.length;
+    if (ev.key === "ArrowDown") { ev.preventDefault(); state.mention.active = (state.mention.active + 1) % n; drawMentions(); }
+    else if (ev.key === "ArrowUp") { ev.preventDefault(); state.mention.active = (state.mention.active + n - 1) % n; drawMentions(); }
+    else if (ev.key === "Enter" || ev.key === "Tab") { ev.preventDefault(); pickMention(state.mention.active); }
+    else if (ev.key === "Escape") { ev.preventDefault(); closeMentions(); }
+  }
+
+  // ------------------------------------------------------------------ approvals
+  function changed(name, data) {
+    const sig = JSON.stringify(data);
+    if (state.sig[name] === sig) return false;
+    state.sig[name] = sig;
+    return true;
+  }
+
+  async function loadApprovals(room) {
+    const data = await api("GET", "rooms/" + enc(room) + "/approvals?status=all");
+    if (state.room !== room) return;
+    state.approvals = data.approvals || [];
+    paintOutcomes();
+    if (!changed("approvals", state.approvals)) return;
+    const list = $("approvals");
+    clear(list);
+    $("approvals-empty").hidden = state.approvals.length > 0;
+    const order = { pending: 0, deciding: 1 };
+    const sorted = [...state.approvals].sort((a, b) =>
+      (order[a.status] ?? 2) - (order[b.status] ?? 2) || String(b.created_at).localeCompare(String(a.created_at)));
+    for (const a of sorted) {
+      const item = el("li", { "data-approval": a.id },
+        el("p", { class: "line" }, badge(a.status), a.summary),
+        el("p", { class: "meta", text: "agent " + a.agent_id + " · run " + a.run_id + " · " + when(a.created_at) +
+                                          (a.decided_by ? " · decided by " + a.decided_by : "") }));
+      if (a.status === "pending") {
+        item.append(el("div", { class: "actions-row" },
+          el("button", { type: "button", "aria-label": "Approve: " + a.summary, text: "Approve",
+                         on: { click: (e) => decide(e.currentTarget, a, "approve") } }),
+          el("button", { type: "button", class: "danger", "aria-label": "Deny: " + a.summary, text: "Deny",
+                         on: { click: (e) => decide(e.currentTarget, a, "deny") } })));
+      }
+      list.append(item);
+    }
+  }
+
+  async function decide(button, a, verb) {
+    const room = state.room;
+    for (const b of button.parentNode.querySelectorAll("button")) b.disabled = true;
+    const ok = await guarded(() => api("POST", "rooms/" + enc(room) + "/approvals/" + enc(a.id) + "/" + verb));
+    if (ok) status(verb === "approve" ? "Approved: the run resumes." : "Denied: the action will not be taken.");
+    state.sig.approvals = null;
+    await loadApprovals(room).catch(showError);
+    const first = $("approvals").querySelector("button") || $("approvals-title");
+    if (first === $("approvals-title")) $("approvals-title").setAttribute("tabindex", "-1");
+    first.focus();
+  }
+
+  // ------------------------------------------------------------------ tasks
+  async function loadTasks(room, force) {
+    const filter = $("task-filter").value;
+    const data = await api("GET", "rooms/" + enc(room) + "/tasks?status=" + enc(filter));
+    if (state.room !== room) return;
+    const tasks = data.tasks || [];
+    if (!changed("tasks", [filter, tasks]) && !force) return;
+    const list = $("tasks");
+    clear(list);
+    $("tasks-empty").hidden = tasks.length > 0;
+    tasks.forEach((t, i) => {
+      const item = el("li", { "data-task": t.id },
+        el("p", { class: "line" }, badge(t.status), t.title),
+        el("p", { class: "meta", text: "for " + t.to + " · by " + ((t.created_by || {}).id || "?") + " · " + when(t.updated_at) }),
+        t.body ? el("p", { class: "line", text: t.body }) : null,
+        t.result ? el("p", { class: "line", text: "Result: " + t.result }) : null);
+      if (t.status === "open") {
+        const noteId = "task-note-" + i, resultId = "task-result-" + i;
+        item.append(
+          el("form", { class: "actions-row", on: { submit: (e) => taskAction(e, t, "updates", noteId, "note") } },
+            el("label", { for: noteId, text: "Progress note" }),
+            el("input", { id: noteId, required: true, maxlength: "8192" }),
+            el("button", { type: "submit", class: "secondary", text: "Add update" })),
+          el("form", { class: "actions-row", on: { submit: (e) => taskAction(e, t, "close", resultId, "result") } },
+            el("label", { for: resultId, text: "Result" }),
+            el("input", { id: resultId, maxlength: "8192" }),
+            el("button", { type: "submit", class: "danger", text: "Close task" })));
+      }
+      item.append(el("button", { type: "button", class: "secondary", text: "History",
+                                 "aria-label": "History of " + t.title, on: { click: (e) => taskHistory(e.currentTarget, t) } }));
+      list.append(item);
+    });
+  }
+
+  async function taskAction(ev, t, what, inputId, field) {
+    ev.preventDefault();
+    const room = state.room;
+    const value = $(inputId).value;
+    const ok = await guarded(() => api("POST", "rooms/" + enc(room) + "/tasks/" + enc(t.id) + "/" + what, { [field]: value }));
+    if (ok) status(what === "close" ? "Task closed." : "Update added.");
+    await loadTasks(room, true).catch(showError);
+  }
+
+  async function taskHistory(button, t) {
+    await guarded(async () => {
+      const data = await api("GET", "rooms/" + enc(state.room) + "/tasks/" + enc(t.id));
+      const list = el("ol", { class: "timeline" });
+      for (const e of data.events || []) {
+        list.append(el("li", { text: when(e.created_at) + " · " + e.kind + " by " + ((e.by || {}).id || "?") + (e.text ? ": " + e.text : "") }));
+      }
+      button.replaceWith(list);
+    });
+  }
+
+  // ------------------------------------------------------------------ memory
+  async function loadMemory(room) {
+    const data = await api("GET", "rooms/" + enc(room) + "/memory");
+    if (state.room !== room) return;
+    const lines = data.lines || [];
+    if (!changed("memory", lines)) return;
+    const list = $("memory");
+    clear(list);
+    $("memory-empty").hidden = lines.length > 0;
+    for (const m of lines) {
+      list.append(el("li", { "data-memory": m.id },
+        el("p", { class: "line", text: m.text }),
+        el("p", { class: "meta" }, badge(m.visibility === "company" ? "company" : "room"),
+           "by " + ((m.author || {}).kind === "agent" ? "agent " : "") + ((m.author || {}).id || "?") + " · " + when(m.created_at))));
+    }
+  }
+
+  // ------------------------------------------------------------------ runs
+  async function loadRuns(room) {
+    const data = await api("GET", "rooms/" + enc(room) + "/runs");
+    if (state.room !== room) return;
+    const runs = data.runs || [];
+    if (changed("runs", runs)) {
+      const list = $("runs");
+      clear(list);
+      $("runs-empty").hidden = runs.length > 0;
+      for (const r of runs.slice(0, 50)) {
+        list.append(el("li", { "data-run": r.run_id },
+          el("p", { class: "line" }, badge(r.status), "agent " + r.agent_id + " · hop " + r.hop),
+          el("p", { class: "meta", text: "started " + when(r.started_at) + (r.ended_at ? " · ended " + when(r.ended_at) : "") }),
+          el("button", { type: "button", class: "secondary", text: "Timeline", "aria-label": "Timeline of run " + r.run_id,
+                         on: { click: () => showRun(r.run_id, true) } })));
+      }
+    }
+    if (state.openRun) await showRun(state.openRun, false);
+  }
+
+  function costLine(run) {
+    const cost = run.cost || run.costs || null;
+    if (cost && typeof cost === "object") {
+      const usd = cost.estimated_usd ?? cost.usd ?? cost.total_usd;
+      const parts = Object.entries(cost).filter(([, v]) => typeof v === "number" || typeof v === "string")
+        .map(([k, v]) => k.replace(/_/g, " ") + " " + v);
+      return "Cost: " + (usd !== undefined ? "about $" + usd + " · " : "") + parts.join(" · ");
+    }
+    return null;
+  }
+
+  async function showRun(runId, focus) {
+    const ok = await guarded(async () => {
+      const data = await api("GET", "runs/" + enc(runId));
+      const r = data.run;
+      state.openRun = runId;
+      const box = $("run-detail");
+      $("run-detail-title").textContent = "Run " + r.run_id;
+      const bits = ["agent " + r.agent_id, "status " + r.status, "hop " + r.hop, "started " + when(r.started_at)];
+      if (r.ended_at) bits.push("ended " + when(r.ended_at));
+      if (r.parked_s) bits.push("waited for approval " + Number(r.parked_s).toFixed(1) + " s");
+      if (r.error_class) bits.push("error " + r.error_class + (r.error_message ? ": " + r.error_message : ""));
+      if (r.not_done && r.not_done.length) bits.push("not done: " + r.not_done.join(", "));
+      const cost = costLine(r);
+      $("run-summary").textContent = bits.join(" · ") + (cost ? "\n" + cost : "");
+      const reqs = $("run-requests");
+      clear(reqs);
+      for (const q of data.requests || []) {
+        const parts = ["#" + q.n + " " + q.provider + "/" + q.model, "sent " + when(q.sent_at)];
+        if (q.status) parts.push("HTTP " + q.status);
+        if (q.wait_s !== null && q.wait_s !== undefined) parts.push("wait " + q.wait_s + " s");
+        if (q.decision) parts.push(q.decision);
+        if (q.category) parts.push(q.category);
+        if (q.message) parts.push(q.message);
+        reqs.append(el("li", {}, badge(q.outcome), parts.join(" · ")));
+      }
+      if (!reqs.firstChild) reqs.append(el("li", { text: "No model request yet." }));
+      const acts = $("run-actions");
+      clear(acts);
+      for (const a of data.actions || []) {
+        const parts = ["#" + a.index + " " + a.kind + (a.target ? " → " + a.target : ""), "decision " + a.decision + (a.reason ? " (" + a.reason + ")" : "")];
+        if (a.approval) parts.push("approval " + a.approval);
+        parts.push("outcome " + a.outcome + (a.outcome_note ? " (" + a.outcome_note + ")" : ""));
+        acts.append(el("li", {}, badge(a.outcome), parts.join(" · ")));
+      }
+      if (!acts.firstChild) acts.append(el("li", { text: "No action declared." }));
+      box.hidden = false;
+      if (focus) box.focus();
+    });
+    if (!ok && focus) state.openRun = null;
+  }
+
+  // ------------------------------------------------------------------ wiring
+  function start() {
+    $("sign-in-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const token = $("token").value.trim();
+      if (token) signIn(token);
+    });
+    $("sign-out").addEventListener("click", () => signOut(false));
+    $("post-form").addEventListener("submit", post);
+    const box = $("post-text");
+    box.addEventListener("input", () => { state.postKey = null; updateMentions(); });
+    box.addEventListener("click", updateMentions);
+    box.addEventListener("keydown", mentionKeys);
+    box.addEventListener("blur", () => setTimeout(closeMentions, 150));
+    $("task-filter").addEventListener("change", () => state.room && loadTasks(state.room, true).catch(showError));
+    $("task-form").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const room = state.room;
+      const ok = await guarded(() => api("POST", "rooms/" + enc(room) + "/tasks",
+        { to: $("task-to").value, title: $("task-title").value, body: $("task-body").value }));
+      if (ok) { $("task-title").value = ""; $("task-body").value = ""; status("Task created."); }
+      await loadTasks(room, true).catch(showError);
+    });
+    $("memory-form").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const room = state.room;
+      const ok = await guarded(() => api("POST", "rooms/" + enc(room) + "/memory",
+        { text: $("memory-text").value, visibility: $("memory-visibility").value }));
+      if (ok) { $("memory-text").value = ""; status("Memory line added."); }
+      await loadMemory(room).catch(showError);
+    });
+    $("run-close").addEventListener("click", () => { state.openRun = null; $("run-detail").hidden = true; $("runs-title").focus(); });
+    $("runs-title").setAttribute("tabindex", "-1");
+    document.addEventListener("visibilitychange", () => { if (!document.hidden && state.room) refresh(false); });
+
+    const saved = sessionStorage.getItem(TOKEN_KEY);
+    if (saved) signIn(saved);
+    else $("token").focus();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,260 @@
+"""The room page in a real browser (issue 12, SPEC §9): headless Chromium from the distribution's
+packages, driven by Playwright for Python, against a real ``quay dev`` process (scripted a1 holds a
+memory write for acme's yes; b1 answers with echo replies).
+
+The walk: a wrong token is refused in plain words; sign in; post ``@b1`` (picked from the @mention
+list with the keyboard) and see b1's reply appear without a reload; a message
+``<img src=x onerror=alert(1)>`` stays text; a1's held action shows in the transcript and in
+Approvals; approve it; the memory line appears; one run's timeline; no horizontal overflow at
+375 px; screenshots at 1440 and 375 px; sign out clears the token. No ``securitypolicyviolation``
+event fires and the token never appears in a URL.
+
+Without chromium (or Playwright) the test skips with a message, except under ``CI=true``, where it
+fails. ``.ci/run`` installs ``chromium`` and ``chromium-driver`` with apt when it runs as root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from quaylocal.client import QuayClient
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("QUAY_TEST_ARTIFACTS", REPO_ROOT / "tests" / "artifacts"))
+ADMIN = "qyt_admin_browser_test_0001"
+HELD = "launch on the 12th"
+XSS = "<img src=x onerror=alert(1)>"
+SCRIPTS = {"a1": [{"reply": {"text": "Will remember once acme agrees.",
+                             "actions": [{"kind": "remember", "text": HELD, "visibility": "company"}]}}]}
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+WAIT_MS = 60_000
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("QUAY_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _browser_or_skip() -> str:
+    problems = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        problems.append("Playwright for Python is not installed (make install: the dev extras)")
+    chromium = _chromium()
+    if chromium is None:
+        problems.append("no chromium executable (Debian: apt-get install -y chromium chromium-driver)")
+    if problems:
+        message = "browser tests need " + "; ".join(problems)
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + " (CI=true: not skipped)")
+        pytest.skip(message)
+    assert chromium is not None
+    return chromium
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout_s: float = 60.0, what: str = "condition"):  # noqa: ANN001, ANN202
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    return _browser_or_skip()
+
+
+@pytest.fixture(scope="module")
+def dev_url(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``quay dev`` on a free port with a1 scripted (as tests/api/test_api_dev_server.py)."""
+    tmp = tmp_path_factory.mktemp("quay-dev-browser")
+    scripts = tmp / "scripts.json"
+    scripts.write_text(json.dumps(SCRIPTS))
+    port = _free_port()
+    log_path = tmp / "quay-dev.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port),
+                             "--admin-token", ADMIN, "--scripts", str(scripts)],
+                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            cwd=REPO_ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        probe = QuayClient(url, retries=0, timeout_s=2)
+
+        def up() -> bool:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                return probe.request("GET", "/openapi.json").status == 200
+            except OSError:
+                return False
+
+        _wait(up, 90, "quay dev to serve")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def room(dev_url: str) -> dict[str, str]:
+    admin = QuayClient(dev_url, ADMIN)
+    admin.create_company("acme", ["ann"])
+    admin.create_company("bolt", ["bob"])
+    ann = QuayClient(dev_url, admin.issue_token("acme", "ann")["token"])
+    bob = QuayClient(dev_url, admin.issue_token("bolt", "bob")["token"])
+    ann.set_policy("acme", {"actions": {"remember": "ask"}})
+    room_id = ann.create_room("harbour", ["bolt"])["id"]
+    ann.register_agent("a1", "anthropic", "claude-local", api_key="sk-acme-local", instructions="Be brief.")
+    bob.register_agent("b1", "openai", "gpt-local", api_key="sk-bolt-local")
+    ann.add_agent(room_id, "a1")
+    bob.add_agent(room_id, "b1")
+    return {"room": room_id, "ann": ann.token, "bob": bob.token}
+
+
+def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[str, str]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    token = room["ann"]
+    requested: list[str] = []
+    dialogs: list[str] = []
+    console_errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1440, "height": 900})
+            # Runs before the page's own script: every CSP violation of the page is kept.
+            context.add_init_script(
+                "window.__csp = [];"
+                "document.addEventListener('securitypolicyviolation', e => window.__csp.push("
+                "e.violatedDirective + ' ' + e.blockedURI));")
+            page = context.new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.on("request", lambda r: requested.append(r.url))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+
+            response = page.goto(f"{dev_url}/app/")
+            assert response is not None and response.status == 200
+            csp = response.headers["content-security-policy"]
+            assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+            page.evaluate("window.__loaded = 'once'")  # gone if the page ever reloads
+
+            # a wrong token: refused in plain words, nothing kept
+            page.get_by_label("Your bearer token").fill("qyt_wrong_token_000000000000")
+            page.get_by_role("button", name="Sign in").click()
+            expect(page.locator("#error")).to_contain_text("not accepted")
+            assert page.evaluate("sessionStorage.length") == 0
+
+            # sign in, open the room
+            page.get_by_label("Your bearer token").fill(token)
+            page.keyboard.press("Enter")
+            room_button = page.locator(f"#room-list button[data-room='{room['room']}']")
+            expect(room_button).to_contain_text("harbour")
+            expect(page.locator("#error")).to_be_hidden()
+            room_button.click()
+            expect(page.locator("#room-title")).to_have_text("harbour")
+
+            # @mention completion from the keyboard, then post; b1's reply appears without reload
+            box = page.get_by_label("Message (type @ to mention an agent)")
+            box.focus()
+            page.keyboard.type("@b")
+            expect(page.locator("#mention-list")).to_be_visible()
+            expect(page.locator("#mention-list [role=option]")).to_have_text(["@b1"])
+            page.keyboard.press("Enter")
+            assert box.input_value() == "@b1 "
+            page.keyboard.type("where do the stalls go?")
+            page.keyboard.press("Control+Enter")
+            expect(page.locator("#transcript .msg.message").filter(has_text="where do the stalls go?")).to_have_count(1)
+            expect(page.locator("#transcript .msg.reply").filter(has_text="b1")).to_contain_text("echo:", timeout=WAIT_MS)
+
+            # untrusted text stays text
+            box.fill(XSS)
+            page.get_by_role("button", name="Post", exact=True).click()
+            xss = page.locator("#transcript .msg .text").filter(has_text=XSS)
+            expect(xss).to_have_text(XSS)
+            assert page.locator("#transcript img").count() == 0
+
+            # a held action: the note in the transcript, the request in Approvals; approve it
+            box.fill("@a1 please remember the launch date")
+            page.get_by_role("button", name="Post", exact=True).click()
+            expect(page.locator("#transcript .note.held")).to_contain_text("held for approval", timeout=WAIT_MS)
+            approve = page.locator("#approvals").get_by_role("button", name="Approve")
+            expect(approve).to_have_count(1, timeout=WAIT_MS)
+            page.screenshot(path=str(ARTIFACTS / "room-page-1440-held.png"), full_page=True)
+            approve.click()
+            expect(page.locator("#approvals .badge").first).to_have_text("approved", timeout=WAIT_MS)
+            expect(page.locator("#memory")).to_contain_text(HELD, timeout=WAIT_MS)
+            expect(page.locator("#transcript .note.outcome")).to_contain_text("approved by ann", timeout=WAIT_MS)
+
+            # one run's timeline: model requests with their outcome, actions with decision and outcome
+            page.locator("#runs li").filter(has_text="a1").filter(has_text="completed").first \
+                .get_by_role("button", name="Timeline").click()
+            expect(page.locator("#run-requests")).to_contain_text("ok")
+            expect(page.locator("#run-actions")).to_contain_text("remember")
+            expect(page.locator("#run-actions")).to_contain_text("approval approved")
+            expect(page.locator("#run-actions")).to_contain_text("outcome written")
+            assert page.evaluate("window.__loaded") == "once", "the page reloaded"
+
+            page.screenshot(path=str(ARTIFACTS / "room-page-1440.png"), full_page=True)
+            page.set_viewport_size({"width": 375, "height": 812})
+            page.wait_for_timeout(300)
+            overflow = page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+                " document.body.scrollWidth]")
+            assert overflow[0] <= overflow[1] and overflow[2] <= overflow[1], f"horizontal overflow at 375 px: {overflow}"
+            wide = page.evaluate(
+                "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > "
+                "document.documentElement.clientWidth + 1 && e.getClientRects().length"
+                " && !e.closest('.skip')).map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 5)")
+            assert wide == [], f"elements wider than 375 px: {wide}"
+            page.screenshot(path=str(ARTIFACTS / "room-page-375.png"), full_page=True)
+
+            # keyboard focus is visible (an outline on the focused control)
+            page.locator("#post-text").focus()
+            page.keyboard.press("Tab")
+            outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+            assert outline not in ("", "none"), "no visible focus outline"
+
+            # sign out clears the token
+            page.get_by_role("button", name="Sign out").click()
+            expect(page.get_by_label("Your bearer token")).to_be_visible()
+            assert page.evaluate("sessionStorage.length") == 0
+
+            assert page.evaluate("window.__csp") == [], "Content-Security-Policy violations"
+            assert dialogs == [], f"a dialog opened: {dialogs}"
+            assert not [u for u in requested if token in u], "the token appeared in a URL"
+            assert not [u for u in requested if not u.startswith(dev_url)], "a request left the origin"
+            assert not [e for e in console_errors if "Content Security Policy" in e], console_errors
+        finally:
+            browser.close()
+    print(f"\nroom page screenshots: {ARTIFACTS}/room-page-1440.png, {ARTIFACTS}/room-page-375.png")
