@@ -11,7 +11,7 @@ NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 
-.PHONY: demo test install synth bench clean lock fuzz
+.PHONY: demo test install synth bench clean lock fuzz chaos
 
 # The lock first (exact versions), then the project and its dev tools constrained by it, so no
 # dev tool moves a runtime package off its locked version.

@@ -6,20 +6,14 @@ Idempotency-Key; the `quay` client commands read the same server."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from quaylocal.cli import app as cli
 from quaylocal.client import ApiError, QuayClient
+from quaydev import quay_dev, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
@@ -29,20 +23,7 @@ SCRIPTS = {"a1": [{"reply": {"text": "Will remember once acme agrees.",
                              "actions": [{"kind": "remember", "text": HELD, "visibility": "company"}]}}]}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(predicate, timeout_s: float = 60.0, what: str = "condition"):  # noqa: ANN001, ANN202
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+_wait = wait_for  # (tests/api/test_cli_dev.py imports it from here)
 
 
 @pytest.fixture(scope="module")
@@ -50,33 +31,8 @@ def dev_url(tmp_path_factory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("quay-dev")
     scripts = tmp / "scripts.json"
     scripts.write_text(json.dumps(SCRIPTS))
-    port = _free_port()
-    log = (tmp / "quay-dev.log").open("w")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port),
-                             "--admin-token", ADMIN, "--scripts", str(scripts)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).resolve().parents[2])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        probe = QuayClient(url, retries=0, timeout_s=2)
-
-        def up() -> bool:
-            assert proc.poll() is None, (tmp / "quay-dev.log").read_text()[-3000:]
-            try:
-                return probe.request("GET", "/openapi.json").status == 200
-            except OSError:
-                return False
-
-        _wait(up, 90, "quay dev to serve")
+    with quay_dev(tmp, "--scripts", str(scripts), admin_token=ADMIN) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 def test_quay_dev_over_http(dev_url: str) -> None:

@@ -219,40 +219,11 @@ DEV_ADMIN = "qyt_admin_fuzz_http_0001"
 def dev_world(tmp_path_factory) -> Iterator[tuple[str, str, dict[str, list[str]]]]:
     """A real `quay dev` process (its HTTP server, gateway and moto Lambda), seeded over HTTP:
     (url, ann's token, ids that exist)."""
-    import signal
-    import socket
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
     from quaylocal.client import QuayClient
+    from quaydev import quay_dev
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log_path = tmp_path_factory.mktemp("quay-dev-fuzz") / "quay-dev.log"
-    log = log_path.open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port),
-                             "--admin-token", DEV_ADMIN], stdout=log, stderr=subprocess.STDOUT,
-                            # the API contract is checked here; quay dev's own AWS calls are the dev
-                            # server test's (so this process does not write the IAM call log)
-                            env={**{k: v for k, v in os.environ.items() if k != "QUAY_CALL_LOG"},
-                                 "PYTHONUNBUFFERED": "1", "POWERTOOLS_LOG_LEVEL": "CRITICAL"},
-                            cwd=Path(__file__).resolve().parents[2], stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        probe = QuayClient(url, retries=0, timeout_s=2)
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                if probe.request("GET", "/openapi.json").status == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "quay dev did not serve"
-            time.sleep(0.3)
+    with quay_dev(tmp_path_factory.mktemp("quay-dev-fuzz"), admin_token=DEV_ADMIN,
+                  env={"POWERTOOLS_LOG_LEVEL": "CRITICAL"}) as url:
         admin = QuayClient(url, DEV_ADMIN)
         admin.create_company("acme", ["ann"])
         admin.create_company("bolt", ["bob"])
@@ -264,14 +235,6 @@ def dev_world(tmp_path_factory) -> Iterator[tuple[str, str, dict[str, list[str]]
         ids = {"room_id": [room], "company_id": ["acme"], "agent_id": ["a1"], "task_id": [task],
                "run_id": ["run-x"], "approval_id": ["run-x:0"], "token_id": ["0123456789abcdef"]}
         yield url, str(ann.token), ids
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 def test_schemathesis_through_quay_dev_over_http(dev_world) -> None:

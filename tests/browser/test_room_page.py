@@ -18,17 +18,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from quaylocal.client import QuayClient
+from quaydev import quay_dev
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("QUAY_TEST_ARTIFACTS", REPO_ROOT / "tests" / "artifacts"))
@@ -67,22 +63,6 @@ def _browser_or_skip() -> str:
     return chromium
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(predicate, timeout_s: float = 60.0, what: str = "condition"):  # noqa: ANN001, ANN202
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def chromium() -> str:
     return _browser_or_skip()
@@ -94,34 +74,8 @@ def dev_url(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     tmp = tmp_path_factory.mktemp("quay-dev-browser")
     scripts = tmp / "scripts.json"
     scripts.write_text(json.dumps(SCRIPTS))
-    port = _free_port()
-    log_path = tmp / "quay-dev.log"
-    log = log_path.open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port),
-                             "--admin-token", ADMIN, "--scripts", str(scripts)],
-                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            cwd=REPO_ROOT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        probe = QuayClient(url, retries=0, timeout_s=2)
-
-        def up() -> bool:
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                return probe.request("GET", "/openapi.json").status == 200
-            except OSError:
-                return False
-
-        _wait(up, 90, "quay dev to serve")
+    with quay_dev(tmp, "--scripts", str(scripts), admin_token=ADMIN) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 @pytest.fixture(scope="module")

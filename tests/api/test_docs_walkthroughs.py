@@ -1,0 +1,78 @@
+"""The shell walk-throughs of README.md and docs/api.md, run as written against a real
+`quay dev` (only the address and the operator token are the test's): a new user can follow them
+from `quay dev` to an approved held action (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from quaydev import REPO_ROOT, quay_dev
+
+pytestmark = pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
+                                reason="the walk-throughs use curl and jq")
+
+FENCE = re.compile(r"```(\w+)\n(.*?)```", re.S)
+
+
+def _blocks(path: Path, heading: str, lang: str) -> list[str]:
+    """The ``lang`` code blocks of the section under ``heading`` (up to the next heading of the
+    same or a higher level; ``#`` lines inside code blocks are comments, not headings)."""
+    level = len(heading.split(" ", 1)[0])
+    lines = path.read_text().splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.rstrip("\n") == heading)
+    section, fenced = [], False
+    for ln in lines[start + 1:]:
+        if ln.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(rf"#{{1,{level}}} ", ln):
+            break
+        section.append(ln)
+    return [body for kind, body in FENCE.findall("".join(section)) if kind == lang]
+
+
+def _run(script: str, url: str, admin: str, cwd: Path) -> str:
+    """Run a walk-through with ``set -e`` from the repository root, as a reader would, pointed at
+    this quay dev (its port and operator token); the `quay dev` lines are the test's own server,
+    so they are left out. ``cwd`` is the reader's home."""
+    lines = [ln for ln in script.splitlines() if "quay dev" not in ln or ln.lstrip().startswith("#")]
+    body = "\n".join(lines).replace("http://127.0.0.1:8787", url)
+    body = re.sub(r"qyt_admin_local_\w+", admin, body)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", body], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=300, env={"PATH": f"{REPO_ROOT / '.venv' / 'bin'}:/usr/bin:/bin",
+                                                     "HOME": str(cwd)})
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_docs_api_walkthrough_reaches_an_approved_held_action(tmp_path: Path) -> None:
+    doc = REPO_ROOT / "docs" / "api.md"
+    scripts = _blocks(doc, "## Walk-through with curl on `quay dev`", "json")
+    assert len(scripts) == 1
+    (tmp_path / "scripts.json").write_text(scripts[0])
+    json.loads(scripts[0])
+    admin = "qyt_admin_docs_walkthrough_01"
+    with quay_dev(tmp_path, "--scripts", str(tmp_path / "scripts.json"), admin_token=admin) as url:
+        out = _run("\n".join(_blocks(doc, "## Walk-through with curl on `quay dev`", "sh")), url, admin, tmp_path)
+    assert '"author": "b1"' in out  # b1's reply was there after the pause
+    assert "idempotent-replayed" in out.lower()
+    assert '"error": "idempotency_key_reused"' in out.replace('":"', '": "')
+    assert '"forbidden"' in out  # bob may not decide acme's held action
+    assert '"Launch on the 12th"' in out  # approved: the memory line is written
+
+
+def test_readme_walkthroughs_get_a_reply(tmp_path: Path) -> None:
+    readme = REPO_ROOT / "README.md"
+    blocks = _blocks(readme, "## The room API and `quay dev`", "sh")
+    assert len(blocks) == 2
+    admin = "qyt_admin_readme_walkthrough1"
+    with quay_dev(tmp_path, admin_token=admin) as url:
+        cli_out = _run(blocks[0], url, admin, tmp_path)
+        curl_out = _run(blocks[1], url, admin, tmp_path)
+    assert "echo" in cli_out  # quay room shows a1's (echo) reply
+    assert '"kind":"reply"' in curl_out.replace(" ", "")
