@@ -13,6 +13,7 @@ from typing import Any
 
 from quayutec import resources as r
 from quayutec.dal import aws
+from quayutec.dal.files import FileStore
 from quayutec.dal.ledger import LedgerStore
 from quayutec.dal.room import RoomStore
 from quayutec.dal.rundata import RunDataStore
@@ -61,6 +62,7 @@ class Deps:
     call_provider: Callable[[Any], Any] | None = None  # quayutec.providers.call_model
     sfn: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    files: Any = None  # FileStore: room files and the retrieval index (SPEC §8)
 
     def get_api_key(self, company: str, provider: str) -> str:
         if self.api_key is not None:
@@ -112,7 +114,9 @@ def build_deps(settings: Settings | None = None) -> Deps:
         ledger=store("ledger_table", r.LEDGER_TABLE.env_var, "ledger",
                      lambda table: LedgerStore(table, name("claim_table") or "")),
         rundata=store("run_data_bucket", r.RUN_DATA_BUCKET.env_var, "run data bucket",
-                      RunDataStore))
+                      RunDataStore),
+        files=store("files_bucket", r.FILES_BUCKET.env_var, "files bucket",
+                    lambda bucket: FileStore(name("room_table") or "", bucket)))
 
 
 _DEFAULT: dict[int, tuple[Any, Deps]] = {}

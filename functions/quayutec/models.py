@@ -154,10 +154,37 @@ class MemoryLine(_Model):
 
 
 class FileChunk(_Model):
+    """A passage of a room file: its file, its place in it (chunk ``index``, 0-based; the first
+    ``line`` it covers, 1-based; the PDF ``page``, 1-based) and its text."""
+
     room_id: str
     name: str
     index: int
     text: str
+    file_id: str = ""
+    line: int | None = None
+    page: int | None = None
+
+
+FileStatus = Literal["uploading", "ready", "failed"]
+
+
+class RoomFile(_Model):
+    """A file of a room (SPEC §8): declared at upload, ``ready`` or ``failed`` (with its
+    reason) once ingested."""
+
+    id: str
+    room_id: str
+    name: str
+    content_type: str
+    size: int  # declared at upload; the real size once ingested
+    kind: str  # text | markdown | csv | json | html | pdf
+    status: FileStatus = "uploading"
+    reason: str | None = None
+    uploader: Author
+    chunks: int = 0
+    created_at: str
+    ingested_at: str | None = None
 
 
 class ApprovalRequest(_Model):

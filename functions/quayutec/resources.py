@@ -91,7 +91,16 @@ class BucketDef:
 
 RUN_DATA_BUCKET = BucketDef("RunDataBucket", "RUN_DATA_BUCKET", "quayutec-run-data")
 RUN_DATA_PREFIX = "runs/"  # run data objects: runs/{run_id}/{name}.json
-BUCKETS: tuple[BucketDef, ...] = (RUN_DATA_BUCKET,)
+# Room files (SPEC §8): a bucket of its own, so the run-data expiry and the upload CORS stay apart.
+#   uploads/{room_id}/{file_id}        what a member uploaded (a presigned POST), as uploaded
+#   index/{room_id}/{version}-{nonce}  the room's retrieval index, one immutable object per version
+FILES_BUCKET = BucketDef("FilesBucket", "FILES_BUCKET", "quayutec-files")
+UPLOADS_PREFIX = "uploads/"
+INDEX_PREFIX = "index/"
+#: The largest file a member may upload (S3 presigned POST content-length-range; checked again
+#: at ingest on the object's real size).
+MAX_UPLOAD_BYTES = 25 * 1024 * 1024
+BUCKETS: tuple[BucketDef, ...] = (RUN_DATA_BUCKET, FILES_BUCKET)
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,13 @@ WAKE_QUEUE = QueueDef(
 # Failure records (stream batches, EventBridge deliveries, reconciler invocations that keep
 # failing): never redriven to the wake consumer.
 FAILED_EVENTS_QUEUE = QueueDef("FailedEventsQueue", None, "quayutec-failed-events")
-QUEUES: tuple[QueueDef, ...] = (WAKE_DLQ, WAKE_QUEUE, FAILED_EVENTS_QUEUE)
+# S3 events of the files bucket (uploads/ created or removed) for the ingest function: the queue
+# gives redelivery and a dead-letter queue (S3 -> Lambda directly gives neither on moto).
+# Visibility: 6x the ingest function's timeout (300 s).
+INGEST_DLQ = QueueDef("IngestDeadLetterQueue", None, "quayutec-ingest-dlq")
+INGEST_QUEUE = QueueDef("IngestQueue", None, "quayutec-ingest", visibility_timeout_s=1800,
+                        dead_letter="IngestDeadLetterQueue", max_receive_count=3)
+QUEUES: tuple[QueueDef, ...] = (WAKE_DLQ, WAKE_QUEUE, FAILED_EVENTS_QUEUE, INGEST_DLQ, INGEST_QUEUE)
 
 STATE_MACHINE_ENV = "STATE_MACHINE_ARN"
 STATE_MACHINE_DEFAULT_NAME = "quayutec-agent-run"
@@ -140,7 +155,7 @@ DEFAULT_STAGE = "dev"
 # Settings groups read by the run phases (quayutec.logic.run): the active-time budget each phase
 # returns, the context sizes LoadContext reads, the name of a company's provider key.
 _RUN_BUDGET = ("RUN_TIME_LIMIT_SECONDS",)
-_CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES", "MAX_FILE_CHUNKS")
+_CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES")
 _SECRET_NAMES = ("SECRET_PREFIX", "STAGE")
 # Optional endpoint overrides (an operator's proxy, or the local provider server).
 ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
@@ -148,8 +163,11 @@ ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
     "OPENAI_BASE_URL",
     "BEDROCK_ENDPOINT_URL",
 )
-# ALLOW_LOOPBACK_ENV is optional too: off unless the local stack sets it.
-OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV})
+# Local stack only (quay dev): the address that serves the files bucket's presigned upload and
+# download URLs (the dev server forwards them to moto). Never set by the CDK app.
+FILES_ENDPOINT_ENV = "FILES_ENDPOINT_URL"
+# ALLOW_LOOPBACK_ENV and FILES_ENDPOINT_ENV are optional too: off unless the local stack sets them.
+OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV})
 
 @dataclass(frozen=True)
 class FunctionDef:
@@ -164,6 +182,9 @@ class FunctionDef:
     #                            | idempotency (GetItem, Query, PutItem, UpdateItem, DeleteItem)
     #   "<table>:query@<index>"  Query on one of the table's indexes
     #   "rundata:get|put"        run data objects under runs/ ; "secrets:read|write" provider keys
+    #   "files:get|put|delete"   uploaded room files under uploads/ (put: signs the upload POST)
+    #   "index:get|put"          the rooms' retrieval index objects under index/
+    #   "ingest:consume"         the ingest queue (S3 events of uploads/)
     #   "room:stream"            the room table's stream (an event source mapping)
     #   "queue:send|consume"     the wake queue ; "states:start" | "states:answer" the state machine
     #                            (StartExecution | SendTaskSuccess/SendTaskFailure)
@@ -180,9 +201,9 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
                        "APPROVAL_TIMEOUT_SECONDS")),
     FunctionDef("LoadContextFunction", "quayutec.handlers.load_context.handler",
                 "LoadContextFunctionArn", touches=("room:get", "room:query", "room:query@by_time", "room:query@open_tasks", "ledger:get",
-                         "rundata:put"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
-                       *_CONTEXT_SIZES)),
+                         "rundata:put", "index:get"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, FILES_BUCKET.env_var,
+                       *_RUN_BUDGET, *_CONTEXT_SIZES)),
     FunctionDef("CallModelFunction", "quayutec.handlers.call_model.handler",
                 "CallModelFunctionArn", timeout_s=300,
                 touches=("room:get", "ledger:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put",
@@ -230,9 +251,16 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
     FunctionDef("ApiFunction", "quayutec.handlers.api.handler", timeout_s=29,
                 touches=("room:get", "room:query", "room:query@by_time", "room:put", "room:update", "ledger:get",
                          "ledger:query", "ledger:query@runs_by_room", "idempotency:get", "idempotency:put",
-                         "idempotency:update", "idempotency:delete", "secrets:write", "states:answer"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, IDEMPOTENCY_TABLE.env_var, *_SECRET_NAMES,
-                       ALLOW_LOOPBACK_ENV)),
+                         "idempotency:update", "idempotency:delete", "secrets:write", "states:answer",
+                         "files:get", "files:put", "files:delete", "room:delete"),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, IDEMPOTENCY_TABLE.env_var, FILES_BUCKET.env_var,
+                       *_SECRET_NAMES, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV)),
+    # Room files (SPEC §8): S3 events of uploads/ through the ingest queue. Extracts the text,
+    # chunks it and writes the room's next index version (a conditional version pointer).
+    FunctionDef("IngestFunction", "quayutec.handlers.ingest.handler", timeout_s=300, memory_mb=1024,
+                touches=("ingest:consume", "files:get", "index:get", "index:put", "room:get", "room:update",
+                         "room:put"),
+                reads=(ROOM_TABLE.env_var, FILES_BUCKET.env_var, "MAX_FILE_CHUNKS")),
     FunctionDef("AuthorizerFunction", "quayutec.handlers.authorizer.handler", timeout_s=10, memory_mb=256,
                 touches=("room:get",),
                 reads=(ROOM_TABLE.env_var,)),
@@ -253,7 +281,7 @@ SETTING_DEFAULTS: dict[str, str] = {
     "RECENT_MESSAGES": "50",
     "MEMORY_LINES": "100",
     "FILE_PASSAGES": "5",
-    "MAX_FILE_CHUNKS": "2000",
+    "MAX_FILE_CHUNKS": "100000",  # chunks in one room's index (ingest refuses a file past it)
     SECRET_PREFIX_ENV: DEFAULT_SECRET_PREFIX,
     STAGE_ENV: DEFAULT_STAGE,
     "POWERTOOLS_SERVICE_NAME": "quayutec",

@@ -37,6 +37,7 @@ class Settings(BaseModel):
     ledger_table: str = Field(alias=r.LEDGER_TABLE.env_var)
     idempotency_table: str = Field(alias=r.IDEMPOTENCY_TABLE.env_var)
     run_data_bucket: str = Field(alias=r.RUN_DATA_BUCKET.env_var)
+    files_bucket: str = Field(default="", alias=r.FILES_BUCKET.env_var)
     wake_queue_url: str = Field(default="", alias=r.WAKE_QUEUE.env_var)
     state_machine_arn: str = Field(default="", alias=r.STATE_MACHINE_ENV)
 
@@ -48,7 +49,7 @@ class Settings(BaseModel):
     recent_messages: int = Field(default=50, ge=1, le=1000, alias="RECENT_MESSAGES")
     memory_lines: int = Field(default=100, ge=1, le=1000, alias="MEMORY_LINES")
     file_passages: int = Field(default=5, ge=0, le=50, alias="FILE_PASSAGES")
-    max_file_chunks: int = Field(default=2000, ge=1, alias="MAX_FILE_CHUNKS")
+    max_file_chunks: int = Field(default=100000, ge=1, alias="MAX_FILE_CHUNKS")
     secret_prefix: str = Field(default=r.DEFAULT_SECRET_PREFIX, alias=r.SECRET_PREFIX_ENV)
     stage: str = Field(default=r.DEFAULT_STAGE, min_length=1, pattern=r"^[A-Za-z0-9-]+$", alias=r.STAGE_ENV)
 
@@ -58,6 +59,8 @@ class Settings(BaseModel):
     # Local stack only (quay dev, tests): an owner's model address may be loopback. The deployed
     # stack never sets it (SPEC §5; tests/infra checks the template).
     allow_loopback_model_urls: bool = Field(default=False, alias="ALLOW_LOOPBACK_MODEL_URLS")
+    # Local stack only (quay dev): where presigned file URLs point (the dev server).
+    files_endpoint_url: str | None = Field(default=None, alias=r.FILES_ENDPOINT_ENV)
 
     model_config = {"populate_by_name": True, "extra": "ignore"}
 

@@ -25,7 +25,7 @@ the camelCase of its name, e.g. ``approvalTimeoutSeconds`` (APPROVAL_TIMEOUT_SEC
 86400, at most 604800 so that approval + run limit fit the ASL's execution TimeoutSeconds),
 ``hopLimit`` (8), ``modelTimeoutSeconds`` (120, below CallModel's Lambda timeout),
 ``runTimeLimitSeconds`` (300), ``recentMessages`` (50), ``memoryLines`` (100),
-``filePassages`` (5), ``maxFileChunks`` (2000), ``secretPrefix`` ("quayutec": provider keys
+``filePassages`` (5), ``maxFileChunks`` (100000), ``secretPrefix`` ("quayutec": provider keys
 are the secrets ``<secretPrefix>/<stage>/<company>/<provider>``). STAGE is the ``stage`` above.
 The values become the Lambda environment.
 """

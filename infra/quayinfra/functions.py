@@ -53,7 +53,13 @@ KNOWN_TOUCHES = frozenset({
     *(f"{t}:query@{i}" for t, i in _INDEXES),
     "room:stream", "rundata:get", "rundata:put", "secrets:read", "secrets:write",
     "queue:send", "queue:consume", "states:start", "states:answer",
+    "files:get", "files:put", "files:delete", "index:get", "index:put", "ingest:consume",
 })
+# Room files (SPEC §8): uploads and index versions are keyed by room and file/version, unknown
+# at deploy time; each touch is one action on one prefix of the files bucket.
+_FILE_TOUCHES = {"files:get": ("s3:GetObject", R.UPLOADS_PREFIX), "files:put": ("s3:PutObject", R.UPLOADS_PREFIX),
+                 "files:delete": ("s3:DeleteObject", R.UPLOADS_PREFIX),
+                 "index:get": ("s3:GetObject", R.INDEX_PREFIX), "index:put": ("s3:PutObject", R.INDEX_PREFIX)}
 
 STATE_MACHINE_TOUCH = "states:start"
 TASK_ANSWER_TOUCH = "states:answer"
@@ -247,6 +253,20 @@ class Functions(Construct):
                        else "The API creates or rotates a key (never reads one), only for the "
                             "caller's own company.")
             nag.acknowledge(role, "IAM5", reason, secret_finding(self._settings))
+        elif touch in _FILE_TOUCHES:
+            action, prefix = _FILE_TOUCHES[touch]
+            bucket = self._storage.bucket(R.FILES_BUCKET)
+            role.add_to_policy(iam.PolicyStatement(actions=[action],
+                                                   resources=[bucket.arn_for_objects(f"{prefix}*")]))
+            nag.acknowledge(
+                role, "IAM5",
+                f"Room files are keyed by room and file id (uploads) or room and version (index) "
+                f"under '{prefix}': not known at deploy time, the prefix is the narrowest scope.",
+                f"Resource::<{R.FILES_BUCKET.logical_id}.Arn>/{prefix}*")
+        elif touch == "ingest:consume":
+            role.add_to_policy(iam.PolicyStatement(
+                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+                resources=[self._queues[R.INGEST_QUEUE.logical_id].queue_arn]))
         elif touch == "queue:send":
             role.add_to_policy(iam.PolicyStatement(
                 actions=["sqs:SendMessage"],

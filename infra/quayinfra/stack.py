@@ -10,6 +10,7 @@ from quayutec import resources as R
 
 from .api import Api
 from .config import Settings
+from .files import Files
 from .functions import Functions
 from .observability import Observability
 from .reconciler import Reconciler
@@ -36,6 +37,8 @@ class QuayutecStack(Stack):
         state_machine = self.run_engine.state_machine
         self.functions.bind_state_machine(state_machine)
         self.wakes.connect(self.functions)
+        self.files = Files(self, "Files", storage=self.storage, queues=self.wakes.queues,
+                           functions=self.functions)
         self.reconciler = Reconciler(
             self, "Reconciler", state_machine=state_machine,
             function=self.functions[R.FUNCTIONS_BY_ID["ReconcilerFunction"]],
@@ -61,6 +64,7 @@ class QuayutecStack(Stack):
                       value=self.storage.table(tdef).table_name)
         CfnOutput(self, "RunDataBucketName",
                   value=self.storage.bucket(R.RUN_DATA_BUCKET).bucket_name)
+        CfnOutput(self, "FilesBucketName", value=self.storage.bucket(R.FILES_BUCKET).bucket_name)
 
 
 def build_app(app: App | None = None, *, nag: bool = True) -> tuple[App, QuayutecStack]:

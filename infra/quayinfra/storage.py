@@ -76,6 +76,18 @@ class Storage(Construct):
         table.node.default_child.override_logical_id(tdef.logical_id)
         return table
 
+    @staticmethod
+    def _lifecycle(bdef: R.BucketDef, settings: Settings) -> list[s3.LifecycleRule]:
+        rules = [s3.LifecycleRule(id="abort-incomplete-uploads",
+                                  abort_incomplete_multipart_upload_after=Duration.days(1))]
+        if bdef is R.RUN_DATA_BUCKET:
+            # Run data is per-run working state (context, model replies): the ledger keeps
+            # the record, the objects expire (context value runDataExpiryDays).
+            rules.append(s3.LifecycleRule(
+                id="expire-run-data", prefix=RUN_DATA_PREFIX,
+                expiration=Duration.days(settings.run_data_expiry_days)))
+        return rules
+
     def _bucket(self, bdef: R.BucketDef, settings: Settings) -> s3.Bucket:
         removal = settings.removal_policy
         bucket = s3.Bucket(
@@ -85,21 +97,24 @@ class Storage(Construct):
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             versioned=False,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="abort-incomplete-uploads",
-                    abort_incomplete_multipart_upload_after=Duration.days(1)),
-                # Run data is per-run working state (context, model replies): the ledger keeps
-                # the record, the objects expire (context value runDataExpiryDays).
-                s3.LifecycleRule(
-                    id="expire-run-data", prefix=RUN_DATA_PREFIX,
-                    expiration=Duration.days(settings.run_data_expiry_days)),
-            ],
+            lifecycle_rules=self._lifecycle(bdef, settings),
+            # Room files are uploaded from browsers with a presigned POST (SPEC §8) and
+            # downloaded with a presigned GET: only the files bucket answers cross-origin.
+            cors=[s3.CorsRule(allowed_methods=[s3.HttpMethods.POST, s3.HttpMethods.GET],
+                              allowed_origins=["*"], allowed_headers=["*"], max_age=3000)]
+            if bdef is R.FILES_BUCKET else None,
             # No auto_delete_objects: it is a custom resource (a Node Lambda outside the
             # package). With "destroy", empty the bucket before `cdk destroy`.
             removal_policy=removal,
         )
         bucket.node.default_child.override_logical_id(bdef.logical_id)
+        if bdef is R.FILES_BUCKET:
+            nag.acknowledge(
+                bucket, "S1",
+                "Room files are written only through presigned POSTs the API signs for members "
+                "and read by the runtime's own roles; object access is audited through "
+                "CloudTrail data events when the account enables them, not a second log bucket.")
+            return bucket
         nag.acknowledge(
             bucket, "S1",
             "Run data is transient per-run working state written and read only by the runtime's "

@@ -220,6 +220,9 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict], Pairs]] = {
     ("s3", "PutObject"): _s3_object("PutObject"),
     ("s3", "DeleteObject"): _s3_object("DeleteObject"),
     ("s3", "ListObjectsV2"): _s3_bucket("ListBucket"),
+    # A presigned POST is signed locally (no botocore call event): the API announces it
+    # (quayutec.dal.aws.announce) as the PutObject it grants, under the signing function.
+    ("s3", "PutBucketNotificationConfiguration"): _s3_bucket("PutBucketNotification"),
     ("sqs", "SendMessage"): _sqs("SendMessage"),
     ("sqs", "SendMessageBatch"): _sqs("SendMessage"),
     ("sqs", "ReceiveMessage"): _sqs("ReceiveMessage"),

@@ -8,17 +8,19 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from quayutec import deps as quay_deps
 from quayutec.dal.directory import Directory
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import new_room_id
-from quayutec.logic.retrieval import chunk_text
+from quayutec.dal.files import upload_key
+from quayutec.logic import files as room_files
 from quayutec.logic.room_service import RoomService
 from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Wake
 
@@ -52,8 +54,32 @@ class SAgent(_Strict):
 
 
 class SFile(_Strict):
+    """A room file: its ``text``, or a ``path`` relative to the scenario file. It goes through
+    S3 and the ingest function like an upload."""
+
     name: str
-    text: str
+    text: str | None = None
+    path: str | None = None
+    content_type: str | None = None
+    _base: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SFile:
+        if (self.text is None) == (self.path is None):
+            raise ValueError("give either text or path")
+        return self
+
+    def data(self) -> bytes:
+        if self.text is not None:
+            return self.text.encode("utf-8")
+        assert self.path is not None
+        path = Path(self.path)
+        return ((self._base / path) if self._base and not path.is_absolute() else path).read_bytes()
+
+    def media_type(self) -> str:
+        import mimetypes
+
+        return self.content_type or mimetypes.guess_type(self.name)[0] or "text/plain"
 
 
 class SRoom(_Strict):
@@ -101,6 +127,7 @@ class SExpect(_Strict):
     runs: dict[str, int] = Field(default_factory=dict)
     model_requests: dict[str, int] | None = None
     never_seen_by: dict[str, list[str]] | None = None
+    seen_by: dict[str, list[str]] | None = None  # text that must be in a model request of the agent
 
 
 class Scenario(_Strict):
@@ -158,12 +185,17 @@ class Scenario(_Strict):
             raise ScenarioError(f"{path}: the file must be a mapping with companies, agents, room, "
                                 "model_replies, steps and expect")
         try:
-            return cls.model_validate(data)
+            sc = cls.model_validate(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first["loc"])
             msg = first["msg"].removeprefix("Value error, ")
             raise ScenarioError(f"{path}: {where + ': ' if where else ''}{msg}") from exc
+        for i, f in enumerate(sc.room.files):
+            f._base = Path(path).parent
+            if f.path is not None and not (f._base / f.path).is_file():
+                raise ScenarioError(f"{path}: room.files.{i}.path: no file {f.path!r} beside the scenario")
+        return sc
 
 
 @dataclass
@@ -281,9 +313,29 @@ class Player:
             raise RuntimeError(f"room id {self.room_id} collision")
         for a in self.sc.agents:
             d.room.add_room_agent(self.room_id, a.id)
-        for f in self.sc.room.files:
-            d.room.put_file_chunks(chunk_text(self.room_id, f.name, f.text))
+        self._upload_files(stack, d)
         stack.wait_quiet(self.quiet_timeout_s)
+
+    def _upload_files(self, stack: LocalStack, d: Any) -> None:
+        """Each file as a member uploads it: declared (``uploading``), put into the files bucket
+        (its S3 event goes to the ingest queue), ingested before the first step."""
+        if not self.sc.room.files:
+            return
+        member = self.sc.room.members[0]
+        person = next(c.people[0] for c in self.sc.companies if c.id == member and c.people)
+        uploader = Author(kind="person", id=person, company=member)
+        s3 = stack.client("s3")
+        for f in self.sc.room.files:
+            data = f.data()
+            meta = room_files.declare_upload(d, self.room_id, name=f.name, content_type=f.media_type(),
+                                             size=len(data), uploader=uploader,
+                                             at=datetime.now(UTC).isoformat().replace("+00:00", "Z"))
+            s3.put_object(Bucket=d.files.bucket, Key=upload_key(self.room_id, meta.id), Body=data,
+                          ContentType=f.media_type())
+        stack.wait_quiet(self.quiet_timeout_s)
+        for f in d.files.list_files(self.room_id):
+            if f.status != "ready":
+                raise RuntimeError(f"room file {f.name}: {f.status} ({f.reason})")
 
     def _author(self, person: str) -> Author:
         company = next(c.id for c in self.sc.companies if person in c.people)
@@ -383,6 +435,10 @@ class Player:
                 got = result.model_requests.get(agent, 0)
                 if got != want:
                     result.failures.append(f"model_requests[{agent}]: expected {want}, got {got}")
+        for agent, texts in (e.seen_by or {}).items():
+            for text in texts:
+                if not any(text.lower() in body.lower() for body in result.request_texts.get(agent, [])):
+                    result.failures.append(f"seen_by[{agent}]: {text!r} was in no model request")
         for agent, texts in (e.never_seen_by or {}).items():
             for text in texts:
                 if any(text.lower() in body.lower() for body in result.request_texts.get(agent, [])):

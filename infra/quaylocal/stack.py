@@ -467,6 +467,8 @@ class LocalStack:
                     "Variables": function_variables(f, {**env, r.STATE_MACHINE_ENV: self.state_machine_arn})})
         desc = ddb.describe_table(TableName=r.ROOM_TABLE.default_name)["Table"]
         self.stream_arn = desc["LatestStreamArn"]
+        self.files_bucket = r.FILES_BUCKET.default_name
+        self.notify_ingest()
 
     def _adopt_deployed(self) -> None:
         """Deploy the assembly's template on this moto and take its resources as the stack's."""
@@ -510,12 +512,27 @@ class LocalStack:
         self.state_machine_arn = ids[machines[0]]
         room = self.client("dynamodb").describe_table(TableName=ids[r.ROOM_TABLE.logical_id])["Table"]
         self.stream_arn = room["LatestStreamArn"]
+        # moto's CloudFormation cannot run CDK's bucket-notification custom resource: set the
+        # notification the template asks for (uploads/ → the ingest queue) here.
+        self.files_bucket = ids[r.FILES_BUCKET.logical_id]
+        self.notify_ingest()
         # The handlers run in this process: its environment becomes the deployed functions' one.
         for k, v in self.deployment.process_environment().items():
             self._saved_env.setdefault(k, os.environ.get(k))
             os.environ[k] = self.env[k] = v
         for k in (r.WAKE_QUEUE.env_var, r.STATE_MACHINE_ENV):  # start() sets them next
             self._saved_env.setdefault(k, os.environ.get(k))
+
+    def notify_ingest(self) -> None:
+        """The files bucket's S3 event notification: objects created or removed under uploads/
+        → the ingest queue (as infra/quayinfra/files.py deploys it)."""
+        sqs = self.client("sqs")
+        queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_urls[r.INGEST_QUEUE.logical_id],
+                                             AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.client("s3").put_bucket_notification_configuration(
+            Bucket=self.files_bucket, NotificationConfiguration={"QueueConfigurations": [{
+                "QueueArn": queue_arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+                "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": r.UPLOADS_PREFIX}]}}}]})
 
     def _mirror_state_machine(self, props: dict[str, Any], arn: str, ids: dict[str, str]) -> None:
         """moto's CloudFormation creates the state machine in the plain Step Functions backend,
@@ -610,7 +627,9 @@ class LocalStack:
                 b = self._poll_queue()
             with calls.owner("local:eventbridge-status-events"):
                 c = self._poll_executions()
-            return a or b or c
+            with calls.owner(calls.function_owner("IngestFunction")):
+                d = self._poll_queue(r.INGEST_QUEUE, "IngestFunction")
+            return a or b or c or d
         finally:
             self._busy.clear()
 
@@ -642,9 +661,9 @@ class LocalStack:
             did = True
         return did
 
-    def _poll_queue(self) -> bool:
+    def _poll_queue(self, queue: r.QueueDef = r.WAKE_QUEUE, function: str = "WakeConsumerFunction") -> bool:
         sqs = self.client("sqs")
-        url = self.queue_urls[r.WAKE_QUEUE.logical_id]
+        url = self.queue_urls[queue.logical_id]
         msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"],
                                    MessageAttributeNames=["All"]).get("Messages", [])
         if not msgs:
@@ -654,11 +673,12 @@ class LocalStack:
                               "attributes": m.get("Attributes", {}), "messageAttributes": {},
                               "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
                               "awsRegion": REGION} for m in msgs]}
-        for m in msgs:
-            self.wake_bodies.append(m["Body"])
-            self.last_wake_body = m["Body"]
-        self.stats.wakes_received += len(msgs)
-        result = self.invoke("WakeConsumerFunction", event)
+        if queue is r.WAKE_QUEUE:
+            for m in msgs:
+                self.wake_bodies.append(m["Body"])
+                self.last_wake_body = m["Body"]
+            self.stats.wakes_received += len(msgs)
+        result = self.invoke(function, event)
         failed = {f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])}
         done = [m for m in msgs if m["MessageId"] not in failed]
         if done:  # delete only the successes: failed records come back after the visibility timeout
@@ -714,11 +734,12 @@ class LocalStack:
         if self._pending_stream:
             return False
         sqs = self.client("sqs")
-        attrs = sqs.get_queue_attributes(QueueUrl=self.queue_urls[r.WAKE_QUEUE.logical_id],
-                                         AttributeNames=["ApproximateNumberOfMessages",
-                                                         "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-        if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
-            return False
+        for queue in (r.WAKE_QUEUE, r.INGEST_QUEUE):
+            attrs = sqs.get_queue_attributes(QueueUrl=self.queue_urls[queue.logical_id],
+                                             AttributeNames=["ApproximateNumberOfMessages",
+                                                             "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+            if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
+                return False
         streams = self.client("dynamodbstreams")
         for shard in streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]:
             it = self._shard_iterators.get(shard["ShardId"])

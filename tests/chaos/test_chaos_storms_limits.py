@@ -33,6 +33,7 @@ from quayutec.errors import Conflict
 from quayutec.handlers import claim
 from quayutec.logic.dispatch import start_run
 from quayutec.logic.ids import execution_name
+from quayutec.logic import files as room_files
 from quayutec.logic.retrieval import chunk_text
 from quayutec.models import (
     MAX_ACTIONS,
@@ -209,8 +210,9 @@ def test_large_room_keeps_every_step_functions_payload_under_32_kib(lab: ChaosLa
     for i in range(120):
         d.room.put_memory(MemoryLine(id=f"mem-big-{i:03d}", room_id=case.room, text=f"{i} " + "quay " * 1600,
                                      visibility="room", company="bolt", author=BOB, created_at=now_iso()))
-    d.room.put_file_chunks([FileChunk(room_id=case.room, name="brief.md", index=i, text=f"plan {i} " + big)
-                            for i in range(40)] + chunk_text(case.room, "notes.md", "festival plan\n" * 3000))
+    room_files.update_index(d, case.room, remove=None, limit=100000, add=[
+        FileChunk(room_id=case.room, name="brief.md", index=i, text=f"plan {i} " + big, file_id="brief")
+        for i in range(40)] + chunk_text(case.room, "notes.md", "festival plan\n" * 3000, file_id="notes"))
     lab.server.set_script(case.a, [{"reply": {"text": "Long plan: " + "x" * 30000, "actions": [
         {"kind": "remember", "text": "y" * 20000, "visibility": "room"}]}}])
     run_id = _settle_one(lab, case, "Please plan the festival.", f"{case.room}-big")

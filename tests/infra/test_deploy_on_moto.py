@@ -140,9 +140,19 @@ def test_event_source_mappings_were_deployed_then_handed_to_the_pollers(deployed
     ids = deployed["ids"]
     removed = deployed["local"].deployment.event_source_mappings
     by_function = {m["FunctionArn"].rsplit(":", 1)[-1]: m for m in removed}
-    assert set(by_function) == {ids["WakeConsumerFunction"], ids["StreamDispatchFunction"]}
+    assert set(by_function) == {ids["WakeConsumerFunction"], ids["StreamDispatchFunction"], ids["IngestFunction"]}
     assert by_function[ids["StreamDispatchFunction"]]["EventSourceArn"] == deployed["local"].stream_arn
     assert deployed["lambda"].list_event_source_mappings()["EventSourceMappings"] == []
+
+
+def test_files_bucket_notifies_the_ingest_queue(deployed):
+    """moto's CloudFormation deploys the bucket; the local stack sets its S3 -> ingest queue
+    notification (uploads/ only) as the template declares it."""
+    ids = deployed["ids"]
+    s3 = deployed["local"].client("s3")
+    conf = s3.get_bucket_notification_configuration(Bucket=ids["FilesBucket"])["QueueConfigurations"]
+    assert [c["QueueArn"].rsplit(":", 1)[-1] for c in conf] == [ids["IngestQueue"].rsplit("/", 1)[-1]]
+    assert [(r["Name"].lower(), r["Value"]) for r in conf[0]["Filter"]["Key"]["FilterRules"]] == [("prefix", "uploads/")]
 
 
 def test_handlers_run_with_the_deployed_environment(deployed):

@@ -75,6 +75,7 @@ def _full_env() -> dict[str, str]:
     for t in R.TABLES:
         env[t.env_var] = t.default_name
     env[R.RUN_DATA_BUCKET.env_var] = R.RUN_DATA_BUCKET.default_name
+    env[R.FILES_BUCKET.env_var] = R.FILES_BUCKET.default_name
     env[R.WAKE_QUEUE.env_var] = "https://sqs/q"
     return env
 
@@ -108,7 +109,8 @@ def test_reads_match_the_resources_each_function_touches():
     """A table, bucket or queue a function reads the name of is one its role may use."""
     by_touch = {"room": R.ROOM_TABLE.env_var, "ledger": R.LEDGER_TABLE.env_var,
                 "claims": R.CLAIM_TABLE.env_var, "idempotency": R.IDEMPOTENCY_TABLE.env_var,
-                "rundata": R.RUN_DATA_BUCKET.env_var}
+                "rundata": R.RUN_DATA_BUCKET.env_var, "files": R.FILES_BUCKET.env_var,
+                "index": R.FILES_BUCKET.env_var}
     for fdef in R.FUNCTIONS:
         touched = {by_touch[t.split(":")[0]] for t in fdef.touches if t.split(":")[0] in by_touch}
         names = {v for v in fdef.reads if v in R.RESOURCE_ENVS} - {

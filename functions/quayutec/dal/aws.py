@@ -62,6 +62,13 @@ def observe(client: Any) -> Any:
     return client
 
 
+def announce(service: str, operation: str, params: dict[str, Any]) -> None:
+    """Tell the call observers about a call no botocore event announces (a presigned POST is
+    signed locally: it grants ``operation`` on ``params``' resource to whoever holds it)."""
+    for observer in list(_observers):
+        observer(service, operation, params)
+
+
 @lru_cache(maxsize=None)
 def client(service: str) -> Any:
     """A plain (low-level) boto3 client for ``service``, observed; cached per process. For the

@@ -12,7 +12,8 @@ Item layout (pk / sk):
 * ``ROOM#{id}`` / ``APPROVAL#{run}#{index}`` — an approval request
 * ``ROOM#{id}`` / ``OUTBOX#{id}`` — the wakes of a run's action writes
 * ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines
-* ``ROOM#{id}#FILES`` / ``FILE#{name}#{index:06d}`` — pre-chunked file text
+* ``ROOM#{id}#FILES`` / ``FILE#{file}`` and ``INDEX`` — room files and the index pointer
+  (:mod:`quayutec.dal.files`)
 
 Any item may carry ``wakes`` (a list of :class:`~quayutec.models.Wake` dicts): the stream
 dispatcher sends them to the wake queue when the item is inserted, so a write and its wakes are
@@ -38,7 +39,6 @@ from quayutec.models import (
     Agent,
     ApprovalRequest,
     Company,
-    FileChunk,
     MemoryLine,
     Message,
     Room,
@@ -274,20 +274,6 @@ class RoomStore:
                 self.db.query, TableName=self.table, KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues={":pk": pk})]
         return sorted(out, key=lambda m: m.created_at)
-
-    # ------------------------------------------------------------------ files
-    def put_file_chunks(self, chunks: list[FileChunk]) -> None:
-        with transient_errors():
-            for c in chunks:
-                self.db.put_item(TableName=self.table, Item={"pk": f"ROOM#{c.room_id}#FILES",
-                                                             "sk": f"FILE#{c.name}#{c.index:06d}", "type": "file_chunk",
-                                                             **c.model_dump(mode="json")})
-
-    def file_chunks(self, room_id: str, limit: int) -> list[FileChunk]:
-        """At most ``limit`` chunks of the room's files (bounded by the setting)."""
-        items = self._query(KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": f"ROOM#{room_id}#FILES"},
-                            Limit=limit)
-        return [FileChunk.model_validate(_strip(i)) for i in items]
 
     # ------------------------------------------------------------------ approvals
     def put_approval(self, approval: ApprovalRequest, task_token: str) -> ApprovalRequest:

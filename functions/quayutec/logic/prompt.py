@@ -41,7 +41,9 @@ def user_text(ctx: dict[str, Any]) -> str:
     if ctx["passages"]:
         lines.append("\n## From the room's files")
         for p in ctx["passages"]:
-            lines.append(f"### {p['name']} (part {p['index'] + 1})\n{p['text']}")
+            where = [f"part {p['index'] + 1}"] + ([f"page {p['page']}"] if p.get("page") else []) + (
+                [f"line {p['line']}"] if p.get("line") else [])
+            lines.append(f"### {p['name']} ({', '.join(where)})\n{p['text']}")
     cause = ctx["cause"]
     lines.append("\n## Why you woke")
     if cause["kind"] == "message":

@@ -1,51 +1,199 @@
-"""Passages of the room's files relevant to a wake: BM25 (Okapi, ``rank_bm25``) over the
-pre-chunked file text (SPEC §2.2). Chunking happens when a file enters the room."""
+"""Passages of the room's files relevant to a wake (SPEC §2.2, §8).
+
+The room's retrieval index is built when a file is ingested, never at a run: one immutable
+object per index version (the chunks, their places and the BM25 score matrix), named by a
+conditional version pointer in the room table (:mod:`quayutec.dal.files`). A run reads the
+pointer and, unless this warm Lambda already holds that version, the one object: a constant
+number of reads however many and however large the room's files are, and every chunk of every
+ready file can be found.
+
+BM25 library: ``bm25s`` (Lucene's BM25 variant), with its numpy backend only. Why not
+``rank-bm25`` (what the runs used before): it has no index to save, it re-scores from token
+lists at every query (so the index would be rebuilt in every run), and it is unmaintained since
+2022. Why not ``tantivy``: a native wheel per platform for the Lambda layer and an on-disk
+directory index for what is here a small in-memory matrix. ``bm25s`` is maintained, precomputes
+the score matrix at index time (a run only sums the query tokens' columns), saves and loads
+plain ``.npy`` arrays and JSON (no pickle), and needs only numpy: scipy (~100 MB unzipped) is an
+optional extra it does not import when absent, so the Lambda layer does not carry it.
+
+Only the phases that build or rank (ingest, LoadContext) import ``bm25s``, inside the
+functions below, never at module import.
+"""
 
 from __future__ import annotations
 
+import io
+import json
 import re
-
-from rank_bm25 import BM25Okapi
+import tarfile
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from quayutec.models import FileChunk
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 CHUNK_CHARS = 800
+INDEX_FORMAT = 1
+_CHUNKS_MEMBER = "chunks.json"
+#: Index files bm25s writes (``BM25.save``), the only members an index object may hold.
+_BM25_MEMBERS = frozenset({"data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy",
+                           "vocab.index.json", "params.index.json"})
 
 
 def tokenize(text: str) -> list[str]:
     return [t.lower() for t in _TOKEN.findall(text)]
 
 
-def chunk_text(room_id: str, name: str, text: str, size: int = CHUNK_CHARS) -> list[FileChunk]:
-    """Split a file into chunks of at most ``size`` characters, on paragraph/line breaks when
-    possible."""
-    chunks: list[str] = []
-    current = ""
-    for line in text.splitlines(keepends=True):
+def chunk_text(room_id: str, name: str, text: str, size: int = CHUNK_CHARS, *, file_id: str = "",
+               page: int | None = None, start_index: int = 0) -> list[FileChunk]:
+    """Split a file's text into chunks of at most ``size`` characters, on line breaks when
+    possible; each chunk knows the first line it covers (1-based) and its ``page`` if given."""
+    chunks: list[tuple[int, str]] = []
+    current, current_line = "", 1
+    for lineno, line in enumerate(text.splitlines(keepends=True), start=1):
         while len(line) > size:
-            if current:
-                chunks.append(current)
-                current = ""
-            chunks.append(line[:size])
+            if current.strip():
+                chunks.append((current_line, current))
+            current = ""
+            chunks.append((lineno, line[:size]))
             line = line[size:]
         if len(current) + len(line) > size and current:
-            chunks.append(current)
+            if current.strip():
+                chunks.append((current_line, current))
             current = ""
+        if not current:
+            current_line = lineno
         current += line
     if current.strip():
-        chunks.append(current)
-    return [FileChunk(room_id=room_id, name=name, index=i, text=c) for i, c in enumerate(chunks)]
+        chunks.append((current_line, current))
+    return [FileChunk(room_id=room_id, name=name, index=start_index + i, text=c, file_id=file_id,
+                      line=ln, page=page)
+            for i, (ln, c) in enumerate(chunks)]
+
+
+# ----------------------------------------------------------------------------- the index
+@dataclass
+class RoomIndex:
+    """A loaded index version: the chunks and the BM25 retriever over them (None: no chunk)."""
+
+    chunks: list[FileChunk]
+    retriever: Any = None
+
+    def top(self, query: str, k: int) -> list[FileChunk]:
+        """The ``k`` chunks ranked highest by BM25 for ``query`` (ties keep index order); chunks
+        with no query term are left out unless there are at most ``k`` chunks in all."""
+        if not self.chunks or k <= 0:
+            return []
+        if self.retriever is None:
+            return self.chunks[:k]
+        import numpy as np
+
+        ids = self.retriever.get_tokens_ids(tokenize(query))
+        scores = (self.retriever.get_scores_from_ids(ids) if ids
+                  else np.zeros(len(self.chunks), dtype="float32"))
+        order = np.lexsort((np.arange(len(self.chunks)), -scores))  # score desc, then index
+        if len(self.chunks) <= k:
+            return [self.chunks[int(i)] for i in order]
+        top = [int(i) for i in order[:k]]
+        return [self.chunks[i] for i in top if scores[i] > 0] or [self.chunks[i] for i in top]
+
+
+def build_index(chunks: list[FileChunk]) -> bytes:
+    """The index object of ``chunks`` (in the order given): a gzipped tar of the chunks (JSON)
+    and bm25s's saved index (``.npy`` arrays and JSON)."""
+    import bm25s
+
+    out = io.BytesIO()
+    with tempfile.TemporaryDirectory(prefix="quay-index-") as tmp, \
+            tarfile.open(fileobj=out, mode="w:gz") as tar:
+        meta = {"format": INDEX_FORMAT, "chunks": [c.model_dump(mode="json") for c in chunks]}
+        _add(tar, _CHUNKS_MEMBER, json.dumps(meta).encode())
+        if chunks:
+            retriever = bm25s.BM25(method="lucene", backend="numpy", csc_backend="numpy")
+            retriever.index([tokenize(c.text) or [""] for c in chunks], show_progress=False)
+            retriever.save(tmp)
+            for path in sorted(Path(tmp).iterdir()):
+                if path.name in _BM25_MEMBERS:
+                    _add(tar, path.name, path.read_bytes())
+    return out.getvalue()
+
+
+def chunks_of(blob: bytes) -> list[FileChunk]:
+    """The chunks of an index object (ingest merges them into the next version)."""
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        return _chunks(tar)
+
+
+def load_index(blob: bytes) -> RoomIndex:
+    """A :class:`RoomIndex` from an index object (no pickle: ``allow_pickle=False``)."""
+    import bm25s
+
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        chunks = _chunks(tar)
+        if not chunks:
+            return RoomIndex(chunks=[])
+        with tempfile.TemporaryDirectory(prefix="quay-index-") as tmp:
+            for member in tar.getmembers():
+                if member.isfile() and member.name in _BM25_MEMBERS:  # plain names only
+                    data = tar.extractfile(member)
+                    assert data is not None
+                    (Path(tmp) / member.name).write_bytes(data.read())
+            retriever = bm25s.BM25.load(tmp, load_corpus=False, mmap=False, allow_pickle=False)
+    return RoomIndex(chunks=chunks, retriever=retriever)
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _chunks(tar: tarfile.TarFile) -> list[FileChunk]:
+    member = tar.extractfile(_CHUNKS_MEMBER)
+    if member is None:
+        raise ValueError("index object without its chunks")
+    meta = json.loads(member.read())
+    if meta.get("format") != INDEX_FORMAT:
+        raise ValueError(f"index format {meta.get('format')!r} is not {INDEX_FORMAT}")
+    return [FileChunk.model_validate(c) for c in meta["chunks"]]
+
+
+# ----------------------------------------------------------------------------- warm cache
+class IndexCache:
+    """Loaded index versions of this (warm) Lambda, by ``(room, version key)``; the few most
+    recent only. Versions are immutable, so a hit never needs a read."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], RoomIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, room_id: str, key: str) -> RoomIndex | None:
+        with self._lock:
+            hit = self._items.get((room_id, key))
+            if hit is not None:
+                self._items.move_to_end((room_id, key))
+            return hit
+
+    def put(self, room_id: str, key: str, index: RoomIndex) -> None:
+        with self._lock:
+            self._items[(room_id, key)] = index
+            self._items.move_to_end((room_id, key))
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+CACHE = IndexCache()
 
 
 def top_passages(chunks: list[FileChunk], query: str, k: int) -> list[FileChunk]:
-    """The ``k`` chunks ranked highest by BM25 for ``query`` (ties keep file order); chunks
-    with no query term are left out unless there are fewer than ``k`` chunks in all."""
-    if not chunks or k <= 0:
-        return []
-    corpus = [tokenize(c.text) or ["_"] for c in chunks]
-    scores = BM25Okapi(corpus).get_scores(tokenize(query) or ["_"])
-    ranked = sorted(range(len(chunks)), key=lambda i: (-scores[i], i))
-    if len(chunks) <= k:
-        return [chunks[i] for i in ranked]
-    return [chunks[i] for i in ranked[:k] if scores[i] > 0] or [chunks[i] for i in ranked[:k]]
+    """Rank ``chunks`` for ``query`` directly (tests and tools; runs read the stored index)."""
+    return load_index(build_index(chunks)).top(query, k)

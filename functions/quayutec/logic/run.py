@@ -16,7 +16,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.deps import Deps
 from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut
-from quayutec.logic import ids, prompt, retrieval, rights
+from quayutec.logic import files as room_files
+from quayutec.logic import ids, prompt, rights
 from quayutec.logic import wakes as wake_rules
 from quayutec.models import (
     APPROVAL_STATUSES,
@@ -152,7 +153,8 @@ def load_context(deps: Deps, state: RunState) -> RunState:
         query = f"{task.title} {task.body} {event.text}"
     agent_ids = deps.room.room_agent_ids(ref.room_id)
     agents = [deps.room.get_agent(a) for a in agent_ids]
-    passages = retrieval.top_passages(deps.room.file_chunks(ref.room_id, s.max_file_chunks), query, s.file_passages)
+    # The room's index version now (a run keeps reading it) and its top passages: constant reads.
+    index_version, passages = room_files.passages(deps, ref.room_id, query, s.file_passages)
     ctx = {
         "agent": agent.model_dump(mode="json", include={"id", "company", "instructions", "provider", "model"}),
         "room": {"id": room.id, "members": room.members,
@@ -161,7 +163,8 @@ def load_context(deps: Deps, state: RunState) -> RunState:
         "messages": [m.model_dump(mode="json") for m in deps.room.recent_messages(ref.room_id, s.recent_messages)],
         "open_tasks": [t.model_dump(mode="json") for t in deps.room.open_tasks_for(ref.room_id, agent.id, 50)],
         "memory": [m.model_dump(mode="json") for m in deps.room.memory_for(ref.room_id, agent.company, s.memory_lines)],
-        "passages": [p.model_dump(mode="json") for p in passages],
+        "passages": [p.model_dump(mode="json", exclude_none=True) for p in passages],
+        "index_version": index_version,
     }
     deps.rundata.put(ref.run_id, "context", ctx)
     return state.model_copy(update={"budget": budget(deps, run)})

@@ -1,0 +1,174 @@
+"""Room files (SPEC §8): their records in the room table, the uploaded objects and the room's
+retrieval index objects in the files bucket.
+
+Room table items (pk ``ROOM#{room}#FILES``):
+
+* ``FILE#{file_id}`` — a :class:`~quayutec.models.RoomFile` (status ``uploading`` → ``ready`` |
+  ``failed``)
+* ``INDEX`` — the index version pointer: ``version`` (a number, +1 per new version) and ``key``
+  (the version's object). Moved only by a conditional update on the version read, so two
+  ingests in one room never lose each other's chunks: the loser re-reads and re-applies.
+
+Files bucket keys: ``uploads/{room}/{file_id}`` (the upload, as sent) and
+``index/{room}/{version:08d}-{nonce}`` (an index version: written once, never overwritten; a run
+keeps reading the version it started with).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from quayutec import resources as R
+from quayutec.dal.aws import dynamodb, error_code, is_condition_failure, paginate_query, put_new, s3, transient_errors
+from quayutec.models import RoomFile
+
+
+def files_pk(room_id: str) -> str:
+    return f"ROOM#{room_id}#FILES"
+
+
+def upload_key(room_id: str, file_id: str) -> str:
+    return f"{R.UPLOADS_PREFIX}{room_id}/{file_id}"
+
+
+def parse_upload_key(key: str) -> tuple[str, str] | None:
+    """``(room_id, file_id)`` of an upload key, None for any other key."""
+    if not key.startswith(R.UPLOADS_PREFIX):
+        return None
+    parts = key[len(R.UPLOADS_PREFIX):].split("/")
+    return (parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
+
+
+def _strip(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: (int(v) if k in {"size", "chunks"} else v) for k, v in item.items()
+            if k not in {"pk", "sk", "type"}}
+
+
+class FileStore:
+    def __init__(self, table: str, bucket: str, db: Any | None = None, client: Any | None = None) -> None:
+        self.table = table
+        self.bucket = bucket
+        self._db = db
+        self._client = client
+
+    @property
+    def db(self) -> Any:
+        return self._db or dynamodb()
+
+    @property
+    def s3(self) -> Any:
+        return self._client or s3()
+
+    # ------------------------------------------------------------------ file records
+    def put_file(self, f: RoomFile) -> bool:
+        """Record a new file once (False: that id exists)."""
+        item = {"pk": files_pk(f.room_id), "sk": f"FILE#{f.id}", "type": "room_file",
+                **f.model_dump(mode="json", exclude_none=True)}
+        return put_new(self.db, self.table, item)
+
+    def get_file(self, room_id: str, file_id: str) -> RoomFile | None:
+        with transient_errors():
+            item = self.db.get_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
+                                    ConsistentRead=True).get("Item")
+        return RoomFile.model_validate(_strip(item)) if item else None
+
+    def list_files(self, room_id: str) -> list[RoomFile]:
+        items = paginate_query(self.db.query, TableName=self.table,
+                               KeyConditionExpression="pk = :pk AND begins_with(sk, :f)",
+                               ExpressionAttributeValues={":pk": files_pk(room_id), ":f": "FILE#"})
+        return sorted((RoomFile.model_validate(_strip(i)) for i in items), key=lambda f: (f.created_at, f.id))
+
+    def delete_file(self, room_id: str, file_id: str) -> None:
+        with transient_errors():
+            self.db.delete_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"})
+
+    def finish_file(self, room_id: str, file_id: str, *, status: str, reason: str | None, chunks: int,
+                    size: int | None, at: str) -> bool:
+        """``uploading`` → ``status`` once (False: already finished, or deleted meanwhile)."""
+        names = {"#s": "status", "#r": "reason", "#z": "size"}
+        values: dict[str, Any] = {":s": status, ":c": chunks, ":at": at, ":up": "uploading"}
+        sets = ["#s = :s", "chunks = :c", "ingested_at = :at"]
+        if reason:
+            sets.append("#r = :r")
+            values[":r"] = reason
+        if size is not None:
+            sets.append("#z = :z")
+            values[":z"] = size
+        try:
+            with transient_errors():
+                self.db.update_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
+                                    UpdateExpression="SET " + ", ".join(sets),
+                                    ConditionExpression="attribute_exists(pk) AND #s = :up",
+                                    ExpressionAttributeNames={k: v for k, v in names.items()
+                                                              if k == "#s" or k in " ".join(sets)},
+                                    ExpressionAttributeValues=values)
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    # ------------------------------------------------------------------ index pointer
+    def index_pointer(self, room_id: str) -> tuple[int, str | None]:
+        """``(version, object key)`` of the room's current index; ``(0, None)`` before any."""
+        with transient_errors():
+            item = self.db.get_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"},
+                                    ConsistentRead=True).get("Item")
+        if not item:
+            return 0, None
+        return int(item["version"]), str(item["key"])
+
+    def advance_index(self, room_id: str, seen_version: int, key: str, chunks: int) -> bool:
+        """Point the room at ``key`` as version ``seen_version + 1``, only if the version is
+        still ``seen_version`` (False: another ingest moved it first)."""
+        cond = "attribute_not_exists(pk)" if seen_version == 0 else "version = :seen"
+        values: dict[str, Any] = {":v": seen_version + 1, ":k": key, ":c": chunks}
+        if seen_version:
+            values[":seen"] = seen_version
+        try:
+            with transient_errors():
+                self.db.update_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"},
+                                    UpdateExpression="SET version = :v, #k = :k, chunks = :c",
+                                    ConditionExpression=cond, ExpressionAttributeNames={"#k": "key"},
+                                    ExpressionAttributeValues=values)
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    # ------------------------------------------------------------------ objects
+    def new_index_key(self, room_id: str, version: int) -> str:
+        return f"{R.INDEX_PREFIX}{room_id}/{version:08d}-{secrets.token_hex(6)}"
+
+    def put_index(self, key: str, blob: bytes) -> None:
+        with transient_errors():
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=blob, ContentType="application/gzip")
+
+    def get_index(self, key: str) -> bytes:
+        with transient_errors():
+            return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+
+    def head_upload(self, room_id: str, file_id: str) -> int | None:
+        """The uploaded object's real size, None when it is not there."""
+        try:
+            with transient_errors():
+                return int(self.s3.head_object(Bucket=self.bucket, Key=upload_key(room_id, file_id))["ContentLength"])
+        except ClientError as exc:
+            if error_code(exc) in {"404", "NoSuchKey", "NotFound"}:
+                return None
+            raise
+
+    def read_upload(self, room_id: str, file_id: str, limit: int) -> bytes:
+        """At most ``limit`` bytes of the upload (a Range read: never more in memory)."""
+        with transient_errors():
+            body = self.s3.get_object(Bucket=self.bucket, Key=upload_key(room_id, file_id),
+                                      Range=f"bytes=0-{limit - 1}")["Body"]
+            return body.read(limit)
+
+    def delete_upload(self, room_id: str, file_id: str) -> None:
+        with transient_errors():
+            self.s3.delete_object(Bucket=self.bucket, Key=upload_key(room_id, file_id))

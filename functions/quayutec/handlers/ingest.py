@@ -1,0 +1,60 @@
+"""Ingest: S3 events of the files bucket (``uploads/{room}/{file_id}`` created or removed),
+delivered through the ingest queue → the room's retrieval index (SPEC §8). Event: an SQS batch
+whose bodies are S3 event notifications; returns partial batch failures (a failing record is
+redelivered, and after ``maxReceiveCount`` lands in the ingest dead-letter queue). A redelivered
+event ingests once: only a file still ``uploading`` is ingested."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import unquote_plus
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from quayutec.dal.files import parse_upload_key
+from quayutec.deps import Deps, default_deps
+from quayutec.logic import files as room_files
+
+logger = Logger()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def process(deps: Deps, body: str) -> list[str]:
+    """Every S3 record of one queue message, in order; what happened to each."""
+    message = json.loads(body)
+    out: list[str] = []
+    for rec in message.get("Records", []):  # none in S3's "s3:TestEvent"
+        key = unquote_plus(rec.get("s3", {}).get("object", {}).get("key", ""))
+        where = parse_upload_key(key)
+        if where is None:
+            out.append(f"ignored {key}")
+            continue
+        room_id, file_id = where
+        name = str(rec.get("eventName", ""))
+        if name.startswith("ObjectRemoved"):
+            room_files.remove(deps, room_id, file_id)
+            out.append(f"removed {file_id}")
+        elif name.startswith("ObjectCreated"):
+            at = deps.clock().isoformat().replace("+00:00", "Z")
+            result = room_files.ingest(deps, room_id, file_id, at)
+            logger.info("ingest", extra={"room_id": room_id, "file_id": file_id, "result": result})
+            out.append(f"{file_id}: {result}")
+        else:
+            out.append(f"ignored {name}")
+    return out
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = None) -> dict[str, Any]:
+    d = deps or default_deps()
+
+    def record_handler(record: SQSRecord) -> list[str]:
+        return process(d, record.body)
+
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

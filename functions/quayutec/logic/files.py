@@ -1,0 +1,133 @@
+"""Room files (SPEC §8): declaring an upload, ingesting it into the room's retrieval index,
+removing it, and reading the passages a run sees.
+
+Index updates: read the pointer (version N), merge the change into version N's chunks, write
+version N+1 as a new object, then move the pointer N → N+1 conditionally. When another ingest
+moved it first, start over from the version it wrote: nobody's chunks are lost, and a run that
+read version N keeps reading version N's object.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from quayutec import resources as R
+from quayutec.logic import retrieval
+from quayutec.logic.extract import Unreadable, extract, kind_of
+from quayutec.models import Author, FileChunk, RoomFile
+
+#: Attempts at moving the index pointer before giving up (the event is redelivered).
+INDEX_ATTEMPTS = 8
+
+
+class IndexConflict(RuntimeError):
+    """The index pointer kept moving under this ingest; the event is retried."""
+
+
+def new_file_id() -> str:
+    return "f-" + secrets.token_hex(8)
+
+
+def declare_upload(deps: Any, room_id: str, *, name: str, content_type: str, size: int, uploader: Author,
+                   at: str, file_id: str | None = None) -> RoomFile:
+    """Record a file ``uploading`` (kind from its type or name). Raises ValueError for a kind
+    not accepted or a size over the limit (checked by the caller first, for its own status)."""
+    kind = kind_of(name, content_type)
+    if kind is None:
+        raise ValueError(f"{name!r} ({content_type}): not a kind the room takes (plain text, Markdown, CSV, "
+                         "JSON, HTML, PDF)")
+    if size > R.MAX_UPLOAD_BYTES:
+        raise ValueError(f"{size} bytes is over the {R.MAX_UPLOAD_BYTES} byte limit")
+    f = RoomFile(id=file_id or new_file_id(), room_id=room_id, name=name, content_type=content_type, size=size,
+                 kind=kind, uploader=uploader, created_at=at)
+    if not deps.files.put_file(f):
+        raise RuntimeError(f"file id {f.id} collision")
+    return f
+
+
+# ----------------------------------------------------------------------------- ingest
+def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
+    """Ingest an uploaded file once: ``ready`` with its chunks in the room's index, or
+    ``failed`` with a reason. Returns what happened (``ready``, ``failed: ...``, ``skipped``)."""
+    files = deps.files
+    meta = files.get_file(room_id, file_id)
+    if meta is None or meta.status != "uploading":
+        return "skipped"  # deleted, unknown, or a redelivered event of a finished ingest
+    size = files.head_upload(room_id, file_id)
+    if size is None:
+        return "skipped"  # removed before it was read
+    if size > R.MAX_UPLOAD_BYTES:
+        files.finish_file(room_id, file_id, status="failed", reason=f"too large ({size} bytes; the limit "
+                          f"is {R.MAX_UPLOAD_BYTES})", chunks=0, size=size, at=at)
+        return "failed: too large"
+    data = files.read_upload(room_id, file_id, R.MAX_UPLOAD_BYTES + 1)
+    try:
+        parts = extract(meta.kind, data)
+    except Unreadable as exc:
+        files.finish_file(room_id, file_id, status="failed", reason=str(exc), chunks=0, size=size, at=at)
+        return f"failed: {exc}"
+    chunks: list[FileChunk] = []
+    for page, text in parts:
+        chunks += retrieval.chunk_text(room_id, meta.name, text, file_id=file_id, page=page,
+                                       start_index=len(chunks))
+    if not chunks:
+        files.finish_file(room_id, file_id, status="failed", reason="no text", chunks=0, size=size, at=at)
+        return "failed: no text"
+    limit = deps.settings.max_file_chunks
+    try:
+        update_index(deps, room_id, add=chunks, remove=file_id, limit=limit)
+    except TooManyChunks as exc:
+        files.finish_file(room_id, file_id, status="failed", reason=str(exc), chunks=0, size=size, at=at)
+        return f"failed: {exc}"
+    if not files.finish_file(room_id, file_id, status="ready", reason=None, chunks=len(chunks), size=size, at=at):
+        if files.get_file(room_id, file_id) is None:  # deleted while ingesting: take it out again
+            update_index(deps, room_id, add=[], remove=file_id, limit=limit)
+        return "skipped"
+    return "ready"
+
+
+def remove(deps: Any, room_id: str, file_id: str) -> None:
+    """Take a deleted file's chunks out of the room's index (runs reading an older version keep
+    it)."""
+    update_index(deps, room_id, add=[], remove=file_id, limit=deps.settings.max_file_chunks)
+
+
+class TooManyChunks(Unreadable):
+    pass
+
+
+def update_index(deps: Any, room_id: str, *, add: list[FileChunk], remove: str | None, limit: int) -> int:
+    """Write the room's next index version with ``add`` and without ``remove``'s chunks;
+    returns the version written (the current one when nothing changed)."""
+    files = deps.files
+    for _ in range(INDEX_ATTEMPTS):
+        version, key = files.index_pointer(room_id)
+        current = retrieval.chunks_of(files.get_index(key)) if key else []
+        kept = [c for c in current if not remove or c.file_id != remove]
+        if not add and len(kept) == len(current):
+            return version  # nothing to take out: no new version
+        merged = kept + add
+        if len(merged) > limit:
+            raise TooManyChunks(f"too large: the room's index would hold {len(merged)} chunks (limit {limit})")
+        new_key = files.new_index_key(room_id, version + 1)
+        files.put_index(new_key, retrieval.build_index(merged))
+        if files.advance_index(room_id, version, new_key, len(merged)):
+            return version + 1
+    raise IndexConflict(f"room {room_id}: the index moved {INDEX_ATTEMPTS} times under this ingest")
+
+
+# ----------------------------------------------------------------------------- runs
+def passages(deps: Any, room_id: str, query: str, k: int) -> tuple[int, list[FileChunk]]:
+    """The room's index version and its top ``k`` passages for ``query``: one pointer read and,
+    unless this Lambda holds that version already, one object read."""
+    if k <= 0:
+        return 0, []
+    version, key = deps.files.index_pointer(room_id)
+    if key is None:
+        return version, []
+    index = retrieval.CACHE.get(room_id, key)
+    if index is None:
+        index = retrieval.load_index(deps.files.get_index(key))
+        retrieval.CACHE.put(room_id, key, index)
+    return version, index.top(query, k)

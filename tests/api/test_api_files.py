@@ -1,0 +1,49 @@
+"""Room files through the API (SPEC §8): declare an upload (presigned POST, 25 MB cap, refused
+at once above it), list, read (presigned download), delete by the uploader's company only;
+membership as every room route."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from quayutec import resources as R
+from quayutec.dal.files import upload_key
+from quayutec.deps import default_deps
+
+
+def test_upload_flow_and_rules(stack_env, light_world) -> None:
+    w = light_world
+    api = w.api
+    big = api.call("POST", "/rooms/r1/files", w.tokens["ann"],
+                   {"name": "huge.txt", "content_type": "text/plain", "size": 30 * 1024 * 1024})
+    assert big.status == 413 and "25 MB" in big.body["message"]
+    assert api.call("POST", "/rooms/r1/files", w.tokens["carl"],
+                    {"name": "a.md", "content_type": "text/markdown", "size": 10}).status == 404
+    bad = api.call("POST", "/rooms/r1/files", w.tokens["ann"], {"name": "a.exe", "content_type": "application/x", "size": 3})
+    assert bad.status == 400
+    out = api.ok("POST", "/rooms/r1/files", w.tokens["ann"],
+                 {"name": "brief.md", "content_type": "text/markdown", "size": 40}, key="upload-1")
+    again = api.ok("POST", "/rooms/r1/files", w.tokens["ann"],
+                   {"name": "brief.md", "content_type": "text/markdown", "size": 40}, key="upload-1")
+    assert again["file"]["id"] == out["file"]["id"]  # Idempotency-Key: one file
+    f = out["file"]
+    assert f["status"] == "uploading" and f["kind"] == "markdown" and f["uploader"]["company"] == "acme"
+    policy = json.loads(base64.b64decode(out["upload"]["fields"]["policy"]))
+    assert ["content-length-range", 1, R.MAX_UPLOAD_BYTES] in policy["conditions"]
+    assert out["upload"]["fields"]["key"] == upload_key("r1", f["id"])
+    # the upload lands (as S3 would take the POST), the ingest makes it ready
+    stack, _ = stack_env
+    stack.client("s3").put_object(Bucket=default_deps().files.bucket, Key=upload_key("r1", f["id"]),
+                                  Body=b"# Brief\nThe quay opens at nine.\n")
+    stack.wait_quiet(60)
+    listed = api.ok("GET", "/rooms/r1/files", w.tokens["bob"])["files"]
+    assert [(x["name"], x["status"], x["chunks"]) for x in listed] == [("brief.md", "ready", 1)]
+    one = api.ok("GET", f"/rooms/r1/files/{f['id']}", w.tokens["bob"])
+    assert one["download_url"] and f["id"] in one["download_url"]
+    assert api.call("GET", f"/rooms/r1/files/{f['id']}", w.tokens["carl"]).status == 404
+    assert api.call("DELETE", f"/rooms/r1/files/{f['id']}", w.tokens["bob"]).status == 403
+    api.ok("DELETE", f"/rooms/r1/files/{f['id']}", w.tokens["amy"])
+    stack.wait_quiet(60)
+    assert api.ok("GET", "/rooms/r1/files", w.tokens["ann"])["files"] == []
+    assert api.call("GET", f"/rooms/r1/files/{f['id']}", w.tokens["ann"]).status == 404
