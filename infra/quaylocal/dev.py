@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from quayutec.api.errors import ERRORS, error_payload
 from quayutec.api.public import is_public
 
-from quaylocal import calls
+from quaylocal import calls, files_endpoint
 from quaylocal.stack import ACCOUNT, REGION, LocalStack
 
 DEFAULT_HOST = "127.0.0.1"
@@ -274,7 +274,15 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             raw_length = (self.headers.get("Content-Length") or "0").strip()
             length = int(raw_length) if raw_length.isdigit() else -1
-            if length < 0:
+            if self.path.startswith(files_endpoint.PREFIX) and getattr(gateway, "stack", None) is not None:
+                if not 0 <= length <= files_endpoint.MAX_BODY:  # room files: S3's own limits, not the API's
+                    self.close_connection = True
+                    result = HttpResult(*files_endpoint._error(400, "EntityTooLarge", "over the upload limit"))
+                else:
+                    body = self.rfile.read(length) if length > 0 else b""
+                    result = HttpResult(*files_endpoint.handle(gateway.stack, self.command, self.path,
+                                                               dict(self.headers.items()), body))
+            elif length < 0:
                 self.close_connection = True
                 result = _json_result(400, gateway_error("bad_request", "Content-Length is not a number"))
             elif length > MAX_PAYLOAD:  # not read: the connection is closed after the answer
@@ -362,7 +370,9 @@ class DevServer:
         try:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=self.admin_token)
             self.gateway = Gateway(stack_invoke(self.stack))
+            self.gateway.stack = self.stack  # type: ignore[attr-defined]  # serves the files endpoint
             self._httpd = _HttpServer((self.host, self.port), _handler_class(self.gateway))
+            self._point_files_at(f"http://{self.host}:{self._httpd.server_address[1]}")
         except BaseException:
             self.stack.stop()
             self.provider.stop()
@@ -372,6 +382,18 @@ class DevServer:
                                         name="quay-dev-http", daemon=True)
         self._thread.start()
         return self.url
+
+    def _point_files_at(self, url: str) -> None:
+        """The API signs file URLs for this server's files endpoint (quaylocal.files_endpoint)."""
+        from quayutec import resources as r
+
+        assert self.stack is not None
+        lam = self.stack.client("lambda")
+        with calls.owner(calls.SETUP):
+            arn = self.stack.function_arns["ApiFunction"]
+            env = lam.get_function_configuration(FunctionName=arn)["Environment"]["Variables"]
+            lam.update_function_configuration(FunctionName=arn, Environment={"Variables": {
+                **env, r.FILES_ENDPOINT_ENV: f"{url}{files_endpoint.PREFIX.rstrip('/')}"}})
 
     def stop(self) -> None:
         if self._httpd is not None:

@@ -1,0 +1,85 @@
+"""``quay dev``'s stand-in for the files bucket's own endpoint: the presigned URLs the API hands
+out (FILES_ENDPOINT_URL = ``<dev server>/_s3``) are served here and forwarded to moto's S3 in
+this process, so an upload's S3 event reaches the ingest queue as on AWS.
+
+* ``POST /_s3/<bucket>``: a presigned POST (multipart form: the signed fields, then ``file``).
+  What S3 enforces is checked from the signed policy: not expired, the bucket and key, the
+  Content-Type, the ``content-length-range`` (25 MB). The signature itself is not verified
+  (moto's test credentials; locally only).
+* ``GET /_s3/<bucket>/<key>``: a presigned download.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from email.parser import BytesParser
+from email.policy import HTTP
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from quaylocal import calls
+
+PREFIX = "/_s3/"
+#: The largest request body the endpoint reads: the upload limit and room for the form fields.
+MAX_BODY = 25 * 1024 * 1024 + 64 * 1024
+
+
+def _result(status: int, body: bytes, content_type: str = "application/xml") -> tuple[int, dict[str, str], bytes]:
+    return status, {"Content-Type": content_type}, body
+
+
+def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], bytes]:
+    return _result(status, f"<Error><Code>{code}</Code><Message>{message}</Message></Error>".encode())
+
+
+def _form(content_type: str, body: bytes) -> dict[str, bytes]:
+    msg = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
+    out: dict[str, bytes] = {}
+    for part in msg.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if name:
+            out[str(name)] = part.get_payload(decode=True) or b""
+    return out
+
+
+def handle(stack: Any, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+    rest = unquote(urlsplit(path).path)[len(PREFIX):]
+    bucket, _, key = rest.partition("/")
+    s3 = stack.client("s3")
+    if method == "GET" and key:
+        with calls.owner("local:s3-presigned-get"):
+            try:
+                obj = s3.get_object(Bucket=bucket, Key=key)
+            except s3.exceptions.NoSuchKey:
+                return _error(404, "NoSuchKey", "The specified key does not exist.")
+        return _result(200, obj["Body"].read(), obj.get("ContentType") or "application/octet-stream")
+    if method != "POST" or key:
+        return _error(405, "MethodNotAllowed", "POST a presigned form to /_s3/<bucket>, GET /_s3/<bucket>/<key>")
+    ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    if not ctype.startswith("multipart/form-data"):
+        return _error(400, "InvalidArgument", "a presigned POST is multipart/form-data")
+    form = _form(ctype, body)
+    if "file" not in form or "policy" not in form or "key" not in form:
+        return _error(400, "InvalidArgument", "the form needs key, policy and file")
+    policy = json.loads(base64.b64decode(form["policy"]))
+    expires = datetime.fromisoformat(policy["expiration"].replace("Z", "+00:00"))
+    if expires < datetime.now(UTC):
+        return _error(403, "AccessDenied", "Invalid according to Policy: Policy expired.")
+    fields = {k: v.decode() for k, v in form.items() if k != "file"}
+    size = len(form["file"])
+    for cond in policy.get("conditions", []):
+        if isinstance(cond, list) and cond[0] == "content-length-range":
+            if not cond[1] <= size <= cond[2]:
+                return _error(400, "EntityTooLarge" if size > cond[2] else "EntityTooSmall",
+                              f"Your proposed upload size {size} is outside {cond[1]}..{cond[2]} bytes")
+        elif isinstance(cond, dict):
+            for name, want in cond.items():
+                got = bucket if name == "bucket" else fields.get(name, fields.get(name.title()))
+                if got != want:
+                    return _error(403, "AccessDenied", f"Invalid according to Policy: Policy Condition failed: {name}")
+    with calls.owner("local:s3-presigned-post"):  # the uploader's signed request, no role
+        s3.put_object(Bucket=bucket, Key=fields["key"], Body=form["file"],
+                      ContentType=fields.get("Content-Type", "application/octet-stream"))
+    return _result(204, b"")
