@@ -258,8 +258,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
     # Room files (SPEC §8): S3 events of uploads/ through the ingest queue. Extracts the text,
     # chunks it and writes the room's next index version (a conditional version pointer).
     FunctionDef("IngestFunction", "quayutec.handlers.ingest.handler", timeout_s=300, memory_mb=1024,
-                touches=("ingest:consume", "files:get", "index:get", "index:put", "room:get", "room:update",
-                         "room:put"),
+                touches=("ingest:consume", "files:get", "index:get", "index:put", "room:get", "room:update"),
                 reads=(ROOM_TABLE.env_var, FILES_BUCKET.env_var, "MAX_FILE_CHUNKS")),
     FunctionDef("AuthorizerFunction", "quayutec.handlers.authorizer.handler", timeout_s=10, memory_mb=256,
                 touches=("room:get",),
