@@ -13,8 +13,9 @@ OpenAI ``user`` (or ``safety_identifier``), Bedrock ``requestMetadata["end_user_
 
 Scripts (``scripts``: agent id -> entries, consumed one per request, in order):
 
-* ``{"reply": {"text": str, "actions": [{"kind": str, ...fields}]}}`` -> a real reply whose
-  actions are tool calls (tool name = kind, input = the other fields);
+* ``{"reply": {"text": str, "actions": [{"kind": str, ...fields}], "headers": {...}}}`` -> a real
+  reply whose actions are tool calls (tool name = kind, input = the other fields), with the
+  given response headers (optional; they replace the server's own, e.g. its request id);
 * ``{"error": {"status": int, "headers": {...}, "body": dict | str}}`` -> that status, headers and
   body verbatim (a ``str`` body is sent as-is, e.g. an HTML proxy page).
 * Local extensions, for tests of the client side: ``"delay_s": float`` on any entry delays the
@@ -231,6 +232,9 @@ class ProviderServer:
         if self.substitute is not None:
             actions = self.substitute(actions)
         response = _reply(provider, model, str(reply.get("text", "")), actions, request_id)
+        for name, value in (reply.get("headers") or {}).items():  # e.g. a request id of its own
+            response.headers = {k: v for k, v in response.headers.items() if k.lower() != str(name).lower()}
+            response.headers[str(name)] = str(value)
         response.delay_s = delay
         return response
 

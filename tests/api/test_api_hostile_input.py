@@ -175,14 +175,15 @@ def test_the_dev_gateways_own_errors_have_the_same_shape() -> None:
 
 # ----------------------------------------------------------------------------- finding 2: keys
 @pytest.mark.parametrize("key", ["sk-live-secret-0123456789\n", "sk-live-\x00secret-0123456789",
-                                 "sk-live-secret-0123456789\r\n", "sk live", "sk-1"])
+                                 "sk-live-secret-0123456789\r\n", "sk live", "sk-1", "sk-ünïcode-SECRET123"])
 def test_a_key_with_whitespace_or_control_characters_is_refused_at_registration(light_world: World,
                                                                                 key: str) -> None:
     r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
                              {"id": "a-badkey", "provider": "openai", "model": "gpt-test", "api_key": key})
     _is_error(r, 422, "validation_error")
     assert r.body["fields"][0]["field"] == "body.api_key"
-    assert key.strip() not in r.text
+    assert key.strip() not in r.text and json.dumps(key.strip())[1:-1] not in r.text
+    assert "U+" not in r.text and not any(ch in r.text for ch in key if not ch.isascii())  # not one of its characters
     assert light_world.api.call("GET", "/agents/a-badkey", light_world.tokens["ann"]).status == 404
 
 

@@ -21,7 +21,7 @@ from quayutec.providers.egress import AddressRefused, checked_address, pinned_ht
 from quayutec.providers.keys import key_problem
 
 BAD_KEYS = ["sk-live-secret-0123456789\n", "sk-live-\x00secret-0123456789", "sk-live-secret-0123456789\r\n",
-            "sk-live secret-0123456789", "short"]
+            "sk-live secret-0123456789", "short", "sk-ünïcode-SECRET123"]
 
 
 @pytest.mark.parametrize("key", BAD_KEYS)
@@ -32,6 +32,7 @@ def test_a_key_that_cannot_be_a_header_fails_at_once_final_and_unquoted(
     f = info.value.failure
     text = str(info.value) + f.model_dump_json()
     assert key.strip() not in text and "Bearer" not in text, text
+    assert "SECRET123" not in text and "U+" not in text and "\\u00fc" not in text, text
     assert not f.retryable and f.category == "auth"
     assert not decide_next(f, 1, False).retry  # one request recorded at most, never three
     assert server.requests == []  # nothing was sent
@@ -40,7 +41,8 @@ def test_a_key_that_cannot_be_a_header_fails_at_once_final_and_unquoted(
 def test_key_rule_printable_no_whitespace_8_to_512_bytes() -> None:
     assert key_problem("sk-ant-api03-abcdefgh") is None
     assert key_problem("x" * 512) is None and key_problem("x" * 513) and key_problem("x" * 7)
-    for bad in ("sk-abc\tdefgh", "sk-abc\u200bdefgh\x7f", "sk-abcdefgh\u2028", "sk-abc\u00a0defgh"):
+    for bad in ("sk-abc\tdefgh", "sk-abc\u200bdefgh\x7f", "sk-abcdefgh\u2028", "sk-abc\u00a0defgh",
+                "sk-\u00fcn\u00efcode-SECRET123"):
         assert key_problem(bad), bad
 
 

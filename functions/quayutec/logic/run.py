@@ -181,6 +181,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     Source: SPEC §2.3.
     """
     from quayutec.providers import ModelCall, ProviderError, decide_next
+    from quayutec.providers.classify import scrub_failure, scrub_reply
 
     entered = deps.clock()
     ref = _need_run(state)
@@ -228,10 +229,13 @@ def call_model(deps: Deps, state: RunState) -> RunState:
                      user_text=prompt.user_text(ctx), end_user_id=agent.id, api_key=api_key, base_url=base_url,
                      owner_base_url=owner_url, timeout_s=timeout_s,
                      allow_loopback=bool(owner_url and deps.settings.allow_loopback_model_urls))
+    # Where the key and the model's answer meet: a model server (an owner's own, above all) is
+    # sent the key and can echo it in its text, its tool calls' fields or its request id. Nothing
+    # of the answer is stored before it is scrubbed of the key in every encoding (SPEC §5).
     try:
-        reply = deps.provider()(call)
+        reply = scrub_reply(deps.provider()(call), api_key)
     except ProviderError as exc:
-        f = exc.failure
+        f = scrub_failure(exc.failure, api_key)
         decision = decide_next(f, n, owner_url)
         wait_s, why = (decision.wait_seconds if decision.retry else None), decision.reason
         left = remaining_seconds(deps, run)

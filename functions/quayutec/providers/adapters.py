@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from ..tools import TOOL_SPECS
 from ._httpsdk import failure_from_response, failure_from_sdk_error, transport_error_text
-from .classify import CONNECTION, TIMEOUT, build_failure
+from .classify import CONNECTION, TIMEOUT, build_failure, scrub_reply
 from .egress import AddressRefused, checked_address, pinned_http_client
 from .keys import key_problem
 from .models import ModelCall, ModelReply, ProviderError, ToolCall
@@ -47,7 +47,8 @@ def call_model(call: ModelCall) -> ModelReply:
     :data:`quayutec.providers.classify.RULES`) for an error status, a timeout, a refused or
     dropped connection, or a 2xx body that cannot be read. The key never appears in the error.
     Raises ``ValueError`` (before any request) for a Bedrock endpoint that is plain HTTP to a
-    non-loopback host: a key is never sent in clear.
+    non-loopback host: a key is never sent in clear. The reply is scrubbed of the key (a model
+    server can echo the ``Authorization`` header in its text, tool calls or request id).
     """
     adapter = _ADAPTERS[call.provider]
     problem = key_problem(call.api_key.get_secret_value())
@@ -63,7 +64,7 @@ def call_model(call: ModelCall) -> ModelReply:
                                        request_id=None, secret=call.api_key.get_secret_value(),
                                        error_type="address_refused", error_code="AddressRefused",
                                        message=f"the owner's model address is refused: {exc}"))
-    return adapter(call)
+    return scrub_reply(adapter(call), call.api_key.get_secret_value())
 
 
 def _tool_call(id_: str | None, name: str, raw: Any) -> ToolCall:

@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 
-from .keys import encodings
-from .models import MAX_ERROR_BODY_BYTES, ProviderFailure, RetryDecision
+from .keys import scrub_value, scrubber
+from .models import MAX_ERROR_BODY_BYTES, ModelReply, ProviderFailure, RetryDecision, ToolCall
 
 ALL = frozenset({"anthropic", "openai", "openai-compatible", "bedrock"})
 ANTHROPIC = frozenset({"anthropic"})
@@ -256,15 +256,12 @@ def truncate_body(text: str, limit: int = MAX_ERROR_BODY_BYTES) -> str:
 
 def scrub(text: str | None, secret: str) -> str:
     """``text`` with every occurrence of ``secret`` replaced, in every encoding it may take
-    (raw, JSON-escaped, URL-encoded: :func:`quayutec.providers.keys.encodings`), so a key never
-    leaves an adapter. A second line of defence: no exception text that may echo request headers
-    is used in the first place."""
+    (raw, JSON-escaped, URL-encoded, HTML-escaped, hex, base64, any letter case:
+    :func:`quayutec.providers.keys.encodings`), so a key never leaves an adapter. A second line of
+    defence: no exception text that may echo request headers is used in the first place."""
     if not text:
         return text or ""
-    if secret and len(secret) >= 4:
-        for form in encodings(secret):
-            text = text.replace(form, "[redacted]")
-    return text
+    return scrubber(secret)(text)
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -322,7 +319,7 @@ def build_failure(
 
     Markers found in the body win; ``error_type`` / ``error_code`` / ``message`` passed in
     fill what the body lacks (e.g. the Bedrock exception name from ``x-amzn-ErrorType``).
-    Every text field is scrubbed of ``secret``.
+    Every text field (the request id too: a header the provider chose) is scrubbed of ``secret``.
     """
     b_type, b_code, b_message = error_markers(provider, body_text)
     etype = b_type or error_type
@@ -333,19 +330,49 @@ def build_failure(
         msg = f"HTTP {status}: {snippet}" if status is not None else "no response"
     rule = classify(provider, status, etype, ecode, msg)
     wait, header = parse_retry_after(headers, now=now) if status is not None else (None, None)
+    clean = scrubber(secret)
     return ProviderFailure(
         status=status,
-        error_type=scrub(etype, secret) or None,
-        error_code=scrub(ecode, secret) or None,
-        message=scrub(msg, secret),
-        request_id=request_id,
+        error_type=clean(etype or "") or None,
+        error_code=clean(ecode or "") or None,
+        message=clean(msg),
+        request_id=clean(request_id or "") or None,
         category=rule.category,
         retryable=rule.retryable,
         retry_after_s=wait,
         retry_after_header=header,
-        body=truncate_body(scrub(body_text, secret)),
+        body=truncate_body(clean(body_text or "")),
     )
 
 
 def _strip_tags(text: str) -> str:
     return re.sub(r"<[^>]*>", " ", text or "")
+
+
+# --------------------------------------------------------------------------- scrubbing answers
+def scrub_reply(reply: ModelReply, secret: str) -> ModelReply:
+    """``reply`` with every form of ``secret`` removed from its text, every string of its tool
+    calls (name, id, arguments: keys and values, and the raw arguments) and its request id and
+    stop reason. A model server the owner runs sees the key (it is sent the ``Authorization``
+    header) and can echo it anywhere in its answer, which the run would post in the room and
+    keep in the ledger (SPEC §5)."""
+    clean = scrubber(secret)
+    return reply.model_copy(update={
+        "text": clean(reply.text),
+        "tool_calls": [ToolCall(id=clean(c.id) if c.id else c.id, name=clean(c.name),
+                                input=scrub_value(c.input, clean) if c.input is not None else None,
+                                raw_input=clean(c.raw_input))
+                       for c in reply.tool_calls],
+        "request_id": clean(reply.request_id) if reply.request_id else reply.request_id,
+        "stop_reason": clean(reply.stop_reason) if reply.stop_reason else reply.stop_reason,
+    })
+
+
+def scrub_failure(failure: ProviderFailure, secret: str) -> ProviderFailure:
+    """``failure`` with every form of ``secret`` removed from its text fields (the adapters build
+    failures scrubbed already: this is the same rule applied where the failure is stored)."""
+    clean = scrubber(secret)
+    return failure.model_copy(update={
+        name: clean(value) for name in ("error_type", "error_code", "message", "request_id", "body",
+                                        "retry_after_header")
+        if isinstance(value := getattr(failure, name), str)})
