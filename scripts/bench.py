@@ -33,7 +33,7 @@ from quayutec import deps as quay_deps  # noqa: E402
 from quayutec.logic.room_service import RoomService  # noqa: E402
 from quayutec.models import Author  # noqa: E402
 from quaylocal import calls  # noqa: E402
-from quaylocal.costs import RunFigures, plain_runs  # noqa: E402
+from quaylocal.costs import RunFigures, plain_runs, retrieval_reads  # noqa: E402
 from quaylocal.provider_server import ProviderServer  # noqa: E402
 from quaylocal.stack import LocalStack  # noqa: E402
 
@@ -93,6 +93,30 @@ def first_invocation(handler: str) -> str:
             "try:\n    h.handler({'state': 'not a state'}, None)\nexcept Exception:\n    pass")
 
 
+def file_rooms(stack: LocalStack) -> list[str]:
+    """Two rooms of acme's agent a1: one with a 10-line file, one with a 3 MB file; both files
+    uploaded to the files bucket and ingested (the room's index built)."""
+    from quayutec.dal.files import upload_key
+    from quayutec.logic import files as room_files
+    from quayutec.models import Room
+
+    d = quay_deps.default_deps()
+    ann = Author(kind="person", id="ann", company="acme")
+    para = "Harbour log {i}: the ferries left quay three at dawn and came back before dusk.\n\n"
+    texts = {"small_room": "".join(f"line {i} about the quay\n" for i in range(10)),
+             "large_file_room": "".join(para.format(i=i) for i in range(37000)) + "The vault code is PELICAN-4242.\n"}
+    with calls.owner(calls.SETUP):
+        for room, text in texts.items():
+            d.room.put_room(Room(id=room, members=["acme"]))
+            d.room.add_room_agent(room, "a1")
+            data = text.encode()
+            f = room_files.declare_upload(d, room, name=f"{room}.txt", content_type="text/plain", size=len(data),
+                                          uploader=ann, at="2026-11-30T00:00:00Z")
+            stack.client("s3").put_object(Bucket=d.files.bucket, Key=upload_key(room, f.id), Body=data)
+    stack.wait_quiet(180)
+    return list(texts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -110,6 +134,8 @@ def main() -> None:
         make_room(stack, server)
         stack.wait_quiet()
         plain = plain_runs(stack, server, 3)  # first: the cold first run of the process
+        retrieval_figures = {room: retrieval_reads(stack, server, room, text="where is the vault code?")
+                             for room in file_rooms(stack)}
         rooms = RoomService(quay_deps.default_deps().room)
         ann = Author(kind="person", id="ann", company="acme")
         latencies = []
@@ -155,6 +181,7 @@ def main() -> None:
     for name in ("aws_calls", "writes", "transitions", "lambda_invocations"):
         print(f"  {name:<22} {getattr(cold, name):4d} / {getattr(warm, name):4d}")
     print(f"  by operation (warm)    {warm.by_operation}")
+    print(f"retrieval reads per run (cold index cache): {retrieval_figures}")
     boto3_ms = import_ms("import boto3")
     cold_ms = {h: import_ms(first_invocation(h)) for h in HANDLERS}
     print(f"import boto3 alone           {boto3_ms:7.1f} ms (min of 5 fresh processes)")
@@ -171,7 +198,9 @@ def main() -> None:
         "cost_is_estimated_for": f"Lambda duration ({ESTIMATED_MS_PER_INVOCATION} ms per invocation)",
         "cold_import_ms": {h: round(ms, 1) for h, ms in cold_ms.items()},
         "boto3_import_ms": round(boto3_ms, 1),
-        "retrieval_reads_per_run": None,  # issue 11 (room files) gives the large-file room
+        # AWS reads LoadContextFunction makes for retrieval in one run, cold index cache: a 10-line
+        # file and a 3 MB file (the same number: one version pointer, one index object)
+        "retrieval_reads_per_run": retrieval_figures,
     }
     print(json.dumps(figures))
 

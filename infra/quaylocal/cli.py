@@ -510,10 +510,6 @@ def policy_show(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_UR
         _say(line)
 
 
-#: The largest policy file ``quay policy set --file`` reads (a policy is a few KiB).
-POLICY_FILE_MAX_BYTES = 1024 * 1024
-
-
 @policy_app.command("set")
 def policy_set(company: str,
                default: Annotated[str | None, typer.Option(help="allow, ask or deny: the rule of any other action.")] = None,
@@ -534,12 +530,7 @@ def policy_set(company: str,
         import yaml
 
         try:
-            with file.open("rb") as f:  # bounded: --file /dev/zero must not read forever
-                raw = f.read(POLICY_FILE_MAX_BYTES + 1)
-            if len(raw) > POLICY_FILE_MAX_BYTES:
-                raise _fail(f"quay policy set: --file {file}: larger than {POLICY_FILE_MAX_BYTES // (1024 * 1024)} MiB, "
-                            "not a policy", 2)
-            policy = yaml.safe_load(raw.decode("utf-8"))
+            policy = yaml.safe_load(file.read_text())
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise _fail(f"quay policy set: --file {file}: {exc}", 2) from None
         if not isinstance(policy, dict):
@@ -563,6 +554,121 @@ def policy_set(company: str,
         return
     for line in _policy_lines(company, p):
         _say(line)
+
+
+# ----------------------------------------------------------------------------- room files
+file_app = typer.Typer(no_args_is_help=True, help="A room's files: add (upload), list, rm.")
+app.add_typer(file_app, name="file")
+
+#: Content types by file name suffix (the kinds a room takes: quayutec.logic.extract).
+CONTENT_TYPES = {".txt": "text/plain", ".text": "text/plain", ".log": "text/plain", ".md": "text/markdown",
+                 ".markdown": "text/markdown", ".csv": "text/csv", ".json": "application/json",
+                 ".html": "text/html", ".htm": "text/html", ".pdf": "application/pdf"}
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("MB", 1024 * 1024), ("kB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _file_line(f: dict) -> str:
+    status = f["status"] + (f": {f['reason']}" if f.get("reason") else "")
+    if f["status"] == "ready":
+        status += f" ({f.get('chunks', 0)} chunks)"
+    who = f["uploader"]["id"] + (f" ({f['uploader']['company']})" if f["uploader"].get("company") else "")
+    return f"{f['id']}  {f['name']}  {_size(int(f['size']))}  {f['kind']}  {status}  by {who}"
+
+
+def _s3_problem(resp) -> str:  # noqa: ANN001
+    import re
+
+    text = resp.text or ""
+    code, message = (re.search(rf"<{tag}>([^<]*)</{tag}>", text) for tag in ("Code", "Message"))
+    said = ": ".join(m.group(1) for m in (code, message) if m) or text[:200]
+    return f"HTTP {resp.status}" + (f" {said}" if said else "")
+
+
+@file_app.command("add")
+def file_add(room: str, path: Annotated[Path, typer.Argument(help="The file to upload (text, Markdown, CSV, JSON, "
+                                                                     "HTML or PDF; at most 25 MB).")],
+             content_type: Annotated[str | None, typer.Option(help="Default: from the file name's extension.")] = None,
+             wait: Annotated[bool, typer.Option("--wait", help="Wait until the file is ready or failed "
+                                                                "(exit status 1 when failed).")] = False,
+             timeout: Annotated[float, typer.Option(help="Seconds --wait waits.")] = 120.0,
+             as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Upload a file into a room: declared to the API, sent straight to the presigned upload URL,
+    then ingested (status uploading, then ready or failed with a reason)."""
+    import time
+
+    from quayutec.resources import MAX_UPLOAD_BYTES
+
+    from quaylocal.client import upload_form
+
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise _fail(f"quay file add: {path} is not a file", 2)
+        if size > MAX_UPLOAD_BYTES:
+            raise _fail(f"quay file add: {path.name} is {_size(size)} ({size} bytes), over the 25 MB limit "
+                        "for a room file; nothing uploaded", 2)
+        if size == 0:
+            raise _fail(f"quay file add: {path.name} is empty; nothing uploaded", 2)
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _fail(f"quay file add: cannot read {path}: {exc.strerror or exc}", 2) from None
+    ctype = content_type or CONTENT_TYPES.get(path.suffix.lower())
+    if ctype is None:
+        raise _fail(f"quay file add: {path.name}: unknown kind (extension {path.suffix or 'none'}); the room takes "
+                    f"{', '.join(sorted(set(CONTENT_TYPES)))} files, or give --content-type", 2)
+    client = _client(url, token)
+    out = _run(lambda: client.add_file(room, path.name, ctype, len(data)))
+    f, upload = out["file"], out["upload"]
+    try:
+        resp = upload_form(upload["url"], upload["fields"], data, filename=path.name, content_type=ctype)
+    except (OSError, ValueError) as exc:
+        raise _fail(f"quay file add: cannot reach the upload URL: {exc}", 2) from None
+    if not resp.ok:
+        raise _fail(f"quay file add: the upload of {path.name} was refused: {_s3_problem(resp)}", 1)
+    if wait:
+        deadline = time.monotonic() + timeout
+        while f["status"] == "uploading":
+            if time.monotonic() > deadline:
+                raise _fail(f"quay file add: {path.name} ({f['id']}) still uploading after {timeout:g} s", 1)
+            time.sleep(0.5)
+            f = _run(lambda: client.file(room, f["id"]))["file"]
+    if as_json:
+        _print(f)
+    else:
+        _say(_file_line(f) if wait else f"uploaded {f['name']} as {f['id']} ({_size(len(data))}, {f['kind']}); "
+             "ingest follows (quay file list ROOM)")
+    if f["status"] == "failed":
+        raise typer.Exit(1)
+
+
+@file_app.command("list")
+def file_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """A room's files: id, name, size, kind, status (with the reason of a failed one), uploader."""
+    files = _run(lambda: _client(url, token).files(room))
+    if as_json:
+        _print(files)
+        return
+    if not files:
+        print("no files")
+    for f in files:
+        _say(_file_line(f))
+
+
+@file_app.command("rm")
+def file_rm(room: str, file_id: Annotated[str, typer.Argument(metavar="FILE", help="The file's id.")],
+            as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Delete a file (your company's uploads only); it leaves the room's index."""
+    f = _run(lambda: _client(url, token).delete_file(room, file_id))["file"]
+    if as_json:
+        _print(f)
+        return
+    _say(f"deleted {f['name']} ({f['id']})")
 
 
 @app.command()

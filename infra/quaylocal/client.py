@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlencode
-from urllib.request import HTTPRedirectHandler, Request, build_opener
+from urllib.request import Request, urlopen
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 
@@ -38,9 +38,6 @@ class ApiError(Exception):
     headers: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        if 300 <= self.status < 400:  # never followed (it would carry the token elsewhere)
-            location = {k.lower(): v for k, v in self.headers.items()}.get("location")
-            return f"HTTP {self.status}: the API answered with a redirect to {location!r}, not followed"
         if isinstance(self.body, dict):
             message = self.body.get("message") or self.body.get("Message") or self.body.get("error")
             return f"HTTP {self.status}: {message}"
@@ -51,20 +48,9 @@ def _seg(value: str) -> str:
     return quote(str(value), safe=":")
 
 
-class _NeverFollow(HTTPRedirectHandler):
-    """A 3xx is the answer (an :class:`ApiError` from the named methods), never followed: a
-    redirect would carry the ``Authorization`` header to another host, and turn a POST into a GET."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201, PLR0913
-        return None
-
-
-_OPENER = build_opener(_NeverFollow)
-
-
 class QuayClient:
     """``QuayClient(base_url, token)``; :meth:`request` returns any response, the named methods
-    raise :class:`ApiError` on a 3xx (never followed), 4xx or 5xx."""
+    raise :class:`ApiError` on a 4xx/5xx."""
 
     def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None, *, timeout_s: float = 30.0,
                  retries: int = 2) -> None:
@@ -93,7 +79,7 @@ class QuayClient:
         while True:
             req = Request(url, data=data, method=method.upper(), headers=hdrs)
             try:
-                with _OPENER.open(req, timeout=self.timeout_s) as resp:
+                with urlopen(req, timeout=self.timeout_s) as resp:
                     return self._response(resp.status, dict(resp.headers.items()), resp.read())
             except HTTPError as exc:
                 return self._response(exc.code, dict(exc.headers.items()) if exc.headers else {}, exc.read())
@@ -227,3 +213,44 @@ class QuayClient:
 
     def run(self, run_id: str) -> dict:
         return self.call("GET", f"/runs/{_seg(run_id)}")
+
+    # ------------------------------------------------------------------ files
+    def add_file(self, room: str, name: str, content_type: str, size: int) -> dict:
+        """Declare an upload: ``{"file": ..., "upload": {"url", "fields", "expires_in", "max_bytes"}}``."""
+        return self.call("POST", f"/rooms/{_seg(room)}/files", {"name": name, "content_type": content_type,
+                                                                "size": size})
+
+    def files(self, room: str) -> list[dict]:
+        return self.call("GET", f"/rooms/{_seg(room)}/files")["files"]
+
+    def file(self, room: str, file_id: str) -> dict:
+        return self.call("GET", f"/rooms/{_seg(room)}/files/{_seg(file_id)}")
+
+    def delete_file(self, room: str, file_id: str) -> dict:
+        return self.call("DELETE", f"/rooms/{_seg(room)}/files/{_seg(file_id)}")
+
+
+def upload_form(url: str, fields: dict[str, str], data: bytes, *, filename: str, content_type: str,
+                timeout_s: float = 120.0) -> ApiResponse:
+    """POST ``data`` to a presigned S3 POST ``url`` as multipart/form-data: the signed ``fields``
+    first, the file last (S3 ignores fields after it). No Authorization header (the signature is
+    in the fields), no redirect followed; the answer, whatever its status."""
+    from urllib.request import HTTPRedirectHandler, build_opener
+
+    class _NoRedirect(HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201, PLR0913
+            return None  # a 3xx from the upload URL is its answer, never followed
+
+    boundary = "quay-" + uuid.uuid4().hex
+    safe_name = filename.replace('"', "_").replace("\r", "_").replace("\n", "_")
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{safe_name}"\r\n'
+                 f"Content-Type: {content_type}\r\n\r\n".encode() + data + f"\r\n--{boundary}--\r\n".encode())
+    req = Request(url, data=b"".join(parts), method="POST",
+                  headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with build_opener(_NoRedirect).open(req, timeout=timeout_s) as resp:
+            return QuayClient._response(resp.status, dict(resp.headers.items()), resp.read())
+    except HTTPError as exc:
+        return QuayClient._response(exc.code, dict(exc.headers.items()) if exc.headers else {}, exc.read())

@@ -96,3 +96,47 @@ def plain_runs(stack: Any, server: Any, n: int, agent: str = "a1", room: str = "
 def _post(rooms: Any, room: str, person: Any, text: str) -> None:
     with C.owner(C.SETUP):  # the person's post is the API's write, not the run's
         rooms.post_message(room, person, text, [])
+
+
+#: The function whose calls retrieval makes (the LoadContext phase ranks the passages).
+RETRIEVAL_OWNER = C.function_owner("LoadContextFunction")
+
+
+def retrieval_reads(stack: Any, server: Any, room: str, agent: str = "a1", text: str = "what does the file say?") -> int:
+    """AWS reads retrieval makes in one run of ``agent`` in ``room``, with a cold index cache (a
+    cold Lambda): the calls the recorder attributes to LoadContextFunction that read the room's
+    index (its version pointer, ``sk = INDEX`` of the files partition, and the files bucket's
+    objects). Needs the recorder installed and ``room`` holding ``agent``."""
+    from quayutec import deps as quay_deps
+    from quayutec.dal import aws
+    from quayutec.dal.files import files_pk
+    from quayutec.logic import retrieval
+    from quayutec.logic.room_service import RoomService
+    from quayutec.models import Author
+
+    if C.RECORDER is None:
+        raise RuntimeError("no call recorder installed (quaylocal.calls.install)")
+    d = quay_deps.default_deps()
+    reads: list[str] = []
+
+    def observe(service: str, operation: str, params: dict[str, Any]) -> None:
+        if C.OWNER.get() != RETRIEVAL_OWNER:
+            return
+        key = params.get("Key") if service == "dynamodb" else None
+        if isinstance(key, dict):  # the low-level client's {"S": ...} or a plain value
+            key = {k: v.get("S") if isinstance(v, dict) else v for k, v in key.items()}
+        if (service == "s3" and params.get("Bucket") == d.files.bucket) or (
+                isinstance(key, dict) and key.get("pk") == files_pk(room) and key.get("sk") == "INDEX"):
+            reads.append(f"{service}.{operation}")
+
+    server.set_script(agent, [{"reply": {"text": "read the files", "actions": []}}])
+    stack.wait_quiet()
+    retrieval.CACHE.clear()  # a cold Lambda: no index version held
+    aws.add_call_observer(observe)
+    try:
+        contextvars.copy_context().run(_post, RoomService(d.room), room,
+                                       Author(kind="person", id="ann", company="acme"), f"@{agent} {text}")
+        stack.wait_quiet()
+    finally:
+        aws.remove_call_observer(observe)
+    return len(reads)

@@ -5,9 +5,10 @@ memory write for acme's yes; b1 answers with echo replies).
 The walk: a wrong token is refused in plain words; sign in; post ``@b1`` (picked from the @mention
 list with the keyboard) and see b1's reply appear without a reload; a message
 ``<img src=x onerror=alert(1)>`` stays text; a1's held action shows in the transcript and in
-Approvals; approve it; the memory line appears; one run's timeline; no horizontal overflow at
-375 px; screenshots at 1440 and 375 px; sign out clears the token. No ``securitypolicyviolation``
-event fires and the token never appears in a URL.
+Approvals; approve it; the memory line appears; one run's timeline; a text file uploaded from
+the files panel is listed and becomes ready; no horizontal overflow at 375 px; screenshots at 1440
+and 375 px; sign out clears the token. No ``securitypolicyviolation`` event fires and the token
+never appears in a URL.
 
 Without chromium (or Playwright) the test skips with a message, except under ``CI=true``, where it
 fails. ``.ci/run`` installs ``chromium`` and ``chromium-driver`` with apt when it runs as root.
@@ -177,6 +178,17 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             expect(page.locator("#run-actions")).to_contain_text("remember")
             expect(page.locator("#run-actions")).to_contain_text("approval approved")
             expect(page.locator("#run-actions")).to_contain_text("outcome written")
+            # files: a small text file uploaded from the page (the presigned POST to quay dev's files
+            # endpoint, on the page's own origin: connect-src 'self') is listed and becomes ready
+            assert "connect-src 'self'" in csp
+            page.set_input_files("#file-input", files=[{"name": "stalls.txt", "mimeType": "text/plain",
+                                                        "buffer": b"The fish stalls go along quay 3.\n"}])
+            page.get_by_role("button", name="Upload", exact=True).click()
+            listed = page.locator("#files li").filter(has_text="stalls.txt")
+            expect(listed).to_have_count(1)
+            expect(listed.locator(".badge")).to_have_text("ready", timeout=WAIT_MS)
+            expect(listed).to_contain_text("33 B · text · by ann (acme)")
+            assert any(u.startswith(f"{dev_url}/_s3/") for u in requested), "the upload did not go to the presigned URL"
             assert page.evaluate("window.__loaded") == "once", "the page reloaded"
 
             page.screenshot(path=str(ARTIFACTS / "room-page-1440.png"), full_page=True)

@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 
 from quayutec import resources as R
 from quayutec.api.access import member_room, services
@@ -34,7 +35,7 @@ class FileIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00-\x1f]+$")
     content_type: str = Field(min_length=1, max_length=100)
-    size: StrictInt = Field(ge=1, description=f"bytes; at most {R.MAX_UPLOAD_BYTES}")  # never true/false
+    size: int = Field(ge=1, description=f"bytes; at most {R.MAX_UPLOAD_BYTES}")
 
 
 class Upload(BaseModel):
@@ -64,14 +65,27 @@ def _signer(observed: bool = True) -> Any:
     for a presigned POST: botocore builds it on the CreateBucket operation model (so an observer
     would see a CreateBucket); the POST is announced as the PutObject it grants instead."""
     endpoint = getattr(services().deps.settings, "files_endpoint_url", None)
-    if not endpoint and observed:
-        return aws.s3()
     import boto3
     from botocore.config import Config
 
-    client = boto3.client("s3", endpoint_url=endpoint or None,
-                          config=Config(s3={"addressing_style": "path"}) if endpoint else None)
+    if endpoint:
+        client = boto3.client("s3", endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"}))
+    else:
+        client = regional_s3(boto3.session.Session().region_name or os.environ.get("AWS_REGION") or "us-east-1")
     return aws.observe(client) if observed else client
+
+
+def regional_s3(region: str) -> Any:
+    """An S3 client that signs for the bucket's regional virtual-hosted origin,
+    ``https://{bucket}.s3.{region}.amazonaws.com`` (the origin the room page's connect-src names:
+    quayutec.api.routes.page.upload_origins). Left to itself boto3 signs the global
+    ``https://{bucket}.s3.amazonaws.com``, which the page's policy would block (and which a new
+    bucket outside us-east-1 answers with a redirect)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", region_name=region, endpoint_url=f"https://s3.{region}.amazonaws.com",
+                        config=Config(s3={"addressing_style": "virtual"}))
 
 
 def _now() -> str:

@@ -206,6 +206,7 @@
       if (all || state.tick % SLOW_EVERY === 0) {
         await loadApprovals(room);
         await loadMemory(room);
+        await loadFiles(room);
         await loadRuns(room);
       }
       if (all || state.tick % (SLOW_EVERY * 2) === 0) await loadTasks(room);
@@ -488,6 +489,75 @@
     }
   }
 
+  // ------------------------------------------------------------------ files
+  // The kinds a room takes, by extension (as the service's quayutec.logic.extract), and its limit.
+  const FILE_TYPES = {
+    txt: "text/plain", text: "text/plain", log: "text/plain", md: "text/markdown", markdown: "text/markdown",
+    csv: "text/csv", json: "application/json", html: "text/html", htm: "text/html", pdf: "application/pdf",
+  };
+  const MAX_FILE_BYTES = 25 * 1024 * 1024;
+  function size(n) {
+    if (n >= 1024 * 1024) return (n / 1024 / 1024).toFixed(1) + " MB";
+    if (n >= 1024) return (n / 1024).toFixed(1) + " kB";
+    return n + " B";
+  }
+
+  async function loadFiles(room) {
+    const data = await api("GET", "rooms/" + enc(room) + "/files");
+    if (state.room !== room) return;
+    const files = data.files || [];
+    if (!changed("files", files)) return;
+    const list = $("files");
+    clear(list);
+    $("files-empty").hidden = files.length > 0;
+    for (const f of files) {
+      const who = (f.uploader || {}).id || "?";
+      const company = (f.uploader || {}).company;
+      list.append(el("li", { "data-file": f.id },
+        el("p", { class: "line" }, badge(f.status), f.name),
+        el("p", { class: "meta", text: [size(f.size), f.kind, "by " + who + (company ? " (" + company + ")" : ""),
+                                        when(f.created_at)].join(" · ") }),
+        f.status === "failed" && f.reason ? el("p", { class: "meta", text: "Not read: " + f.reason }) : null,
+        f.status === "ready" ? el("p", { class: "meta", text: f.chunks + " passages" }) : null));
+    }
+  }
+
+  async function uploadFile(e) {
+    e.preventDefault();
+    const room = state.room;
+    const input = $("file-input");
+    const file = input.files && input.files[0];
+    if (!room || !file) return;
+    const ext = file.name.includes(".") ? file.name.split(".").pop().toLowerCase() : "";
+    const type = FILE_TYPES[ext];
+    if (!type) {
+      showError(new ApiError(0, "kind", "The room takes text, Markdown, CSV, JSON, HTML and PDF files; " + file.name + " is none of them."));
+      return;
+    }
+    if (file.size > MAX_FILE_BYTES) {
+      showError(new ApiError(413, "too_large", file.name + " is " + size(file.size) + ", over the 25 MB limit for a room file. Nothing was uploaded."));
+      return;
+    }
+    const ok = await guarded(async () => {
+      status("Uploading " + file.name + "…");
+      const out = await api("POST", "rooms/" + enc(room) + "/files", { name: file.name, content_type: type, size: file.size });
+      // The presigned POST: the signed fields first, the file last; straight to the storage service.
+      const form = new FormData();
+      for (const [k, v] of Object.entries(out.upload.fields || {})) form.append(k, v);
+      form.append("file", file);
+      let resp;
+      try {
+        resp = await fetch(out.upload.url, { method: "POST", body: form, mode: "cors", credentials: "omit",
+                                             cache: "no-store", redirect: "error" });
+      } catch (err) {
+        throw new ApiError(0, "upload", "The file could not be sent to the storage service. Check the connection and try again.");
+      }
+      if (!resp.ok) throw new ApiError(resp.status, "upload", "The storage service refused the file (" + resp.status + "). Try again.");
+    });
+    if (ok) { input.value = ""; status(file.name + " uploaded; it is being read."); }
+    await loadFiles(room).catch(showError);
+  }
+
   // ------------------------------------------------------------------ runs
   async function loadRuns(room) {
     const data = await api("GET", "rooms/" + enc(room) + "/runs");
@@ -591,6 +661,7 @@
       if (ok) { $("memory-text").value = ""; status("Memory line added."); }
       await loadMemory(room).catch(showError);
     });
+    $("file-form").addEventListener("submit", uploadFile);
     $("run-close").addEventListener("click", () => { state.openRun = null; $("run-detail").hidden = true; $("runs-title").focus(); });
     $("runs-title").setAttribute("tabindex", "-1");
     document.addEventListener("visibilitychange", () => { if (!document.hidden && state.room) refresh(false); });
