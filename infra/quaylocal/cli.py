@@ -510,6 +510,10 @@ def policy_show(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_UR
         _say(line)
 
 
+#: The largest policy file ``quay policy set --file`` reads (a policy is a few KiB).
+POLICY_FILE_MAX_BYTES = 1024 * 1024
+
+
 @policy_app.command("set")
 def policy_set(company: str,
                default: Annotated[str | None, typer.Option(help="allow, ask or deny: the rule of any other action.")] = None,
@@ -530,7 +534,12 @@ def policy_set(company: str,
         import yaml
 
         try:
-            policy = yaml.safe_load(file.read_text())
+            with file.open("rb") as f:  # bounded: --file /dev/zero must not read forever
+                raw = f.read(POLICY_FILE_MAX_BYTES + 1)
+            if len(raw) > POLICY_FILE_MAX_BYTES:
+                raise _fail(f"quay policy set: --file {file}: larger than {POLICY_FILE_MAX_BYTES // (1024 * 1024)} MiB, "
+                            "not a policy", 2)
+            policy = yaml.safe_load(raw.decode("utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise _fail(f"quay policy set: --file {file}: {exc}", 2) from None
         if not isinstance(policy, dict):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlencode
-from urllib.request import Request, urlopen
+from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 
@@ -38,6 +38,9 @@ class ApiError(Exception):
     headers: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
+        if 300 <= self.status < 400:  # never followed (it would carry the token elsewhere)
+            location = {k.lower(): v for k, v in self.headers.items()}.get("location")
+            return f"HTTP {self.status}: the API answered with a redirect to {location!r}, not followed"
         if isinstance(self.body, dict):
             message = self.body.get("message") or self.body.get("Message") or self.body.get("error")
             return f"HTTP {self.status}: {message}"
@@ -48,9 +51,20 @@ def _seg(value: str) -> str:
     return quote(str(value), safe=":")
 
 
+class _NeverFollow(HTTPRedirectHandler):
+    """A 3xx is the answer (an :class:`ApiError` from the named methods), never followed: a
+    redirect would carry the ``Authorization`` header to another host, and turn a POST into a GET."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201, PLR0913
+        return None
+
+
+_OPENER = build_opener(_NeverFollow)
+
+
 class QuayClient:
     """``QuayClient(base_url, token)``; :meth:`request` returns any response, the named methods
-    raise :class:`ApiError` on a 4xx/5xx."""
+    raise :class:`ApiError` on a 3xx (never followed), 4xx or 5xx."""
 
     def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None, *, timeout_s: float = 30.0,
                  retries: int = 2) -> None:
@@ -79,7 +93,7 @@ class QuayClient:
         while True:
             req = Request(url, data=data, method=method.upper(), headers=hdrs)
             try:
-                with urlopen(req, timeout=self.timeout_s) as resp:
+                with _OPENER.open(req, timeout=self.timeout_s) as resp:
                     return self._response(resp.status, dict(resp.headers.items()), resp.read())
             except HTTPError as exc:
                 return self._response(exc.code, dict(exc.headers.items()) if exc.headers else {}, exc.read())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringConstraints, field_validator
 
 from quayutec.providers.keys import key_problem
 from quayutec.models import (
@@ -87,7 +87,7 @@ class RoomIn(_In):
                                                          "by the service (a name is never 'taken')")
     members: list[Id] = Field(default_factory=list, max_length=40,  # one transaction: <= 100 items
                               description="Other member companies (the caller's company is always one)")
-    hop_limit: int | None = Field(default=None, ge=0, le=100)
+    hop_limit: StrictInt | None = Field(default=None, ge=0, le=100)  # a number: never true/false
 
 
 class RoomAgentOut(_Out):

@@ -6,7 +6,10 @@ company's key there and keeps (part of) the answer in the ledger. So the address
 
 * at registration, :func:`url_problem` refuses a non-https URL and a host that is (or names) a
   loopback, link-local (169.254.0.0/16, the instance metadata address), private, unique-local,
-  multicast, reserved or unspecified address;
+  multicast, reserved or unspecified address, an IETF protocol assignment (192.0.0.0/24) or an
+  IPv6 transition address carrying an IPv4 one (6to4, Teredo, NAT64); the host is read as the
+  resolver reads it, so IPv4 in legacy spellings (``0177.0.0.1``, ``2130706433``, ``127.1``) is
+  that address, not a name;
 * at request time, :func:`pinned_http_client` resolves the host, refuses it unless *every*
   address is public, and makes the connection go to the address it checked (a network backend
   that connects to the pinned IP while TLS still verifies the URL's host name), so a DNS answer
@@ -20,6 +23,7 @@ Loopback (and plain ``http`` to loopback) is allowed only where the local stack'
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from typing import Any, Callable
 from urllib.parse import urlsplit
@@ -33,18 +37,56 @@ class AddressRefused(ValueError):
     """The owner's address is not an https address of a public host."""
 
 
+#: A host label a resolver reads as a number (decimal, octal or ``0x`` hex): a host whose last
+#: label is one is an IPv4 address in some spelling, or no valid host at all.
+_NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
+#: IETF protocol assignments (192.0.0.0/24: e.g. 192.0.0.8, the IPv4 dummy address), refused whole.
+_IETF_PROTOCOL = ipaddress.ip_network("192.0.0.0/24")
+#: NAT64 prefixes: the address is translated to the IPv4 address in its last 32 bits.
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``text`` names as the resolver reads it (``None``: a name, looked up by DNS).
+    Besides the standard spellings, IPv4 in the legacy forms ``inet_aton`` (and so
+    ``getaddrinfo``) accepts: ``0251.0376.0251.0376`` (octal), ``2130706433``, ``0x7f000001``,
+    ``127.1``, ``0``. Raises ``ValueError`` for a host no resolver should be given: control
+    characters or whitespace, or a numeric last label that is no IPv4 address (``08.1.1.1``)."""
+    host = text.strip("[]").split("%", 1)[0]
     try:
-        addr = ipaddress.ip_address(text.strip("[]").split("%", 1)[0])
+        addr = ipaddress.ip_address(host)
     except ValueError:
-        return None
+        addr = None
+    if addr is None:
+        if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+            raise ValueError("the host has whitespace or control characters")
+        try:
+            addr = ipaddress.IPv4Address(socket.inet_aton(host))
+        except (OSError, ValueError):
+            if _NUMERIC_LABEL.match(host.rstrip(".").rsplit(".", 1)[-1]):
+                raise ValueError("the host is numeric but no IPv4 address") from None
+            return None
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         return addr.ipv4_mapped
     return addr
 
 
 def address_problem(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_loopback: bool) -> str | None:
-    """Why ``addr`` may not be called (``None``: a public address, or loopback when allowed)."""
+    """Why ``addr`` may not be called (``None``: a public address, or loopback when allowed).
+    The one check of registration (a literal address) and of request time (every DNS answer).
+    IPv6 transition addresses that carry an IPv4 address (6to4, Teredo, NAT64) are refused
+    whatever they carry: the packets may end at that IPv4 address."""
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return address_problem(addr.ipv4_mapped, allow_loopback)
+        if addr.sixtofour is not None:
+            return f"{addr} is a 6to4 address (2002::/16, carrying {addr.sixtofour})"
+        if addr.teredo is not None:
+            return f"{addr} is a Teredo address (2001::/32, carrying {addr.teredo[1]})"
+        if any(addr in net for net in _NAT64):
+            return f"{addr} is a NAT64 address (carrying {ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)})"
+    elif addr in _IETF_PROTOCOL:
+        return f"{addr} is an IETF protocol assignment (192.0.0.0/24)"
     if addr.is_loopback:
         return None if allow_loopback else f"{addr} is a loopback address"
     if addr.is_link_local:
@@ -69,17 +111,22 @@ def url_problem(url: str, *, allow_loopback: bool = False) -> str | None:
         return "base_url must not carry credentials"
     if not host:
         return "base_url has no host"
-    addr = _ip(host)
+    try:
+        addr = _ip(host)
+    except ValueError as exc:
+        return f"base_url host {host!r} is not valid: {exc}"
     loopback = (addr is not None and addr.is_loopback) or host in _LOCAL_NAMES or host.endswith(".localhost")
     plain_ok = parts.scheme == "http" and allow_loopback and (loopback or addr is None)  # a name: after DNS
     if parts.scheme != "https" and not plain_ok:
         return "base_url must be an https:// address"
+    spelt = f"{host} reads as {addr}: " if addr is not None and host.strip("[]") != str(addr) else ""
     if loopback and not allow_loopback:
-        return f"base_url must be a public address: {host} is a loopback address"
+        what = f"{host} is a loopback address" if addr is None else f"{spelt}{address_problem(addr, False)}"
+        return f"base_url must be a public address: {what}"
     if addr is not None:
         problem = address_problem(addr, allow_loopback)
         if problem:
-            return f"base_url must be a public address: {problem}"
+            return f"base_url must be a public address: {spelt}{problem}"
     return None
 
 
@@ -98,8 +145,9 @@ def checked_address(url: str, *, allow_loopback: bool = False, resolver: Resolve
     host = (parts.hostname or "").rstrip(".")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     plain = parts.scheme != "https"  # allowed by url_problem only towards loopback, locally
-    if _ip(host) is not None:
-        return str(_ip(host))
+    literal = _ip(host)  # a valid host: url_problem said so
+    if literal is not None:
+        return str(literal)
     try:
         addresses = (resolver or system_resolver)(host, port)
     except (OSError, UnicodeError):
@@ -107,7 +155,10 @@ def checked_address(url: str, *, allow_loopback: bool = False, resolver: Resolve
     if not addresses:
         raise AddressRefused(f"base_url host {host!r} does not resolve")
     for text in addresses:
-        addr = _ip(text)
+        try:
+            addr = _ip(text)
+        except ValueError:
+            addr = None
         problem = "not an IP address" if addr is None else address_problem(addr, allow_loopback)
         if problem:
             raise AddressRefused(f"base_url host {host!r} resolves to a refused address: {problem}")

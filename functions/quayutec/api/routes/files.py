@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from quayutec import resources as R
 from quayutec.api.access import member_room, services
@@ -35,7 +35,7 @@ class FileIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00-\x1f]+$")
     content_type: str = Field(min_length=1, max_length=100)
-    size: int = Field(ge=1, description=f"bytes; at most {R.MAX_UPLOAD_BYTES}")
+    size: StrictInt = Field(ge=1, description=f"bytes; at most {R.MAX_UPLOAD_BYTES}")  # never true/false
 
 
 class Upload(BaseModel):

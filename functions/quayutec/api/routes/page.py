@@ -75,16 +75,33 @@ def security_headers() -> dict[str, str]:
     }
 
 
+def _shipped() -> frozenset[str]:
+    """The names of the files the package ships in the page's folder (read once, at import)."""
+    if not STATIC_DIR.is_dir():
+        return frozenset()
+    return frozenset(path.name for path in STATIC_DIR.iterdir()
+                     if path.is_file() and re.fullmatch(ASSET_NAME, path.name) and path.suffix in CONTENT_TYPES)
+
+
+#: The only names :func:`_asset` answers (and caches): any other name is a 404 without a look at
+#: the disk, and never an entry in a cache (unauthenticated requests for made-up names must not
+#: grow a warm function's memory).
+SHIPPED_ASSETS = _shipped()
+
+
 @cache
+def _load(name: str) -> tuple[str, str]:
+    """(content type, text) of a shipped file; called with names of :data:`SHIPPED_ASSETS` only,
+    so the cache holds at most that many entries."""
+    path = STATIC_DIR / name
+    return CONTENT_TYPES[path.suffix], path.read_text(encoding="utf-8")
+
+
 def _asset(name: str) -> tuple[str, str] | None:
     """(content type, text) of a shipped file, or None (never a path outside the folder)."""
-    if not re.fullmatch(ASSET_NAME, name):
+    if name not in SHIPPED_ASSETS:
         return None
-    path = STATIC_DIR / name
-    kind = CONTENT_TYPES.get(path.suffix)
-    if kind is None or not path.is_file():
-        return None
-    return kind, path.read_text(encoding="utf-8")
+    return _load(name)
 
 
 def _serve(name: str) -> Response:
