@@ -266,6 +266,20 @@ class RunRef(_Model):
     hop: int
 
 
+class RunFacts(_Model):
+    """Small, non-secret facts of the run carried in the state so that later phases do not
+    re-read them (issue 13): set by Claim from its own consistent reads and the ledger entry it
+    wrote, completed by LoadContext. Never room content or keys."""
+
+    company: str  # the run's agent's company (read consistently at claim)
+    started_at: str  # the ledger entry's start (active-time budget; parked time is 0 until approvals)
+    provider: str
+    model: str
+    owner_url: bool = False  # the agent has its owner's model address: CallModel reads the agent
+    hop_limit: int | None = None  # the room's own hop limit (None: the runtime's setting); LoadContext
+    agents: dict[str, str] | None = None  # the room's agents → their companies; LoadContext
+
+
 class Budget(_Model):
     remaining_s: int = Field(ge=1)  # whole seconds: handed to each Task as TimeoutSecondsPath
 
@@ -288,6 +302,8 @@ class ModelStep(_Model):
 class RightsStep(_Model):
     held: list[int] = Field(default_factory=list)  # indexes of actions held for approval
     held_count: int = 0
+    actions: int | None = None  # actions recorded for the reply (0: PostReply and ApplyActions read none)
+    over_limit: int | None = None  # actions declared past the limit of 25 (None: read the ledger)
 
 
 class ApprovalOutcome(_Model):
@@ -301,6 +317,7 @@ class RunState(_Model):
 
     wake: Wake | None = None
     run: RunRef | None = None
+    facts: RunFacts | None = None
     claim: ClaimResult | None = None
     budget: Budget | None = None
     settings: RunSettings | None = None

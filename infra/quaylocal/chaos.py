@@ -192,7 +192,7 @@ def standard_matrix() -> list[Point]:
             _die("request_approval:after:put room:APPROVAL"), ("record_failure:start", "crash"))),
         case("apply_actions:after:put room:MEM", "crash", "request_approval:end"),  # written, unrecorded
         case("apply_actions:after:tx room:TEV+room:TASK#2", "crash",  # the approved close landed
-             "post_reply:after:update ledger:RUN", "request_approval:after:update ledger:RUN"),
+             "post_reply:end", "request_approval:after:update ledger:RUN"),
         case("finish:before:update ledger:RUN", "crash", "apply_actions:after:put room:MEM", ctx_w),
         case("finish:after:update ledger:RUN", "crash",               # already completed
              "apply_actions:after:tx room:TASK+room:TEV", "decide_rights:after:put ledger:ACT#3"),

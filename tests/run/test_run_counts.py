@@ -9,8 +9,8 @@ from runhelpers import Env
 from quaylocal.costs import plain_runs
 
 #: Today's counts of one plain run (warm: the second run of the process).
-AWS_CALLS_PER_PLAIN_RUN = 47
-WRITES_PER_PLAIN_RUN = 7
+AWS_CALLS_PER_PLAIN_RUN = 24
+WRITES_PER_PLAIN_RUN = 6
 TRANSITIONS_PER_PLAIN_RUN = 11
 LAMBDA_INVOCATIONS_PER_PLAIN_RUN = 10
 

@@ -123,9 +123,13 @@ class LedgerStore:
             raise
 
     def finish_run(self, run_id: str, status: str, *, error_class: str | None = None,
-                   error_message: str | None = None, not_done: list[str] | None = None) -> bool:
-        """Give the run its final status, once: a final status is never overwritten."""
+                   error_message: str | None = None, not_done: list[str] | None = None,
+                   reply_message_id: str | None = None) -> bool:
+        """Give the run its final status, once: a final status is never overwritten. The reply's
+        id (when it was posted) is recorded in this same write."""
         fields: dict[str, Any] = {"status": status, "ended_at": now_iso(), "updated_at": now_iso()}
+        if reply_message_id:
+            fields["reply_message_id"] = reply_message_id
         if error_class:
             fields["error_class"] = error_class
         if error_message:

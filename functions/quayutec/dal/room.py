@@ -119,10 +119,34 @@ class RoomStore:
         item = self._get(_room_pk(room_id), "META")
         return Room.model_validate(_strip(item)) if item else None
 
-    def add_room_agent(self, room_id: str, agent_id: str) -> None:
+    def add_room_agent(self, room_id: str, agent_id: str, company: str | None = None) -> None:
+        """Link an agent to a room; the link carries the agent's company (an agent's company
+        never changes), so a run reads the room's agents in one query."""
+        if company is None:
+            agent = self.get_agent(agent_id)
+            company = agent.company if agent else None
+        item = {"pk": _room_pk(room_id), "sk": f"AGENT#{agent_id}", "type": "room_agent", "agent_id": agent_id}
+        if company:
+            item["company"] = company
         with transient_errors():
-            self.db.put_item(TableName=self.table, Item={"pk": _room_pk(room_id), "sk": f"AGENT#{agent_id}",
-                                                         "type": "room_agent", "agent_id": agent_id})
+            self.db.put_item(TableName=self.table, Item=item)
+
+    def room_agents(self, room_id: str) -> dict[str, str]:
+        """The agents of a room → their companies: one query (links written before the company
+        was carried on them cost a point read each)."""
+        items = paginate_query(self.db.query, TableName=self.table,
+                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                               ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "AGENT#"})
+        out: dict[str, str] = {}
+        for i in items:
+            company = i.get("company")
+            if not company:
+                agent = self.get_agent(i["agent_id"])
+                if agent is None:
+                    continue
+                company = agent.company
+            out[i["agent_id"]] = company
+        return out
 
     def room_agent_ids(self, room_id: str) -> list[str]:
         """The agents of a room (bounded by the number of agents registered in it)."""

@@ -25,6 +25,7 @@ from quayutec.models import (
     MAX_ACTIONS,
     MAX_REPLY_BYTES,
     ActionRecord,
+    Agent,
     Author,
     Budget,
     ClaimResult,
@@ -33,6 +34,7 @@ from quayutec.models import (
     ModelRequestRecord,
     ModelStep,
     RightsStep,
+    RunFacts,
     RunRecord,
     RunRef,
     RunSettings,
@@ -73,7 +75,34 @@ def _load_run(deps: Deps, ref: RunRef) -> RunRecord:
     return run
 
 
-def remaining_seconds(deps: Deps, run: RunRecord) -> float:
+class _Started:
+    """The timing facts of a run not yet parked (before its approvals): what the budget needs."""
+
+    def __init__(self, run_id: str, started_at: str) -> None:
+        self.run_id, self.started_at, self.parked_s, self.parked_since = run_id, started_at, 0.0, None
+
+
+def _timing(deps: Deps, state: RunState, ref: RunRef) -> Any:
+    """The run's timing from the state's facts (no read), else from its ledger entry."""
+    if state.facts is not None:
+        return _Started(ref.run_id, state.facts.started_at)
+    return _load_run(deps, ref)
+
+
+def _facts(deps: Deps, state: RunState, ref: RunRef) -> RunFacts:
+    """The run's facts from the state; for a state without them (a run started before they were
+    carried), from the ledger entry and the agent."""
+    if state.facts is not None:
+        return state.facts
+    run = _load_run(deps, ref)
+    agent = deps.room.get_agent(ref.agent_id)
+    if agent is None:
+        raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
+    return RunFacts(company=run.company, started_at=run.started_at, provider=agent.provider, model=agent.model,
+                    owner_url=agent.base_url is not None)
+
+
+def remaining_seconds(deps: Deps, run: Any) -> float:
     """Active time left (SPEC §2: 300 s from claim to end, parked approval time excluded)."""
     now = deps.clock()
     used = (now - parse_iso(run.started_at)).total_seconds() - run.parked_s
@@ -82,12 +111,16 @@ def remaining_seconds(deps: Deps, run: RunRecord) -> float:
     return deps.settings.run_time_limit_s - used
 
 
+def _hop_limit_of(deps: Deps, room_limit: int | None) -> int:
+    return room_limit if room_limit is not None else deps.settings.hop_limit
+
+
 def hop_limit(deps: Deps, room: Any) -> int:
     """The room's hop limit, or the runtime's setting when the room names none (SPEC §3)."""
     return room.hop_limit if room is not None and room.hop_limit is not None else deps.settings.hop_limit
 
 
-def budget(deps: Deps, run: RunRecord) -> Budget:
+def budget(deps: Deps, run: Any) -> Budget:
     """The budget handed to the next Task as ``TimeoutSecondsPath``. Raises RunTimedOut."""
     left = remaining_seconds(deps, run)
     if left <= 0:
@@ -117,13 +150,15 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, executio
                                                                           "wake_id": wake.wake_id})
         metrics.add_metric(name="DuplicateClaimRefused", unit=MetricUnit.Count, value=1)
         return RunState(wake=wake, claim=ClaimResult(claimed=False))
-    run = _load_run(deps, RunRef(run_id=run_id, agent_id=wake.agent_id, wake_id=wake.wake_id,
-                                 room_id=wake.room_id, hop=wake.hop))
+    ref = RunRef(run_id=run_id, agent_id=wake.agent_id, wake_id=wake.wake_id, room_id=wake.room_id, hop=wake.hop)
+    # Claimed now: the entry is the one just written. Resumed (a retried Claim step): its own start.
+    run: Any = _Started(run_id, now) if outcome == ClaimOutcome.CLAIMED else _load_run(deps, ref)
     if agent is None:
         raise RunStateInvalid(f"agent {wake.agent_id} is not registered")
+    facts = RunFacts(company=run.company if isinstance(run, RunRecord) else company, started_at=run.started_at,
+                     provider=agent.provider, model=agent.model, owner_url=agent.base_url is not None)
     return RunState(
-        wake=wake, claim=ClaimResult(claimed=True, resumed=outcome == ClaimOutcome.OWN),
-        run=RunRef(run_id=run_id, agent_id=wake.agent_id, wake_id=wake.wake_id, room_id=wake.room_id, hop=wake.hop),
+        wake=wake, claim=ClaimResult(claimed=True, resumed=outcome == ClaimOutcome.OWN), run=ref, facts=facts,
         budget=budget(deps, run), settings=RunSettings(approval_timeout_s=deps.settings.approval_timeout_s))
 
 
@@ -131,13 +166,13 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, executio
 def load_context(deps: Deps, state: RunState) -> RunState:
     """Assemble the context with bounded reads and store it under the run (SPEC §2.2)."""
     ref = _need_run(state)
-    run = _load_run(deps, ref)
+    run = _timing(deps, state, ref)
     s = deps.settings
     agent = deps.room.get_agent(ref.agent_id)
     room = deps.room.get_room(ref.room_id)
     if agent is None or room is None:
         raise RunStateInvalid("agent or room missing")
-    wake = run.wake
+    wake = state.wake if state.wake is not None else _load_run(deps, ref).wake
     if wake.cause_kind == "message":
         msg = deps.room.get_message(ref.room_id, wake.cause_id)
         if msg is None:
@@ -151,14 +186,13 @@ def load_context(deps: Deps, state: RunState) -> RunState:
             raise RunStateInvalid(f"wake cause task event {wake.cause_id} not found")
         cause = {"kind": "task_event", "task": task.model_dump(mode="json"), "event": event.model_dump(mode="json")}
         query = f"{task.title} {task.body} {event.text}"
-    agent_ids = deps.room.room_agent_ids(ref.room_id)
-    agents = [deps.room.get_agent(a) for a in agent_ids]
+    agents = deps.room.room_agents(ref.room_id)
     # The room's index version now (a run keeps reading it) and its top passages: constant reads.
     index_version, passages = room_files.passages(deps, ref.room_id, query, s.file_passages)
     ctx = {
         "agent": agent.model_dump(mode="json", include={"id", "company", "instructions", "provider", "model"}),
         "room": {"id": room.id, "members": room.members,
-                 "agents": [{"id": a.id, "company": a.company} for a in agents if a]},
+                 "agents": [{"id": a, "company": c} for a, c in agents.items()]},
         "cause": cause,
         "messages": [m.model_dump(mode="json") for m in deps.room.recent_messages(ref.room_id, s.recent_messages)],
         "open_tasks": [t.model_dump(mode="json") for t in deps.room.open_tasks_for(ref.room_id, agent.id, 50)],
@@ -167,7 +201,8 @@ def load_context(deps: Deps, state: RunState) -> RunState:
         "index_version": index_version,
     }
     deps.rundata.put(ref.run_id, "context", ctx)
-    return state.model_copy(update={"budget": budget(deps, run)})
+    facts = _facts(deps, state, ref).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
+    return state.model_copy(update={"budget": budget(deps, run), "facts": facts})
 
 
 # ----------------------------------------------------------------------------- 3. call the model
@@ -185,9 +220,10 @@ def call_model(deps: Deps, state: RunState) -> RunState:
 
     entered = deps.clock()
     ref = _need_run(state)
-    run = _load_run(deps, ref)
+    run = _timing(deps, state, ref)
     requests = deps.ledger.model_requests(ref.run_id)
-    if deps.rundata.get(ref.run_id, "reply") is not None:
+    # A reply is stored only after its request was recorded: no request recorded, no reply to reuse.
+    if requests and deps.rundata.get(ref.run_id, "reply") is not None:
         for r in requests:
             if r.outcome == "pending":
                 _finish_request(deps, ref.run_id, r.model_copy(update={"outcome": "ok", "finished_at": _iso(deps)}))
@@ -198,9 +234,12 @@ def call_model(deps: Deps, state: RunState) -> RunState:
             _finish_request(deps, ref.run_id, r.model_copy(update={
                 "outcome": "lost", "category": "lost", "retryable": True, "finished_at": _iso(deps),
                 "decision": "outcome unknown (the step died mid-request); counted against the cap"}))
-    agent = deps.room.get_agent(ref.agent_id)
-    if agent is None:
-        raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
+    facts = _facts(deps, state, ref)
+    agent: Any = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
+    if facts.owner_url:  # the owner's model address is read where it is used, not carried
+        agent = deps.room.get_agent(ref.agent_id)
+        if agent is None:
+            raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
     owner_url = agent.base_url is not None
     cap = 1 if owner_url else 3
     n = len(requests) + 1
@@ -272,14 +311,12 @@ def call_model(deps: Deps, state: RunState) -> RunState:
 
 
 # ----------------------------------------------------------------------------- 4. rights
-def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]]) -> rights.RoomView:
-    """The room as the rights check needs it: its agents, and only the tasks the declared actions
-    name (at most 25 point reads: the cost does not grow with the room's history)."""
-    agent_company = {}
-    for a in deps.room.room_agent_ids(room_id):
-        agent = deps.room.get_agent(a)
-        if agent:
-            agent_company[a] = agent.company
+def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]],
+               agents: dict[str, str] | None = None) -> rights.RoomView:
+    """The room as the rights check needs it: its agents (as the run's LoadContext read them,
+    carried in the state), and only the tasks the declared actions name (at most 25 point reads:
+    the cost does not grow with the room's history)."""
+    agent_company = dict(agents) if agents is not None else deps.room.room_agents(room_id)
     named = {str(c["input"]["task"]) for c in tool_calls[:MAX_ACTIONS]
              if isinstance(c.get("input"), dict) and isinstance(c["input"].get("task"), str)
              and 0 < len(c["input"]["task"]) <= 256}
@@ -291,17 +328,24 @@ def decide_rights(deps: Deps, state: RunState) -> RunState:
     """Decide each declared action (allow / ask / deny) and record it in the ledger, once
     (SPEC §2.4, §4, §5). Returns the indexes held for approval."""
     ref = _need_run(state)
-    run = _load_run(deps, ref)
+    run = _timing(deps, state, ref)
     reply = deps.rundata.get(ref.run_id, "reply")
     if reply is None:
         raise RunStateInvalid("no model reply stored for the run")
+    if not reply["tool_calls"]:  # a plain reply declares nothing: no policy, room or ledger to read
+        if reply.get("truncated"):
+            deps.ledger.update_run(ref.run_id, {"actions_over_limit": 0, "reply_truncated": True,
+                                                "updated_at": _iso(deps)})
+        return state.model_copy(update={"rights": RightsStep(held=[], held_count=0, actions=0, over_limit=0),
+                                        "budget": budget(deps, run)})
     recorded = {a.index: a for a in deps.ledger.actions(ref.run_id)}
-    agent = deps.room.get_agent(ref.agent_id)
-    if agent is None:
-        raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
+    facts = _facts(deps, state, ref)
+    # The rights rest on the agent's company (read consistently at claim) and its company's
+    # policy, read now, consistently.
+    agent = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
     company = deps.room.get_company(agent.company)
     records, over = rights.decide_all(reply["tool_calls"], agent, company.rights if company else None,
-                                      _room_view(deps, ref.room_id, reply["tool_calls"]))
+                                      _room_view(deps, ref.room_id, reply["tool_calls"], facts.agents))
     final: list[ActionRecord] = []
     for rec in records:
         if rec.index not in recorded:
@@ -312,7 +356,9 @@ def decide_rights(deps: Deps, state: RunState) -> RunState:
         deps.ledger.update_run(ref.run_id, {"actions_over_limit": over, "reply_truncated": bool(reply.get("truncated")),
                                             "updated_at": _iso(deps)})
     held = [r.index for r in final if r.decision == "ask"]
-    return state.model_copy(update={"rights": RightsStep(held=held, held_count=len(held)), "budget": budget(deps, run)})
+    return state.model_copy(update={"rights": RightsStep(held=held, held_count=len(held), actions=len(final),
+                                                         over_limit=over),
+                                    "budget": budget(deps, run)})
 
 
 # ----------------------------------------------------------------------------- 5. post the reply
@@ -335,27 +381,33 @@ def post_reply(deps: Deps, state: RunState) -> RunState:
     """Post the reply, the run's first write to the room (SPEC §2.5). Its id derives from the
     run id; it wakes only the agents it @mentions."""
     ref = _need_run(state)
-    run = _load_run(deps, ref)
+    run = _timing(deps, state, ref)
     reply = deps.rundata.get(ref.run_id, "reply")
     if reply is None:
         raise RunStateInvalid("no model reply stored for the run")
-    actions = deps.ledger.actions(ref.run_id)
-    agent = deps.room.get_agent(ref.agent_id)
-    room = deps.room.get_room(ref.room_id)
-    if agent is None or room is None:
-        raise RunStateInvalid("agent or room missing")
-    text = compose_reply(reply["text"], actions, run.actions_over_limit, bool(reply.get("truncated")))
+    step = state.rights
+    actions = [] if step is not None and step.actions == 0 else deps.ledger.actions(ref.run_id)
+    over = step.over_limit if step is not None and step.over_limit is not None else \
+        _load_run(deps, ref).actions_over_limit
+    facts = _facts(deps, state, ref)
+    if facts.agents is None or state.facts is None:  # a state from before the facts were carried
+        room = deps.room.get_room(ref.room_id)
+        if room is None:
+            raise RunStateInvalid("room missing")
+        facts = facts.model_copy(update={"hop_limit": room.hop_limit, "agents": deps.room.room_agents(ref.room_id)})
+    text = compose_reply(reply["text"], actions, over, bool(reply.get("truncated")))
     msg_id = ids.reply_message_id(ref.run_id)
-    mentioned = wake_rules.mentions(reply["text"], deps.room.room_agent_ids(ref.room_id))
-    wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="reply", run_agent=agent.id,
-                                          run_hop=ref.hop, hop_limit=hop_limit(deps, room),
+    mentioned = wake_rules.mentions(reply["text"], list(facts.agents or {}))
+    wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="reply",
+                                          run_agent=ref.agent_id, run_hop=ref.hop,
+                                          hop_limit=_hop_limit_of(deps, facts.hop_limit),
                                           targets=[(a, "message", msg_id, None) for a in mentioned])
-    msg = Message(id=msg_id, room_id=ref.room_id, author=Author(kind="agent", id=agent.id, company=agent.company),
+    msg = Message(id=msg_id, room_id=ref.room_id, author=Author(kind="agent", id=ref.agent_id, company=facts.company),
                   text=text, mentions=mentioned, kind="reply", run_id=ref.run_id, created_at=_iso(deps))
     deps.room.put_message(msg, wakes)
     for notice in notices:
         deps.room.put_message(notice)
-    deps.ledger.update_run(ref.run_id, {"reply_message_id": msg_id, "updated_at": _iso(deps)})
+    # The reply's id derives from the run: the final ledger write records it (no write here).
     return state.model_copy(update={"budget": budget(deps, run)})
 
 
@@ -419,6 +471,9 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
     """Write the allowed and approved actions in declared order, then the run's wakes, after all
     writes have landed (SPEC §2.7, §3). Rejected / expired actions are recorded, not written."""
     ref = _need_run(state)
+    step = state.rights
+    if step is not None and step.actions == 0 and state.facts is not None:  # nothing declared: nothing to write
+        return state.model_copy(update={"budget": budget(deps, _Started(ref.run_id, state.facts.started_at))})
     run = _load_run(deps, ref)
     approvals = {o.index: o.outcome for o in state.approvals or []}
     agent_author = Author(kind="agent", id=run.agent_id, company=run.company)
@@ -485,7 +540,7 @@ def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tup
 def finish(deps: Deps, state: RunState) -> RunState:
     """Record ``completed`` (SPEC §2.8)."""
     ref = _need_run(state)
-    deps.ledger.finish_run(ref.run_id, "completed")
+    deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id))
     metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
     return state
 
@@ -557,7 +612,11 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
     if status == "failed_before_reply" or (  # a timed-out run says whether its reply got out
             status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None):
         not_done.insert(0, "reply not posted")
-    if deps.ledger.finish_run(run_id, status, error_class=error_name, error_message=message, not_done=not_done):
+    reply_id = ids.reply_message_id(run_id)
+    posted = status == "failed_after_reply" or (
+        status == "timed_out" and deps.room.get_message(run.room_id, reply_id) is not None)
+    if deps.ledger.finish_run(run_id, status, error_class=error_name, error_message=message, not_done=not_done,
+                              reply_message_id=reply_id if posted else None):
         metrics.add_metric(name=f"Run_{status}", unit=MetricUnit.Count, value=1)
         return status
     return None

@@ -44,5 +44,5 @@ def add_agent(room_id: RoomId, body: Annotated[RoomAgentIn, Body()]) -> RoomOut:
     agent = own_agent(svc, body.agent, who)
     if agent.id in svc.deps.room.room_agent_ids(room_id):
         raise Conflict(f"agent {agent.id!r} is in room {room_id!r} already")
-    svc.deps.room.add_room_agent(room_id, agent.id)
+    svc.deps.room.add_room_agent(room_id, agent.id, agent.company)
     return room_out(svc, room)
