@@ -226,6 +226,22 @@ def _stop_execution(sc: _Scope | None, where: str) -> None:
     boto3.client("stepfunctions").stop_execution(executionArn=arn, error="InjectedStop", cause=where)
 
 
+@contextmanager
+def subphase(name: str) -> Iterator[None]:
+    """One phase run inside a merged invocation (``claim_and_read`` runs ``claim`` then
+    ``load_context``): its writes' points keep the phase's own name, and its ``{name}:start`` /
+    ``{name}:end`` points fire too (``die_end`` there: the function died between the two phases,
+    which the seam reports as ``Lambda.Unknown``). Inert unless fault injection is on."""
+    sc = _current()
+    if not _active() or sc is None:
+        yield
+        return
+    with scope(name, sc.run_id, sc.execution_arn):
+        boundary("start")
+        yield
+        boundary("end")
+
+
 def boundary(edge: str) -> None:
     """``{phase}:start`` / ``{phase}:end`` of the current invocation (called by the seam)."""
     if not _active():

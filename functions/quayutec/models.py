@@ -269,15 +269,15 @@ class RunRef(_Model):
 class RunFacts(_Model):
     """Small, non-secret facts of the run carried in the state so that later phases do not
     re-read them (issue 13): set by Claim from its own consistent reads and the ledger entry it
-    wrote, completed by LoadContext. Never room content or keys."""
+    wrote, completed by the room read (ClaimAndRead). Never room content or keys."""
 
     company: str  # the run's agent's company (read consistently at claim)
     started_at: str  # the ledger entry's start (active-time budget; parked time is 0 until approvals)
     provider: str
     model: str
     owner_url: bool = False  # the agent has its owner's model address: CallModel reads the agent
-    hop_limit: int | None = None  # the room's own hop limit (None: the runtime's setting); LoadContext
-    agents: dict[str, str] | None = None  # the room's agents → their companies; LoadContext
+    hop_limit: int | None = None  # the room's own hop limit (None: the runtime's setting); room read
+    agents: dict[str, str] | None = None  # the room's agents → their companies; room read
 
 
 class Budget(_Model):
@@ -302,7 +302,7 @@ class ModelStep(_Model):
 class RightsStep(_Model):
     held: list[int] = Field(default_factory=list)  # indexes of actions held for approval
     held_count: int = 0
-    actions: int | None = None  # actions recorded for the reply (0: PostReply and ApplyActions read none)
+    actions: int | None = None  # actions recorded for the reply (0: the reply post and ApplyAndFinish read none)
     over_limit: int | None = None  # actions declared past the limit of 25 (None: read the ledger)
 
 
@@ -324,6 +324,7 @@ class RunState(_Model):
     model: ModelStep | None = None
     rights: RightsStep | None = None
     approvals: list[ApprovalOutcome] | None = None
+    finished: bool | None = None  # DecideAndPost recorded the final status (nothing to hold or write)
     error: dict[str, Any] | None = None
 
     def dump(self) -> dict[str, Any]:

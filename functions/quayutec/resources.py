@@ -153,7 +153,7 @@ DEFAULT_STAGE = "dev"
 
 # --------------------------------------------------------------------------- functions
 # Settings groups read by the run phases (quayutec.logic.run): the active-time budget each phase
-# returns, the context sizes LoadContext reads, the name of a company's provider key.
+# returns, the context sizes ClaimAndRead reads, the name of a company's provider key.
 _RUN_BUDGET = ("RUN_TIME_LIMIT_SECONDS",)
 _CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES")
 _SECRET_NAMES = ("SECRET_PREFIX", "STAGE")
@@ -195,42 +195,33 @@ class FunctionDef:
 
 
 FUNCTIONS: tuple[FunctionDef, ...] = (
-    FunctionDef("ClaimFunction", "quayutec.handlers.claim.handler", "ClaimFunctionArn",
-                touches=("claims:get", "claims:put", "ledger:get", "ledger:put", "room:get"),
-                reads=(CLAIM_TABLE.env_var, LEDGER_TABLE.env_var, ROOM_TABLE.env_var, *_RUN_BUDGET,
-                       "APPROVAL_TIMEOUT_SECONDS")),
-    FunctionDef("LoadContextFunction", "quayutec.handlers.load_context.handler",
-                "LoadContextFunctionArn", touches=("room:get", "room:query", "room:query@by_time", "room:query@open_tasks", "ledger:get",
-                         "rundata:put", "index:get"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, FILES_BUCKET.env_var,
-                       *_RUN_BUDGET, *_CONTEXT_SIZES)),
+    # Adjacent phases whose order is kept inside one invocation share a function (issue 13):
+    # claim then read the room; decide then post; apply then finish. CallModel stays alone: the
+    # only function that reads provider keys.
+    FunctionDef("ClaimAndReadFunction", "quayutec.handlers.claim_and_read.handler", "ClaimAndReadFunctionArn",
+                touches=("claims:get", "claims:put", "ledger:get", "ledger:put", "room:get", "room:query",
+                         "room:query@by_time", "room:query@open_tasks", "rundata:put", "index:get"),
+                reads=(CLAIM_TABLE.env_var, LEDGER_TABLE.env_var, ROOM_TABLE.env_var, RUN_DATA_BUCKET.env_var,
+                       FILES_BUCKET.env_var, *_RUN_BUDGET, *_CONTEXT_SIZES, "APPROVAL_TIMEOUT_SECONDS")),
     FunctionDef("CallModelFunction", "quayutec.handlers.call_model.handler",
                 "CallModelFunctionArn", timeout_s=300,
                 touches=("room:get", "ledger:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put",
                          "secrets:read"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
                        "MODEL_TIMEOUT_SECONDS", *_SECRET_NAMES, *ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV)),
-    FunctionDef("DecideRightsFunction", "quayutec.handlers.decide_rights.handler",
-                "DecideRightsFunctionArn",
-                touches=("room:get", "room:query", "ledger:get", "ledger:query", "ledger:put", "ledger:update",
-                         "rundata:get"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET)),
-    FunctionDef("PostReplyFunction", "quayutec.handlers.post_reply.handler",
-                "PostReplyFunctionArn",
-                touches=("room:get", "room:query", "room:put", "ledger:get", "ledger:query", "rundata:get"),
+    FunctionDef("DecideAndPostFunction", "quayutec.handlers.decide_and_post.handler",
+                "DecideAndPostFunctionArn",
+                touches=("room:get", "room:query", "room:put", "ledger:get", "ledger:query", "ledger:put",
+                         "ledger:update", "rundata:get"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
                        "HOP_LIMIT")),
     FunctionDef("RequestApprovalFunction", "quayutec.handlers.request_approval.handler",
                 "RequestApprovalFunctionArn", touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
-    FunctionDef("ApplyActionsFunction", "quayutec.handlers.apply_actions.handler",
-                "ApplyActionsFunctionArn",
+    FunctionDef("ApplyAndFinishFunction", "quayutec.handlers.apply_and_finish.handler",
+                "ApplyAndFinishFunctionArn",
                 touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET,
-                       "HOP_LIMIT")),
-    FunctionDef("FinishFunction", "quayutec.handlers.finish.handler", "FinishFunctionArn",
-                touches=("ledger:update",),
-                reads=(LEDGER_TABLE.env_var,)),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET, "HOP_LIMIT")),
     FunctionDef("RecordFailureFunction", "quayutec.handlers.record_failure.handler",
                 "RecordFailureFunctionArn", touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),

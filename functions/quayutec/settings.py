@@ -3,7 +3,7 @@ import time). Names come from ``quayutec.resources``.
 
 :class:`Settings` holds every variable any function reads (with defaults: tests, the CLI and
 synth-time validation use it). Each deployed function validates its environment with its own
-model, :func:`settings_model` (``ClaimFunctionSettings``, ...): only the variables its
+model, :func:`settings_model` (``ClaimAndReadFunctionSettings``, ...): only the variables its
 ``FunctionDef.reads`` names, each required except the optional endpoint overrides. So a function
 deployed without a variable it reads fails at cold start naming it, and reading a setting it
 does not declare is an ``AttributeError`` (locally too: the local stack runs each invocation

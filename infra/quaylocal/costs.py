@@ -98,13 +98,13 @@ def _post(rooms: Any, room: str, person: Any, text: str) -> None:
         rooms.post_message(room, person, text, [])
 
 
-#: The function whose calls retrieval makes (the LoadContext phase ranks the passages).
-RETRIEVAL_OWNER = C.function_owner("LoadContextFunction")
+#: The function whose calls retrieval makes (the ClaimAndRead phase ranks the passages).
+RETRIEVAL_OWNER = C.function_owner("ClaimAndReadFunction")
 
 
 def retrieval_reads(stack: Any, server: Any, room: str, agent: str = "a1", text: str = "what does the file say?") -> int:
     """AWS reads retrieval makes in one run of ``agent`` in ``room``, with a cold index cache (a
-    cold Lambda): the calls the recorder attributes to LoadContextFunction that read the room's
+    cold Lambda): the calls the recorder attributes to ClaimAndReadFunction that read the room's
     index (its version pointer, ``sk = INDEX`` of the files partition, and the files bucket's
     objects). Needs the recorder installed and ``room`` holding ``agent``."""
     from quayutec import deps as quay_deps

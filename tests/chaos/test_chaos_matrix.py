@@ -16,6 +16,7 @@ from quaylocal import chaos
 from quaylocal.stack import local_environment
 
 REPO = Path(__file__).resolve().parents[2]
+#: The parts of the run (a merged function runs several, each with its own points: faults.subphase).
 PHASES = ("claim", "load_context", "call_model", "decide_rights", "post_reply", "request_approval",
           "apply_actions", "finish", "record_failure", "stream_dispatch", "wake_consumer")
 

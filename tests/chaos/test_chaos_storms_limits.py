@@ -29,8 +29,8 @@ from datetime import timedelta
 import pytest
 
 from quayutec import resources as r
-from quayutec.errors import Conflict
-from quayutec.handlers import claim
+from quayutec.errors import AlreadyClaimed, Conflict
+from quayutec.handlers import claim_and_read
 from quayutec.logic.dispatch import start_run
 from quayutec.logic.ids import execution_name
 from quayutec.logic import files as room_files
@@ -60,9 +60,9 @@ N = 100
 class _Context:
     """The Lambda context fields Powertools reads."""
 
-    function_name = "quayutec-ClaimFunction"
+    function_name = "quayutec-ClaimAndReadFunction"
     function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:quayutec-ClaimFunction"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:quayutec-ClaimAndReadFunction"
     memory_limit_in_mb = 512
     aws_request_id = "storm"
 
@@ -136,17 +136,18 @@ def test_100_executions_claiming_one_wake_at_once_one_claim(lab: ChaosLab) -> No
     agent, wake = _quiet_wake(lab, "Claim storm.")
     prefix = "arn:aws:states:us-east-1:123456789012:execution:quayutec-agent-run:"
     state = {"wake": wake.model_dump(mode="json")}
-    out = _storm(N, lambda i: claim.handler({"state": state, "run_id": f"storm-{i}",
-                                             "execution_arn": f"{prefix}storm-{i}"}, CTX))
-    assert not [x for x in out if isinstance(x, Exception)]
-    winners = [i for i, x in enumerate(out) if x["claim"]["claimed"]]  # type: ignore[index]
-    assert len(winners) == 1
+    out = _storm(N, lambda i: claim_and_read.handler({"state": state, "run_id": f"storm-{i}",
+                                                      "execution_arn": f"{prefix}storm-{i}"}, CTX))
+    # the losers end with AlreadyClaimed (the ASL catches it into a Succeed state), nothing else
+    assert not [x for x in out if isinstance(x, Exception) and not isinstance(x, AlreadyClaimed)]
+    winners = [i for i, x in enumerate(out) if not isinstance(x, Exception) and x["claim"]["claimed"]]  # type: ignore[index]
+    assert len(winners) == 1 and sum(isinstance(x, AlreadyClaimed) for x in out) == N - 1
     runs = lab.deps.ledger.runs_in_room(wake.room_id)
     assert [x.run_id for x in runs] == [f"storm-{winners[0]}"]
     assert lab.deps.ledger.get_claim(agent, wake.wake_id)["run_id"] == f"storm-{winners[0]}"  # type: ignore[index]
     # the same execution's Claim retried after its write landed carries on (SPEC §2.1)
-    again = claim.handler({"state": state, "run_id": f"storm-{winners[0]}",
-                           "execution_arn": f"{prefix}storm-{winners[0]}"}, CTX)
+    again = claim_and_read.handler({"state": state, "run_id": f"storm-{winners[0]}",
+                                    "execution_arn": f"{prefix}storm-{winners[0]}"}, CTX)
     assert again["claim"] == {"claimed": True, "resumed": True}
 
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_ROOM = ROOT / "infra" / "quaylocal" / "scenarios" / "reference-room.yaml"
 
 #: Roles whose every needed statement is removed in turn (run phases, the wake path, the engine).
-ROLES_UNDER_TEST = ("ClaimFunction", "CallModelFunction", "PostReplyFunction", "ApplyActionsFunction",
+ROLES_UNDER_TEST = ("ClaimAndReadFunction", "CallModelFunction", "DecideAndPostFunction", "ApplyAndFinishFunction",
                     "WakeConsumerFunction", "StreamDispatchFunction")
 
 

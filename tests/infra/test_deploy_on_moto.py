@@ -131,8 +131,8 @@ def test_state_machine_definition_points_at_the_deployed_functions(deployed):
     assert not re.findall(r"\$\{[A-Za-z0-9_]+\}", desc["definition"])
     definition = json.loads(desc["definition"])
     claim_arn = deployed["lambda"].get_function(
-        FunctionName=ids["ClaimFunction"])["Configuration"]["FunctionArn"]
-    assert definition["States"]["Claim"]["Parameters"]["FunctionName"] == claim_arn
+        FunctionName=ids["ClaimAndReadFunction"])["Configuration"]["FunctionArn"]
+    assert definition["States"]["ClaimAndRead"]["Parameters"]["FunctionName"] == claim_arn
     assert definition["TimeoutSeconds"] == 691200
 
 
@@ -169,7 +169,7 @@ def test_handlers_run_with_the_deployed_environment(deployed):
 
 def test_one_wake_plays_through_the_deployed_resources(deployed, server):
     """A person's message -> room-table stream -> StreamDispatch -> wake queue -> WakeConsumer ->
-    the deployed state machine (Claim ... Finish) -> reply, memory line, ledger `completed`."""
+    the deployed state machine (ClaimAndRead ... ApplyAndFinish) -> reply, memory line, ledger `completed`."""
     from quayutec import deps as quay_deps
     from quayutec.logic.room_service import RoomService
     from quayutec.models import Agent, Author, Company, Room

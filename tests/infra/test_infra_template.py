@@ -278,11 +278,11 @@ def _table_of(resource) -> str | None:
 
 
 def test_claim_role_writes_only_the_claim_and_ledger_tables(resources):
-    """It reads the room table too: the claim looks up the woken agent's company (the per-call
-    IAM check found the GetItem no grant allowed)."""
-    stmts = statements_of_role(resources, role_of_function(resources, "ClaimFunction"))
+    """ClaimAndRead claims, then reads the room (the woken agent's company, the context) and
+    stores the context under the run in S3: its only table writes are the claim and the ledger."""
+    stmts = statements_of_role(resources, role_of_function(resources, "ClaimAndReadFunction"))
     services = {a.split(":")[0] for s in stmts for a in as_list(s["Action"])}
-    assert services == {"logs", "xray", "dynamodb"}
+    assert services == {"logs", "xray", "dynamodb", "s3"}
     writes = [s for s in stmts if any(a in ("dynamodb:PutItem", "dynamodb:UpdateItem")
                                       for a in as_list(s["Action"]))]
     assert {_table_of(r) for s in writes for r in as_list(s["Resource"])} \
@@ -407,5 +407,5 @@ def test_every_star_resource_is_acknowledged(assembly):
     acknowledged = {(v["acknowledgedId"], c["constructPath"])
                     for v in nag["suppressedViolations"] for c in v["violatingConstructs"]}
     star = {path for ack, path in acknowledged if ack.endswith("IAM5[Resource::*]")}
-    assert any("ClaimFunctionRole" in p for p in star)
+    assert any("ClaimAndReadFunctionRole" in p for p in star)
     assert any("AgentRun/Role" in p for p in star)

@@ -23,7 +23,7 @@ from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
 from quayutec.errors import ModelCallFailed, RunTimedOut
-from quayutec.handlers import call_model, claim, load_context
+from quayutec.handlers import call_model, claim_and_read
 from quayutec.models import Agent, Author, Company, Message, ModelRequestRecord, Room, Wake, now_iso
 from quayutec.providers import ModelReply, ProviderError
 from quayutec.providers import call_model as send_one_request
@@ -93,16 +93,14 @@ def event(state: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 
 def start_run(env: Env, agent: str = "a1") -> tuple[str, dict[str, Any]]:
-    """A person's message to ``agent`` and the run's Claim and LoadContext steps."""
+    """A person's message to ``agent`` and the run's ClaimAndRead step (claim, read the room)."""
     n = next(_ids)
     msg = Message(id=f"m-{n}", room_id="r1", author=Author(kind="person", id="ann", company="acme"),
                   text="please answer", to=[agent], created_at=now_iso())
     env.deps.room.put_message(msg)
     wake = Wake(agent_id=agent, wake_id=f"msg:m-{n}", room_id="r1", hop=0, cause_kind="message", cause_id=msg.id)
     run_id, state = f"{agent}-run-{n}", {"wake": wake.model_dump(mode="json")}
-    for phase in (claim, load_context):
-        state = phase.handler(event(state, run_id), CTX)
-    return run_id, state
+    return run_id, claim_and_read.handler(event(state, run_id), CTX)
 
 
 def ledger(env: Env, run_id: str) -> list[ModelRequestRecord]:

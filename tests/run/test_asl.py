@@ -66,16 +66,40 @@ def test_retry_and_catch_on_every_phase() -> None:
                               "States.HeartbeatTimeout": "Expired"}
             assert task["Resource"].endswith("lambda:invoke.waitForTaskToken")
             assert task["TimeoutSecondsPath"] == "$.approval_timeout_s"
+        elif name == "ClaimAndRead":  # another execution's claim ends the attempt, having done nothing
+            assert task["Catch"] == [{"ErrorEquals": ["AlreadyClaimed"], "Next": "AlreadyClaimed"},
+                                     {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"}]
+            assert asl["States"]["AlreadyClaimed"]["Type"] == "Succeed"
         else:
             assert task["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"}]
     assert asl["States"]["HeldActions"]["Catch"][0]["Next"] == "RecordFailure"
+
+
+def test_a_plain_run_enters_six_states() -> None:
+    """ClaimAndRead → CallModel → ModelOutcome? → DecideAndPost → Finished? → Done (issue 13:
+    adjacent phases merged; no Choice where a Catch or the Map's empty case covers it)."""
+    states = json.loads(ASL_PATH.read_text())["States"]
+    path, name = [], "ClaimAndRead"
+    while True:
+        path.append(name)
+        s = states[name]
+        if s["Type"] == "Succeed" or s.get("End"):
+            break
+        if s["Type"] == "Choice":
+            name = next(c["Next"] for c in s["Choices"] if c.get("StringEquals") == "reply"
+                        or c.get("BooleanEquals") is True)
+        else:
+            name = s["Next"]
+    assert path == ["ClaimAndRead", "CallModel", "ModelOutcome?", "DecideAndPost", "Finished?", "Done"]
+    assert states["Finished?"]["Default"] == "HeldActions" and states["HeldActions"]["Next"] == "ApplyAndFinish"
+    assert states["ApplyAndFinish"]["End"] is True
 
 
 def test_model_retry_pause_is_a_wait_state_and_budget_is_the_task_timeout() -> None:
     asl = json.loads(ASL_PATH.read_text())["States"]
     assert asl["WaitBeforeNextRequest"] == {**asl["WaitBeforeNextRequest"], "Type": "Wait",
                                             "SecondsPath": "$.model.wait_seconds", "Next": "CallModel"}
-    for name in ("LoadContext", "CallModel", "DecideRights", "PostReply", "ApplyActions", "Finish"):
+    for name in ("CallModel", "DecideAndPost", "ApplyAndFinish"):
         assert asl[name]["TimeoutSecondsPath"] == "$.budget.remaining_s", name
 
 

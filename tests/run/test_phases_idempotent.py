@@ -7,15 +7,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from quayutec import resources as r
+from quayutec.errors import AlreadyClaimed
 from quayutec.handlers import (
-    apply_actions,
+    apply_and_finish,
     call_model,
-    claim,
-    decide_rights,
-    finish,
-    load_context,
-    post_reply,
+    claim_and_read,
+    decide_and_post,
     request_approval,
 )
 from quayutec.models import Author, Message, Task, TaskEvent, Wake, now_iso
@@ -73,7 +73,7 @@ def test_every_write_phase_twice_writes_once(env: Env) -> None:
     with env.stack.paused():
         run_id = "a1-test-run"
         state = {"wake": _wake(env).model_dump(mode="json")}
-        phases = [claim, load_context, call_model, decide_rights, post_reply, apply_actions, finish]
+        phases = [claim_and_read, call_model, decide_and_post, apply_and_finish]
         for phase in phases:
             event = _event(state, run_id)
             first = phase.handler(event, CTX)
@@ -105,15 +105,14 @@ def test_every_write_phase_twice_writes_once(env: Env) -> None:
 def test_claim_refuses_other_execution_and_accepts_its_own(env: Env) -> None:
     with env.stack.paused():
         state = {"wake": _wake(env).model_dump(mode="json")}
-        first = claim.handler(_event(state, "run-a"), CTX)
+        first = claim_and_read.handler(_event(state, "run-a"), CTX)
         assert first["claim"] == {"claimed": True, "resumed": False}
-        again = claim.handler(_event(state, "run-a"), CTX)  # the Claim step retried after its write landed
+        again = claim_and_read.handler(_event(state, "run-a"), CTX)  # retried after its write landed
         assert again["claim"] == {"claimed": True, "resumed": True}
-        other = claim.handler(_event(state, "run-b"), CTX)  # another execution, same (agent, wake)
-        assert other["claim"] == {"claimed": False, "resumed": False}
-        reused = claim.handler(_event(state, "run-a", started="2027-03-01T00:00:00.000Z"), CTX)
-        assert reused["claim"]["claimed"] is False  # the same name reused after 90 days is another execution
-        assert "run" not in other
+        with pytest.raises(AlreadyClaimed):  # another execution, same (agent, wake): nothing done
+            claim_and_read.handler(_event(state, "run-b"), CTX)
+        with pytest.raises(AlreadyClaimed):  # the same name reused after 90 days is another execution
+            claim_and_read.handler(_event(state, "run-a", started="2027-03-01T00:00:00.000Z"), CTX)
         claims = table_items(env.stack, r.CLAIM_TABLE.default_name)
         assert len(claims) == 1 and claims[0]["execution_arn"] == ARN_PREFIX + "run-a"
         runs = [i for i in table_items(env.stack, r.LEDGER_TABLE.default_name) if i["sk"] == "RUN"]
@@ -127,7 +126,7 @@ def test_request_approval_twice_records_one_request_with_the_newest_token(env: E
     with env.stack.paused():
         run_id = "a1-approval-run"
         state = {"wake": _wake(env).model_dump(mode="json")}
-        for phase in (claim, load_context, call_model, decide_rights, post_reply):
+        for phase in (claim_and_read, call_model, decide_and_post):
             state = phase.handler(_event(state, run_id), CTX)
         assert state["rights"]["held"] == [0]
         request_approval.handler({"run_id": run_id, "index": 0, "task_token": "token-1"}, CTX)
@@ -149,9 +148,9 @@ def test_a_state_without_the_carried_facts_still_runs(env: Env) -> None:
     with env.stack.paused():
         run_id = "a1-old-state"
         state = {"wake": _wake(env).model_dump(mode="json")}
-        for phase in [claim, load_context, call_model, decide_rights, post_reply, apply_actions, finish]:
+        for phase in [claim_and_read, call_model, decide_and_post, apply_and_finish]:
             state = phase.handler(_event(state, run_id), CTX)
-            assert phase not in (claim, load_context) or "facts" in state, phase.__name__
+            assert phase is not claim_and_read or "facts" in state, phase.__name__
             state.pop("facts", None)
             if "rights" in state:
                 state["rights"] = {k: v for k, v in state["rights"].items() if k in ("held", "held_count")}

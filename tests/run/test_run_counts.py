@@ -9,10 +9,10 @@ from runhelpers import Env
 from quaylocal.costs import plain_runs
 
 #: Today's counts of one plain run (warm: the second run of the process).
-AWS_CALLS_PER_PLAIN_RUN = 24
+AWS_CALLS_PER_PLAIN_RUN = 22
 WRITES_PER_PLAIN_RUN = 6
-TRANSITIONS_PER_PLAIN_RUN = 11
-LAMBDA_INVOCATIONS_PER_PLAIN_RUN = 10
+TRANSITIONS_PER_PLAIN_RUN = 6
+LAMBDA_INVOCATIONS_PER_PLAIN_RUN = 6
 
 
 def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
@@ -24,3 +24,4 @@ def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
     # The first run of the process reads the company's key; the next ones find it cached (60 s).
     assert first.by_operation.pop("secrets-manager.GetSecretValue") == 1
     assert first.by_operation == second.by_operation
+

@@ -31,7 +31,7 @@ def test_handler_errors_come_back_in_the_runtime_shape(monkeypatch) -> None:  # 
     from quaylocal.stack import invoke_in_process
 
     class Fn:  # the attributes of moto's LambdaFunction the seam reads
-        handler = "quayutec.handlers.claim.handler"
+        handler = "quayutec.handlers.claim_and_read.handler"
         function_name = "f"
         function_arn = "arn:aws:lambda:us-east-1:123456789012:function:f"
         environment_vars: dict[str, str] = {}  # the seam gives the function its own environment

@@ -1,5 +1,5 @@
 """The model's input for one run: a system prompt and one user turn rendering the room context
-that LoadContext assembled (SPEC §2.2). Only what the agent's company may read is in the context,
+that ClaimAndRead assembled (SPEC §2.2). Only what the agent's company may read is in the context,
 so only that reaches the model."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ the score matrix at index time (a run only sums the query tokens' columns), save
 plain ``.npy`` arrays and JSON (no pickle), and needs only numpy: scipy (~100 MB unzipped) is an
 optional extra it does not import when absent, so the Lambda layer does not carry it.
 
-Only the phases that build or rank (ingest, LoadContext) import ``bm25s``, inside the
+Only the phases that build or rank (ingest, ClaimAndRead) import ``bm25s``, inside the
 functions below, never at module import.
 """
 

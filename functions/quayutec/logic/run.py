@@ -15,7 +15,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.deps import Deps
-from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut
+from quayutec import faults
+from quayutec.errors import AlreadyClaimed, ModelCallFailed, RunStateInvalid, RunTimedOut
 from quayutec.logic import files as room_files
 from quayutec.logic import ids, prompt, rights
 from quayutec.logic import wakes as wake_rules
@@ -129,7 +130,8 @@ def budget(deps: Deps, run: Any) -> Budget:
 
 
 # ----------------------------------------------------------------------------- 1. claim
-def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None) -> RunState:
+def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None,
+          agent: Agent | None = None) -> RunState:
     """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1).
 
     The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
@@ -138,7 +140,7 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, executio
     wake = state.wake
     if wake is None:
         raise RunStateInvalid("execution input has no wake")
-    agent = deps.room.get_agent(wake.agent_id)
+    agent = agent if agent is not None else deps.room.get_agent(wake.agent_id)  # consistent: rights rest on it
     company = agent.company if agent else "unknown"
     now = _iso(deps)
     record = RunRecord(run_id=run_id, agent_id=wake.agent_id, company=company, room_id=wake.room_id,
@@ -163,12 +165,13 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, executio
 
 
 # ----------------------------------------------------------------------------- 2. read the room
-def load_context(deps: Deps, state: RunState) -> RunState:
-    """Assemble the context with bounded reads and store it under the run (SPEC §2.2)."""
+def load_context(deps: Deps, state: RunState, agent: Agent | None = None) -> RunState:
+    """Assemble the context with bounded reads and store it under the run (SPEC §2.2).
+    ``agent``: the run's agent as the claim read it in this same invocation."""
     ref = _need_run(state)
     run = _timing(deps, state, ref)
     s = deps.settings
-    agent = deps.room.get_agent(ref.agent_id)
+    agent = agent if agent is not None else deps.room.get_agent(ref.agent_id)
     room = deps.room.get_room(ref.room_id)
     if agent is None or room is None:
         raise RunStateInvalid("agent or room missing")
@@ -247,7 +250,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         raise ModelCallFailed(f"request cap reached: {len(requests)} of {cap} requests made, no reply")
     ctx = deps.rundata.get(ref.run_id, "context")
     if ctx is None:
-        raise RunStateInvalid("context missing: LoadContext did not store it")
+        raise RunStateInvalid("context missing: ClaimAndRead did not store it")
     api_key = deps.get_api_key(agent.company, agent.provider)  # before recording: no key, no request
     # The client timeout: MODEL_TIMEOUT_SECONDS, but never past the run's active time left, and
     # early enough to record the outcome before this Task's own timeout (the budget the ASL
@@ -313,7 +316,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
 # ----------------------------------------------------------------------------- 4. rights
 def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]],
                agents: dict[str, str] | None = None) -> rights.RoomView:
-    """The room as the rights check needs it: its agents (as the run's LoadContext read them,
+    """The room as the rights check needs it: its agents (as the run's room read found them,
     carried in the state), and only the tasks the declared actions name (at most 25 point reads:
     the cost does not grow with the room's history)."""
     agent_company = dict(agents) if agents is not None else deps.room.room_agents(room_id)
@@ -324,12 +327,13 @@ def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]],
     return rights.RoomView(agent_company=agent_company, tasks=tasks)
 
 
-def decide_rights(deps: Deps, state: RunState) -> RunState:
+def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = None) -> RunState:
     """Decide each declared action (allow / ask / deny) and record it in the ledger, once
-    (SPEC §2.4, §4, §5). Returns the indexes held for approval."""
+    (SPEC §2.4, §4, §5). Returns the indexes held for approval. ``reply``: the stored reply when
+    the caller has read it already."""
     ref = _need_run(state)
     run = _timing(deps, state, ref)
-    reply = deps.rundata.get(ref.run_id, "reply")
+    reply = reply if reply is not None else deps.rundata.get(ref.run_id, "reply")
     if reply is None:
         raise RunStateInvalid("no model reply stored for the run")
     if not reply["tool_calls"]:  # a plain reply declares nothing: no policy, room or ledger to read
@@ -377,12 +381,12 @@ def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, trunc
     return text.rstrip() + ("\n\n" + "\n".join(notes) if notes else "")
 
 
-def post_reply(deps: Deps, state: RunState) -> RunState:
+def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None) -> RunState:
     """Post the reply, the run's first write to the room (SPEC §2.5). Its id derives from the
     run id; it wakes only the agents it @mentions."""
     ref = _need_run(state)
     run = _timing(deps, state, ref)
-    reply = deps.rundata.get(ref.run_id, "reply")
+    reply = reply if reply is not None else deps.rundata.get(ref.run_id, "reply")
     if reply is None:
         raise RunStateInvalid("no model reply stored for the run")
     step = state.rights
@@ -543,6 +547,51 @@ def finish(deps: Deps, state: RunState) -> RunState:
     deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id))
     metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
     return state
+
+
+# ----------------------------------------------------------------------------- merged phases
+# A Lambda per phase of the state machine, fewer phases (issue 13): adjacent phases whose order is
+# kept inside one invocation. Each part runs in its own fault scope, so the crash matrix keeps
+# every point of the parts (faults.subphase) and gains the merged invocation's own.
+def claim_and_read(deps: Deps, state: RunState, run_id: str, execution_arn: str,
+                   execution_start: str | None = None) -> RunState:
+    """Claim (SPEC §2.1), then read the room (§2.2). Raises AlreadyClaimed when another
+    execution holds the claim: the ASL catches it into a Succeed state, nothing done."""
+    with faults.subphase("claim"):
+        agent = deps.room.get_agent(state.wake.agent_id) if state.wake is not None else None
+        claimed = claim(deps, state, run_id, execution_arn, execution_start, agent)
+    if claimed.claim is None or not claimed.claim.claimed:
+        raise AlreadyClaimed(f"wake {state.wake.wake_id if state.wake else '?'} is claimed by another execution")
+    with faults.subphase("load_context"):  # the agent read once, for the claim and the context
+        return load_context(deps, claimed, agent)
+
+
+def decide_and_post(deps: Deps, state: RunState) -> RunState:
+    """Decide the rights (SPEC §2.4), then post the reply (§2.5), reading the stored reply once.
+    A reply that declares no action has nothing to hold or write: the run's final status is
+    recorded here too (§2.8) and ``finished`` tells the ASL to end."""
+    ref = _need_run(state)
+    reply = deps.rundata.get(ref.run_id, "reply")
+    if reply is None:
+        raise RunStateInvalid("no model reply stored for the run")
+    with faults.subphase("decide_rights"):
+        state = decide_rights(deps, state, reply)
+    with faults.subphase("post_reply"):
+        state = post_reply(deps, state, reply)
+    if state.rights is not None and state.rights.actions == 0:
+        with faults.subphase("finish"):
+            state = finish(deps, state)
+        return state.model_copy(update={"finished": True})
+    return state.model_copy(update={"finished": False})
+
+
+def apply_and_finish(deps: Deps, state: RunState) -> RunState:
+    """Write the allowed and approved actions and the run's wakes (SPEC §2.7), then record the
+    final status (§2.8)."""
+    with faults.subphase("apply_actions"):
+        state = apply_actions(deps, state)
+    with faults.subphase("finish"):
+        return finish(deps, state)
 
 
 def _error_of(error: dict[str, Any] | None) -> tuple[str, str]:

@@ -1,0 +1,7 @@
+"""ApplyAndFinish phase: ``{"state": RunState, ...}`` → the final RunState: the allowed and
+approved actions and the run's wakes written (SPEC §2.7), then the final status (§2.8)."""
+
+from quayutec.handlers._phase import phase_handler
+from quayutec.logic import run
+
+handler = phase_handler(lambda deps, state, event: run.apply_and_finish(deps, state))
