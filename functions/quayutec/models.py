@@ -311,6 +311,19 @@ class ApprovalOutcome(_Model):
     outcome: Literal["approved", "rejected", "expired"]
 
 
+class RunCost(_Model):
+    """A run's cost line (SPEC §10): its counted operations and estimated cost. Counted by the
+    phases as they run, carried in the state and written once, in the final ledger write.
+    ``estimated`` names the figures that are estimates, not counts."""
+
+    lambda_invocations: int = 0  # phase invocations that returned (retries included)
+    billed_ms: int = 0  # the phases' handler time, rounded up per invocation (an estimate)
+    transitions: int = 0  # states entered, as the phases know the path (an estimate)
+    aws_requests: dict[str, int] = Field(default_factory=dict)  # "service.Operation" → calls of the phases
+    usd: float = 0.0  # from quayutec.pricing.PRICES (an estimate)
+    estimated: list[str] = Field(default_factory=list)
+
+
 class RunState(_Model):
     """The Step Functions state between phases: ids and small fields only (SPEC §5: never room
     content or keys; budget 32 KiB)."""
@@ -325,6 +338,7 @@ class RunState(_Model):
     rights: RightsStep | None = None
     approvals: list[ApprovalOutcome] | None = None
     finished: bool | None = None  # DecideAndPost recorded the final status (nothing to hold or write)
+    cost: RunCost | None = None  # counters of the phases so far (SPEC §10)
     error: dict[str, Any] | None = None
 
     def dump(self) -> dict[str, Any]:
@@ -372,3 +386,4 @@ class RunRecord(_Model):
     error_message: str | None = None
     not_done: list[str] = Field(default_factory=list)
     ended_at: str | None = None
+    cost: RunCost | None = None  # the cost line, written with the final status

@@ -710,9 +710,25 @@ def ledger(run: Annotated[str | None, typer.Argument(help="A run id: show that r
                   + (f" ({a['reason']})" if a.get("reason") else ""))
         for item in r.get("not_done") or []:
             print(f"  not done: {item}")
+        for line in cost_lines(r.get("cost")):
+            print("  " + line)
         return
     for r in _run(lambda: client.runs(str(room))):
         print(f"{r['run_id']}  {r['agent_id']}  {r['status']}  {r['started_at']}")
+
+
+def cost_lines(cost: dict | None) -> list[str]:
+    """The run's cost line (SPEC §10) as ``quay ledger RUN`` prints it; estimates say so."""
+    if not cost:
+        return ["cost: not recorded (a run that ended outside its state machine's Catch, or older)"]
+    est = set(cost.get("estimated") or [])
+    mark = lambda k: " (estimated)" if k in est else ""  # noqa: E731
+    calls = cost.get("aws_requests") or {}
+    return [f"cost ${float(cost.get('usd', 0)):.6f}{mark('usd')}: "
+            f"{cost.get('lambda_invocations', 0)} Lambda invocations, {cost.get('billed_ms', 0)} ms billed"
+            f"{mark('billed_ms')}, {cost.get('transitions', 0)} transitions{mark('transitions')}, "
+            f"{sum(int(n) for n in calls.values())} AWS requests",
+            "  requests: " + (", ".join(f"{k} {n}" for k, n in sorted(calls.items())) or "none")]
 
 
 @app.command()

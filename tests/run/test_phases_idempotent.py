@@ -81,7 +81,7 @@ def test_every_write_phase_twice_writes_once(env: Env) -> None:
             second = phase.handler(_event(state, run_id), CTX)
             after_second = _snapshot(env)
             assert after_second == after_first, f"{phase.__name__} wrote again on a repeat"
-            ignore = {"budget", "claim"}  # the budget shrinks; a repeated claim says "resumed"
+            ignore = {"budget", "claim", "cost"}  # the budget shrinks; a repeated claim says "resumed"; a repeat costs
             assert {k: v for k, v in second.items() if k not in ignore} == \
                 {k: v for k, v in first.items() if k not in ignore}, phase.__name__
             state = first

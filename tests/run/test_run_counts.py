@@ -25,3 +25,33 @@ def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
     assert first.by_operation.pop("secrets-manager.GetSecretValue") == 1
     assert first.by_operation == second.by_operation
 
+
+#: The wake path's calls before the run exists (stream dispatch, wake consumer): not in the
+#: run's cost line, which counts the phases' own calls (quayutec.cost_line).
+WAKE_PATH = {"sqs.SendMessageBatch": 1, "sfn.StartExecution": 1, "dynamodb.UpdateItem": 1}
+
+
+def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> None:
+    """SPEC §10: the ledger's cost line of a plain run holds the counts the call recorder and the
+    execution history found (the phases' calls, 3 phase invocations, 6 states), written once in
+    the final ledger write; `quay ledger RUN` prints it, estimates labelled."""
+    from quaylocal.cli import cost_lines
+
+    _, second = plain_runs(env.stack, env.server, 2)
+    run = sorted(env.deps.ledger.runs_in_room("r1"), key=lambda x: x.started_at)[-1]
+    assert run.status == "completed" and run.cost is not None
+    phases = dict(second.by_operation)
+    for k, n in WAKE_PATH.items():
+        phases[k] -= n
+    assert run.cost.aws_requests == {k: n for k, n in phases.items() if n}
+    assert run.cost.lambda_invocations == 3
+    assert run.cost.transitions == second.transitions == TRANSITIONS_PER_PLAIN_RUN
+    assert run.cost.billed_ms >= 3 and 0 < run.cost.usd < 0.001
+    assert set(run.cost.estimated) == {"billed_ms", "transitions", "usd"}
+    from quayutec.api.schemas import RunDetail  # what GET /runs/{run} answers
+
+    body = RunDetail(run=run, requests=[], actions=[]).model_dump(mode="json")
+    assert body["run"]["cost"]["aws_requests"] == run.cost.aws_requests
+    lines = cost_lines(run.cost.model_dump(mode="json"))
+    assert "(estimated)" in lines[0] and "3 Lambda invocations" in lines[0]
+    assert f"{sum(run.cost.aws_requests.values())} AWS requests" in lines[0]

@@ -124,12 +124,14 @@ class LedgerStore:
 
     def finish_run(self, run_id: str, status: str, *, error_class: str | None = None,
                    error_message: str | None = None, not_done: list[str] | None = None,
-                   reply_message_id: str | None = None) -> bool:
+                   reply_message_id: str | None = None, cost: dict[str, Any] | None = None) -> bool:
         """Give the run its final status, once: a final status is never overwritten. The reply's
         id (when it was posted) is recorded in this same write."""
         fields: dict[str, Any] = {"status": status, "ended_at": now_iso(), "updated_at": now_iso()}
         if reply_message_id:
             fields["reply_message_id"] = reply_message_id
+        if cost:
+            fields["cost"] = cost  # the run's cost line (SPEC §10): written once, here
         if error_class:
             fields["error_class"] = error_class
         if error_message:

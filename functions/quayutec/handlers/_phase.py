@@ -11,6 +11,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from quayutec import cost_line
 from quayutec.deps import Deps, default_deps
 from quayutec.errors import RunStateInvalid
 from quayutec.models import RunState
@@ -21,11 +22,12 @@ metrics = Metrics()
 Phase = Callable[[Deps, RunState, dict[str, Any]], RunState | None]
 
 
-def phase_handler(phase: Phase) -> Callable[..., dict[str, Any]]:
+def phase_handler(phase: Phase, states: Callable[[RunState], int] = lambda out: 1) -> Callable[..., dict[str, Any]]:
     """Wrap a phase into a Lambda handler ``handler(event, context, deps=None) -> dict``.
 
     ``deps`` is the injection seam for tests; Lambda calls it with two arguments.
-    Raises whatever the phase raises: the class name is the ASL error name.
+    Raises whatever the phase raises: the class name is the ASL error name. ``states``: the
+    states the run entered for this phase, from its output (the cost line's transitions).
     """
 
     @logger.inject_lambda_context(clear_state=True)
@@ -40,7 +42,9 @@ def phase_handler(phase: Phase) -> Callable[..., dict[str, Any]]:
                                   f"{'.'.join(str(x) for x in exc.errors()[0]['loc'])}") from None
         if state.run:
             logger.append_keys(run_id=state.run.run_id, agent_id=state.run.agent_id)
-        result = phase(deps or default_deps(), state, event)
-        return (result or state).dump()
+        with cost_line.counting():  # the cost line: this invocation's counts join the state's
+            out = phase(deps or default_deps(), state, event) or state
+            out = out.model_copy(update={"cost": cost_line.so_far(state.cost, states(out))})
+        return out.dump()
 
     return handler

@@ -4,4 +4,5 @@ approved actions and the run's wakes written (SPEC §2.7), then the final status
 from quayutec.handlers._phase import phase_handler
 from quayutec.logic import run
 
-handler = phase_handler(lambda deps, state, event: run.apply_and_finish(deps, state))
+handler = phase_handler(lambda deps, state, event: run.apply_and_finish(deps, state),
+                        states=run.apply_and_finish_states)

@@ -3,4 +3,6 @@
 from quayutec.handlers._phase import phase_handler
 from quayutec.logic import run
 
-handler = phase_handler(lambda deps, state, event: run.call_model(deps, state))
+# States entered: CallModel, ModelOutcome? and, before another request, the Wait.
+handler = phase_handler(lambda deps, state, event: run.call_model(deps, state),
+                        states=lambda out: 3 if out.model is not None and out.model.outcome == "wait" else 2)

@@ -5,4 +5,6 @@ the final status here (§2.8, ``finished``)."""
 from quayutec.handlers._phase import phase_handler
 from quayutec.logic import run
 
-handler = phase_handler(lambda deps, state, event: run.decide_and_post(deps, state))
+# States entered: DecideAndPost, Finished? and, when the run ended here, Done.
+handler = phase_handler(lambda deps, state, event: run.decide_and_post(deps, state),
+                        states=lambda out: 3 if out.finished else 2)

@@ -6,4 +6,5 @@ from quayutec.handlers._phase import phase_handler
 from quayutec.logic import run
 
 handler = phase_handler(
-    lambda deps, state, event: run.record_failure(deps, state, event["run_id"], event.get("execution_arn")))
+    lambda deps, state, event: run.record_failure(deps, state, event["run_id"], event.get("execution_arn")),
+    states=lambda out: run.RECORD_FAILURE_STATES)

@@ -15,7 +15,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.deps import Deps
-from quayutec import faults
+from quayutec import cost_line, faults
 from quayutec.errors import AlreadyClaimed, ModelCallFailed, RunStateInvalid, RunTimedOut
 from quayutec.logic import files as room_files
 from quayutec.logic import ids, prompt, rights
@@ -541,10 +541,13 @@ def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tup
 
 
 # ----------------------------------------------------------------------------- 8. record
-def finish(deps: Deps, state: RunState) -> RunState:
-    """Record ``completed`` (SPEC §2.8)."""
+def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
+    """Record ``completed`` (SPEC §2.8), with the cost line: the state's counters, this
+    invocation's so far, ``states`` entered for it and this final write (SPEC §10)."""
     ref = _need_run(state)
-    deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id))
+    cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
+    deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id),
+                           cost=cost.model_dump(mode="json"))
     metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
     return state
 
@@ -580,7 +583,7 @@ def decide_and_post(deps: Deps, state: RunState) -> RunState:
         state = post_reply(deps, state, reply)
     if state.rights is not None and state.rights.actions == 0:
         with faults.subphase("finish"):
-            state = finish(deps, state)
+            state = finish(deps, state, states=3)  # DecideAndPost, Finished?, Done
         return state.model_copy(update={"finished": True})
     return state.model_copy(update={"finished": False})
 
@@ -591,7 +594,17 @@ def apply_and_finish(deps: Deps, state: RunState) -> RunState:
     with faults.subphase("apply_actions"):
         state = apply_actions(deps, state)
     with faults.subphase("finish"):
-        return finish(deps, state)
+        return finish(deps, state, states=apply_and_finish_states(state))
+
+
+def apply_and_finish_states(state: RunState) -> int:
+    """States entered from Finished? on: ApplyAndFinish, the HeldActions Map and, per held
+    action, its RequestApproval and outcome states (the cost line's estimate)."""
+    return 2 + 2 * len(state.approvals or [])
+
+
+#: RecordFailure and RunFailed (the failed phase's own state is not counted: its state is lost).
+RECORD_FAILURE_STATES = 2
 
 
 def _error_of(error: dict[str, Any] | None) -> tuple[str, str]:
@@ -631,7 +644,8 @@ def _write_landed(deps: Deps, run: RunRecord, a: ActionRecord) -> bool:
                                     ids.action_write_id(run.run_id, a.index, "tev")) is not None
 
 
-def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_name: str, message: str) -> str | None:
+def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_name: str, message: str,
+                     cost: dict[str, Any] | None = None) -> str | None:
     """Give a claimed run its final failure status, once. Returns the status set, or ``None`` when
     there is no claimed run of this execution or it already has a final status."""
     run = deps.ledger.get_run(run_id)
@@ -665,7 +679,7 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
     posted = status == "failed_after_reply" or (
         status == "timed_out" and deps.room.get_message(run.room_id, reply_id) is not None)
     if deps.ledger.finish_run(run_id, status, error_class=error_name, error_message=message, not_done=not_done,
-                              reply_message_id=reply_id if posted else None):
+                              reply_message_id=reply_id if posted else None, cost=cost):
         metrics.add_metric(name=f"Run_{status}", unit=MetricUnit.Count, value=1)
         return status
     return None
@@ -674,7 +688,8 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
 def record_failure(deps: Deps, state: RunState, run_id: str, execution_arn: str | None) -> RunState:
     """The Catch target of every phase: write the ledger's final status (SPEC §2.1)."""
     name, message = _error_of(state.error)
-    close_failed_run(deps, run_id, execution_arn, name, message)
+    cost = cost_line.so_far(state.cost, RECORD_FAILURE_STATES, writes_to_come=cost_line.FINAL_WRITE)
+    close_failed_run(deps, run_id, execution_arn, name, message, cost=cost.model_dump(mode="json"))
     return state
 
 
