@@ -112,11 +112,12 @@ class FileStore:
             raise
 
     # ------------------------------------------------------------------ index pointer
-    def index_pointer(self, room_id: str) -> tuple[int, str | None]:
-        """``(version, object key)`` of the room's current index; ``(0, None)`` before any."""
+    def index_pointer(self, room_id: str, consistent: bool = True) -> tuple[int, str | None]:
+        """``(version, object key)`` of the room's current index; ``(0, None)`` before any.
+        ``consistent=False`` for a run's retrieval (a version a moment old is as good)."""
         with transient_errors():
             item = self.db.get_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"},
-                                    ConsistentRead=True).get("Item")
+                                    ConsistentRead=consistent).get("Item")
         if not item:
             return 0, None
         return int(item["version"]), str(item["key"])

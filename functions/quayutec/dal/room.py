@@ -79,9 +79,9 @@ class RoomStore:
         """Conditional put; ``True`` when written, ``False`` when the key already existed."""
         return put_new(self.db, self.table, item)
 
-    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+    def _get(self, pk: str, sk: str, consistent: bool = True) -> dict[str, Any] | None:
         with transient_errors():
-            resp = self.db.get_item(TableName=self.table, Key={"pk": pk, "sk": sk}, ConsistentRead=True)
+            resp = self.db.get_item(TableName=self.table, Key={"pk": pk, "sk": sk}, ConsistentRead=consistent)
         return resp.get("Item")
 
     def _query(self, **kwargs: Any) -> list[dict[str, Any]]:
@@ -115,8 +115,10 @@ class RoomStore:
                 self.db.put_item(TableName=self.table, Item={"pk": _room_pk(room.id), "sk": f"MEMBER#{company}",
                                                              "type": "member", "company": company})
 
-    def get_room(self, room_id: str) -> Room | None:
-        item = self._get(_room_pk(room_id), "META")
+    def get_room(self, room_id: str, consistent: bool = True) -> Room | None:
+        """``consistent=False``: an eventually consistent read (half the read cost), for readers
+        that no rights decision rests on (a run's context: members, hop limit)."""
+        item = self._get(_room_pk(room_id), "META", consistent)
         return Room.model_validate(_strip(item)) if item else None
 
     def add_room_agent(self, room_id: str, agent_id: str, company: str | None = None) -> None:

@@ -123,7 +123,7 @@ def passages(deps: Any, room_id: str, query: str, k: int) -> tuple[int, list[Fil
     unless this Lambda holds that version already, one object read."""
     if k <= 0:
         return 0, []
-    version, key = deps.files.index_pointer(room_id)
+    version, key = deps.files.index_pointer(room_id, consistent=False)
     if key is None:
         return version, []
     index = retrieval.CACHE.get(room_id, key)

@@ -172,7 +172,10 @@ def load_context(deps: Deps, state: RunState, agent: Agent | None = None) -> Run
     run = _timing(deps, state, ref)
     s = deps.settings
     agent = agent if agent is not None else deps.room.get_agent(ref.agent_id)
-    room = deps.room.get_room(ref.room_id)
+    # Eventually consistent: the context's members and hop limit; no rights decision rests on
+    # them (the agent's company, the wake's cause and the policy are read consistently).
+    # A room created a moment ago may not be visible yet: then read it consistently.
+    room = deps.room.get_room(ref.room_id, consistent=False) or deps.room.get_room(ref.room_id)
     if agent is None or room is None:
         raise RunStateInvalid("agent or room missing")
     wake = state.wake if state.wake is not None else _load_run(deps, ref).wake
