@@ -140,6 +140,20 @@ def put_new(db: Any, table: str, item: dict[str, Any], key_attr: str = "pk") -> 
         raise
 
 
+def update_if(db: Any, **update: Any) -> bool:
+    """Conditional ``UpdateItem`` (``update``: its API parameters, ConditionExpression included):
+    ``True`` when written, ``False`` when the condition failed (nothing written). Raises
+    TransientError on throttling, ClientError otherwise."""
+    try:
+        with transient_errors():
+            db.update_item(**update)
+        return True
+    except ClientError as exc:
+        if is_condition_failure(exc):
+            return False
+        raise
+
+
 def cancellation_codes(exc: ClientError) -> list[str]:
     """The per-item codes of a cancelled ``TransactWriteItems`` (``None`` → "None")."""
     reasons = exc.response.get("CancellationReasons") or []

@@ -18,7 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from quayutec.dal.aws import is_condition_failure, paginate_query, transact_new, transient_errors
+from quayutec.dal.aws import is_condition_failure, paginate_query, transact_new, transient_errors, update_if
 from quayutec.dal.room import RoomStore, _strip
 from quayutec.errors import InvalidInput
 from quayutec.models import Agent, Company, Message, RightsPolicy, Room
@@ -93,31 +93,15 @@ class Directory:
 
     def add_person(self, company_id: str, person: str) -> bool:
         """Add a person to a company; ``False`` when already there (or no such company)."""
-        try:
-            with transient_errors():
-                self.db.update_item(
-                    TableName=self.table, Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
-                    UpdateExpression="SET people = list_append(people, :p)",
-                    ConditionExpression="attribute_exists(pk) AND NOT contains(people, :one)",
-                    ExpressionAttributeValues={":p": [person], ":one": person})
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return update_if(self.db, TableName=self.table, Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
+                         UpdateExpression="SET people = list_append(people, :p)",
+                         ConditionExpression="attribute_exists(pk) AND NOT contains(people, :one)",
+                         ExpressionAttributeValues={":p": [person], ":one": person})
 
     def set_policy(self, company_id: str, policy: RightsPolicy) -> bool:
-        try:
-            with transient_errors():
-                self.db.update_item(
-                    TableName=self.table, Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
-                    UpdateExpression="SET rights = :r", ConditionExpression="attribute_exists(pk)",
-                    ExpressionAttributeValues={":r": policy.model_dump(mode="json")})
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return update_if(self.db, TableName=self.table, Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
+                         UpdateExpression="SET rights = :r", ConditionExpression="attribute_exists(pk)",
+                         ExpressionAttributeValues={":r": policy.model_dump(mode="json")})
 
     # ------------------------------------------------------------------ rooms
     def create_room(self, room: Room) -> bool:

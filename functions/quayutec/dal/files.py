@@ -22,7 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from quayutec import resources as R
-from quayutec.dal.aws import dynamodb, error_code, is_condition_failure, paginate_query, put_new, s3, transient_errors
+from quayutec.dal.aws import dynamodb, error_code, paginate_query, put_new, s3, transient_errors, update_if
 from quayutec.models import RoomFile
 
 
@@ -97,19 +97,12 @@ class FileStore:
         if size is not None:
             sets.append("#z = :z")
             values[":z"] = size
-        try:
-            with transient_errors():
-                self.db.update_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
-                                    UpdateExpression="SET " + ", ".join(sets),
-                                    ConditionExpression="attribute_exists(pk) AND #s = :up",
-                                    ExpressionAttributeNames={k: v for k, v in names.items()
-                                                              if k == "#s" or k in " ".join(sets)},
-                                    ExpressionAttributeValues=values)
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return update_if(self.db, TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
+                         UpdateExpression="SET " + ", ".join(sets),
+                         ConditionExpression="attribute_exists(pk) AND #s = :up",
+                         ExpressionAttributeNames={k: v for k, v in names.items()
+                         if k == "#s" or k in " ".join(sets)},
+                         ExpressionAttributeValues=values)
 
     # ------------------------------------------------------------------ index pointer
     def index_pointer(self, room_id: str, consistent: bool = True) -> tuple[int, str | None]:
@@ -129,17 +122,10 @@ class FileStore:
         values: dict[str, Any] = {":v": seen_version + 1, ":k": key, ":c": chunks}
         if seen_version:
             values[":seen"] = seen_version
-        try:
-            with transient_errors():
-                self.db.update_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"},
-                                    UpdateExpression="SET version = :v, #k = :k, chunks = :c",
-                                    ConditionExpression=cond, ExpressionAttributeNames={"#k": "key"},
-                                    ExpressionAttributeValues=values)
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return update_if(self.db, TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"},
+                         UpdateExpression="SET version = :v, #k = :k, chunks = :c",
+                         ConditionExpression=cond, ExpressionAttributeNames={"#k": "key"},
+                         ExpressionAttributeValues=values)
 
     # ------------------------------------------------------------------ objects
     def new_index_key(self, room_id: str, version: int) -> str:

@@ -14,9 +14,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from quayutec.dal.aws import dynamodb, is_condition_failure, put_new, transact_new, transient_errors
+from quayutec.dal.aws import dynamodb, put_new, transact_new, transient_errors, update_if
 from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, RunRecord, now_iso
 
 _FINAL = sorted(FINAL_STATUSES)
@@ -111,16 +109,9 @@ class LedgerStore:
             for i, status in enumerate(_FINAL):
                 values[f":final{i}"] = status
             cond += " AND NOT #st IN (" + ", ".join(f":final{i}" for i in range(len(_FINAL))) + ")"
-        try:
-            with transient_errors():
-                self.db.update_item(TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": "RUN"},
-                                    UpdateExpression=expr, ConditionExpression=cond,
-                                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return update_if(self.db, TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": "RUN"},
+                         UpdateExpression=expr, ConditionExpression=cond,
+                         ExpressionAttributeNames=names, ExpressionAttributeValues=values)
 
     def finish_run(self, run_id: str, status: str, *, error_class: str | None = None,
                    error_message: str | None = None, not_done: list[str] | None = None,

@@ -34,6 +34,7 @@ from quayutec.dal.aws import (
     put_new,
     transact_new,
     transient_errors,
+    update_if,
 )
 from quayutec.models import (
     Agent,
@@ -340,17 +341,10 @@ class RoomStore:
             update += ", decided_by = :by"
             values[":by"] = by or "system"
         condition = f"attribute_exists(pk) AND #s IN ({', '.join(f':f{i}' for i in range(len(from_statuses)))})"
-        try:
-            with transient_errors():
-                self.db.update_item(
-                    TableName=self.table, Key={"pk": _room_pk(room_id), "sk": f"APPROVAL#{run_id}#{index:03d}"},
-                    UpdateExpression=update, ConditionExpression=condition,
-                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
-            return True
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                return False
-            raise
+        return update_if(
+            self.db, TableName=self.table, Key={"pk": _room_pk(room_id), "sk": f"APPROVAL#{run_id}#{index:03d}"},
+            UpdateExpression=update, ConditionExpression=condition,
+            ExpressionAttributeNames=names, ExpressionAttributeValues=values)
 
     def approvals(self, room_id: str) -> list[ApprovalRequest]:
         items = paginate_query(self.db.query, TableName=self.table,
