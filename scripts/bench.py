@@ -56,8 +56,8 @@ MEMORY_GB = 0.5
 #: the request's two ledger writes, the reply, the final ledger write, StartExecution.
 MINIMUM_AWS_CALLS_PER_PLAIN_RUN = 8
 
-HANDLERS = ("claim_and_read", "call_model", "decide_and_post", "request_approval", "apply_and_finish",
-            "record_failure", "api", "authorizer", "wake_consumer", "stream_dispatch")
+HANDLERS = ("claim", "load_context", "call_model", "decide_rights", "post_reply", "apply_actions",
+            "finish", "api", "authorizer", "wake_consumer", "stream_dispatch")
 
 
 def cost_per_run(f: RunFigures) -> float:
@@ -117,9 +117,117 @@ def file_rooms(stack: LocalStack) -> list[str]:
     return list(texts)
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _idle_cpu_percent(pid: int, seconds: float) -> float:
+    """CPU of process ``pid`` over ``seconds`` of wall time, in % of one core."""
+    c0, t0 = _cpu_s(pid), time.monotonic()
+    time.sleep(seconds)
+    return 100 * (_cpu_s(pid) - c0) / (time.monotonic() - t0)
+
+
+def local_dev_figures(idle_s: float, posts: int, clients: int) -> dict:
+    """Local-stack figures of a real ``quay dev`` process (not of AWS): idle CPU once started,
+    RSS at start, the median POST answer under a burst of ``posts`` posts from ``clients``
+    threads (each wakes an echo agent: one run per post), RSS once all replies are in and the
+    stack is quiet again, idle CPU after the burst."""
+    import socket
+    import threading
+
+    from quaylocal.client import QuayClient
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    admin_token = "qyt_admin_bench_local_0001"
+    proc = subprocess.Popen([sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port),
+                             "--admin-token", admin_token], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        probe = QuayClient(url, retries=0, timeout_s=2)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if probe.request("GET", "/openapi.json").status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("quay dev did not start")
+            time.sleep(0.2)
+        time.sleep(2)  # start-up's last writes
+        rss_start = _rss_mib(proc.pid)
+        idle_cpu = _idle_cpu_percent(proc.pid, idle_s)
+        admin = QuayClient(url, admin_token)
+        admin.create_company("acme", ["ann"])
+        ann = QuayClient(url, admin.issue_token("acme", "ann")["token"], timeout_s=120)
+        room = ann.create_room("bench")["id"]
+        ann.register_agent("a1", "anthropic", "claude-local", api_key="sk-bench-local")
+        ann.add_agent(room, "a1")
+        answers: list[float] = []
+        lock = threading.Lock()
+
+        def client(n: int) -> None:
+            for i in range(n):
+                t = time.perf_counter()
+                ann.post(room, f"@a1 burst {i}")
+                with lock:
+                    answers.append(time.perf_counter() - t)
+
+        started = time.perf_counter()
+        threads = [threading.Thread(target=client, args=(posts // clients + (k < posts % clients),))
+                   for k in range(clients)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        deadline = time.monotonic() + 600
+        while sum(m["kind"] == "reply" for m in ann.transcript(room)) < posts and time.monotonic() < deadline:
+            time.sleep(1)
+        burst_s = time.perf_counter() - started
+        time.sleep(3)  # quiet: the last executions end, the reconciler feed drains
+        rss_after = _rss_mib(proc.pid)
+        idle_after = _idle_cpu_percent(proc.pid, min(idle_s, 10))
+        replies = sum(m["kind"] == "reply" for m in ann.transcript(room))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return {"idle_cpu_percent": round(idle_cpu, 2), "idle_s": idle_s, "rss_start_mib": round(rss_start, 1),
+            "burst_posts": posts, "burst_clients": clients, "burst_replies": replies,
+            "burst_post_answer_median_s": round(statistics.median(answers), 3),
+            "burst_runs_per_s": round(replies / burst_s, 2),
+            "rss_after_burst_quiet_mib": round(rss_after, 1), "idle_cpu_after_burst_percent": round(idle_after, 2)}
+
+
+def demo_seconds() -> float:
+    """Wall time of ``quay demo`` (the reference room, what ``make demo`` plays), fresh process."""
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "quaylocal.cli", "demo"], capture_output=True, check=False, timeout=600)
+    return time.perf_counter() - t
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--idle-s", type=float, default=20.0, help="quay dev idle CPU window (local figures)")
+    parser.add_argument("--burst", type=int, default=40, help="posts in the quay dev burst (local figures)")
+    parser.add_argument("--burst-clients", type=int, default=8)
+    parser.add_argument("--no-local", action="store_true", help="skip the quay dev and demo figures")
     args = parser.parse_args()
     calls.install(calls.Recorder())
     calls.own_handlers()
@@ -198,10 +306,33 @@ def main() -> None:
         "cost_is_estimated_for": f"Lambda duration ({ESTIMATED_MS_PER_INVOCATION} ms per invocation)",
         "cold_import_ms": {h: round(ms, 1) for h, ms in cold_ms.items()},
         "boto3_import_ms": round(boto3_ms, 1),
-        # AWS reads ClaimAndReadFunction makes for retrieval in one run, cold index cache: a 10-line
+        # AWS reads LoadContextFunction makes for retrieval in one run, cold index cache: a 10-line
         # file and a 3 MB file (the same number: one version pointer, one index object)
         "retrieval_reads_per_run": retrieval_figures,
     }
+    if not args.no_local:
+        # Local-stack figures (moto in-process, this machine): how the local engine behaves, not
+        # what AWS would do. Separate processes, after the measured runs (nothing competes).
+        local = local_dev_figures(args.idle_s, args.burst, args.burst_clients)
+        demo_s = demo_seconds()
+        print("local-stack figures (quay dev and quay demo on moto in-process, this machine):")
+        print(f"  quay dev idle CPU           {local['idle_cpu_percent']:6.2f} % of a core over {args.idle_s:.0f} s "
+              f"(after the burst: {local['idle_cpu_after_burst_percent']:.2f} %)")
+        print(f"  quay dev RSS                {local['rss_start_mib']:6.1f} MiB at start, "
+              f"{local['rss_after_burst_quiet_mib']:.1f} MiB once quiet after the burst")
+        print(f"  burst {local['burst_posts']} posts / {local['burst_clients']} clients: POST answered in "
+              f"{local['burst_post_answer_median_s']:.3f} s (median), {local['burst_runs_per_s']:.2f} runs/s, "
+              f"{local['burst_replies']} replies")
+        print(f"  quay demo (make demo)       {demo_s:6.2f} s wall")
+        print(f"  (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+        figures["local_stack_figures"] = "local_* keys: quay dev / quay demo on moto in-process, not AWS"
+        figures["local_idle_cpu_percent"] = local["idle_cpu_percent"]
+        figures["local_idle_cpu_after_burst_percent"] = local["idle_cpu_after_burst_percent"]
+        figures["local_rss_start_mib"] = local["rss_start_mib"]
+        figures["local_rss_after_burst_quiet_mib"] = local["rss_after_burst_quiet_mib"]
+        figures["local_burst"] = {k: local[k] for k in ("burst_posts", "burst_clients", "burst_replies",
+                                                        "burst_post_answer_median_s", "burst_runs_per_s")}
+        figures["local_demo_s"] = round(demo_s, 2)
     print(json.dumps(figures))
 
 

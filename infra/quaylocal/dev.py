@@ -32,13 +32,15 @@ from quayutec.api.errors import ERRORS, error_payload
 from quayutec.api.public import is_public
 
 from quaylocal import calls, files_endpoint
-from quaylocal.stack import ACCOUNT, REGION, LocalStack
+from quaylocal.stack import ACCOUNT, DEV_RETENTION, REGION, LocalStack
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 API_FUNCTION = "ApiFunction"
 AUTHORIZER_FUNCTION = "AuthorizerFunction"
 MAX_PAYLOAD = 10 * 1024 * 1024  # API Gateway's payload limit
+#: The local provider server's recorded requests that ``quay dev`` keeps (the newest).
+DEV_KEEP_REQUESTS = 200
 
 
 def gateway_error(code: str, message: str) -> dict[str, Any]:
@@ -186,7 +188,11 @@ class Gateway:
         self._limiter = _TokenBucket(*rate_limit) if rate_limit else None
         self.api_id = api_id
         self.stage = stage
-        self._lock = threading.Lock()  # one request at a time in the function, as in one Lambda sandbox
+        # One invocation at a time per function, as in one Lambda sandbox (the handlers keep
+        # per-invocation state in module globals: Powertools' resolver and logger): a lock per
+        # function, held only around its invocation, so one request's authorizer call does not
+        # wait for another's API call, and no lock is held across a whole request.
+        self._locks = {AUTHORIZER_FUNCTION: threading.Lock(), API_FUNCTION: threading.Lock()}
 
     def method_arn(self, method: str, path: str) -> str:
         return f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{self.api_id}/{self.stage}/{method}{path}"
@@ -207,7 +213,7 @@ class Gateway:
             if not token.strip():
                 return _json_result(401, UNAUTHORIZED)
             method_arn = self.method_arn(method, path)
-            with self._lock:
+            with self._locks[AUTHORIZER_FUNCTION]:
                 result, error = self.invoke(AUTHORIZER_FUNCTION, {"type": "TOKEN", "authorizationToken": token,
                                                                   "methodArn": method_arn})
             if error is not None:
@@ -218,7 +224,7 @@ class Gateway:
                 return _json_result(403, ACCESS_DENIED)
             authorizer_ctx = {**(result.get("context") or {}), "principalId": result.get("principalId")}
         event = self.proxy_event(method, path, url.query, pairs, body, authorizer_ctx, source_ip)
-        with self._lock:
+        with self._locks[API_FUNCTION]:
             result, error = self.invoke(API_FUNCTION, event)
         if error is not None or not isinstance(result, dict) or "statusCode" not in result:
             return _json_result(502, FUNCTION_FAILED)
@@ -343,7 +349,7 @@ class DevServer:
         self.host = host
         self.port = port
         self.admin_token = admin_token or f"qyt_admin_{secrets.token_urlsafe(24)}"
-        self.provider = ProviderServer(scripts=scripts or {}, keys={})
+        self.provider = ProviderServer(scripts=scripts or {}, keys={}, keep_requests=DEV_KEEP_REQUESTS)
         self.settings = dict(settings or {})
         self.time_scale = time_scale
         self.stack: LocalStack | None = None
@@ -365,7 +371,7 @@ class DevServer:
         self.provider.start()
         env = {PROVIDER_ENV[p]: self.provider.base_url(p) for p in PROVIDER_ENV}
         env.update(self.settings)
-        self.stack = LocalStack(settings=env, time_scale=self.time_scale)
+        self.stack = LocalStack(settings=env, time_scale=self.time_scale, retention=DEV_RETENTION)
         self.stack.start()
         try:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=self.admin_token)

@@ -103,11 +103,16 @@ class ProviderServer:
         scripts: dict[str, list[dict]] | None = None,
         keys: dict[str, str] | None = None,
         substitute: Callable[[Any], Any] | None = None,
+        keep_requests: int | None = None,
     ) -> None:
         self.scripts: dict[str, list[dict]] = {k: list(v) for k, v in (scripts or {}).items()}
         self.keys: dict[str, str] = dict(keys or {})
         self.substitute = substitute
+        #: Every request received, or the newest ``keep_requests`` of them (``quay dev``);
+        #: :meth:`count` counts them all either way.
         self.requests: list[RecordedRequest] = []
+        self.keep_requests = keep_requests
+        self._counts: dict[str | None, int] = {}
         self.exhausted: list[str] = []
         self._next: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -164,7 +169,7 @@ class ProviderServer:
     def count(self, agent_id: str) -> int:
         """Requests received for ``agent_id`` (every one, whatever was answered)."""
         with self._lock:
-            return sum(1 for r in self.requests if r.agent_id == agent_id)
+            return self._counts.get(agent_id, 0)
 
     def set_script(self, agent_id: str, entries: list[dict]) -> None:
         """Replace an agent's script (restarting it at its first entry)."""
@@ -204,6 +209,9 @@ class ProviderServer:
                                   request_id)
             record = RecordedRequest(agent_id, provider, path, body, response.status, time.time(), request_id, model)
             self.requests.append(record)
+            self._counts[agent_id] = self._counts.get(agent_id, 0) + 1
+            if self.keep_requests is not None and len(self.requests) > self.keep_requests:
+                del self.requests[: len(self.requests) - self.keep_requests]
         return response, record
 
     def _scripted(self, provider: str, entry: dict, model: str | None, request_id: str) -> _Response:

@@ -22,12 +22,14 @@ import io
 import json
 import logging
 import os
+import re
 import threading
 import time
 import traceback
 import uuid
 import warnings
 import zipfile
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from moto import mock_aws
 from moto.awslambda.models import LambdaFunction
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.dynamodb.models import DynamoDBBackend
+from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
 from quayutec import deps as quay_deps
 from quayutec import resources as r
@@ -56,6 +59,49 @@ LAMBDA_RUNTIME = "python3.13"
 _INVOKE_LOCK = threading.Lock()
 _MOTO_LOCK = threading.RLock()
 _installed = False
+
+#: The started stacks, whose pumps a write through the seam wakes (see :func:`_poke`).
+_ACTIVE: list[LocalStack] = []
+_ACTIVE_LOCK = threading.Lock()
+
+#: Operations after which a poller may have work: a write to a table (its stream), a message
+#: sent or made visible again, an execution started or stopped. The pollers' own calls (stream
+#: and queue reads, deletes of handled messages, execution listings) are not in it, so an idle
+#: pump does not wake itself.
+_WAKING_OPERATIONS = frozenset({
+    "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem",
+    "SendMessage", "SendMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
+    "StartExecution", "StopExecution", "SendTaskSuccess", "SendTaskFailure",
+})
+
+
+def _poke(execution: Any = None) -> None:
+    """Wake every started stack's pump now (instead of its next fallback poll); ``execution``:
+    moto's execution that just ended."""
+    with _ACTIVE_LOCK:
+        stacks = list(_ACTIVE)
+    for stack in stacks:
+        stack._poke(execution)
+
+
+def _wakes_pollers(request: Any) -> bool:
+    """Whether ``request`` (a botocore request moto just answered) may give a poller work."""
+    target = request.headers.get("X-Amz-Target")
+    if target:
+        if isinstance(target, bytes):
+            target = target.decode()
+        return target.rsplit(".", 1)[-1] in _WAKING_OPERATIONS
+    method = (request.method or "GET").upper()
+    if method in ("GET", "HEAD"):
+        return False
+    url = request.url or ""
+    if ".s3." in url or "//s3." in url or "s3.amazonaws.com" in url:
+        return True  # a write to a bucket: its event notification (uploads/ -> the ingest queue)
+    body = request.body or b""
+    if isinstance(body, str):
+        body = body.encode()
+    match = re.search(rb"(?:^|&)Action=([A-Za-z]+)", body)  # the query protocol (SQS before JSON)
+    return bool(match) and match.group(1).decode() in _WAKING_OPERATIONS
 
 
 # ----------------------------------------------------------------------------- the seams
@@ -138,7 +184,20 @@ def _serialised_process_request(self: BotocoreStubber, request: Any) -> Any:
     if "/functions/" in request.url and request.url.rstrip("/").endswith("/invocations"):
         return _original_process_request(self, request)
     with _MOTO_LOCK:
-        return _original_process_request(self, request)
+        response = _original_process_request(self, request)
+    if _ACTIVE and _wakes_pollers(request):  # after the write: the woken pump sees it
+        _poke()
+    return response
+
+
+def _terminated_and_poke(self: Any) -> None:
+    """An execution ended (moto's worker reflects its status): wake the executions poller, the
+    local stand-in for EventBridge's "Execution Status Change" event."""
+    _original_terminated(self)
+    _poke(getattr(self, "execution", None))
+
+
+_original_terminated = BaseExecutionWorkerCommunication.terminated
 
 
 _original_transact_write_items = DynamoDBBackend.transact_write_items
@@ -176,6 +235,7 @@ def install_seams() -> None:
         LambdaFunction._invoke_lambda = invoke_in_process  # type: ignore[method-assign]
         BotocoreStubber.process_request = _serialised_process_request  # type: ignore[method-assign]
         DynamoDBBackend.transact_write_items = _transact_keeping_streams  # type: ignore[method-assign]
+        BaseExecutionWorkerCommunication.terminated = _terminated_and_poke  # type: ignore[method-assign]
         _installed = True
 
 
@@ -291,6 +351,30 @@ def remove_event_source_mappings(lam: Any, *, account: str, region: str) -> list
     return mappings
 
 
+@dataclass(frozen=True)
+class Retention:
+    """What a long-lived local stack keeps of what is over (``None``: everything, as the tests
+    and plays want, e.g. the chaos checker reads the whole stream): the histories of the newest
+    ``executions`` finished executions (older ones keep their description, their history is
+    dropped), the newest ``stream_records`` stream records the pump has handled (older ones are
+    trimmed, as DynamoDB Streams trims after 24 h), the newest ``wake_bodies`` wake bodies seen."""
+
+    executions: int | None = None
+    stream_records: int | None = None
+    wake_bodies: int | None = None
+
+
+#: ``quay dev``: bounded, so its memory comes back down once the rooms are quiet.
+DEV_RETENTION = Retention(executions=100, stream_records=1000, wake_bodies=1000)
+
+#: The pump waits on events (a write through the seam, an execution's end); with none, it polls
+#: this often anyway (a message whose delay or visibility timeout ran out, anything missed).
+FALLBACK_POLL_S = 1.0
+#: How often the executions poller lists every ended execution instead of only those whose end
+#: it was told about.
+FULL_SCAN_S = 5.0
+
+
 @dataclass
 class PumpStats:
     stream_records: int = 0
@@ -306,8 +390,9 @@ class LocalStack:
     is retried within a play; 60 s in the deployed stack)."""
 
     def __init__(self, settings: dict[str, str] | None = None, time_scale: float | None = None,
-                 visibility_timeout_s: int = 1) -> None:
+                 visibility_timeout_s: int = 1, retention: Retention | None = None) -> None:
         self.settings = settings or {}
+        self.retention = retention or Retention()
         self.time_scale = time_scale
         self.visibility_timeout_s = visibility_timeout_s
         self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}})
@@ -324,8 +409,15 @@ class LocalStack:
         self._shard_iterators: dict[str, str] = {}
         self._pending_stream = False
         self._finished_executions: set[str] = set()
+        self._wake = threading.Event()  # set by _poke: the pump has (maybe) work
+        self._round_done = threading.Condition()  # notified after each pump round (wait_quiet)
+        self._rounds_done = 0
+        self._ended: deque[tuple[str, Any]] = deque()  # (execution ARN, moto's execution) ended
+        self._kept_histories: deque[Any] = deque()  # moto executions whose history is still kept
+        self._last_full_scan = 0.0
+        self.pump_rounds = 0
         self.last_wake_body: str | None = None
-        self.wake_bodies: list[str] = []
+        self.wake_bodies: deque[str] = deque(maxlen=self.retention.wake_bodies)
         self.assembly: Path | None = None  # set by from_deployed()
         self.deployment: Deployment | None = None
 
@@ -371,11 +463,18 @@ class LocalStack:
         os.environ[r.WAKE_QUEUE.env_var] = self.queue_urls[r.WAKE_QUEUE.logical_id]
         os.environ[r.STATE_MACHINE_ENV] = self.state_machine_arn
         quay_deps.reset()
+        self._execution_prefix = self.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":"
+        with _ACTIVE_LOCK:
+            _ACTIVE.append(self)
         self._pump = threading.Thread(target=self._pump_loop, name="quay-pump", daemon=True)
         self._pump.start()
 
     def stop(self) -> None:
+        with _ACTIVE_LOCK:
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
         self._stop.set()
+        self._wake.set()
         if self._pump:
             self._pump.join(timeout=10)
         sfn = self.client("stepfunctions")
@@ -601,23 +700,66 @@ class LocalStack:
             yield
         finally:
             self._paused.clear()
+            self._wake.set()
+
+    def _poke(self, execution: Any = None) -> None:
+        """Something happened that a poller may have to handle (:func:`_poke`): wake the pump.
+        ``execution``: moto's execution that just ended (for the executions poller)."""
+        if execution is not None:
+            arn = getattr(execution, "exec_arn", None)
+            if isinstance(arn, str) and arn.startswith(getattr(self, "_execution_prefix", "\0")):
+                self._ended.append((arn, execution))
+        self._wake.set()
 
     def _pump_loop(self) -> None:
+        """Rounds of every poller while there is work; then wait for a poke (a write through the
+        seam, an execution's end), a queue message becoming visible, or the fallback poll."""
         while not self._stop.is_set():
             if self._paused.is_set():
-                self._stop.wait(0.02)
+                self._wake.wait(0.05)
                 continue
+            self._wake.clear()  # before the round: a poke during it brings the next round
             try:
                 did = self.pump_once()
             except Exception as exc:  # noqa: BLE001 - keep pumping, report at the end
                 self.stats.errors.append(f"{type(exc).__name__}: {exc}")
-                did = False
-            if not did:
                 self._stop.wait(0.02)
+                continue
+            finally:
+                with self._round_done:
+                    self._rounds_done += 1
+                    self._round_done.notify_all()
+            if did or self._pending_stream:
+                continue
+            self._wake.wait(self._idle_wait())
+
+    def _idle_wait(self) -> float:
+        """Seconds until the pump must look again without a poke: the fallback poll, or sooner
+        when a message of a polled queue becomes visible (delay or visibility timeout over)."""
+        wait = FALLBACK_POLL_S
+        try:
+            from moto.sqs.models import sqs_backends
+
+            now_ms = time.time() * 1000
+            with _MOTO_LOCK:
+                backend = sqs_backends[self._account()][REGION]
+                for queue in (r.WAKE_QUEUE, r.INGEST_QUEUE):
+                    q = backend.queues.get(self.queue_urls[queue.logical_id].rstrip("/").rsplit("/", 1)[-1])
+                    for m in list(q._messages) if q is not None else ():
+                        at = max(m.visible_at, m.delayed_until)
+                        if at > now_ms:
+                            wait = min(wait, (at - now_ms) / 1000 + 0.005)
+        except Exception:  # noqa: BLE001 - moto internals (pinned version): the fallback poll
+            pass
+        return max(0.005, wait)
+
+    def _account(self) -> str:
+        return self.stream_arn.split(":")[4]
 
     def pump_once(self) -> bool:
         """One round of every poller; ``True`` when anything was processed."""
         self._busy.set()
+        self.pump_rounds += 1
         try:
             # Each poller's calls count as those of the function whose event source it stands
             # in for (SPEC §11, quaylocal.calls); the executions poller stands in for EventBridge.
@@ -646,6 +788,7 @@ class LocalStack:
             records = resp.get("Records", [])
             if not records:
                 self._shard_iterators[sid] = resp.get("NextShardIterator", it)
+                self._forget_iterators(it)
                 continue
             event = {"Records": [{**rec, "eventSourceARN": self.stream_arn} for rec in records]}
             result = self.invoke("StreamDispatchFunction", _json_safe(event))
@@ -656,10 +799,48 @@ class LocalStack:
                     StreamArn=self.stream_arn, ShardId=sid, ShardIteratorType="AT_SEQUENCE_NUMBER",
                     SequenceNumber=failures[0])["ShardIterator"]
                 self._pending_stream = True
+                self._forget_iterators(it, resp.get("NextShardIterator"))
             else:
                 self._shard_iterators[sid] = resp["NextShardIterator"]
+                self._forget_iterators(it)
             did = True
+        if did and self.retention.stream_records is not None:
+            self._trim_stream(self.retention.stream_records)
         return did
+
+    def _streams_backend(self) -> Any:
+        from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+        return dynamodbstreams_backends[self._account()][REGION]
+
+    def _forget_iterators(self, *iterators: str | None) -> None:
+        """moto keeps every shard iterator it hands out (one per GetRecords): drop the used ones
+        (never the pump's current one; moto internals, pinned version)."""
+        current = set(self._shard_iterators.values())
+        with _MOTO_LOCK:
+            held = self._streams_backend().shard_iterators
+            for it in iterators:
+                if it is not None and it not in current:
+                    held.pop(it, None)
+
+    def _trim_stream(self, keep: int) -> None:
+        """Drop the stream records the pump has handled, but the newest ``keep`` of them: moto
+        keeps every record of the shard (moto internals, pinned version: the sequence numbers of
+        the records kept do not change)."""
+        with _MOTO_LOCK:
+            backend = self._streams_backend()
+            for it in list(self._shard_iterators.values()):
+                held = backend.shard_iterators.get(it)
+                if held is None:
+                    continue
+                shard = held.stream_shard
+                table = backend._get_table_from_arn(self.stream_arn)
+                if table.stream_shard is not shard:
+                    continue
+                excess = (held.sequence_number - shard.starting_sequence_number) - keep
+                if excess > 0:
+                    del shard.items[:excess]
+                    shard.starting_sequence_number += excess
 
     def _poll_queue(self, queue: r.QueueDef = r.WAKE_QUEUE, function: str = "WakeConsumerFunction") -> bool:
         sqs = self.client("sqs")
@@ -688,27 +869,59 @@ class LocalStack:
 
     def _poll_executions(self) -> bool:
         """moto emits no EventBridge events: feed ended executions to the reconciler in the
-        "Step Functions Execution Status Change" event shape."""
+        "Step Functions Execution Status Change" event shape. The executions whose end the seam
+        reported (:func:`_terminated_and_poke`) at once; every ended one every ``FULL_SCAN_S``."""
         sfn = self.client("stepfunctions")
         did = False
-        for status in ("FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"):
-            for ex in sfn.list_executions(stateMachineArn=self.state_machine_arn, statusFilter=status)["executions"]:
-                arn = ex["executionArn"]
-                if arn in self._finished_executions:
-                    continue
-                self._finished_executions.add(arn)
-                if status == "SUCCEEDED":
-                    continue
-                desc = sfn.describe_execution(executionArn=arn)
-                event = {"version": "0", "detail-type": "Step Functions Execution Status Change",
-                         "source": "aws.states", "account": ACCOUNT, "region": REGION, "resources": [arn],
-                         "detail": {"executionArn": arn, "stateMachineArn": self.state_machine_arn,
-                                    "name": ex["name"], "status": status, "error": desc.get("error"),
-                                    "cause": desc.get("cause"), "input": desc.get("input")}}
-                self.invoke("ReconcilerFunction", event)
-                self.stats.executions_reconciled += 1
+        while self._ended:
+            arn, execution = self._ended.popleft()
+            if arn in self._finished_executions:
+                continue
+            desc = sfn.describe_execution(executionArn=arn)
+            if desc["status"] == "RUNNING":
+                continue  # not ended after all: the full scan sees it when it is
+            self._finished_executions.add(arn)
+            self._keep_history(execution)
+            if desc["status"] != "SUCCEEDED":
+                self._reconcile(arn, desc["name"], desc["status"], desc)
                 did = True
+        if time.monotonic() - self._last_full_scan >= FULL_SCAN_S:
+            self._last_full_scan = time.monotonic()
+            for status in ("FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"):
+                for ex in sfn.list_executions(stateMachineArn=self.state_machine_arn,
+                                              statusFilter=status)["executions"]:
+                    arn = ex["executionArn"]
+                    if arn in self._finished_executions:
+                        continue
+                    self._finished_executions.add(arn)
+                    if status == "SUCCEEDED":
+                        continue
+                    self._reconcile(arn, ex["name"], status, sfn.describe_execution(executionArn=arn))
+                    did = True
         return did
+
+    def _reconcile(self, arn: str, name: str, status: str, desc: dict[str, Any]) -> None:
+        event = {"version": "0", "detail-type": "Step Functions Execution Status Change",
+                 "source": "aws.states", "account": ACCOUNT, "region": REGION, "resources": [arn],
+                 "detail": {"executionArn": arn, "stateMachineArn": self.state_machine_arn,
+                            "name": name, "status": status, "error": desc.get("error"),
+                            "cause": desc.get("cause"), "input": desc.get("input")}}
+        self.invoke("ReconcilerFunction", event)
+        self.stats.executions_reconciled += 1
+
+    def _keep_history(self, execution: Any) -> None:
+        """Bound the histories kept (:class:`Retention`): the oldest finished execution past
+        the limit keeps its description, moto drops its history (moto internals, pinned)."""
+        keep = self.retention.executions
+        if keep is None or execution is None:
+            return
+        self._kept_histories.append(execution)
+        while len(self._kept_histories) > keep:
+            old = self._kept_histories.popleft()
+            worker = getattr(old, "exec_worker", None)
+            if worker is not None:
+                with _MOTO_LOCK:
+                    worker.env = None
 
     # ------------------------------------------------------------------ quiet
     def running_executions(self) -> list[dict[str, Any]]:
@@ -743,7 +956,14 @@ class LocalStack:
         streams = self.client("dynamodbstreams")
         for shard in streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]:
             it = self._shard_iterators.get(shard["ShardId"])
-            if it is None or streams.get_records(ShardIterator=it, Limit=1).get("Records"):
+            if it is None:
+                return False
+            try:
+                resp = streams.get_records(ShardIterator=it, Limit=1)
+            except Exception:  # noqa: BLE001 - the pump moved on from that iterator meanwhile
+                return False
+            self._forget_iterators(resp.get("NextShardIterator"))
+            if resp.get("Records"):
                 return False
         for ex in self.running_executions():
             if not self.is_parked(ex["name"]):
@@ -761,13 +981,21 @@ class LocalStack:
         deadline = time.monotonic() + timeout_s
         calm_since: float | None = None
         while time.monotonic() < deadline:
+            rounds = self._rounds_done
             if self.quiet() and not self._busy.is_set():
                 calm_since = calm_since or time.monotonic()
                 if time.monotonic() - calm_since >= settle_s:
                     return
+                time.sleep(0.05)
             else:
                 calm_since = None
-            time.sleep(0.05)
+                # look again after the pump's next round (what ends a busy spell: an execution's
+                # end, a message handled), or after a while anyway
+                with self._round_done:
+                    if self._rounds_done == rounds:
+                        self._round_done.wait(0.25)
+                        continue
+                time.sleep(0.05)  # the pump is busy: no more often than that
         raise TimeoutError(f"the local stack was not quiet within {timeout_s} s")
 
 
