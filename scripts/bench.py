@@ -56,8 +56,8 @@ MEMORY_GB = 0.5
 #: the request's two ledger writes, the reply, the final ledger write, StartExecution.
 MINIMUM_AWS_CALLS_PER_PLAIN_RUN = 8
 
-HANDLERS = ("claim", "load_context", "call_model", "decide_rights", "post_reply", "apply_actions",
-            "finish", "api", "authorizer", "wake_consumer", "stream_dispatch")
+HANDLERS = ("claim_and_read", "call_model", "decide_and_post", "request_approval", "apply_and_finish",
+            "record_failure", "api", "authorizer", "wake_consumer", "stream_dispatch")
 
 
 def cost_per_run(f: RunFigures) -> float:
@@ -306,7 +306,7 @@ def main() -> None:
         "cost_is_estimated_for": f"Lambda duration ({ESTIMATED_MS_PER_INVOCATION} ms per invocation)",
         "cold_import_ms": {h: round(ms, 1) for h, ms in cold_ms.items()},
         "boto3_import_ms": round(boto3_ms, 1),
-        # AWS reads LoadContextFunction makes for retrieval in one run, cold index cache: a 10-line
+        # AWS reads ClaimAndReadFunction makes for retrieval in one run, cold index cache: a 10-line
         # file and a 3 MB file (the same number: one version pointer, one index object)
         "retrieval_reads_per_run": retrieval_figures,
     }
