@@ -21,12 +21,17 @@ A1_SCRIPT = [{"reply": {"text": "I will remember it once acme agrees.",
 
 
 @pytest.fixture(scope="module")
-def stack_env() -> Iterator[tuple[LocalStack, ProviderServer]]:
+def stack_env(request: pytest.FixtureRequest) -> Iterator[tuple[LocalStack, ProviderServer]]:
+    """The local stack and provider server of a test module. A module may set
+    ``PROVIDER_SCRIPTS`` (default: a1 scripted to declare a held memory line) and
+    ``STACK_SETTINGS`` (extra function settings, e.g. ALLOW_LOOPBACK_MODEL_URLS off)."""
     preload_handlers()
-    server = ProviderServer(scripts={"a1": list(A1_SCRIPT)}, keys={})
+    scripts = getattr(request.module, "PROVIDER_SCRIPTS", {"a1": A1_SCRIPT})
+    server = ProviderServer(scripts={k: list(v) for k, v in scripts.items()}, keys={})
     server.start()
     try:
-        with LocalStack(settings={PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV},
+        settings = {PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV}
+        with LocalStack(settings={**settings, **getattr(request.module, "STACK_SETTINGS", {})},
                         time_scale=TIME_SCALE) as stack:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=ADMIN_TOKEN)
             yield stack, server

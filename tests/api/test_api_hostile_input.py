@@ -7,18 +7,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 
 import pytest
-from apihelpers import ADMIN_TOKEN, Api, World
+from apihelpers import World
 
 from quayutec.api.errors import ERRORS
-from quayutec.dal.auth import TokenStore
-from quayutec.deps import default_deps
-from quaylocal.dev import preload_handlers
-from quaylocal.provider_server import ProviderServer
-from quaylocal.scenario import PROVIDER_ENV
-from quaylocal.stack import LocalStack
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
@@ -29,20 +22,10 @@ def _room(world: World) -> str:
     return world.ids.get("room", ROOM)
 
 
-@pytest.fixture(scope="module")
-def stack_env() -> Iterator[tuple[LocalStack, ProviderServer]]:
-    """The local stack of conftest, with ALLOW_LOOPBACK_MODEL_URLS off: owners' addresses are
-    checked as in the deployed stack."""
-    preload_handlers()
-    server = ProviderServer(scripts={}, keys={})
-    server.start()
-    try:
-        settings = {PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV}
-        with LocalStack(settings={**settings, "ALLOW_LOOPBACK_MODEL_URLS": "false"}, time_scale=0.01) as stack:
-            TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=ADMIN_TOKEN)
-            yield stack, server
-    finally:
-        server.stop()
+# conftest's stack_env, with owners' addresses checked as in the deployed stack (loopback off)
+# and no scripted replies.
+STACK_SETTINGS = {"ALLOW_LOOPBACK_MODEL_URLS": "false"}
+PROVIDER_SCRIPTS: dict[str, list] = {}
 
 
 def _is_error(r, status: int, code: str | None = None) -> None:  # noqa: ANN001

@@ -5,34 +5,19 @@ refused at registration (SPEC §5). The stack runs with ALLOW_LOOPBACK_MODEL_URL
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from apihelpers import ADMIN_TOKEN, World
+from apihelpers import World
 
 from quayutec.api.routes import page
-from quayutec.dal.auth import TokenStore
-from quayutec.deps import default_deps
-from quaylocal.dev import Gateway, direct_invoke, preload_handlers
-from quaylocal.provider_server import ProviderServer
-from quaylocal.scenario import PROVIDER_ENV
-from quaylocal.stack import LocalStack
+from quaylocal.dev import Gateway, direct_invoke
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 
-@pytest.fixture(scope="module")
-def stack_env() -> Iterator[tuple[LocalStack, ProviderServer]]:
-    preload_handlers()
-    server = ProviderServer(scripts={}, keys={})
-    server.start()
-    try:
-        settings = {PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV}
-        with LocalStack(settings={**settings, "ALLOW_LOOPBACK_MODEL_URLS": "false"}, time_scale=0.01) as stack:
-            TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=ADMIN_TOKEN)
-            yield stack, server
-    finally:
-        server.stop()
+# conftest's stack_env, with owners' addresses checked as in the deployed stack (loopback off)
+# and no scripted replies.
+STACK_SETTINGS = {"ALLOW_LOOPBACK_MODEL_URLS": "false"}
+PROVIDER_SCRIPTS: dict[str, list] = {}
 
 
 # ----------------------------------------------------------------------------- 3: no booleans for numbers

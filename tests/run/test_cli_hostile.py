@@ -78,13 +78,16 @@ def _quay(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
                           stdin=subprocess.DEVNULL)
 
 
-def _one_line_error(p: subprocess.CompletedProcess, *words: str) -> None:
+def _one_line_error(p: subprocess.CompletedProcess, *words: str) -> str:
+    """A failed ``quay``: non-zero exit, no traceback, one line on stderr holding ``words``
+    (returned)."""
     assert p.returncode != 0, (p.returncode, p.stdout, p.stderr)
     assert "Traceback" not in p.stderr and "Traceback" not in p.stdout, p.stderr
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, p.stderr
     for w in words:
         assert w in lines[0], lines[0]
+    return lines[0]
 
 
 def test_a_url_that_is_not_a_url_is_one_line() -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from test_cli_hostile import _one_line_error
+
 from quaylocal.client import ApiError, QuayClient
 
 QUAY = [sys.executable, "-m", "quaylocal.cli"]
@@ -72,16 +74,6 @@ def redirect(request: pytest.FixtureRequest) -> Iterator[tuple[_Recorder, _Recor
 
 def _quay(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*QUAY, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-
-
-def _one_line_error(p: subprocess.CompletedProcess, *words: str) -> str:
-    assert p.returncode != 0, (p.returncode, p.stdout, p.stderr)
-    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout, p.stderr
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, p.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
 
 
 def test_the_client_never_follows_a_redirect(redirect: tuple[_Recorder, _Recorder]) -> None:
