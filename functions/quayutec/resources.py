@@ -152,7 +152,7 @@ DEFAULT_STAGE = "dev"
 
 
 # --------------------------------------------------------------------------- functions
-# Settings groups read by the run phases (quayutec.logic.run): the active-time budget each phase
+# Settings groups read by the run phases (quayutec.logic.phases): the active-time budget each phase
 # returns, the context sizes ClaimAndRead reads, the name of a company's provider key.
 _RUN_BUDGET = ("RUN_TIME_LIMIT_SECONDS",)
 _CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES")

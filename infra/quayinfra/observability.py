@@ -38,7 +38,7 @@ from .config import Settings
 PERIOD = Duration.minutes(5)
 
 # Final statuses of a run (quayutec.models.FINAL_STATUSES) -> the metric the runtime emits
-# (quayutec.logic.run: "RunCompleted", f"Run_{status}" from close_failed_run).
+# (quayutec.logic.phases: "RunCompleted", f"Run_{status}" from close_failed_run).
 RUN_STATUS_METRICS = {
     "completed": "RunCompleted",
     "failed_before_reply": "Run_failed_before_reply",

@@ -89,7 +89,7 @@ def test_passages_carry_file_name_and_position() -> None:
 def test_only_the_ranking_imports_bm25s() -> None:
     import subprocess
 
-    code = ("import sys; import quayutec.logic.run, quayutec.logic.files, quayutec.handlers.claim_and_read, "
+    code = ("import sys; import quayutec.logic.phases.claim_and_read, quayutec.logic.files, quayutec.handlers.claim_and_read, "
             "quayutec.handlers.ingest; print('bm25s' in sys.modules, 'scipy' in sys.modules, 'pypdf' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "False"]

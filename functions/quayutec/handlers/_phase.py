@@ -1,6 +1,6 @@
 """The shape every run-phase handler shares: the ASL passes ``{"state", "run_id",
 "execution_arn"}``; the handler parses the state (pydantic), calls one phase of
-:mod:`quayutec.logic.run` and returns the next state (ids only)."""
+:mod:`quayutec.logic.phases` and returns the next state (ids only)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ the context stored under the run (§2.2). Raises ``AlreadyClaimed`` when another
 the claim (the ASL ends the attempt in a Succeed state)."""
 
 from quayutec.handlers._phase import phase_handler
-from quayutec.logic import run
+from quayutec.logic.phases import claim_and_read as phase
 
-handler = phase_handler(lambda deps, state, event: run.claim_and_read(
+handler = phase_handler(lambda deps, state, event: phase.claim_and_read(
     deps, state, event["run_id"], event["execution_arn"], event.get("execution_start")))

@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quayutec.deps import Deps, default_deps
-from quayutec.logic import run
+from quayutec.logic.phases import record_failure as phase
 
 logger = Logger()
 metrics = Metrics()
@@ -20,7 +20,7 @@ metrics = Metrics()
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = None) -> dict[str, Any]:
     detail = event.get("detail") or {}
-    status = run.reconcile(deps or default_deps(), detail)
+    status = phase.reconcile(deps or default_deps(), detail)
     if status:
         logger.info("run reconciled", extra={"run_id": detail.get("name"), "status": status})
     return {"reconciled": status}

@@ -3,8 +3,8 @@
 ledger status (``failed_before_reply`` / ``failed_after_reply`` / ``timed_out``). SPEC §2.1."""
 
 from quayutec.handlers._phase import phase_handler
-from quayutec.logic import run
+from quayutec.logic.phases import record_failure as phase
 
 handler = phase_handler(
-    lambda deps, state, event: run.record_failure(deps, state, event["run_id"], event.get("execution_arn")),
-    states=lambda out: run.RECORD_FAILURE_STATES)
+    lambda deps, state, event: phase.record_failure(deps, state, event["run_id"], event.get("execution_arn")),
+    states=lambda out: phase.RECORD_FAILURE_STATES)

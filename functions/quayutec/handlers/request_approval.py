@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from quayutec.deps import Deps, default_deps
-from quayutec.logic import run
+from quayutec.logic.phases import request_approval as phase
 
 logger = Logger()
 
@@ -25,5 +25,5 @@ class ApprovalTaskInput(BaseModel):
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = None) -> dict[str, Any]:
     task = ApprovalTaskInput.model_validate(event)
-    run.request_approval(deps or default_deps(), task.run_id, task.index, task.task_token)
+    phase.request_approval(deps or default_deps(), task.run_id, task.index, task.task_token)
     return {"recorded": f"{task.run_id}:{task.index}"}

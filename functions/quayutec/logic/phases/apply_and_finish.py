@@ -1,0 +1,150 @@
+"""ApplyAndFinish (SPEC §2.7, §2.8): write the allowed and approved actions and the run's wakes,
+then record the final status.
+"""
+
+from __future__ import annotations
+
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from quayutec.deps import Deps
+from quayutec import faults
+from quayutec.logic import ids
+from quayutec.logic import wakes as wake_rules
+from quayutec.models import (
+    APPROVAL_STATUSES,
+    ActionRecord,
+    Author,
+    MemoryLine,
+    RunRecord,
+    RunState,
+    Task,
+    TaskEvent,
+    parse_iso,
+)
+
+
+from quayutec.logic.phases.common import (
+    _iso, _need_run, _load_run, _Started, hop_limit, budget, finish,
+    metrics,
+)
+
+
+# ----------------------------------------------------------------------------- 7. write
+def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRecord) -> tuple[str, str, list[tuple]]:
+    """Write one allowed/approved action, keyed from (run, index). Returns (outcome, note,
+    wake targets)."""
+    now = _iso(deps)
+    f = a.fields
+    if a.kind == "remember":
+        line = MemoryLine(id=ids.action_write_id(run.run_id, a.index, "mem"), room_id=run.room_id, text=f["text"],
+                          visibility=f["visibility"], company=run.company, author=agent_author, run_id=run.run_id,
+                          created_at=now)
+        deps.room.put_memory(line)
+        return "written", "", []
+    if a.kind == "create_task":
+        task_id = ids.action_write_id(run.run_id, a.index, "task")
+        task = Task(id=task_id, room_id=run.room_id, title=f["title"], body=f["body"], to=f["to"],
+                    created_by=agent_author, created_at=now, updated_at=now)
+        event = TaskEvent(id=ids.action_write_id(run.run_id, a.index, "tev"), room_id=run.room_id, task_id=task_id,
+                          kind="created", text=f["title"], by=agent_author, run_id=run.run_id, created_at=now)
+        deps.room.create_task(task, event)
+        return "written", f"task {task_id}", [(f["to"], "task_event", event.id, task_id)]
+    task = deps.room.get_task(run.room_id, f["task"])
+    if task is None:
+        return "not_reached", "task not found", []
+    kind = "update" if a.kind == "update_task" else "close"
+    event = TaskEvent(id=ids.action_write_id(run.run_id, a.index, "tev"), room_id=run.room_id, task_id=task.id,
+                      kind=kind, text=f["note"] if kind == "update" else f["result"], by=agent_author,
+                      run_id=run.run_id, created_at=now)
+    result = deps.room.add_task_event(event)
+    if result == "task_closed":
+        return "not_reached", "the task was closed before the write", []
+    return "written", "", _task_event_targets(task, event.id)
+
+
+def apply_actions(deps: Deps, state: RunState) -> RunState:
+    """Write the allowed and approved actions in declared order, then the run's wakes, after all
+    writes have landed (SPEC §2.7, §3). Rejected / expired actions are recorded, not written."""
+    ref = _need_run(state)
+    step = state.rights
+    if step is not None and step.actions == 0 and state.facts is not None:  # nothing declared: nothing to write
+        return state.model_copy(update={"budget": budget(deps, _Started(ref.run_id, state.facts.started_at))})
+    run = _load_run(deps, ref)
+    approvals = {o.index: o.outcome for o in state.approvals or []}
+    agent_author = Author(kind="agent", id=run.agent_id, company=run.company)
+    targets: list[tuple] = []
+    if run.parked_since:  # the run is back from its approvals: parked time stops counting
+        metrics.add_metric(name="ApprovalClosed", unit=MetricUnit.Count, value=len(approvals))
+        parked = (deps.clock() - parse_iso(run.parked_since)).total_seconds()
+        deps.ledger.update_run(ref.run_id, {"parked_s": run.parked_s + parked, "parked_since": None,
+                                            "status": "running", "updated_at": _iso(deps)})
+        run = _load_run(deps, ref)
+    for a in deps.ledger.actions(ref.run_id):
+        if a.decision == "deny":
+            continue
+        if a.decision == "ask":
+            outcome = approvals.get(a.index)
+            if outcome is None:
+                continue
+            # The run's side settles the approval row with the outcome Step Functions gave it
+            # (SPEC §2.6): also when the API's row update was lost after its answer landed, or a
+            # retry found the token used and left the row deciding.
+            deps.room.set_approval_status(run.room_id, run.run_id, a.index, outcome, None,
+                                          from_statuses=tuple(s for s in APPROVAL_STATUSES if s != outcome))
+            if outcome != "approved":
+                deps.ledger.set_action_outcome(ref.run_id, a.index, outcome, approval=outcome)
+                continue
+        if a.outcome in ("written", "not_reached"):
+            # written by an earlier attempt of this step: its wake targets still count
+            if a.outcome == "written":
+                targets += _targets_of_written(deps, run, a)
+            continue
+        outcome, note, wake_targets = _write_action(deps, run, agent_author, a)
+        targets += wake_targets
+        deps.ledger.set_action_outcome(ref.run_id, a.index, outcome, note,
+                                       approval="approved" if a.decision == "ask" else None)
+    wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="actions",
+                                          run_agent=run.agent_id, run_hop=ref.hop,
+                                          hop_limit=hop_limit(deps, deps.room.get_room(ref.room_id)),
+                                          targets=targets)
+    for notice in notices:
+        deps.room.put_message(notice)
+    if wakes:
+        deps.room.put_outbox(ref.room_id, f"{ref.run_id}#actions", ref.run_id, wakes)
+    return state.model_copy(update={"budget": budget(deps, run)})
+
+
+def _task_event_targets(task: Task, event_id: str) -> list[tuple]:
+    """Who an update/close of ``task`` wakes: its assignee and the agent that created it (the
+    run's own agent is dropped later, SPEC §3)."""
+    return [(agent_id, "task_event", event_id, task.id) for agent_id in wake_rules.task_watchers(task)]
+
+
+def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tuple]:
+    event_id = ids.action_write_id(run.run_id, a.index, "tev")
+    if a.kind == "create_task":
+        return [(a.fields["to"], "task_event", event_id, ids.action_write_id(run.run_id, a.index, "task"))]
+    if a.kind in ("update_task", "close_task"):
+        task = deps.room.get_task(run.room_id, a.fields["task"])
+        if task:
+            return _task_event_targets(task, event_id)
+    return []
+
+
+
+def apply_and_finish(deps: Deps, state: RunState) -> RunState:
+    """Write the allowed and approved actions and the run's wakes (SPEC §2.7), then record the
+    final status (§2.8)."""
+    with faults.subphase("apply_actions"):
+        state = apply_actions(deps, state)
+    with faults.subphase("finish"):
+        return finish(deps, state, states=apply_and_finish_states(state))
+
+
+def apply_and_finish_states(state: RunState) -> int:
+    """States entered from Finished? on: ApplyAndFinish, the HeldActions Map and, per held
+    action, its RequestApproval and outcome states (the cost line's estimate)."""
+    return 2 + 2 * len(state.approvals or [])
+
+

@@ -1,0 +1,133 @@
+"""CallModel (SPEC §2.3): the next model request of the run, at most 3 in all, each recorded in the
+ledger before it is sent. The only phase that reads a company's key.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+from quayutec.deps import Deps
+from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut
+from quayutec.logic import prompt
+from quayutec.models import (
+    MAX_REPLY_BYTES,
+    Agent,
+    Budget,
+    ModelRequestRecord,
+    ModelStep,
+    RunState,
+)
+
+
+from quayutec.logic.phases.common import (
+    _finish_request, MAX_ERROR_BODY, _iso, _need_run, _timing, _facts, remaining_seconds, budget,
+)
+
+
+# ----------------------------------------------------------------------------- 3. call the model
+def call_model(deps: Deps, state: RunState) -> RunState:
+    """Make the next model request of the run, at most 3 in all (1 for an owner's base URL).
+
+    Each request is recorded in the ledger before it is sent; the cap counts recorded requests,
+    so a retried step never makes a 4th. A reply already stored under the run is reused.
+    Returns ``model.outcome`` ``reply`` or ``wait`` (with whole ``wait_seconds`` for the ASL's
+    Wait state). Raises ModelCallFailed (final error, cap, retry-after > 20 s) or RunTimedOut.
+    Source: SPEC §2.3.
+    """
+    from quayutec.providers import ModelCall, ProviderError, decide_next
+    from quayutec.providers.classify import scrub_failure, scrub_reply
+
+    entered = deps.clock()
+    ref = _need_run(state)
+    run = _timing(deps, state, ref)
+    requests = deps.ledger.model_requests(ref.run_id)
+    # A reply is stored only after its request was recorded: no request recorded, no reply to reuse.
+    if requests and deps.rundata.get(ref.run_id, "reply") is not None:
+        for r in requests:
+            if r.outcome == "pending":
+                _finish_request(deps, ref.run_id, r.model_copy(update={"outcome": "ok", "finished_at": _iso(deps)}))
+        return state.model_copy(update={"model": ModelStep(outcome="reply", requests=len(requests)),
+                                        "budget": budget(deps, run)})
+    for r in requests:
+        if r.outcome == "pending":  # sent by an attempt that died before recording its outcome
+            _finish_request(deps, ref.run_id, r.model_copy(update={
+                "outcome": "lost", "category": "lost", "retryable": True, "finished_at": _iso(deps),
+                "decision": "outcome unknown (the step died mid-request); counted against the cap"}))
+    facts = _facts(deps, state, ref)
+    agent: Any = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
+    if facts.owner_url:  # the owner's model address is read where it is used, not carried
+        agent = deps.room.get_agent(ref.agent_id)
+        if agent is None:
+            raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
+    owner_url = agent.base_url is not None
+    cap = 1 if owner_url else 3
+    n = len(requests) + 1
+    if n > cap:
+        raise ModelCallFailed(f"request cap reached: {len(requests)} of {cap} requests made, no reply")
+    ctx = deps.rundata.get(ref.run_id, "context")
+    if ctx is None:
+        raise RunStateInvalid("context missing: ClaimAndRead did not store it")
+    api_key = deps.get_api_key(agent.company, agent.provider)  # before recording: no key, no request
+    # The client timeout: MODEL_TIMEOUT_SECONDS, but never past the run's active time left, and
+    # early enough to record the outcome before this Task's own timeout (the budget the ASL
+    # handed it, whole seconds, counted from this step's start).
+    left = remaining_seconds(deps, run)
+    task_left = (state.budget.remaining_s if state.budget else left) - (deps.clock() - entered).total_seconds()
+    timeout_s = min(deps.settings.model_timeout_s, left, task_left - 1)
+    if timeout_s < 1:
+        raise RunTimedOut(f"no active time left for a model request ({max(0.0, left):.1f} s of "
+                          f"{deps.settings.run_time_limit_s} s)")
+    record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model)
+    if not deps.ledger.record_request(ref.run_id, record):
+        raise ModelCallFailed(f"request {n} was recorded by another attempt")
+    base_url = agent.base_url or {
+        "anthropic": deps.settings.anthropic_base_url, "openai": deps.settings.openai_base_url,
+        "bedrock": deps.settings.bedrock_endpoint_url}.get(agent.provider)
+    call = ModelCall(provider=agent.provider, model=agent.model, system=prompt.system_prompt(ctx),
+                     user_text=prompt.user_text(ctx), end_user_id=agent.id, api_key=api_key, base_url=base_url,
+                     owner_base_url=owner_url, timeout_s=timeout_s,
+                     allow_loopback=bool(owner_url and deps.settings.allow_loopback_model_urls))
+    # Where the key and the model's answer meet: a model server (an owner's own, above all) is
+    # sent the key and can echo it in its text, its tool calls' fields or its request id. Nothing
+    # of the answer is stored before it is scrubbed of the key in every encoding (SPEC §5).
+    try:
+        reply = scrub_reply(deps.provider()(call), api_key)
+    except ProviderError as exc:
+        f = scrub_failure(exc.failure, api_key)
+        decision = decide_next(f, n, owner_url)
+        wait_s, why = (decision.wait_seconds if decision.retry else None), decision.reason
+        left = remaining_seconds(deps, run)
+        out_of_time = None
+        if f.status is None and f.category == "timeout" and timeout_s < deps.settings.model_timeout_s:
+            out_of_time = f"no reply within {timeout_s:.1f} s, the run's time left: the time limit is reached"
+        elif wait_s is not None and wait_s >= left:
+            out_of_time = f"{why}, but only {max(0.0, left):.1f} s of the run's time are left: not waited for"
+        if out_of_time:
+            wait_s, why = None, out_of_time
+        finished = record.model_copy(update={
+            "outcome": "error", "status": f.status, "request_id": f.request_id, "error_type": f.error_type,
+            "error_code": f.error_code, "category": f.category, "retryable": f.retryable,
+            "wait_s": wait_s, "decision": why,
+            "message": f.message[:1000], "body": f.body[:MAX_ERROR_BODY], "finished_at": _iso(deps)})
+        _finish_request(deps, ref.run_id, finished)
+        if out_of_time:
+            raise RunTimedOut(f"{f.category} ({f.status}): {why}") from None
+        if wait_s is not None:  # the next Task's budget is what is left after the Wait
+            return state.model_copy(update={
+                "model": ModelStep(outcome="wait", wait_seconds=wait_s, requests=n),
+                "budget": Budget(remaining_s=max(1, math.floor(left - wait_s)))})
+        raise ModelCallFailed(f"{f.category} ({f.status}): {why}") from None
+    text = reply.text
+    truncated = len(text.encode()) > MAX_REPLY_BYTES
+    if truncated:
+        text = text.encode()[:MAX_REPLY_BYTES].decode(errors="ignore")
+    deps.rundata.put(ref.run_id, "reply", {
+        "text": text, "truncated": truncated, "request_id": reply.request_id,
+        "tool_calls": [{"name": c.name, "input": c.input} for c in reply.tool_calls]})
+    _finish_request(deps, ref.run_id, record.model_copy(update={
+        "outcome": "ok", "status": reply.status, "request_id": reply.request_id, "finished_at": _iso(deps)}))
+    return state.model_copy(update={"model": ModelStep(outcome="reply", requests=n), "budget": budget(deps, run)})
+
+

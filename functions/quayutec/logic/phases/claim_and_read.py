@@ -1,0 +1,131 @@
+"""ClaimAndRead (SPEC §2.1, §2.2): claim ``(agent, wake)`` with a conditional put, then read the
+room with bounded reads and store the context under the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from quayutec.deps import Deps
+from quayutec import faults
+from quayutec.errors import AlreadyClaimed, RunStateInvalid
+from quayutec.logic import files as room_files
+from quayutec.models import (
+    Agent,
+    ClaimResult,
+    RunFacts,
+    RunRecord,
+    RunRef,
+    RunSettings,
+    RunState,
+)
+from quayutec.dal.ledger import ClaimOutcome
+
+
+from quayutec.logic.phases.common import (
+    _iso, _need_run, _load_run, _Started, _timing, _facts, budget, logger, metrics,
+)
+
+
+# ----------------------------------------------------------------------------- 1. claim
+def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None,
+          agent: Agent | None = None) -> RunState:
+    """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1).
+
+    The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
+    Claim step of the same execution carries on; any other execution — also one that reuses the
+    name after Step Functions' 90 days — does nothing."""
+    wake = state.wake
+    if wake is None:
+        raise RunStateInvalid("execution input has no wake")
+    agent = agent if agent is not None else deps.room.get_agent(wake.agent_id)  # consistent: rights rest on it
+    company = agent.company if agent else "unknown"
+    now = _iso(deps)
+    record = RunRecord(run_id=run_id, agent_id=wake.agent_id, company=company, room_id=wake.room_id,
+                       wake_id=wake.wake_id, wake=wake, hop=wake.hop, execution_arn=execution_arn,
+                       status="running", started_at=now, updated_at=now)
+    outcome = deps.ledger.claim(record, execution_start or "")
+    if outcome == ClaimOutcome.OTHER:
+        logger.warning("wake already claimed by another execution", extra={"agent_id": wake.agent_id,
+                                                                          "wake_id": wake.wake_id})
+        metrics.add_metric(name="DuplicateClaimRefused", unit=MetricUnit.Count, value=1)
+        return RunState(wake=wake, claim=ClaimResult(claimed=False))
+    ref = RunRef(run_id=run_id, agent_id=wake.agent_id, wake_id=wake.wake_id, room_id=wake.room_id, hop=wake.hop)
+    # Claimed now: the entry is the one just written. Resumed (a retried Claim step): its own start.
+    run: Any = _Started(run_id, now) if outcome == ClaimOutcome.CLAIMED else _load_run(deps, ref)
+    if agent is None:
+        raise RunStateInvalid(f"agent {wake.agent_id} is not registered")
+    facts = RunFacts(company=run.company if isinstance(run, RunRecord) else company, started_at=run.started_at,
+                     provider=agent.provider, model=agent.model, owner_url=agent.base_url is not None)
+    return RunState(
+        wake=wake, claim=ClaimResult(claimed=True, resumed=outcome == ClaimOutcome.OWN), run=ref, facts=facts,
+        budget=budget(deps, run), settings=RunSettings(approval_timeout_s=deps.settings.approval_timeout_s))
+
+
+# ----------------------------------------------------------------------------- 2. read the room
+def load_context(deps: Deps, state: RunState, agent: Agent | None = None) -> RunState:
+    """Assemble the context with bounded reads and store it under the run (SPEC §2.2).
+    ``agent``: the run's agent as the claim read it in this same invocation."""
+    ref = _need_run(state)
+    run = _timing(deps, state, ref)
+    s = deps.settings
+    agent = agent if agent is not None else deps.room.get_agent(ref.agent_id)
+    # Eventually consistent: the context's members and hop limit; no rights decision rests on
+    # them (the agent's company, the wake's cause and the policy are read consistently).
+    # A room created a moment ago may not be visible yet: then read it consistently.
+    room = deps.room.get_room(ref.room_id, consistent=False) or deps.room.get_room(ref.room_id)
+    if agent is None or room is None:
+        raise RunStateInvalid("agent or room missing")
+    wake = state.wake if state.wake is not None else _load_run(deps, ref).wake
+    if wake.cause_kind == "message":
+        msg = deps.room.get_message(ref.room_id, wake.cause_id)
+        if msg is None:
+            raise RunStateInvalid(f"wake cause message {wake.cause_id} not found")
+        cause: dict[str, Any] = {"kind": "message", "message": msg.model_dump(mode="json")}
+        query = msg.text
+    else:
+        event = deps.room.get_task_event(ref.room_id, wake.task_id or "", wake.cause_id)
+        task = deps.room.get_task(ref.room_id, wake.task_id or "")
+        if event is None or task is None:
+            raise RunStateInvalid(f"wake cause task event {wake.cause_id} not found")
+        cause = {"kind": "task_event", "task": task.model_dump(mode="json"), "event": event.model_dump(mode="json")}
+        query = f"{task.title} {task.body} {event.text}"
+    agents = deps.room.room_agents(ref.room_id)
+    # The room's index version now (a run keeps reading it) and its top passages: constant reads.
+    index_version, passages = room_files.passages(deps, ref.room_id, query, s.file_passages)
+    ctx = {
+        "agent": agent.model_dump(mode="json", include={"id", "company", "instructions", "provider", "model"}),
+        "room": {"id": room.id, "members": room.members,
+                 "agents": [{"id": a, "company": c} for a, c in agents.items()]},
+        "cause": cause,
+        "messages": [m.model_dump(mode="json") for m in deps.room.recent_messages(ref.room_id, s.recent_messages)],
+        "open_tasks": [t.model_dump(mode="json") for t in deps.room.open_tasks_for(ref.room_id, agent.id, 50)],
+        "memory": [m.model_dump(mode="json") for m in deps.room.memory_for(ref.room_id, agent.company, s.memory_lines)],
+        "passages": [p.model_dump(mode="json", exclude_none=True) for p in passages],
+        "index_version": index_version,
+    }
+    deps.rundata.put(ref.run_id, "context", ctx)
+    facts = _facts(deps, state, ref).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
+    return state.model_copy(update={"budget": budget(deps, run), "facts": facts})
+
+
+
+# ----------------------------------------------------------------------------- merged phases
+# A Lambda per phase of the state machine, fewer phases (issue 13): adjacent phases whose order is
+# kept inside one invocation. Each part runs in its own fault scope, so the crash matrix keeps
+# every point of the parts (faults.subphase) and gains the merged invocation's own.
+def claim_and_read(deps: Deps, state: RunState, run_id: str, execution_arn: str,
+                   execution_start: str | None = None) -> RunState:
+    """Claim (SPEC §2.1), then read the room (§2.2). Raises AlreadyClaimed when another
+    execution holds the claim: the ASL catches it into a Succeed state, nothing done."""
+    with faults.subphase("claim"):
+        agent = deps.room.get_agent(state.wake.agent_id) if state.wake is not None else None
+        claimed = claim(deps, state, run_id, execution_arn, execution_start, agent)
+    if claimed.claim is None or not claimed.claim.claimed:
+        raise AlreadyClaimed(f"wake {state.wake.wake_id if state.wake else '?'} is claimed by another execution")
+    with faults.subphase("load_context"):  # the agent read once, for the claim and the context
+        return load_context(deps, claimed, agent)
+
+

@@ -1,0 +1,125 @@
+"""What the run phases share (SPEC §2): the run's timing and budget, its facts from the state, the
+ledger helpers, and the final write of a completed run (§2.8) with its cost line (§10).
+
+Never twice: every write is keyed from the run and conditional, so any phase can be retried.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from quayutec.deps import Deps
+from quayutec import cost_line
+from quayutec.errors import RunStateInvalid, RunTimedOut
+from quayutec.logic import ids
+from quayutec.models import (
+    Budget,
+    ModelRequestRecord,
+    RunFacts,
+    RunRecord,
+    RunRef,
+    RunState,
+    parse_iso,
+)
+
+logger = Logger(child=True)
+metrics = Metrics()
+
+
+
+def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord) -> None:
+    """Store a model request's outcome and count it (metric ``ModelRequest_<outcome>``)."""
+    deps.ledger.finish_request(run_id, record)
+    metrics.add_metric(name=f"ModelRequest_{record.outcome}", unit=MetricUnit.Count, value=1)
+
+MAX_ERROR_BODY = 4096
+
+
+# ----------------------------------------------------------------------------- helpers
+def _iso(deps: Deps) -> str:
+    return deps.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _need_run(state: RunState) -> RunRef:
+    if state.run is None:
+        raise RunStateInvalid("state has no run: the phase needs the Claim step's output")
+    return state.run
+
+
+def _load_run(deps: Deps, ref: RunRef) -> RunRecord:
+    run = deps.ledger.get_run(ref.run_id)
+    if run is None:
+        raise RunStateInvalid(f"run {ref.run_id} has no ledger entry")
+    return run
+
+
+class _Started:
+    """The timing facts of a run not yet parked (before its approvals): what the budget needs."""
+
+    def __init__(self, run_id: str, started_at: str) -> None:
+        self.run_id, self.started_at, self.parked_s, self.parked_since = run_id, started_at, 0.0, None
+
+
+def _timing(deps: Deps, state: RunState, ref: RunRef) -> Any:
+    """The run's timing from the state's facts (no read), else from its ledger entry."""
+    if state.facts is not None:
+        return _Started(ref.run_id, state.facts.started_at)
+    return _load_run(deps, ref)
+
+
+def _facts(deps: Deps, state: RunState, ref: RunRef) -> RunFacts:
+    """The run's facts from the state; for a state without them (a run started before they were
+    carried), from the ledger entry and the agent."""
+    if state.facts is not None:
+        return state.facts
+    run = _load_run(deps, ref)
+    agent = deps.room.get_agent(ref.agent_id)
+    if agent is None:
+        raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
+    return RunFacts(company=run.company, started_at=run.started_at, provider=agent.provider, model=agent.model,
+                    owner_url=agent.base_url is not None)
+
+
+def remaining_seconds(deps: Deps, run: Any) -> float:
+    """Active time left (SPEC §2: 300 s from claim to end, parked approval time excluded)."""
+    now = deps.clock()
+    used = (now - parse_iso(run.started_at)).total_seconds() - run.parked_s
+    if run.parked_since:
+        used -= (now - parse_iso(run.parked_since)).total_seconds()
+    return deps.settings.run_time_limit_s - used
+
+
+def _hop_limit_of(deps: Deps, room_limit: int | None) -> int:
+    return room_limit if room_limit is not None else deps.settings.hop_limit
+
+
+def hop_limit(deps: Deps, room: Any) -> int:
+    """The room's hop limit, or the runtime's setting when the room names none (SPEC §3)."""
+    return room.hop_limit if room is not None and room.hop_limit is not None else deps.settings.hop_limit
+
+
+def budget(deps: Deps, run: Any) -> Budget:
+    """The budget handed to the next Task as ``TimeoutSecondsPath``. Raises RunTimedOut."""
+    left = remaining_seconds(deps, run)
+    if left <= 0:
+        raise RunTimedOut(f"run {run.run_id} used its {deps.settings.run_time_limit_s} s of active time")
+    return Budget(remaining_s=max(1, math.floor(left)))
+
+
+
+# ----------------------------------------------------------------------------- 8. record
+def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
+    """Record ``completed`` (SPEC §2.8), with the cost line: the state's counters, this
+    invocation's so far, ``states`` entered for it and this final write (SPEC §10)."""
+    ref = _need_run(state)
+    cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
+    deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id),
+                           cost=cost.model_dump(mode="json"))
+    metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
+    return state
+
+

@@ -1,0 +1,152 @@
+"""DecideAndPost (SPEC §2.4, §2.5): decide the company's rights over the declared actions, then post
+the reply; a reply that declares nothing also records the run's final status (§2.8).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+from quayutec.deps import Deps
+from quayutec import faults
+from quayutec.errors import RunStateInvalid
+from quayutec.logic import ids, rights
+from quayutec.logic import wakes as wake_rules
+from quayutec.models import (
+    MAX_ACTIONS,
+    ActionRecord,
+    Agent,
+    Author,
+    Message,
+    RightsStep,
+    RunState,
+)
+
+
+from quayutec.logic.phases.common import (
+    _iso, _need_run, _load_run, _timing, _facts, _hop_limit_of, budget, finish,
+)
+
+
+# ----------------------------------------------------------------------------- 4. rights
+def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]],
+               agents: dict[str, str] | None = None) -> rights.RoomView:
+    """The room as the rights check needs it: its agents (as the run's room read found them,
+    carried in the state), and only the tasks the declared actions name (at most 25 point reads:
+    the cost does not grow with the room's history)."""
+    agent_company = dict(agents) if agents is not None else deps.room.room_agents(room_id)
+    named = {str(c["input"]["task"]) for c in tool_calls[:MAX_ACTIONS]
+             if isinstance(c.get("input"), dict) and isinstance(c["input"].get("task"), str)
+             and 0 < len(c["input"]["task"]) <= 256}
+    tasks = {t.id: t for t in (deps.room.get_task(room_id, task_id) for task_id in sorted(named)) if t}
+    return rights.RoomView(agent_company=agent_company, tasks=tasks)
+
+
+def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = None) -> RunState:
+    """Decide each declared action (allow / ask / deny) and record it in the ledger, once
+    (SPEC §2.4, §4, §5). Returns the indexes held for approval. ``reply``: the stored reply when
+    the caller has read it already."""
+    ref = _need_run(state)
+    run = _timing(deps, state, ref)
+    reply = reply if reply is not None else deps.rundata.get(ref.run_id, "reply")
+    if reply is None:
+        raise RunStateInvalid("no model reply stored for the run")
+    if not reply["tool_calls"]:  # a plain reply declares nothing: no policy, room or ledger to read
+        if reply.get("truncated"):
+            deps.ledger.update_run(ref.run_id, {"actions_over_limit": 0, "reply_truncated": True,
+                                                "updated_at": _iso(deps)})
+        return state.model_copy(update={"rights": RightsStep(held=[], held_count=0, actions=0, over_limit=0),
+                                        "budget": budget(deps, run)})
+    recorded = {a.index: a for a in deps.ledger.actions(ref.run_id)}
+    facts = _facts(deps, state, ref)
+    # The rights rest on the agent's company (read consistently at claim) and its company's
+    # policy, read now, consistently.
+    agent = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
+    company = deps.room.get_company(agent.company)
+    records, over = rights.decide_all(reply["tool_calls"], agent, company.rights if company else None,
+                                      _room_view(deps, ref.room_id, reply["tool_calls"], facts.agents))
+    final: list[ActionRecord] = []
+    for rec in records:
+        if rec.index not in recorded:
+            deps.ledger.record_action(ref.run_id, rec)
+            recorded[rec.index] = rec
+        final.append(recorded[rec.index])
+    if over or reply.get("truncated"):
+        deps.ledger.update_run(ref.run_id, {"actions_over_limit": over, "reply_truncated": bool(reply.get("truncated")),
+                                            "updated_at": _iso(deps)})
+    held = [r.index for r in final if r.decision == "ask"]
+    return state.model_copy(update={"rights": RightsStep(held=held, held_count=len(held), actions=len(final),
+                                                         over_limit=over),
+                                    "budget": budget(deps, run)})
+
+
+# ----------------------------------------------------------------------------- 5. post the reply
+def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, truncated: bool) -> str:
+    """The reply text plus notes on held and denied actions (kind and target, never quoted text)."""
+    notes = []
+    for a in actions:
+        if a.decision == "ask":
+            notes.append(f"⏸ held for approval: {rights.describe(a)}")
+        elif a.decision == "deny":
+            notes.append(f"✗ denied: {rights.describe(a)} ({a.reason})")
+    if over_limit:
+        notes.append(f"✗ denied: {over_limit} more action(s) over the limit of 25")
+    if truncated:
+        notes.append("(reply truncated to 32 KiB)")
+    return text.rstrip() + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None) -> RunState:
+    """Post the reply, the run's first write to the room (SPEC §2.5). Its id derives from the
+    run id; it wakes only the agents it @mentions."""
+    ref = _need_run(state)
+    run = _timing(deps, state, ref)
+    reply = reply if reply is not None else deps.rundata.get(ref.run_id, "reply")
+    if reply is None:
+        raise RunStateInvalid("no model reply stored for the run")
+    step = state.rights
+    actions = [] if step is not None and step.actions == 0 else deps.ledger.actions(ref.run_id)
+    over = step.over_limit if step is not None and step.over_limit is not None else \
+        _load_run(deps, ref).actions_over_limit
+    facts = _facts(deps, state, ref)
+    if facts.agents is None or state.facts is None:  # a state from before the facts were carried
+        room = deps.room.get_room(ref.room_id)
+        if room is None:
+            raise RunStateInvalid("room missing")
+        facts = facts.model_copy(update={"hop_limit": room.hop_limit, "agents": deps.room.room_agents(ref.room_id)})
+    text = compose_reply(reply["text"], actions, over, bool(reply.get("truncated")))
+    msg_id = ids.reply_message_id(ref.run_id)
+    mentioned = wake_rules.mentions(reply["text"], list(facts.agents or {}))
+    wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="reply",
+                                          run_agent=ref.agent_id, run_hop=ref.hop,
+                                          hop_limit=_hop_limit_of(deps, facts.hop_limit),
+                                          targets=[(a, "message", msg_id, None) for a in mentioned])
+    msg = Message(id=msg_id, room_id=ref.room_id, author=Author(kind="agent", id=ref.agent_id, company=facts.company),
+                  text=text, mentions=mentioned, kind="reply", run_id=ref.run_id, created_at=_iso(deps))
+    deps.room.put_message(msg, wakes)
+    for notice in notices:
+        deps.room.put_message(notice)
+    # The reply's id derives from the run: the final ledger write records it (no write here).
+    return state.model_copy(update={"budget": budget(deps, run)})
+
+
+
+def decide_and_post(deps: Deps, state: RunState) -> RunState:
+    """Decide the rights (SPEC §2.4), then post the reply (§2.5), reading the stored reply once.
+    A reply that declares no action has nothing to hold or write: the run's final status is
+    recorded here too (§2.8) and ``finished`` tells the ASL to end."""
+    ref = _need_run(state)
+    reply = deps.rundata.get(ref.run_id, "reply")
+    if reply is None:
+        raise RunStateInvalid("no model reply stored for the run")
+    with faults.subphase("decide_rights"):
+        state = decide_rights(deps, state, reply)
+    with faults.subphase("post_reply"):
+        state = post_reply(deps, state, reply)
+    if state.rights is not None and state.rights.actions == 0:
+        with faults.subphase("finish"):
+            state = finish(deps, state, states=3)  # DecideAndPost, Finished?, Done
+        return state.model_copy(update={"finished": True})
+    return state.model_copy(update={"finished": False})
+
+
