@@ -2,7 +2,7 @@
 
 A *case* is a run that posts a reply, writes a memory line, updates a task, creates a task and
 holds one action (approved by the driver), with faults injected at points of its phases
-(:mod:`quayutec.faults`); the runtime does what it does (Step Functions retries and catches,
+(:mod:`quaylocal.faults`); the runtime does what it does (Step Functions retries and catches,
 the reconciler); the wake is delivered again; then a fresh message goes to the agent. The
 tables then say (:meth:`ChaosLab.check`): no item written twice (by content, by key, and by the
 room table's stream for items that are never rewritten), the reply at most once and under its
@@ -33,7 +33,7 @@ from typing import Any
 from moto.awslambda.models import LambdaFunction
 
 from quayutec import deps as quay_deps
-from quayutec import faults
+from quaylocal import faults
 from quayutec import resources as r
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import action_write_id, execution_name, reply_message_id

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from quayutec import faults
+from quaylocal import faults
 from quaylocal.chaos import ChaosLab
 
 

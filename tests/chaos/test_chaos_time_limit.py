@@ -4,7 +4,7 @@ take 3 s."""
 
 from __future__ import annotations
 
-from quayutec import faults
+from quaylocal import faults
 from quayutec.logic.ids import execution_name
 from quaylocal.chaos import ChaosLab
 

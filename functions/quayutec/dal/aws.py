@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import boto3
 from botocore.exceptions import ClientError
 
-from quayutec import faults
+from quayutec import seams
 from quayutec.errors import TransientError
 
 #: DynamoDB/AWS error codes that mean "try again later" (AWS API reference, common errors).
@@ -74,13 +74,13 @@ def client(service: str) -> Any:
     """A plain (low-level) boto3 client for ``service``, observed; cached per process. For the
     libraries that take a client (Powertools idempotency and parameters) and services with no
     helper below."""
-    return observe(faults.instrument(boto3.client(service)))
+    return observe(seams.hook_client(boto3.client(service)))
 
 
 @lru_cache(maxsize=1)
 def dynamodb() -> Any:
     """A DynamoDB client that takes and returns plain Python values (Decimal for numbers)."""
-    return observe(faults.instrument(boto3.resource("dynamodb").meta.client))  # fault hooks: off unless local chaos
+    return observe(seams.hook_client(boto3.resource("dynamodb").meta.client))
 
 
 def s3() -> Any:

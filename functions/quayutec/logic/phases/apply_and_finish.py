@@ -8,7 +8,6 @@ from __future__ import annotations
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.deps import Deps
-from quayutec import faults
 from quayutec.logic import ids
 from quayutec.logic import wakes as wake_rules
 from quayutec.models import (
@@ -24,6 +23,7 @@ from quayutec.models import (
 )
 
 
+from quayutec.seams import part
 from quayutec.logic.phases.common import (
     _iso, _need_run, _load_run, _Started, hop_limit, budget, finish,
     metrics,
@@ -136,9 +136,9 @@ def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tup
 def apply_and_finish(deps: Deps, state: RunState) -> RunState:
     """Write the allowed and approved actions and the run's wakes (SPEC §2.7), then record the
     final status (§2.8)."""
-    with faults.subphase("apply_actions"):
+    with part("apply_actions"):
         state = apply_actions(deps, state)
-    with faults.subphase("finish"):
+    with part("finish"):
         return finish(deps, state, states=apply_and_finish_states(state))
 
 

@@ -9,7 +9,6 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.deps import Deps
-from quayutec import faults
 from quayutec.errors import AlreadyClaimed, RunStateInvalid
 from quayutec.logic import files as room_files
 from quayutec.models import (
@@ -24,6 +23,7 @@ from quayutec.models import (
 from quayutec.dal.ledger import ClaimOutcome
 
 
+from quayutec.seams import part
 from quayutec.logic.phases.common import (
     _iso, _need_run, _load_run, _Started, _timing, _facts, budget, logger, metrics,
 )
@@ -120,12 +120,12 @@ def claim_and_read(deps: Deps, state: RunState, run_id: str, execution_arn: str,
                    execution_start: str | None = None) -> RunState:
     """Claim (SPEC §2.1), then read the room (§2.2). Raises AlreadyClaimed when another
     execution holds the claim: the ASL catches it into a Succeed state, nothing done."""
-    with faults.subphase("claim"):
+    with part("claim"):
         agent = deps.room.get_agent(state.wake.agent_id) if state.wake is not None else None
         claimed = claim(deps, state, run_id, execution_arn, execution_start, agent)
     if claimed.claim is None or not claimed.claim.claimed:
         raise AlreadyClaimed(f"wake {state.wake.wake_id if state.wake else '?'} is claimed by another execution")
-    with faults.subphase("load_context"):  # the agent read once, for the claim and the context
+    with part("load_context"):  # the agent read once, for the claim and the context
         return load_context(deps, claimed, agent)
 
 

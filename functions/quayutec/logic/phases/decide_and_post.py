@@ -8,7 +8,6 @@ from typing import Any
 
 
 from quayutec.deps import Deps
-from quayutec import faults
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import ids, rights
 from quayutec.logic import wakes as wake_rules
@@ -23,6 +22,7 @@ from quayutec.models import (
 )
 
 
+from quayutec.seams import part
 from quayutec.logic.phases.common import (
     _iso, _need_run, _load_run, _timing, _facts, _hop_limit_of, budget, finish,
 )
@@ -139,12 +139,12 @@ def decide_and_post(deps: Deps, state: RunState) -> RunState:
     reply = deps.rundata.get(ref.run_id, "reply")
     if reply is None:
         raise RunStateInvalid("no model reply stored for the run")
-    with faults.subphase("decide_rights"):
+    with part("decide_rights"):
         state = decide_rights(deps, state, reply)
-    with faults.subphase("post_reply"):
+    with part("post_reply"):
         state = post_reply(deps, state, reply)
     if state.rights is not None and state.rights.actions == 0:
-        with faults.subphase("finish"):
+        with part("finish"):
             state = finish(deps, state, states=3)  # DecideAndPost, Finished?, Done
         return state.model_copy(update={"finished": True})
     return state.model_copy(update={"finished": False})

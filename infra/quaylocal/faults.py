@@ -1,5 +1,9 @@
 """Fault injection for the chaos tests: "never twice, proven" (SPEC §2.1, §6). OFF by default.
 
+This module lives with the local stack, not in the deployed package: it reaches the runtime
+through :mod:`quayutec.seams` (a client hook puts the write points on every factory client, a
+part hook fires the points around each part of a merged phase), registered on import.
+
 Two switches, both needed:
 
 1. ``QUAY_FAULTS_ENABLED=1`` in the process environment. Only the local stack's chaos tooling
@@ -14,7 +18,7 @@ Two switches, both needed:
 Injection points (names are stable, so a plan can name them):
 
 * ``{phase}:before:{write}`` / ``{phase}:after:{write}`` — around every write a phase makes.
-  The hook sits on the boto3 clients of :mod:`quayutec.dal.aws` (``instrument``), so every
+  The hook sits on the boto3 clients of :mod:`quayutec.dal.aws` (``instrument``, a client hook), so every
   DynamoDB / S3 / SQS write is covered, present and future, without a hook per DAL method.
   ``{write}`` is ``{op} {what}``: op ``put`` / ``update`` / ``tx`` / ``delete`` / ``s3put`` /
   ``send``; what ``{table}:{sort-key prefix}`` (``room:MSG``, ``ledger:ACT``,
@@ -61,6 +65,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from quayutec import seams
 from quayutec.errors import TransientError
 
 ENV_VAR = "QUAY_FAULTS_ENABLED"
@@ -328,3 +333,9 @@ def instrument(client: Any) -> Any:
         client.meta.events.register(f"after-call.{service_id}", _after, unique_id="quay-faults-after")
     return client
 
+
+
+# Registered on import: the seams stay inert unless the environment switch is on and a plan or a
+# trace is armed (``instrument`` and ``subphase`` check).
+seams.add_client_hook(instrument)
+seams.add_part_hook(subphase)
