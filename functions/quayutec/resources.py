@@ -178,7 +178,7 @@ class FunctionDef:
     memory_mb: int = 512
     # Exactly what its role may do (least privilege; each grant is used by a call of the test
     # suite or has its reason in quaylocal.iam_check.UNUSED_GRANT_REASONS):
-    #   "<table>:<op>"           op: get | query | put | update | delete, on claims | ledger | room
+    #   "<table>:<op>"           op: get | batchget | query | put | update | delete, on claims | ledger | room
     #                            | idempotency (GetItem, Query, PutItem, UpdateItem, DeleteItem)
     #   "<table>:query@<index>"  Query on one of the table's indexes
     #   "rundata:get|put"        run data objects under runs/ ; "secrets:read|write" provider keys
@@ -199,7 +199,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
     # claim then read the room; decide then post; apply then finish. CallModel stays alone: the
     # only function that reads provider keys.
     FunctionDef("ClaimAndReadFunction", "quayutec.handlers.claim_and_read.handler", "ClaimAndReadFunctionArn",
-                touches=("claims:get", "claims:put", "ledger:get", "ledger:put", "room:get", "room:query",
+                touches=("claims:get", "claims:put", "ledger:get", "ledger:put", "room:get", "room:batchget", "room:query",
                          "room:query@by_time", "room:query@open_tasks", "rundata:put", "index:get"),
                 reads=(CLAIM_TABLE.env_var, LEDGER_TABLE.env_var, ROOM_TABLE.env_var, RUN_DATA_BUCKET.env_var,
                        FILES_BUCKET.env_var, *_RUN_BUDGET, *_CONTEXT_SIZES, "APPROVAL_TIMEOUT_SECONDS")),

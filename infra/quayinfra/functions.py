@@ -44,7 +44,8 @@ CODE_EXCLUDE = [
 # in-progress record after a failed request. No BatchWriteItem, no Scan.
 _TABLE_TOUCHES = {"claims": R.CLAIM_TABLE, "ledger": R.LEDGER_TABLE, "room": R.ROOM_TABLE,
                   "idempotency": R.IDEMPOTENCY_TABLE}
-_TABLE_OPS = {"get": "dynamodb:GetItem", "query": "dynamodb:Query", "put": "dynamodb:PutItem",
+_TABLE_OPS = {"get": "dynamodb:GetItem", "batchget": "dynamodb:BatchGetItem", "query": "dynamodb:Query",
+              "put": "dynamodb:PutItem",
               "update": "dynamodb:UpdateItem", "delete": "dynamodb:DeleteItem"}
 _INDEXES = {(t, i.name) for t, tdef in _TABLE_TOUCHES.items() for i in tdef.indexes}
 

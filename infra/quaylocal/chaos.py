@@ -53,6 +53,8 @@ NO_RUN = "no run"  # the expected "status" when the claim never landed: nothing 
 CLAIM_WRITE = "claim:after:tx claims:CLAIM+ledger:RUN"
 REPLY_WRITE = "post_reply:after:put room:MSG"
 FINISH_WRITE = "finish:after:update ledger:RUN"
+#: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
+PLAIN_END_WRITE = "post_reply:after:tx room:MSG+room:MSG+ledger:RUN"
 
 
 # ----------------------------------------------------------------------------- the seam
@@ -116,7 +118,9 @@ class Point:
     the traced clean run (:func:`expected_status`). ``run_scoped=False``: the faults hit whatever
     passes first (stream and queue points; such a case plays alone, with a busy stream batch).
     ``wakes``: the room keeps the default hop limit, so the run's writes wake the other agent
-    (an outbox item); otherwise the room's hop limit is 0 and a notice says so (one run less)."""
+    (an outbox item); otherwise the room's hop limit is 0 and a notice says so (one run less).
+    ``plain``: the reply declares no action and @mentions the other agent (past the hop limit: a
+    notice), so the run ends in DecideAndPost with one transaction (reply, notice, final write)."""
 
     at: str
     kind: str
@@ -125,6 +129,7 @@ class Point:
     arg: float = 0.0
     run_scoped: bool = True
     wakes: bool = False
+    plain: bool = False
 
     @property
     def name(self) -> str:
@@ -180,8 +185,11 @@ def standard_matrix() -> list[Point]:
     def case(at: str, kind: str, *dies: str, expect: str | None = None, wakes: bool = False) -> Point:
         return Point(at, kind, expect, also=tuple(_die(d) for d in dies), wakes=wakes)
 
+    def plain(at: str, kind: str, expect: str, *dies: str) -> Point:
+        return Point(at, kind, expect, also=tuple(_die(d) for d in dies), plain=True)
+
     claim_w, ctx_w = "claim:after:tx claims:CLAIM+ledger:RUN", "load_context:after:s3put s3:context"
-    req_w, reply_w = "call_model:after:put ledger:REQ", "call_model:after:s3put s3:reply"
+    req_w, reply_w = "call_model:after:put ledger:REQ", "call_model:after:put ledger:REQ#2"  # reply: with its outcome
     return [
         case("claim:before:tx claims:CLAIM+ledger:RUN", "crash"),     # nothing claimed: no run at all
         case(claim_w, "crash"),
@@ -190,7 +198,7 @@ def standard_matrix() -> list[Point]:
         case(reply_w, "crash", "claim:end"),
         case("decide_rights:after:put ledger:ACT#2", "crash", req_w),  # retried: request 1 is lost
         case("post_reply:before:put room:MSG", "crash",
-             "call_model:before:s3put s3:reply", "decide_rights:after:put ledger:ACT#2"),  # answer lost
+             "call_model:before:put ledger:REQ#2", "decide_rights:after:put ledger:ACT#2"),  # answer lost
         case("post_reply:end", "stop", "call_model:end", "decide_rights:end"),  # the reply reused
         case(REPLY_WRITE, "crash", "decide_rights:after:put ledger:ACT", "record_failure:after:update ledger:RUN"),
         case("request_approval:after:put room:APPROVAL", "crash", REPLY_WRITE),  # still one reply
@@ -198,10 +206,10 @@ def standard_matrix() -> list[Point]:
         # RecordFailure crashes too: the execution fails outside any Catch, the reconciler closes
         Point("apply_actions:before:update ledger:RUN", "crash", also=(
             _die("request_approval:after:put room:APPROVAL"), ("record_failure:start", "crash"))),
-        case("apply_actions:after:put room:MEM", "crash", "request_approval:end"),  # written, unrecorded
+        case("apply_actions:after:tx room:MEM+room:META", "crash", "request_approval:end"),  # written, unrecorded
         case("apply_actions:after:tx room:TEV+room:TASK#2", "crash",  # the approved close landed
              "post_reply:end", "request_approval:after:update ledger:RUN"),
-        case("finish:before:update ledger:RUN", "crash", "apply_actions:after:put room:MEM", ctx_w),
+        case("finish:before:update ledger:RUN", "crash", "apply_actions:after:tx room:MEM+room:META", ctx_w),
         case("finish:after:update ledger:RUN", "crash",               # already completed
              "apply_actions:after:tx room:TASK+room:TEV", "decide_rights:after:put ledger:ACT#3"),
         # deaths only
@@ -210,6 +218,11 @@ def standard_matrix() -> list[Point]:
         case("apply_actions:after:update ledger:ACT", "die", "apply_actions:after:tx room:TEV+room:TASK",
              "finish:end", "request_approval:before:put room:APPROVAL"),
         case("apply_actions:after:put room:OUTBOX", "die", "apply_actions:end", wakes=True),  # the wakes: once
+        # a plain reply: the reply, its notice and the final write land in one transaction
+        plain(PLAIN_END_WRITE.replace(":after:", ":before:"), "crash", "failed_before_reply", "call_model:end"),
+        plain(PLAIN_END_WRITE, "crash", "completed", PLAIN_END_WRITE.replace(":after:", ":before:")),
+        plain(PLAIN_END_WRITE, "die", "completed", "call_model:after:put ledger:REQ#2"),  # all landed: once
+        plain("post_reply:end", "stop", "completed", "claim:end"),
         # the wake paths: a stream batch whose first wake is sent 5 times and whose second record's
         # processing is dropped (the batch is retried from it), read by a wake consumer that dies
         # after starting the execution (the batch comes back)
@@ -243,6 +256,12 @@ def matrix_reply(case: Case) -> dict[str, Any]:
         {"kind": "create_task", "to": case.b, "title": "Check the draft", "body": f"Check {case.room}'s draft."},
         {"kind": "close_task", "task": case.t2, "result": "Closed by the agent."},  # held: acme asks
     ]}}
+
+
+def plain_reply(case: Case) -> dict[str, Any]:
+    """The reply of a plain case: no action, an @mention of the other agent (a notice: the case's
+    room has hop limit 0)."""
+    return {"reply": {"text": f"Plan for {case.room}: agreed, @{case.b} will see it.", "actions": []}}
 
 
 @dataclass
@@ -371,7 +390,8 @@ class ChaosLab:
                                     created_by=BOB, created_at=now, updated_at=now),
                                TaskEvent(id=f"tev-{tid}-created", room_id=case.room, task_id=tid, kind="created",
                                          text=title, by=BOB, created_at=now))  # no wakes: set-up only
-        self.server.set_script(case.a, [matrix_reply(case)] * 3)
+        reply = plain_reply(case) if point is not None and point.plain else matrix_reply(case)
+        self.server.set_script(case.a, [reply] * 3)
         return case
 
     def post(self, case: Case, text: str, key: str) -> tuple[Wake, str]:

@@ -383,7 +383,8 @@ class Player:
         layer = ("Step Functions refused it: ExecutionAlreadyExists for execution name " + name
                  if deliveries.get("already_exists") else
                  "Step Functions returned the running execution of the same name and input (" + name + ")")
-        return (f"wake {wake.wake_id} for {wake.agent_id} delivered again ({deliveries.get('deliveries', 0)} deliveries, "
+        counted = f"{deliveries['repeats']} repeat(s) counted, " if deliveries.get("repeats") else ""
+        return (f"wake {wake.wake_id} for {wake.agent_id} delivered again ({counted}"
                 f"{len(executions)} execution): {layer}; not run twice")
 
     # ------------------------------------------------------------------ results

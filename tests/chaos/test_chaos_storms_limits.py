@@ -123,9 +123,12 @@ def test_one_wake_delivered_100_times_at_once_runs_once(lab: ChaosLab) -> None:
     assert [e["name"] for e in executions] == [name]
     runs = lab.deps.ledger.runs_in_room(wake.room_id)
     assert [(x.run_id, x.status) for x in runs] == [(name, "completed")]
+    # Repeats are counted when Step Functions refuses them or SQS redelivers; one answered with the
+    # running execution (same name and input) is not told from the first start (no write per wake).
     deliveries = lab.deps.ledger.deliveries(agent, wake.wake_id)
-    assert deliveries["deliveries"] == N
-    assert deliveries.get("started", 0) + deliveries.get("already_exists", 0) == N
+    refused_direct = sum(1 for x in out if x == "already_exists")
+    assert refused_direct <= deliveries.get("already_exists", 0) <= N - 1
+    assert deliveries.get("repeats", 0) == deliveries.get("started", 0) + deliveries.get("already_exists", 0) <= N - 1
     replies = [m for m in lab.deps.room.all_messages(wake.room_id) if m.kind == "reply"]
     assert len(replies) == 1 and lab.server.count(agent) == 1
 

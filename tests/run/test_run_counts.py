@@ -8,15 +8,23 @@ from runhelpers import Env
 
 from quaylocal.costs import plain_runs
 
-#: Today's counts of one plain run (warm: the second run of the process).
-AWS_CALLS_PER_PLAIN_RUN = 22
-WRITES_PER_PLAIN_RUN = 6
+#: Today's counts of one plain run (warm: the second run of the process), in a room that holds
+#: no memory yet: the wake path (SendMessageBatch, StartExecution); ClaimAndRead (BatchGetItem,
+#: the claim transaction, recent messages, open tasks, PutObject context); CallModel (GetObject
+#: context, the request's two ledger writes, the second carrying the reply); DecideAndPost
+#: (GetItem reply, one transaction: reply + final write).
+AWS_CALLS_PER_PLAIN_RUN = 12
+WRITES_PER_PLAIN_RUN = 4
 TRANSITIONS_PER_PLAIN_RUN = 6
 LAMBDA_INVOCATIONS_PER_PLAIN_RUN = 6
+#: Issue 13's budget for one plain run.
+BUDGET = {"aws_calls": 12, "writes": 5, "transitions": 7, "lambda_invocations": 6}
 
 
 def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
     first, second = plain_runs(env.stack, env.server, 2)
+    for figure, most in BUDGET.items():
+        assert getattr(second, figure) <= most, (figure, second.by_operation)
     assert second.aws_calls == AWS_CALLS_PER_PLAIN_RUN, second.by_operation
     assert second.writes == WRITES_PER_PLAIN_RUN
     assert second.transitions == TRANSITIONS_PER_PLAIN_RUN
@@ -28,7 +36,7 @@ def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
 
 #: The wake path's calls before the run exists (stream dispatch, wake consumer): not in the
 #: run's cost line, which counts the phases' own calls (quayutec.cost_line).
-WAKE_PATH = {"sqs.SendMessageBatch": 1, "sfn.StartExecution": 1, "dynamodb.UpdateItem": 1}
+WAKE_PATH = {"sqs.SendMessageBatch": 1, "sfn.StartExecution": 1}
 
 
 def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> None:
@@ -55,3 +63,28 @@ def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> No
     lines = cost_lines(run.cost.model_dump(mode="json"))
     assert "(estimated)" in lines[0] and "3 Lambda invocations" in lines[0]
     assert f"{sum(run.cost.aws_requests.values())} AWS requests" in lines[0]
+
+
+def test_a_run_queries_only_the_memory_partitions_the_room_holds(env: Env) -> None:
+    """The room item names the memory partitions that hold lines (written with each line, in one
+    transaction): a run of acme's agent queries the room-wide and acme's own partition once each
+    holds a line — two reads more than in a room without memory — and never bolt's; its context
+    holds exactly the lines acme may read."""
+    from quaylocal import calls as C
+    from quayutec.models import Author, MemoryLine
+
+    d = env.deps
+    _, before = plain_runs(env.stack, env.server, 2)
+    lines = [MemoryLine(id=f"m-{vis}-{co}", room_id="r1", text=f"{vis} line of {co}", visibility=vis, company=co,
+                        author=Author(kind="person", id="ann", company=co), created_at=f"2026-11-30T00:00:0{i}Z")
+             for i, (vis, co) in enumerate([("company", "bolt"), ("room", "bolt"), ("company", "acme")])]
+    with C.owner(C.SETUP):
+        for line in lines:
+            assert d.room.put_memory(line) and not d.room.put_memory(line)  # once
+    after = plain_runs(env.stack, env.server, 1)[0]
+    assert after.aws_calls == before.aws_calls + 2, after.by_operation
+    assert after.by_operation["dynamodb.Query"] == before.by_operation["dynamodb.Query"] + 2
+    run = sorted(d.ledger.runs_in_room("r1"), key=lambda x: x.started_at)[-1]
+    context = d.rundata.get(run.run_id, "context")
+    assert context is not None
+    assert sorted(m["id"] for m in context["memory"]) == ["m-company-acme", "m-room-bolt"]

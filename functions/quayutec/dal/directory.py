@@ -48,7 +48,7 @@ def decode_cursor(cursor: str, *, pk: str, prefix: str) -> dict[str, str]:
 class _CursorKey(BaseModel):
     """What a page cursor holds: the last item's key (strings only, nothing else)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     pk: str = Field(max_length=1024)
     sk: str = Field(max_length=1024)
     lsi1sk: str = Field(max_length=1024)
@@ -108,7 +108,8 @@ class Directory:
         """Write a new room with its member items and the companies' room index, in one
         transaction; ``False`` when the room id is taken."""
         pk = f"ROOM#{room.id}"
-        items = [self._put({"pk": pk, "sk": "META", "type": "room", **room.model_dump(mode="json", exclude_none=True)})]
+        items = [self._put({"pk": pk, "sk": "META", "type": "room", "agents": {}, "memory": {},
+                            **room.model_dump(mode="json", exclude_none=True)})]
         for company in room.members:
             items.append(self._put({"pk": pk, "sk": f"MEMBER#{company}", "type": "member", "company": company}, None))
             items.append(self._put({"pk": f"COMPANY#{company}", "sk": f"ROOM#{room.id}", "type": "company_room",

@@ -4,9 +4,12 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 
 * ``RUN#{run}`` / ``RUN`` — the run: wake, status, times, reply id, error, what was not done
   (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{started_at}#{run}``)
-* ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these)
+* ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these);
+  its outcome write carries the stored reply (``reply``, or ``reply_at = "run-data"`` when it was
+  too large for an item and went to the run-data bucket)
 * ``RUN#{run}`` / ``ACT#{index:03d}`` — a declared action, its decision and outcome
-* ``WAKE#{agent}#{wake}`` / ``DELIVERY`` — how often the wake was delivered and who refused repeats
+* ``WAKE#{agent}#{wake}`` / ``DELIVERY`` — the wake's repeated deliveries and how each ended (a
+  first delivery writes nothing)
 """
 
 from __future__ import annotations
@@ -97,9 +100,7 @@ class LedgerStore:
                                     ConsistentRead=True).get("Item")
         return RunRecord.model_validate(_plain(item)) if item else None
 
-    def update_run(self, run_id: str, fields: dict[str, Any], *, only_if_not_final: bool = True) -> bool:
-        """Set fields on a run entry. With ``only_if_not_final`` (the default) nothing changes
-        once the run has a final status; returns ``False`` then."""
+    def _update_spec(self, run_id: str, fields: dict[str, Any], only_if_not_final: bool) -> dict[str, Any]:
         names = {f"#f{i}": k for i, k in enumerate(fields)}
         values = {f":v{i}": _dec(v) for i, v in enumerate(fields.values())}
         expr = "SET " + ", ".join(f"#f{i} = :v{i}" for i in range(len(fields)))
@@ -109,15 +110,17 @@ class LedgerStore:
             for i, status in enumerate(_FINAL):
                 values[f":final{i}"] = status
             cond += " AND NOT #st IN (" + ", ".join(f":final{i}" for i in range(len(_FINAL))) + ")"
-        return update_if(self.db, TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": "RUN"},
-                         UpdateExpression=expr, ConditionExpression=cond,
-                         ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+        return {"TableName": self.table, "Key": {"pk": f"RUN#{run_id}", "sk": "RUN"}, "UpdateExpression": expr,
+                "ConditionExpression": cond, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
 
-    def finish_run(self, run_id: str, status: str, *, error_class: str | None = None,
-                   error_message: str | None = None, not_done: list[str] | None = None,
-                   reply_message_id: str | None = None, cost: dict[str, Any] | None = None) -> bool:
-        """Give the run its final status, once: a final status is never overwritten. The reply's
-        id (when it was posted) is recorded in this same write."""
+    def update_run(self, run_id: str, fields: dict[str, Any], *, only_if_not_final: bool = True) -> bool:
+        """Set fields on a run entry. With ``only_if_not_final`` (the default) nothing changes
+        once the run has a final status; returns ``False`` then."""
+        return update_if(self.db, **self._update_spec(run_id, fields, only_if_not_final))
+
+    @staticmethod
+    def _final_fields(status: str, error_class: str | None, error_message: str | None, not_done: list[str] | None,
+                      reply_message_id: str | None, cost: dict[str, Any] | None) -> dict[str, Any]:
         fields: dict[str, Any] = {"status": status, "ended_at": now_iso(), "updated_at": now_iso()}
         if reply_message_id:
             fields["reply_message_id"] = reply_message_id
@@ -129,7 +132,23 @@ class LedgerStore:
             fields["error_message"] = error_message[:2000]
         if not_done:
             fields["not_done"] = not_done
-        return self.update_run(run_id, fields)
+        return fields
+
+    def finish_run(self, run_id: str, status: str, *, error_class: str | None = None,
+                   error_message: str | None = None, not_done: list[str] | None = None,
+                   reply_message_id: str | None = None, cost: dict[str, Any] | None = None) -> bool:
+        """Give the run its final status, once: a final status is never overwritten. The reply's
+        id (when it was posted) is recorded in this same write."""
+        return self.update_run(run_id, self._final_fields(status, error_class, error_message, not_done,
+                                                          reply_message_id, cost))
+
+    def finish_run_item(self, run_id: str, status: str, *, reply_message_id: str | None = None,
+                        cost: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The final write of :meth:`finish_run` as a ``TransactWriteItems`` entry, to land in one
+        transaction with the write it completes (a run's reply: SPEC §2.5, §2.8). Its condition
+        fails when the run has a final status already."""
+        return {"Update": self._update_spec(
+            run_id, self._final_fields(status, None, None, None, reply_message_id, cost), True)}
 
     def runs_in_room(self, room_id: str) -> list[RunRecord]:
         with transient_errors():
@@ -159,12 +178,29 @@ class LedgerStore:
         return put_new(self.db, self.table, _dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}",
                                                   **req.model_dump(mode="json", exclude_none=True)}))
 
-    def finish_request(self, run_id: str, req: ModelRequestRecord) -> None:
-        """Store the outcome of a recorded request (overwrites the pending record)."""
+    def finish_request(self, run_id: str, req: ModelRequestRecord, reply: dict[str, Any] | None = None,
+                       reply_at: str | None = None) -> None:
+        """Store the outcome of a recorded request (overwrites the pending record), with the reply
+        it brought (``reply``), or where that reply is stored (``reply_at``), in the same write."""
+        item = {"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}", **req.model_dump(mode="json", exclude_none=True)}
+        if reply is not None:
+            item["reply"] = reply
+        if reply_at is not None:
+            item["reply_at"] = reply_at
         with transient_errors():
-            self.db.put_item(TableName=self.table,
-                             Item=_dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}",
-                                        **req.model_dump(mode="json", exclude_none=True)}))
+            self.db.put_item(TableName=self.table, Item=_dec(item))
+
+    def request_reply(self, run_id: str, n: int) -> dict[str, Any] | str | None:
+        """The reply stored with request ``n``: a dict, or the ``reply_at`` place it was stored
+        instead (``"run-data"``), or ``None`` (no such request, or it brought no reply)."""
+        with transient_errors():
+            item = self.db.get_item(TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": f"REQ#{n}"},
+                                    ConsistentRead=True).get("Item")
+        if not item or item.get("outcome") != "ok":
+            return None
+        if "reply" in item:
+            return _plain(item["reply"])
+        return str(item["reply_at"]) if item.get("reply_at") else None
 
     # ------------------------------------------------------------------ actions
     def actions(self, run_id: str) -> list[ActionRecord]:
@@ -193,18 +229,21 @@ class LedgerStore:
                                 ExpressionAttributeValues=values)
 
     # ------------------------------------------------------------------ wake deliveries
-    def count_delivery(self, agent_id: str, wake_id: str, outcome: str) -> int:
-        """Count one delivery of a wake and how it ended (``started`` / ``already_exists``).
-        Returns the number of deliveries so far."""
+    def count_repeat_delivery(self, agent_id: str, wake_id: str, outcome: str) -> int:
+        """Count one repeated delivery of a wake and how it ended (``started``: SQS redelivered a
+        message whose first delivery did not finish; ``already_exists``: Step Functions refused
+        it). Returns the number of repeats so far."""
         with transient_errors():
             resp = self.db.update_item(
                 TableName=self.table, Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"},
-                UpdateExpression="ADD deliveries :one, #o :one SET last_at = :now",
+                UpdateExpression="ADD repeats :one, #o :one SET last_at = :now",
                 ExpressionAttributeNames={"#o": outcome}, ExpressionAttributeValues={":one": 1, ":now": now_iso()},
                 ReturnValues="ALL_NEW")
-        return int(resp["Attributes"]["deliveries"])
+        return int(resp["Attributes"]["repeats"])
 
     def deliveries(self, agent_id: str, wake_id: str) -> dict[str, Any]:
+        """The repeats counted for a wake: ``{"repeats": n, "started": n, "already_exists": n,
+        "last_at"}`` (``{}`` when it was delivered once)."""
         with transient_errors():
             item = self.db.get_item(TableName=self.table, Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"},
                                     ConsistentRead=True).get("Item")

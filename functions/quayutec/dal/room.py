@@ -4,7 +4,10 @@ Item layout (pk / sk):
 
 * ``COMPANY#{id}`` / ``META`` — a company, its people and rights policy
 * ``AGENT#{id}`` / ``META`` — an always-on agent's configuration (no key: keys live in Secrets Manager)
-* ``ROOM#{id}`` / ``META`` — a room; ``MEMBER#{company}`` and ``AGENT#{agent}`` its members
+* ``ROOM#{id}`` / ``META`` — a room, its ``agents`` map (agent → company, so a run reads the room
+  and its agents in one item) and its ``memory`` map (which memory partitions hold lines:
+  ``room``, ``company#{c}``, so a run queries only those); ``MEMBER#{company}`` and
+  ``AGENT#{agent}`` its members
 * ``ROOM#{id}`` / ``MSG#{msg}`` — a message (LSI ``by_time``: ``MSG#{created_at}#{msg}``)
 * ``ROOM#{id}`` / ``TASK#{task}`` — a task (LSI: creation order; GSI ``open_tasks``:
   ``OPEN#{room}#{assignee}`` while open — a sparse index)
@@ -22,6 +25,8 @@ one atomic write. Every write here is a conditional put keyed by the caller's de
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -29,6 +34,7 @@ from botocore.exceptions import ClientError
 from quayutec.dal.aws import (
     cancellation_codes,
     dynamodb,
+    error_code,
     is_condition_failure,
     paginate_query,
     put_new,
@@ -47,20 +53,50 @@ from quayutec.models import (
     TaskEvent,
     Wake,
 )
+from quayutec.errors import TransientError
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
+#: BatchGetItem attempts at the keys DynamoDB left unprocessed (throttling) before giving up.
+_BATCH_ATTEMPTS = 5
 
 
 def _room_pk(room_id: str) -> str:
     return f"ROOM#{room_id}"
 
 
+def _mem_key(visibility: str, company: str) -> str:
+    """A memory partition's name in the room item's ``memory`` map."""
+    return "room" if visibility == "room" else f"company#{company}"
+
+
 def _mem_pk(room_id: str, visibility: str, company: str) -> str:
-    return f"ROOM#{room_id}#MEM#room" if visibility == "room" else f"ROOM#{room_id}#MEM#company#{company}"
+    return f"ROOM#{room_id}#MEM#{_mem_key(visibility, company)}"
 
 
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k not in {"pk", "sk", "lsi1sk", "gsi1pk", "gsi1sk", "wakes", "type"}}
+
+
+def _room_of(item: dict[str, Any]) -> Room:
+    return Room.model_validate({k: v for k, v in _strip(item).items() if k not in ("agents", "memory")})
+
+
+@dataclass
+class RunReads:
+    """What a run reads by key before it claims and reads the room (SPEC §2.1, §2.2), from one
+    consistent ``BatchGetItem``: the agent, the room and its agents (``None`` for a room written
+    before the room item carried them), the wake's cause (a message, or a task and its event) and
+    the room's index pointer ``(version, object key)`` (``(0, None)`` before any file)."""
+
+    agent: Agent | None = None
+    room: Room | None = None
+    agents: dict[str, str] | None = None
+    #: The memory partitions holding lines (``room``, ``company#{c}``); ``None``: not tracked.
+    memory: set[str] | None = None
+    message: Message | None = None
+    task: Task | None = None
+    task_event: TaskEvent | None = None
+    index: tuple[int, str | None] = field(default=(0, None))
 
 
 class RoomStore:
@@ -109,9 +145,22 @@ class RoomStore:
         return Agent.model_validate(_strip(item)) if item else None
 
     def put_room(self, room: Room) -> None:
+        """Write a room's item (set-up and tests; the API creates rooms through the directory)
+        and its member items. A room written again keeps its ``agents`` and ``memory`` maps."""
+        fields = room.model_dump(mode="json", exclude_none=True)
+        names = {f"#f{i}": k for i, k in enumerate(fields)}
+        values: dict[str, Any] = {f":v{i}": v for i, v in enumerate(fields.values())}
+        values.update({":room": "room", ":empty": {}})
+        removed = [k for k in Room.model_fields if k not in fields]
+        expr = ("SET #type = :room, agents = if_not_exists(agents, :empty), memory = if_not_exists(memory, :empty), "
+                + ", ".join(f"#f{i} = :v{i}" for i in range(len(fields))))
+        if removed:
+            names.update({f"#r{i}": k for i, k in enumerate(removed)})
+            expr += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed)))
         with transient_errors():
-            self.db.put_item(TableName=self.table, Item={"pk": _room_pk(room.id), "sk": "META", "type": "room",
-                                                         **room.model_dump(mode="json", exclude_none=True)})
+            self.db.update_item(TableName=self.table, Key={"pk": _room_pk(room.id), "sk": "META"},
+                                UpdateExpression=expr, ExpressionAttributeNames={"#type": "type", **names},
+                                ExpressionAttributeValues=values)
             for company in room.members:
                 self.db.put_item(TableName=self.table, Item={"pk": _room_pk(room.id), "sk": f"MEMBER#{company}",
                                                              "type": "member", "company": company})
@@ -120,19 +169,35 @@ class RoomStore:
         """``consistent=False``: an eventually consistent read (half the read cost), for readers
         that no rights decision rests on (a run's context: members, hop limit)."""
         item = self._get(_room_pk(room_id), "META", consistent)
-        return Room.model_validate(_strip(item)) if item else None
+        return _room_of(item) if item else None
 
     def add_room_agent(self, room_id: str, agent_id: str, company: str | None = None) -> None:
-        """Link an agent to a room; the link carries the agent's company (an agent's company
-        never changes), so a run reads the room's agents in one query."""
+        """Link an agent to a room: the link item (listing) and the room item's ``agents`` map
+        (agent → company: an agent's company never changes), in one transaction, so a run reads
+        the room and its agents in one item. Raises ValueError for an agent with no company."""
         if company is None:
             agent = self.get_agent(agent_id)
             company = agent.company if agent else None
-        item = {"pk": _room_pk(room_id), "sk": f"AGENT#{agent_id}", "type": "room_agent", "agent_id": agent_id}
-        if company:
-            item["company"] = company
-        with transient_errors():
-            self.db.put_item(TableName=self.table, Item=item)
+        if not company:
+            raise ValueError(f"agent {agent_id!r} is not registered: no company to link")
+        link = {"pk": _room_pk(room_id), "sk": f"AGENT#{agent_id}", "type": "room_agent", "agent_id": agent_id,
+                "company": company}
+        meta = {"TableName": self.table, "Key": {"pk": _room_pk(room_id), "sk": "META"},
+                "ConditionExpression": "attribute_exists(pk)"}
+        try:
+            with transient_errors():
+                self.db.transact_write_items(TransactItems=[{"Put": {"TableName": self.table, "Item": link}}, {
+                    "Update": {**meta, "UpdateExpression": "SET agents.#a = :c",
+                               "ExpressionAttributeNames": {"#a": agent_id},
+                               "ExpressionAttributeValues": {":c": company}}}])
+        except ClientError as exc:  # a room item from before the map: write the whole map once
+            if error_code(exc) not in ("TransactionCanceledException", "ValidationException"):
+                raise
+            agents = {**self.room_agents(room_id), agent_id: company}
+            with transient_errors():
+                self.db.transact_write_items(TransactItems=[{"Put": {"TableName": self.table, "Item": link}}, {
+                    "Update": {**meta, "UpdateExpression": "SET agents = :m",
+                               "ExpressionAttributeValues": {":m": agents}}}])
 
     def room_agents(self, room_id: str) -> dict[str, str]:
         """The agents of a room → their companies: one query (links written before the company
@@ -151,6 +216,57 @@ class RoomStore:
             out[i["agent_id"]] = company
         return out
 
+    def run_reads(self, *, agent_id: str, room_id: str, cause_kind: str, cause_id: str,
+                  task_id: str | None, index_pk: str) -> RunReads:
+        """The key reads of a run in one consistent ``BatchGetItem`` (see :class:`RunReads`;
+        ``index_pk``: the partition of the room's index pointer, :func:`quayutec.dal.files.files_pk`).
+        Consistent: the agent's company and the wake's cause are what rights rest on (SPEC §2.2).
+        Raises TransientError when DynamoDB leaves keys unprocessed after a few attempts."""
+        room_pk = _room_pk(room_id)
+        keys = {"agent": (f"AGENT#{agent_id}", "META"), "room": (room_pk, "META"), "index": (index_pk, "INDEX")}
+        if cause_kind == "message":
+            keys["message"] = (room_pk, f"MSG#{cause_id}")
+        else:
+            keys["task"] = (room_pk, f"TASK#{task_id}")
+            keys["task_event"] = (room_pk, f"TEV#{task_id}#{cause_id}")
+        items = self._batch_get(list(keys.values()))
+        got = {name: items.get(key) for name, key in keys.items()}
+        out = RunReads()
+        if got["agent"]:
+            out.agent = Agent.model_validate(_strip(got["agent"]))
+        if got["room"]:
+            out.room = _room_of(got["room"])
+            agents = got["room"].get("agents")
+            out.agents = {str(a): str(c) for a, c in agents.items()} if isinstance(agents, dict) else None
+            memory = got["room"].get("memory")
+            out.memory = {str(k) for k in memory} if isinstance(memory, dict) else None
+        if got.get("message"):
+            out.message = Message.model_validate(_strip(got["message"]))
+        if got.get("task"):
+            out.task = Task.model_validate(_strip(got["task"]))
+        if got.get("task_event"):
+            out.task_event = TaskEvent.model_validate(_strip(got["task_event"]))
+        if got["index"]:
+            out.index = (int(got["index"]["version"]), str(got["index"]["key"]))
+        return out
+
+    def _batch_get(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """Items by ``(pk, sk)`` (at most 100 keys), read consistently; keys DynamoDB leaves
+        unprocessed are asked again with a short backoff (BatchGetItem, DynamoDB API reference)."""
+        pending: dict[str, Any] = {self.table: {"Keys": [{"pk": pk, "sk": sk} for pk, sk in dict.fromkeys(keys)],
+                                                "ConsistentRead": True}}
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for attempt in range(_BATCH_ATTEMPTS):
+            with transient_errors():
+                resp = self.db.batch_get_item(RequestItems=pending)
+            for item in resp.get("Responses", {}).get(self.table, []):
+                found[(item["pk"], item["sk"])] = item
+            pending = resp.get("UnprocessedKeys") or {}
+            if not pending:
+                return found
+            time.sleep(0.05 * 2 ** attempt)
+        raise TransientError(f"BatchGetItem left {len(pending.get(self.table, {}).get('Keys', []))} key(s) unprocessed")
+
     def room_agent_ids(self, room_id: str) -> list[str]:
         """The agents of a room (bounded by the number of agents registered in it)."""
         items = paginate_query(self.db.query, TableName=self.table,
@@ -159,14 +275,41 @@ class RoomStore:
         return [i["agent_id"] for i in items]
 
     # ------------------------------------------------------------------ messages
-    def put_message(self, message: Message, wakes: list[Wake] | None = None) -> bool:
-        """Write a message once (its id is the idempotency key); its wakes ride on the item."""
+    def _message_item(self, message: Message, wakes: list[Wake] | None) -> dict[str, Any]:
         item = {"pk": _room_pk(message.room_id), "sk": f"MSG#{message.id}", "type": "message",
-                 "lsi1sk": f"MSG#{message.created_at}#{message.id}",
-                 **message.model_dump(mode="json", exclude_none=True)}
+                "lsi1sk": f"MSG#{message.created_at}#{message.id}",
+                **message.model_dump(mode="json", exclude_none=True)}
         if wakes:
             item["wakes"] = [w.model_dump(mode="json") for w in wakes]
-        return self._put_new(item)
+        return item
+
+    def put_message(self, message: Message, wakes: list[Wake] | None = None) -> bool:
+        """Write a message once (its id is the idempotency key); its wakes ride on the item."""
+        return self._put_new(self._message_item(message, wakes))
+
+    def put_messages_with(self, messages: list[tuple[Message, list[Wake] | None]],
+                          also: dict[str, Any]) -> tuple[list[bool], bool] | None:
+        """Write ``messages`` (each once, with its wakes) and ``also`` (one ``TransactWriteItems``
+        entry of another table, e.g. the run's final ledger write) in one transaction (at most
+        100 entries). Returns ``None`` when all landed, else which conditions failed:
+        ``([message existed already, ...], also's condition failed)`` (nothing was written).
+        Raises TransientError on throttling or a conflicting transaction."""
+        items = [{"Put": {"TableName": self.table, "Item": self._message_item(m, w), "ConditionExpression": _NOT_EXISTS}}
+                 for m, w in messages] + [also]
+        try:
+            with transient_errors():
+                self.db.transact_write_items(TransactItems=items)
+            return None
+        except ClientError as exc:
+            codes = cancellation_codes(exc)
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            if len(codes) == len(items) and "ConditionalCheckFailed" in codes:
+                failed = [c == "ConditionalCheckFailed" for c in codes]
+                return failed[:-1], failed[-1]
+            if {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"} & set(codes):
+                raise TransientError(f"transaction cancelled ({', '.join(codes)}): retry later") from exc
+            raise
 
     def get_message(self, room_id: str, message_id: str) -> Message | None:
         item = self._get(_room_pk(room_id), f"MSG#{message_id}")
@@ -274,21 +417,46 @@ class RoomStore:
 
     # ------------------------------------------------------------------ memory
     def put_memory(self, line: MemoryLine) -> bool:
-        return self._put_new({"pk": _mem_pk(line.room_id, line.visibility, line.company), "sk": f"MEM#{line.id}",
-                              "type": "memory", "lsi1sk": f"MEM#{line.created_at}#{line.id}",
-                              **line.model_dump(mode="json", exclude_none=True)})
+        """Write a memory line once, and mark its partition in the room item's ``memory`` map in
+        the same transaction (a run then queries only partitions that hold lines). ``False``
+        when the line existed already. A room item from before the map gets the line alone."""
+        item = {"pk": _mem_pk(line.room_id, line.visibility, line.company), "sk": f"MEM#{line.id}",
+                "type": "memory", "lsi1sk": f"MEM#{line.created_at}#{line.id}",
+                **line.model_dump(mode="json", exclude_none=True)}
+        try:
+            with transient_errors():
+                self.db.transact_write_items(TransactItems=[
+                    {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": _NOT_EXISTS}},
+                    {"Update": {"TableName": self.table, "Key": {"pk": _room_pk(line.room_id), "sk": "META"},
+                                "UpdateExpression": "SET memory.#k = :t", "ConditionExpression": "attribute_exists(memory)",
+                                "ExpressionAttributeNames": {"#k": _mem_key(line.visibility, line.company)},
+                                "ExpressionAttributeValues": {":t": True}}}])
+            return True
+        except ClientError as exc:
+            codes = cancellation_codes(exc)
+            if error_code(exc) != "TransactionCanceledException" or len(codes) != 2:
+                raise
+            if codes[0] == "ConditionalCheckFailed":
+                return False
+            if codes[1] == "ConditionalCheckFailed":  # the room item does not track its memory
+                return self._put_new(item)
+            raise TransientError(f"transaction cancelled ({', '.join(codes)}): retry later") from exc
 
     def get_memory(self, room_id: str, visibility: str, company: str, line_id: str) -> MemoryLine | None:
         item = self._get(_mem_pk(room_id, visibility, company), f"MEM#{line_id}")
         return MemoryLine.model_validate(_strip(item)) if item else None
 
-    def memory_for(self, room_id: str, company: str, limit: int) -> list[MemoryLine]:
+    def memory_for(self, room_id: str, company: str, limit: int, present: set[str] | None = None) -> list[MemoryLine]:
         """The newest ``limit`` memory lines a company may read (room-wide and its own
-        company-only lines), oldest first. Two bounded queries."""
+        company-only lines), oldest first. A bounded query per partition, only those the room
+        item's ``memory`` map names (``present``, from :meth:`run_reads`; ``None``: both)."""
         lines: list[MemoryLine] = []
-        for pk in (_mem_pk(room_id, "room", company), _mem_pk(room_id, "company", company)):
+        for visibility in ("room", "company"):
+            if present is not None and _mem_key(visibility, company) not in present:
+                continue
             items = self._query(IndexName="by_time", KeyConditionExpression="pk = :pk",
-                                ExpressionAttributeValues={":pk": pk}, ScanIndexForward=False, Limit=limit)
+                                ExpressionAttributeValues={":pk": _mem_pk(room_id, visibility, company)},
+                                ScanIndexForward=False, Limit=limit)
             lines += [MemoryLine.model_validate(_strip(i)) for i in items]
         lines.sort(key=lambda m: m.created_at)
         return lines[-limit:]

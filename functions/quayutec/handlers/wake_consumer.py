@@ -22,7 +22,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 def record_handler(record: SQSRecord) -> str:
     wake = Wake.model_validate_json(record.body)
-    return start_run(default_deps(), wake)
+    return start_run(default_deps(), wake, receive_count=int(record.attributes.approximate_receive_count or 1))
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -39,10 +39,18 @@ def send_wakes(queue_url: str, wakes: list[Wake], client: Any | None = None) -> 
                                + ", ".join(f["Code"] for f in resp["Failed"]))
 
 
-def start_run(deps: Deps, wake: Wake) -> str:
+def start_run(deps: Deps, wake: Wake, receive_count: int = 1) -> str:
     """Start the execution of a wake, named from ``(agent_id, wake_id)``. Returns ``started`` or
     ``already_exists`` (``ExecutionAlreadyExists`` counts as done; Step Functions also returns
-    the running execution for a repeat with the same input)."""
+    the running execution for a repeat with the same name and input: StartExecution, Step
+    Functions API reference).
+
+    ``receive_count``: the SQS record's ``ApproximateReceiveCount`` (1 on a first delivery).
+    A repeated delivery — refused by Step Functions, or a message SQS delivered before — is
+    counted in the ledger and as the ``DuplicateWakeDelivery`` metric; a first delivery writes
+    nothing (SPEC §10: the wake's cost is its ``StartExecution``). A repeat that Step Functions
+    answers with the running execution cannot be told from a first start without a write per
+    wake, and is not counted."""
     name = ids.execution_name(wake.agent_id, wake.wake_id)
     sfn = deps.stepfunctions()
     outcome = "started"
@@ -54,9 +62,10 @@ def start_run(deps: Deps, wake: Wake) -> str:
         if error_code(exc) != "ExecutionAlreadyExists":
             raise
         outcome = "already_exists"
-    deliveries = deps.ledger.count_delivery(wake.agent_id, wake.wake_id, outcome)
-    if deliveries > 1:
+    if outcome == "already_exists" or receive_count > 1:
+        repeats = deps.ledger.count_repeat_delivery(wake.agent_id, wake.wake_id, outcome)
         logger.info("repeated wake delivery", extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id,
-                                                     "deliveries": deliveries, "outcome": outcome})
+                                                     "repeats": repeats, "outcome": outcome,
+                                                     "receive_count": receive_count})
         metrics.add_metric(name="DuplicateWakeDelivery", unit=MetricUnit.Count, value=1)
     return outcome

@@ -118,12 +118,14 @@ def update_index(deps: Any, room_id: str, *, add: list[FileChunk], remove: str |
 
 
 # ----------------------------------------------------------------------------- runs
-def passages(deps: Any, room_id: str, query: str, k: int) -> tuple[int, list[FileChunk]]:
-    """The room's index version and its top ``k`` passages for ``query``: one pointer read and,
+def passages(deps: Any, room_id: str, query: str, k: int,
+             pointer: tuple[int, str | None] | None = None) -> tuple[int, list[FileChunk]]:
+    """The room's index version and its top ``k`` passages for ``query``: one pointer read (none
+    when the caller read ``pointer``, ``(version, object key)``, with its other reads) and,
     unless this Lambda holds that version already, one object read."""
     if k <= 0:
         return 0, []
-    version, key = deps.files.index_pointer(room_id, consistent=False)
+    version, key = pointer if pointer is not None else deps.files.index_pointer(room_id, consistent=False)
     if key is None:
         return version, []
     index = retrieval.CACHE.get(room_id, key)

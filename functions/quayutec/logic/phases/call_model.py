@@ -42,19 +42,6 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     entered = deps.clock()
     ref = _need_run(state)
     run = _timing(deps, state, ref)
-    requests = deps.ledger.model_requests(ref.run_id)
-    # A reply is stored only after its request was recorded: no request recorded, no reply to reuse.
-    if requests and deps.rundata.get(ref.run_id, "reply") is not None:
-        for r in requests:
-            if r.outcome == "pending":
-                _finish_request(deps, ref.run_id, r.model_copy(update={"outcome": "ok", "finished_at": _iso(deps)}))
-        return state.model_copy(update={"model": ModelStep(outcome="reply", requests=len(requests)),
-                                        "budget": budget(deps, run)})
-    for r in requests:
-        if r.outcome == "pending":  # sent by an attempt that died before recording its outcome
-            _finish_request(deps, ref.run_id, r.model_copy(update={
-                "outcome": "lost", "category": "lost", "retryable": True, "finished_at": _iso(deps),
-                "decision": "outcome unknown (the step died mid-request); counted against the cap"}))
     facts = _facts(deps, state, ref)
     agent: Any = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
     if facts.owner_url:  # the owner's model address is read where it is used, not carried
@@ -63,9 +50,12 @@ def call_model(deps: Deps, state: RunState) -> RunState:
             raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
     owner_url = agent.base_url is not None
     cap = 1 if owner_url else 3
-    n = len(requests) + 1
+    # The request the state expects next (the state counts the requests made before a Wait). Its
+    # record is a conditional put: when an earlier attempt of this step recorded it already, the
+    # run's requests are read and the reply reused or the lost request counted (below).
+    n = (state.model.requests if state.model is not None else 0) + 1
     if n > cap:
-        raise ModelCallFailed(f"request cap reached: {len(requests)} of {cap} requests made, no reply")
+        raise ModelCallFailed(f"request cap reached: {n - 1} of {cap} requests made, no reply")
     ctx = deps.rundata.get(ref.run_id, "context")
     if ctx is None:
         raise RunStateInvalid("context missing: ClaimAndRead did not store it")
@@ -81,7 +71,15 @@ def call_model(deps: Deps, state: RunState) -> RunState:
                           f"{deps.settings.run_time_limit_s} s)")
     record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model)
     if not deps.ledger.record_request(ref.run_id, record):
-        raise ModelCallFailed(f"request {n} was recorded by another attempt")
+        reused = _after_earlier_attempt(deps, state, ref, run)
+        if reused is not None:
+            return reused
+        n = len(deps.ledger.model_requests(ref.run_id)) + 1
+        if n > cap:
+            raise ModelCallFailed(f"request cap reached: {n - 1} of {cap} requests made, no reply")
+        record = record.model_copy(update={"n": n, "sent_at": _iso(deps)})
+        if not deps.ledger.record_request(ref.run_id, record):
+            raise ModelCallFailed(f"request {n} was recorded by another attempt")
     base_url = agent.base_url or {
         "anthropic": deps.settings.anthropic_base_url, "openai": deps.settings.openai_base_url,
         "bedrock": deps.settings.bedrock_endpoint_url}.get(agent.provider)
@@ -123,11 +121,30 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     truncated = len(text.encode()) > MAX_REPLY_BYTES
     if truncated:
         text = text.encode()[:MAX_REPLY_BYTES].decode(errors="ignore")
-    deps.rundata.put(ref.run_id, "reply", {
-        "text": text, "truncated": truncated, "request_id": reply.request_id,
-        "tool_calls": [{"name": c.name, "input": c.input} for c in reply.tool_calls]})
+    stored = {"text": text, "truncated": truncated, "request_id": reply.request_id,
+              "tool_calls": [{"name": c.name, "input": c.input} for c in reply.tool_calls]}
+    # The reply rides on the request's outcome write (one write: no outcome without its reply);
+    # one too large for a ledger item goes to run data first (ReplyStore).
     _finish_request(deps, ref.run_id, record.model_copy(update={
-        "outcome": "ok", "status": reply.status, "request_id": reply.request_id, "finished_at": _iso(deps)}))
+        "outcome": "ok", "status": reply.status, "request_id": reply.request_id, "finished_at": _iso(deps)}),
+        reply=stored)
     return state.model_copy(update={"model": ModelStep(outcome="reply", requests=n), "budget": budget(deps, run)})
+
+
+def _after_earlier_attempt(deps: Deps, state: RunState, ref: Any, run: Any) -> RunState | None:
+    """An earlier attempt of this step recorded the request this one meant to make: reuse the
+    reply it stored (returns the next state), or count its requests still pending as lost
+    (they may have been sent: they count against the cap) and return ``None``."""
+    requests = deps.ledger.model_requests(ref.run_id)
+    answered = [r for r in requests if r.outcome == "ok"]
+    if answered:  # stored with its outcome, in one write: the reply is there
+        return state.model_copy(update={"model": ModelStep(outcome="reply", requests=answered[-1].n),
+                                        "budget": budget(deps, run)})
+    for r in requests:
+        if r.outcome == "pending":  # sent by an attempt that died before recording its outcome
+            _finish_request(deps, ref.run_id, r.model_copy(update={
+                "outcome": "lost", "category": "lost", "retryable": True, "finished_at": _iso(deps),
+                "decision": "outcome unknown (the step died mid-request); counted against the cap"}))
+    return None
 
 

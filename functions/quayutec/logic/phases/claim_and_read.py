@@ -20,7 +20,9 @@ from quayutec.models import (
     RunSettings,
     RunState,
 )
+from quayutec.dal.files import files_pk
 from quayutec.dal.ledger import ClaimOutcome
+from quayutec.dal.room import RunReads
 
 
 from quayutec.seams import part
@@ -65,36 +67,42 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, executio
 
 
 # ----------------------------------------------------------------------------- 2. read the room
-def load_context(deps: Deps, state: RunState, agent: Agent | None = None) -> RunState:
+def _key_reads(deps: Deps, state: RunState) -> RunReads:
+    wake = state.wake
+    if wake is None:
+        raise RunStateInvalid("execution input has no wake")
+    return deps.room.run_reads(agent_id=wake.agent_id, room_id=wake.room_id, cause_kind=wake.cause_kind,
+                               cause_id=wake.cause_id, task_id=wake.task_id, index_pk=files_pk(wake.room_id))
+
+
+def load_context(deps: Deps, state: RunState, reads: RunReads | None = None) -> RunState:
     """Assemble the context with bounded reads and store it under the run (SPEC §2.2).
-    ``agent``: the run's agent as the claim read it in this same invocation."""
+    ``reads``: the run's key reads (agent, room and its agents, the wake's cause, the index
+    pointer) as :func:`claim_and_read` made them in this same invocation, consistently."""
     ref = _need_run(state)
     run = _timing(deps, state, ref)
     s = deps.settings
-    agent = agent if agent is not None else deps.room.get_agent(ref.agent_id)
-    # Eventually consistent: the context's members and hop limit; no rights decision rests on
-    # them (the agent's company, the wake's cause and the policy are read consistently).
-    # A room created a moment ago may not be visible yet: then read it consistently.
-    room = deps.room.get_room(ref.room_id, consistent=False) or deps.room.get_room(ref.room_id)
+    reads = reads if reads is not None else _key_reads(deps, state)
+    agent, room = reads.agent, reads.room
     if agent is None or room is None:
         raise RunStateInvalid("agent or room missing")
     wake = state.wake if state.wake is not None else _load_run(deps, ref).wake
     if wake.cause_kind == "message":
-        msg = deps.room.get_message(ref.room_id, wake.cause_id)
+        msg = reads.message
         if msg is None:
             raise RunStateInvalid(f"wake cause message {wake.cause_id} not found")
         cause: dict[str, Any] = {"kind": "message", "message": msg.model_dump(mode="json")}
         query = msg.text
     else:
-        event = deps.room.get_task_event(ref.room_id, wake.task_id or "", wake.cause_id)
-        task = deps.room.get_task(ref.room_id, wake.task_id or "")
+        event, task = reads.task_event, reads.task
         if event is None or task is None:
             raise RunStateInvalid(f"wake cause task event {wake.cause_id} not found")
         cause = {"kind": "task_event", "task": task.model_dump(mode="json"), "event": event.model_dump(mode="json")}
         query = f"{task.title} {task.body} {event.text}"
-    agents = deps.room.room_agents(ref.room_id)
+    # The room item carries its agents; a room written before it did costs one query.
+    agents = reads.agents if reads.agents is not None else deps.room.room_agents(ref.room_id)
     # The room's index version now (a run keeps reading it) and its top passages: constant reads.
-    index_version, passages = room_files.passages(deps, ref.room_id, query, s.file_passages)
+    index_version, passages = room_files.passages(deps, ref.room_id, query, s.file_passages, pointer=reads.index)
     ctx = {
         "agent": agent.model_dump(mode="json", include={"id", "company", "instructions", "provider", "model"}),
         "room": {"id": room.id, "members": room.members,
@@ -102,7 +110,8 @@ def load_context(deps: Deps, state: RunState, agent: Agent | None = None) -> Run
         "cause": cause,
         "messages": [m.model_dump(mode="json") for m in deps.room.recent_messages(ref.room_id, s.recent_messages)],
         "open_tasks": [t.model_dump(mode="json") for t in deps.room.open_tasks_for(ref.room_id, agent.id, 50)],
-        "memory": [m.model_dump(mode="json") for m in deps.room.memory_for(ref.room_id, agent.company, s.memory_lines)],
+        "memory": [m.model_dump(mode="json") for m in deps.room.memory_for(ref.room_id, agent.company, s.memory_lines,
+                                                                                 reads.memory)],
         "passages": [p.model_dump(mode="json", exclude_none=True) for p in passages],
         "index_version": index_version,
     }
@@ -120,12 +129,12 @@ def claim_and_read(deps: Deps, state: RunState, run_id: str, execution_arn: str,
                    execution_start: str | None = None) -> RunState:
     """Claim (SPEC §2.1), then read the room (§2.2). Raises AlreadyClaimed when another
     execution holds the claim: the ASL catches it into a Succeed state, nothing done."""
-    with part("claim"):
-        agent = deps.room.get_agent(state.wake.agent_id) if state.wake is not None else None
-        claimed = claim(deps, state, run_id, execution_arn, execution_start, agent)
+    with part("claim"):  # the agent, room, cause and index pointer: one consistent read
+        reads = _key_reads(deps, state)
+        claimed = claim(deps, state, run_id, execution_arn, execution_start, reads.agent)
     if claimed.claim is None or not claimed.claim.claimed:
         raise AlreadyClaimed(f"wake {state.wake.wake_id if state.wake else '?'} is claimed by another execution")
-    with part("load_context"):  # the agent read once, for the claim and the context
-        return load_context(deps, claimed, agent)
+    with part("load_context"):
+        return load_context(deps, claimed, reads)
 
 

@@ -6,6 +6,7 @@ Never twice: every write is keyed from the run and conditional, so any phase can
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -31,10 +32,37 @@ metrics = Metrics()
 
 
 
-def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord) -> None:
-    """Store a model request's outcome and count it (metric ``ModelRequest_<outcome>``)."""
-    deps.ledger.finish_request(run_id, record)
+def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord,
+                    reply: dict[str, Any] | None = None) -> None:
+    """Store a model request's outcome, with the ``reply`` it brought in the same ledger write (a
+    reply too large for a DynamoDB item, 400 KB, goes to run data first), and count it (metric
+    ``ModelRequest_<outcome>``)."""
+    if reply is not None and len(json.dumps(reply, ensure_ascii=False).encode()) > MAX_INLINE_REPLY_BYTES:
+        deps.rundata.put(run_id, "reply", reply)
+        deps.ledger.finish_request(run_id, record, reply_at=RUN_DATA)
+    else:
+        deps.ledger.finish_request(run_id, record, reply=reply)
     metrics.add_metric(name=f"ModelRequest_{record.outcome}", unit=MetricUnit.Count, value=1)
+
+
+def stored_reply(deps: Deps, state: RunState, ref: RunRef) -> dict[str, Any]:
+    """The model reply the run's CallModel stored: with request ``state.model.requests`` in the
+    ledger (one read), or in run data when it was too large. Raises RunStateInvalid when none."""
+    n = state.model.requests if state.model is not None and state.model.outcome == "reply" else None
+    if n is None:  # a state from before the count was carried: the answered request
+        answered = [r.n for r in deps.ledger.model_requests(ref.run_id) if r.outcome == "ok"]
+        n = answered[-1] if answered else None
+    reply = deps.ledger.request_reply(ref.run_id, n) if n is not None else None
+    if reply == RUN_DATA:
+        reply = deps.rundata.get(ref.run_id, "reply")
+    if not isinstance(reply, dict):
+        raise RunStateInvalid("no model reply stored for the run")
+    return reply
+
+
+#: Replies up to this size ride on the request's ledger item (a DynamoDB item holds 400 KB).
+MAX_INLINE_REPLY_BYTES = 300_000
+RUN_DATA = "run-data"
 
 MAX_ERROR_BODY = 4096
 

@@ -22,10 +22,22 @@ from quayutec.models import (
 )
 
 
-from quayutec.seams import part
+from aws_lambda_powertools.metrics import MetricUnit
+
+from quayutec import cost_line
 from quayutec.logic.phases.common import (
-    _iso, _need_run, _load_run, _timing, _facts, _hop_limit_of, budget, finish,
+    _facts,
+    _hop_limit_of,
+    _iso,
+    _load_run,
+    _need_run,
+    _timing,
+    budget,
+    logger,
+    metrics,
+    stored_reply,
 )
+from quayutec.seams import part
 
 
 # ----------------------------------------------------------------------------- 4. rights
@@ -48,9 +60,7 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
     the caller has read it already."""
     ref = _need_run(state)
     run = _timing(deps, state, ref)
-    reply = reply if reply is not None else deps.rundata.get(ref.run_id, "reply")
-    if reply is None:
-        raise RunStateInvalid("no model reply stored for the run")
+    reply = reply if reply is not None else stored_reply(deps, state, ref)
     if not reply["tool_calls"]:  # a plain reply declares nothing: no policy, room or ledger to read
         if reply.get("truncated"):
             deps.ledger.update_run(ref.run_id, {"actions_over_limit": 0, "reply_truncated": True,
@@ -96,14 +106,16 @@ def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, trunc
     return text.rstrip() + ("\n\n" + "\n".join(notes) if notes else "")
 
 
-def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None) -> RunState:
+def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None,
+               finish_states: int | None = None) -> RunState:
     """Post the reply, the run's first write to the room (SPEC §2.5). Its id derives from the
-    run id; it wakes only the agents it @mentions."""
+    run id; it wakes only the agents it @mentions. ``finish_states``: the reply declared no action,
+    so the run ends here — its final ledger write (status ``completed``, the cost line with
+    ``finish_states`` states for this end, SPEC §2.8, §10) lands in the same transaction as the
+    reply and its notices."""
     ref = _need_run(state)
     run = _timing(deps, state, ref)
-    reply = reply if reply is not None else deps.rundata.get(ref.run_id, "reply")
-    if reply is None:
-        raise RunStateInvalid("no model reply stored for the run")
+    reply = reply if reply is not None else stored_reply(deps, state, ref)
     step = state.rights
     actions = [] if step is not None and step.actions == 0 else deps.ledger.actions(ref.run_id)
     over = step.over_limit if step is not None and step.over_limit is not None else \
@@ -123,6 +135,9 @@ def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None)
                                           targets=[(a, "message", msg_id, None) for a in mentioned])
     msg = Message(id=msg_id, room_id=ref.room_id, author=Author(kind="agent", id=ref.agent_id, company=facts.company),
                   text=text, mentions=mentioned, kind="reply", run_id=ref.run_id, created_at=_iso(deps))
+    if finish_states is not None:
+        _post_and_finish(deps, state, msg, wakes, notices, finish_states)
+        return state.model_copy(update={"budget": budget(deps, run)})
     deps.room.put_message(msg, wakes)
     for notice in notices:
         deps.room.put_message(notice)
@@ -130,23 +145,40 @@ def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None)
     return state.model_copy(update={"budget": budget(deps, run)})
 
 
+def _post_and_finish(deps: Deps, state: RunState, msg: Message, wakes: list[Any], notices: list[Message],
+                     states: int) -> None:
+    """The reply, its notices and the run's final write, in one transaction (SPEC §2.5, §2.8). A
+    retried step finds what an earlier attempt landed: all of it (nothing to do), or the reply
+    without the final write (then it writes that alone); a run that got a final status meanwhile
+    (closed by RecordFailure or the reconciler) gets no reply now."""
+    ref = _need_run(state)
+    cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_TRANSACTION).model_dump(mode="json")
+    final = deps.ledger.finish_run_item(ref.run_id, "completed", reply_message_id=msg.id, cost=cost)
+    failed = deps.room.put_messages_with([(msg, wakes), *[(n, None) for n in notices]], final)
+    if failed is None:
+        metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
+        return
+    existed, run_final = failed
+    if run_final:
+        logger.info("run has a final status already: reply not posted now", extra={"run_id": ref.run_id})
+        return
+    # An earlier attempt posted the reply (and maybe notices) but not the final write.
+    for notice, landed in zip(notices, existed[1:]):
+        if not landed:
+            deps.room.put_message(notice)
+    if deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=msg.id, cost=cost):
+        metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
+
 
 def decide_and_post(deps: Deps, state: RunState) -> RunState:
     """Decide the rights (SPEC §2.4), then post the reply (§2.5), reading the stored reply once.
     A reply that declares no action has nothing to hold or write: the run's final status is
-    recorded here too (§2.8) and ``finished`` tells the ASL to end."""
+    recorded with the reply, in one transaction (§2.8), and ``finished`` tells the ASL to end."""
     ref = _need_run(state)
-    reply = deps.rundata.get(ref.run_id, "reply")
-    if reply is None:
-        raise RunStateInvalid("no model reply stored for the run")
+    reply = stored_reply(deps, state, ref)
     with part("decide_rights"):
         state = decide_rights(deps, state, reply)
-    with part("post_reply"):
-        state = post_reply(deps, state, reply)
-    if state.rights is not None and state.rights.actions == 0:
-        with part("finish"):
-            state = finish(deps, state, states=3)  # DecideAndPost, Finished?, Done
-        return state.model_copy(update={"finished": True})
-    return state.model_copy(update={"finished": False})
-
-
+    plain = state.rights is not None and state.rights.actions == 0
+    with part("post_reply"):  # plain: DecideAndPost, Finished? and Done are this end's states
+        state = post_reply(deps, state, reply, finish_states=3 if plain else None)
+    return state.model_copy(update={"finished": plain})
