@@ -20,7 +20,9 @@ here and fails on AWS. The lock's environment markers are evaluated for that tar
 (pip would evaluate them for this machine), and pip installs the pins with ``--no-deps``.
 
 The result is cached in ``.build/layer/``: ``python/`` (the files, for inspection and tests),
-``layer.zip`` (the asset CDK uploads, written deterministically) and a stamp. It is rebuilt only
+``layer.zip`` (the asset CDK uploads, written deterministically) and a stamp. Its modules are
+compiled to bytecode with a CPython of the runtime's version when the machine has one
+(:func:`compile_bytecode`; the stamp says whether it did). It is rebuilt only
 when the lock or the target platform changes; concurrent callers (pytest-xdist workers, the
 CDK app) serialise on a file lock. Needs PyPI the first time (~30-60 s), then ~0 s.
 """
@@ -71,7 +73,45 @@ TARGET_MARKERS = {
     "platform_machine": ARCH,
 }
 
-BUILD_FORMAT = 4  # bump to force a rebuild when this script's output changes
+BUILD_FORMAT = 5  # bump to force a rebuild when this script's output changes
+
+#: Where a CPython of the runtime's version may be found to compile the layer's bytecode (an
+#: explicit QUAY_RUNTIME_PYTHON first, then PATH, then pyenv's versions).
+RUNTIME_PYTHON_ENV = "QUAY_RUNTIME_PYTHON"
+
+
+def runtime_python() -> str | None:
+    """A CPython ``PYTHON_VERSION`` interpreter on this machine, or None. Bytecode is specific to
+    the minor version only (the same magic number on every 3.13.x and every architecture), so
+    any 3.13 compiles what the aarch64 runtime loads."""
+    candidates = [os.environ.get(RUNTIME_PYTHON_ENV) or "", shutil.which(f"python{PYTHON_VERSION}") or ""]
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates += [str(p) for p in sorted(pyenv.glob(f"versions/{PYTHON_VERSION}*/bin/python{PYTHON_VERSION}"))]
+    for exe in filter(None, candidates):
+        try:
+            out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True, timeout=30)
+        except OSError:
+            continue
+        if out.returncode == 0 and out.stdout.strip() == PYTHON_VERSION:
+            return exe
+    return None
+
+
+def compile_bytecode(site: Path, python: str | None = None) -> str | None:
+    """Compile every module of ``site`` with the runtime's Python (``unchecked-hash`` .pyc: the
+    zip's fixed timestamps would invalidate timestamp-checked ones, and Lambda's read-only file
+    system could not rewrite them, so without this every cold start compiles every imported
+    module from source). Returns the interpreter used, or None when no CPython
+    ``PYTHON_VERSION`` is on this machine (the layer then ships source only)."""
+    python = python or runtime_python()
+    if python is None:
+        return None
+    # A few files of some packages are not Python 3.13 (templates, py2 fixtures): compileall
+    # reports them and goes on; they were never importable anyway.
+    subprocess.run([python, "-m", "compileall", "-q", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+                    str(site)], check=False)
+    return python
 
 
 def locked(lock_file: Path = LOCK_FILE, environment: dict[str, str] | None = None) -> list[str]:
@@ -190,12 +230,15 @@ def ensure_layer(layer_dir: Path = LAYER_DIR, *, force: bool = False, log=print)
             site = tmp / "python"
             subprocess.run(pip_command(site, reqs), check=True)
             _prune(site)
+            compiled_with = compile_bytecode(site)
             zip_sha = write_zip(site, tmp / ZIP_NAME)
             seconds = round(time.monotonic() - started, 1)
             (tmp / STAMP_NAME).write_text(json.dumps(
                 {"key": key, "zip_sha256": zip_sha, "requirements": reqs, "platform": PLATFORM,
                  "platforms": list(PLATFORMS),
-                 "python_version": PYTHON_VERSION, "abi": ABI, "build_seconds": seconds},
+                 "python_version": PYTHON_VERSION, "abi": ABI, "build_seconds": seconds,
+                 "bytecode": (f"cpython-{ABI[2:]} unchecked-hash" if compiled_with else
+                              f"none: no CPython {PYTHON_VERSION} on the build machine")},
                 indent=2))
             if layer_dir.exists():
                 shutil.rmtree(layer_dir)

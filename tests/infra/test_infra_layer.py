@@ -110,7 +110,24 @@ def test_the_sdk_is_the_tested_one_not_the_runtimes(site):
         (dist,) = site.glob(f"{name}-*.dist-info")
         assert dist.name == f"{name}-{metadata.version(name)}.dist-info"
     assert not (site / "bin").exists()
-    assert not list(site.rglob("__pycache__"))
+    # Bytecode only of the runtime's Python (compiled at build when this machine has one): none
+    # of the interpreter that ran pip
+    assert all(p.name.endswith(".cpython-313.pyc") for p in site.rglob("*.pyc"))
+
+
+def test_the_layer_ships_the_runtimes_bytecode_when_it_can(layer_dir, site):
+    """Issue 13 item 3: compiled .pyc for the runtime's Python (3.13), unchecked-hash (the zip's
+    fixed timestamps and Lambda's read-only file system rule out timestamp-checked ones)."""
+    from quayinfra.build_layer import runtime_python, stamp
+
+    info = stamp(layer_dir)
+    if runtime_python() is None:
+        assert info["bytecode"].startswith("none")
+        return
+    assert info["bytecode"] == "cpython-313 unchecked-hash"
+    pyc = site / "pydantic" / "__pycache__" / "main.cpython-313.pyc"
+    flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+    assert flags == 0b01  # hash-based, check_source off (PEP 552)
 
 
 def test_layer_fits_the_lambda_size_limit(layer_dir):

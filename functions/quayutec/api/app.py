@@ -5,6 +5,7 @@ Swagger UI at ``/docs``. Errors become responses here, in one place (:mod:`quayu
 from __future__ import annotations
 
 import json
+import threading
 from http import HTTPStatus
 from typing import Any
 
@@ -12,7 +13,6 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 from pydantic import ValidationError
 
 from quayutec.api import errors
@@ -54,15 +54,24 @@ for _module in (companies, tokens, policy, rooms, members, agents, messages, tas
     app.include_router(_module.router)
 app.include_router(page.router)  # the room page's static files (public: quayutec.api.public)
 
-_SECURITY = {"bearer": HTTPBearer(bearerFormat="opaque token", description="A token from `quay admin issue-token`")}
+
+
+def _security() -> dict[str, Any]:
+    """The security scheme of the document (Powertools' OpenAPI models: imported only when the
+    document or Swagger UI is asked for, not at every cold start)."""
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
+    return {"bearer": HTTPBearer(bearerFormat="opaque token", description="A token from `quay admin issue-token`")}
 
 
 def openapi_json() -> str:
     """The OpenAPI document: Powertools' (from the routes' pydantic models), with what it cannot
     know added: the ``Idempotency-Key`` header of every POST and every error each route can
     answer, each in the one error shape (:func:`declare_errors`)."""
+    from aws_lambda_powertools.event_handler.openapi.models import Server
+
     doc = json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION,
-                                                 security_schemes=_SECURITY, security=[{"bearer": []}],
+                                                 security_schemes=_security(), security=[{"bearer": []}],
                                                  servers=[Server(url="/")]))
     return json.dumps(declare_errors(doc))
 
@@ -125,8 +134,27 @@ def _openapi():  # noqa: ANN202 - a Response, kept out of the schema
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json())
 
 
-app.enable_swagger(path="/docs", title=TITLE, version=VERSION, description=DESCRIPTION,
-                   security_schemes=_SECURITY, security=[{"bearer": []}])
+DOCS_PATH = "/docs"
+_docs_lock = threading.Lock()
+_docs_enabled = False
+
+
+def _enable_docs() -> None:
+    """Swagger UI at ``/docs`` (Powertools' ``enable_swagger``), registered the first time a
+    request for ``/docs`` comes: it imports the OpenAPI models, which no other route needs."""
+    global _docs_enabled
+    with _docs_lock:
+        if not _docs_enabled:
+            app.enable_swagger(path=DOCS_PATH, title=TITLE, version=VERSION, description=DESCRIPTION,
+                               security_schemes=_security(), security=[{"bearer": []}])
+            _docs_enabled = True
+
+
+def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """``app.resolve``, with ``/docs`` registered first when the request is for it."""
+    if not _docs_enabled and isinstance(event, dict) and str(event.get("path") or "").rstrip("/") == DOCS_PATH:
+        _enable_docs()
+    return app.resolve(event, context)
 
 
 # ----------------------------------------------------------------------------- errors: one place

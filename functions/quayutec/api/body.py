@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from typing import Any
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
@@ -25,9 +26,13 @@ from quayutec.errors import InvalidInput, QuayError
 #: represent it exactly).
 MAX_SAFE_INT = 2**53 - 1
 JSON_MEDIA_TYPE = "application/json"
-
-_JSON: TypeAdapter[Any] = TypeAdapter(JsonValue)
 _WHERE = re.compile(r"at line (\d+) column (\d+)")
+
+
+@lru_cache(maxsize=1)
+def _json() -> TypeAdapter[Any]:
+    """The JSON parser-validator, built when the first body is parsed (a GET never needs it)."""
+    return TypeAdapter(JsonValue)
 
 
 class MalformedJson(InvalidInput):
@@ -71,7 +76,7 @@ def require_json(content_type: str | None) -> None:
 def parse_json(text: str | bytes, *, field: str = "body") -> Any:
     """The JSON value of ``text``, parsed by pydantic (bounded depth); raises :class:`MalformedJson`."""
     try:
-        value = _JSON.validate_json(text)
+        value = _json().validate_json(text)
     except ValidationError as exc:
         detail = str(exc.errors(include_url=False, include_input=False)[0].get("msg", "invalid JSON"))
         detail = detail.removeprefix("Invalid JSON: ")

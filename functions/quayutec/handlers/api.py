@@ -13,7 +13,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quayutec.api import errors
-from quayutec.api.app import app
+from quayutec.api.app import resolve
 from quayutec.api.body import parse_json, require_json
 from quayutec.api.context import caller_of, header
 from quayutec.api.idempotency import idempotency_key_of, run_idempotent
@@ -53,7 +53,7 @@ def _check_body(event: dict[str, Any]) -> None:
 
 
 def _resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return resolve(event, context)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)

@@ -10,18 +10,17 @@ import json
 from typing import Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.logging import Logger
+from aws_lambda_powertools.metrics import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quayutec.dal.files import parse_upload_key
 from quayutec.deps import Deps, default_deps
+from quayutec.handlers._batch import partial_response, sqs_id
 from quayutec.logic import files as room_files
 
 logger = Logger()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def process(deps: Deps, body: str) -> list[str]:
@@ -54,7 +53,4 @@ def process(deps: Deps, body: str) -> list[str]:
 def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = None) -> dict[str, Any]:
     d = deps or default_deps()
 
-    def record_handler(record: SQSRecord) -> list[str]:
-        return process(d, record.body)
-
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return partial_response(event, lambda record: process(d, record["body"]), sqs_id)

@@ -6,26 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.logging import Logger
+from aws_lambda_powertools.metrics import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quayutec.deps import default_deps
+from quayutec.handlers._batch import partial_response, sqs_id
 from quayutec.logic.dispatch import start_run
 from quayutec.models import Wake
 
 logger = Logger()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
 
 
-def record_handler(record: SQSRecord) -> str:
-    wake = Wake.model_validate_json(record.body)
-    return start_run(default_deps(), wake, receive_count=int(record.attributes.approximate_receive_count or 1))
+def record_handler(record: dict[str, Any]) -> str:
+    wake = Wake.model_validate_json(record["body"])
+    count = (record.get("attributes") or {}).get("ApproximateReceiveCount")
+    return start_run(default_deps(), wake, receive_count=int(count or 1))
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return partial_response(event, record_handler, sqs_id)

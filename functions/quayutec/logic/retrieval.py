@@ -25,15 +25,16 @@ from __future__ import annotations
 import io
 import json
 import re
-import tarfile
-import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quayutec.models import FileChunk
+
+if TYPE_CHECKING:  # tarfile and tempfile only where an index is built or read
+    import tarfile
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 CHUNK_CHARS = 800
@@ -105,6 +106,9 @@ class RoomIndex:
 def build_index(chunks: list[FileChunk]) -> bytes:
     """The index object of ``chunks`` (in the order given): a gzipped tar of the chunks (JSON)
     and bm25s's saved index (``.npy`` arrays and JSON)."""
+    import tarfile
+    import tempfile
+
     import bm25s
 
     out = io.BytesIO()
@@ -124,12 +128,17 @@ def build_index(chunks: list[FileChunk]) -> bytes:
 
 def chunks_of(blob: bytes) -> list[FileChunk]:
     """The chunks of an index object (ingest merges them into the next version)."""
+    import tarfile
+
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
         return _chunks(tar)
 
 
 def load_index(blob: bytes) -> RoomIndex:
     """A :class:`RoomIndex` from an index object (no pickle: ``allow_pickle=False``)."""
+    import tarfile
+    import tempfile
+
     import bm25s
 
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
@@ -147,6 +156,8 @@ def load_index(blob: bytes) -> RoomIndex:
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    import tarfile
+
     info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))

@@ -32,7 +32,7 @@ URL_EXPIRES_S = 900
 
 
 class FileIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00-\x1f]+$")
     content_type: str = Field(min_length=1, max_length=100)
     size: StrictInt = Field(ge=1, description=f"bytes; at most {R.MAX_UPLOAD_BYTES}")  # never true/false
