@@ -311,6 +311,16 @@ class ApprovalOutcome(_Model):
     outcome: Literal["approved", "rejected", "expired"]
 
 
+class TokenCount(_Model):
+    """Model tokens of a run's requests to one model, from the provider's usage fields."""
+
+    provider: str = ""
+    input: int = 0
+    output: int = 0
+    replies: int = 0  # replies whose usage fields were counted
+    unreported: int = 0  # replies without usage fields: their tokens are not counted (never guessed)
+
+
 class RunCost(_Model):
     """A run's cost line (SPEC §10): its counted operations and estimated cost. Counted by the
     phases as they run, carried in the state and written once, in the final ledger write.
@@ -320,7 +330,15 @@ class RunCost(_Model):
     billed_ms: int = 0  # the phases' handler time, rounded up per invocation (an estimate)
     transitions: int = 0  # states entered, as the phases know the path (an estimate)
     aws_requests: dict[str, int] = Field(default_factory=dict)  # "service.Operation" → calls of the phases
-    usd: float = 0.0  # from quayutec.pricing.PRICES (an estimate)
+    # DynamoDB consumed capacity the responses reported (ReturnConsumedCapacity=TOTAL):
+    # {"read_units": x, "write_units": y}; calls whose response reported none, by operation:
+    capacity: dict[str, float] = Field(default_factory=dict)
+    capacity_unknown: dict[str, int] = Field(default_factory=dict)
+    tokens: dict[str, TokenCount] = Field(default_factory=dict)  # model id → its tokens
+    usd: float = 0.0  # from quayutec.pricing (an estimate): the model's tokens included when priced
+    usd_model_excluded: float = 0.0  # the AWS side alone (an estimate)
+    model_usd: float | None = None  # the tokens' cost; None when a model's price is unknown
+    model_price_unknown: list[str] = Field(default_factory=list)  # model ids without a price
     estimated: list[str] = Field(default_factory=list)
 
 

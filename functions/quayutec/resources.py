@@ -157,6 +157,7 @@ DEFAULT_STAGE = "dev"
 _RUN_BUDGET = ("RUN_TIME_LIMIT_SECONDS",)
 _CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES")
 _SECRET_NAMES = ("SECRET_PREFIX", "STAGE")
+_COST = ("MODEL_PRICES",)  # every run phase carries the cost line (quayutec.cost_line)
 # Optional endpoint overrides (an operator's proxy, or the local provider server).
 ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
     "ANTHROPIC_BASE_URL",
@@ -202,29 +203,29 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
                 touches=("claims:get", "claims:put", "ledger:get", "ledger:put", "room:get", "room:batchget", "room:query",
                          "room:query@by_time", "room:query@open_tasks", "rundata:put", "index:get"),
                 reads=(CLAIM_TABLE.env_var, LEDGER_TABLE.env_var, ROOM_TABLE.env_var, RUN_DATA_BUCKET.env_var,
-                       FILES_BUCKET.env_var, *_RUN_BUDGET, *_CONTEXT_SIZES, "APPROVAL_TIMEOUT_SECONDS")),
+                       FILES_BUCKET.env_var, *_RUN_BUDGET, *_CONTEXT_SIZES, "APPROVAL_TIMEOUT_SECONDS", *_COST)),
     FunctionDef("CallModelFunction", "quayutec.handlers.call_model.handler",
                 "CallModelFunctionArn", timeout_s=300,
                 touches=("room:get", "ledger:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put",
                          "secrets:read"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
-                       "MODEL_TIMEOUT_SECONDS", *_SECRET_NAMES, *ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV)),
+                       "MODEL_TIMEOUT_SECONDS", *_SECRET_NAMES, *ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, *_COST)),
     FunctionDef("DecideAndPostFunction", "quayutec.handlers.decide_and_post.handler",
                 "DecideAndPostFunctionArn",
                 touches=("room:get", "room:query", "room:put", "ledger:get", "ledger:query", "ledger:put",
                          "ledger:update", "rundata:get"),
                 reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
-                       "HOP_LIMIT")),
+                       "HOP_LIMIT", *_COST)),
     FunctionDef("RequestApprovalFunction", "quayutec.handlers.request_approval.handler",
                 "RequestApprovalFunctionArn", touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST)),
     FunctionDef("ApplyAndFinishFunction", "quayutec.handlers.apply_and_finish.handler",
                 "ApplyAndFinishFunctionArn",
                 touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET, "HOP_LIMIT")),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_COST)),
     FunctionDef("RecordFailureFunction", "quayutec.handlers.record_failure.handler",
                 "RecordFailureFunctionArn", touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
+                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST)),
     FunctionDef("StreamDispatchFunction", "quayutec.handlers.stream_dispatch.handler",
                 touches=("room:stream", "queue:send"),
                 reads=(WAKE_QUEUE.env_var, ROOM_TABLE.env_var)),  # records of the room table's stream only
@@ -271,6 +272,9 @@ SETTING_DEFAULTS: dict[str, str] = {
     "MEMORY_LINES": "100",
     "FILE_PASSAGES": "5",
     "MAX_FILE_CHUNKS": "100000",  # chunks in one room's index (ingest refuses a file past it)
+    # The cost line's model prices (USD per million tokens), over the built-in ones:
+    # {"model-id": {"input": usd, "output": usd}} (quayutec.pricing.MODEL_PRICES).
+    "MODEL_PRICES": "{}",
     SECRET_PREFIX_ENV: DEFAULT_SECRET_PREFIX,
     STAGE_ENV: DEFAULT_STAGE,
     "POWERTOOLS_SERVICE_NAME": "quayutec",

@@ -19,9 +19,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-from typing import Any
+import json
+import math
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from pydantic_core import PydanticUndefined
 
 from quayutec import resources as r
@@ -29,6 +31,37 @@ from quayutec import resources as r
 #: The ASL's execution ``TimeoutSeconds`` is 691200 s (8 days); an approval expiry must leave
 #: room for the 300 s of active time (SPEC §2.6).
 MAX_APPROVAL_TIMEOUT_SECONDS = 604800
+
+
+class ModelPrice(BaseModel):
+    """A model's price, USD per million tokens (the ``MODEL_PRICES`` setting)."""
+
+    model_config = {"extra": "forbid", "frozen": True, "defer_build": True}
+    input: float = Field(ge=0, le=10_000)
+    output: float = Field(ge=0, le=10_000)
+
+    @field_validator("input", "output")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("a finite number of USD per million tokens")
+        return v
+
+
+def _json_object(value: Any) -> Any:
+    """A setting holding a JSON object: its text parsed (an empty text is ``{}``)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value) if value.strip() else {}
+        except ValueError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+    return value
+
+
+#: ``MODEL_PRICES``: ``{"model-id": {"input": usd, "output": usd}}`` per million tokens; overrides
+#: (and adds to) the built-in model prices of the cost line (quayutec.pricing.MODEL_PRICES).
+ModelPrices = Annotated[dict[Annotated[str, Field(min_length=1, max_length=200)], ModelPrice],
+                        BeforeValidator(_json_object)]
 
 
 class Settings(BaseModel):
@@ -50,6 +83,7 @@ class Settings(BaseModel):
     memory_lines: int = Field(default=100, ge=1, le=1000, alias="MEMORY_LINES")
     file_passages: int = Field(default=5, ge=0, le=50, alias="FILE_PASSAGES")
     max_file_chunks: int = Field(default=100000, ge=1, alias="MAX_FILE_CHUNKS")
+    model_prices: ModelPrices = Field(default={}, alias="MODEL_PRICES")
     secret_prefix: str = Field(default=r.DEFAULT_SECRET_PREFIX, alias=r.SECRET_PREFIX_ENV)
     stage: str = Field(default=r.DEFAULT_STAGE, min_length=1, pattern=r"^[A-Za-z0-9-]+$", alias=r.STAGE_ENV)
 
@@ -62,7 +96,8 @@ class Settings(BaseModel):
     # Local stack only (quay dev): where presigned file URLs point (the dev server).
     files_endpoint_url: str | None = Field(default=None, alias=r.FILES_ENDPOINT_ENV)
 
-    model_config = {"populate_by_name": True, "extra": "ignore"}
+    # defer_build: on Lambda a function validates its own model (settings_model), never this one
+    model_config = {"populate_by_name": True, "extra": "ignore", "defer_build": True}
 
 
 #: env var -> Settings field name

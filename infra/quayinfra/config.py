@@ -26,7 +26,9 @@ the camelCase of its name, e.g. ``approvalTimeoutSeconds`` (APPROVAL_TIMEOUT_SEC
 ``hopLimit`` (8), ``modelTimeoutSeconds`` (120, below CallModel's Lambda timeout),
 ``runTimeLimitSeconds`` (300), ``recentMessages`` (50), ``memoryLines`` (100),
 ``filePassages`` (5), ``maxFileChunks`` (100000), ``secretPrefix`` ("quayutec": provider keys
-are the secrets ``<secretPrefix>/<stage>/<company>/<provider>``). STAGE is the ``stage`` above.
+are the secrets ``<secretPrefix>/<stage>/<company>/<provider>``), ``modelPrices`` ("{}": the
+cost line's model prices over the built-in ones, ``{"model-id": {"input": 3, "output": 15}}``
+in USD per million tokens, a JSON object or its text). STAGE is the ``stage`` above.
 The values become the Lambda environment.
 """
 
@@ -153,7 +155,8 @@ class Settings:
             raise SettingsError(
                 f"context logRetentionDays={days}: one of {sorted(_RETENTION_BY_DAYS)}")
 
-        runtime = {name: str(get(context_key(name), default))
+        # A JSON setting (MODEL_PRICES) may be given as an object in cdk.json: its JSON text.
+        runtime = {name: (json.dumps(v) if isinstance(v := get(context_key(name), default), (dict, list)) else str(v))
                    for name, default in R.SETTING_DEFAULTS.items()}
         runtime[R.STAGE_ENV] = stage  # secret names carry the stage (SPEC §5)
         cls._validate_runtime(runtime)

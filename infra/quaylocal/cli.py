@@ -442,7 +442,9 @@ def _agent_line(a: dict) -> str:
 
 
 @agent_app.command("register")
-def agent_register(agent_id: Annotated[str, typer.Argument(metavar="AGENT", help="The agent's id.")],
+def agent_register(agent_id: Annotated[str, typer.Argument(
+                       metavar="NAME", help="The agent's name in your company (letters, digits, _ and -); its id is "
+                                            "COMPANY.NAME, and people mention it as @NAME.")],
                    provider: Annotated[str, typer.Option(help="anthropic, openai, openai-compatible or bedrock.")],
                    model: Annotated[str, typer.Option(help="The provider's model id.")],
                    instructions: Annotated[str, typer.Option(help="The agent's instructions.")] = "",
@@ -718,17 +720,60 @@ def ledger(run: Annotated[str | None, typer.Argument(help="A run id: show that r
 
 
 def cost_lines(cost: dict | None) -> list[str]:
-    """The run's cost line (SPEC §10) as ``quay ledger RUN`` prints it; estimates say so."""
+    """The run's cost line (SPEC §10) as ``quay ledger RUN`` prints it (``quay cost``: a sum of
+    them); estimates say so, and so does what is unknown (a model's price, capacity a response
+    did not report, tokens a reply did not report)."""
     if not cost:
         return ["cost: not recorded (a run that ended outside its state machine's Catch, or older)"]
     est = set(cost.get("estimated") or [])
     mark = lambda k: " (estimated)" if k in est else ""  # noqa: E731
     calls = cost.get("aws_requests") or {}
-    return [f"cost ${float(cost.get('usd', 0)):.6f}{mark('usd')}: "
-            f"{cost.get('lambda_invocations', 0)} Lambda invocations, {cost.get('billed_ms', 0)} ms billed"
-            f"{mark('billed_ms')}, {cost.get('transitions', 0)} transitions{mark('transitions')}, "
-            f"{sum(int(n) for n in calls.values())} AWS requests",
-            "  requests: " + (", ".join(f"{k} {n}" for k, n in sorted(calls.items())) or "none")]
+    lines = [f"cost ${float(cost.get('usd', 0)):.6f}{mark('usd')}: "
+             f"{cost.get('lambda_invocations', 0)} Lambda invocations, {cost.get('billed_ms', 0)} ms billed"
+             f"{mark('billed_ms')}, {cost.get('transitions', 0)} transitions{mark('transitions')}, "
+             f"{sum(int(n) for n in calls.values())} AWS requests"]
+    tokens = cost.get("tokens") or {}
+    unknown = cost.get("model_price_unknown") or []
+    if "usd_model_excluded" in cost:
+        model = ("model price unknown (" + ", ".join(unknown) + "): not in the total" if unknown
+                 else f"model ${float(cost.get('model_usd') or 0):.6f}{mark('model_usd')}")
+        lines.append(f"  model excluded ${float(cost['usd_model_excluded']):.6f}{mark('usd_model_excluded')}; "
+                     + model)
+    for m, t in sorted(tokens.items()):
+        lines.append(f"  tokens {m} ({t.get('provider') or '?'}): {t.get('input', 0)} input, {t.get('output', 0)} "
+                     f"output, from {t.get('replies', 0)} replies"
+                     + (f"; {t['unreported']} replies reported no usage (not counted)" if t.get("unreported") else ""))
+    if not tokens and "tokens" in cost:
+        lines.append("  tokens: none (no model reply was read)")
+    by_service: dict[str, int] = {}
+    for k, n in calls.items():
+        by_service[k.partition(".")[0]] = by_service.get(k.partition(".")[0], 0) + int(n)
+    lines.append("  by service: " + (", ".join(f"{k} {n}" for k, n in sorted(by_service.items())) or "none"))
+    lines.append("  requests: " + (", ".join(f"{k} {n}" for k, n in sorted(calls.items())) or "none"))
+    if "capacity" in cost:
+        cap = cost.get("capacity") or {}
+        gaps = cost.get("capacity_unknown") or {}
+        lines.append(f"  DynamoDB capacity: {float(cap.get('read_units', 0)):g} read units, "
+                     f"{float(cap.get('write_units', 0)):g} write units"
+                     + ("; unknown for " + ", ".join(f"{k} {n}" for k, n in sorted(gaps.items()))
+                        + " (no ConsumedCapacity in the response: priced as one unit a request)" if gaps else ""))
+    return lines
+
+
+@app.command()
+def cost(room: Annotated[str, typer.Option(help="The room whose runs to sum.")],
+         since: Annotated[str | None, typer.Option(help="Only runs started at or after this ISO-8601 instant.")] = None,
+         as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Sum the cost lines of your company's runs in a room (SPEC §10): runs, counted operations,
+    tokens, estimated USD (model excluded and included)."""
+    out = _run(lambda: _client(url, token).room_cost(room, since))
+    if as_json:
+        _print(out)
+        return
+    _say(f"room {out['room_id']}: {out['runs']} runs" + (f" since {out['since']}" if out.get("since") else "")
+         + (f", {out['without_cost']} without a cost line" if out.get("without_cost") else ""))
+    for line in cost_lines(out["cost"]):
+        _say("  " + line)
 
 
 @app.command()

@@ -228,6 +228,10 @@ class QuayClient:
     def run(self, run_id: str) -> dict:
         return self.call("GET", f"/runs/{_seg(run_id)}")
 
+    def room_cost(self, room: str, since: str | None = None) -> dict:
+        """The summed cost lines of your company's runs in ``room`` (``since``: ISO-8601)."""
+        return self.call("GET", f"/rooms/{_seg(room)}/cost", query={"since": since} if since else None)
+
     # ------------------------------------------------------------------ files
     def add_file(self, room: str, name: str, content_type: str, size: int) -> dict:
         """Declare an upload: ``{"file": ..., "upload": {"url", "fields", "expires_in", "max_bytes"}}``."""

@@ -21,6 +21,14 @@ Scripts (``scripts``: agent id -> entries, consumed one per request, in order):
 * Local extensions, for tests of the client side: ``"delay_s": float`` on any entry delays the
   response; ``{"drop": true}`` closes the connection without answering.
 
+Every reply carries the provider's usage fields (Anthropic ``usage.input_tokens`` /
+``output_tokens``, OpenAI ``usage.prompt_tokens`` / ``completion_tokens``, Bedrock
+``usage.inputTokens`` / ``outputTokens``): input tokens about one per 4 characters of the
+request's system prompt, messages and tools, output tokens one per 4 characters of the reply's
+text and tool calls (at least 1). A reply entry's ``"usage": {"input": n, "output": m}`` sends
+those counts instead, ``"usage": null`` sends none (a server that reports no usage). What was
+sent is kept in ``RecordedRequest.usage``.
+
 An agent without a script gets a deterministic echo reply (``"echo: "`` + the last line of the
 user content, no tool calls) with its @mentions disarmed (``@b1`` is echoed as ``b1``): an echo
 that repeated them would wake the agents they name, whose echoes would wake the first again, up
@@ -84,6 +92,7 @@ class RecordedRequest:
     time: float
     request_id: str
     model: str | None = None
+    usage: dict[str, int] | None = None  # the tokens the reply reported: {"input": n, "output": m}
 
 
 @dataclass
@@ -93,6 +102,7 @@ class _Response:
     body: bytes = b""
     delay_s: float = 0.0
     drop: bool = False
+    usage: dict[str, int] | None = None
 
 
 class ProviderServer:
@@ -198,7 +208,7 @@ class ProviderServer:
                 script = self.scripts[agent_id]
                 if index < len(script):
                     self._next[agent_id] = index + 1
-                    response = self._scripted(provider, script[index], model, request_id)
+                    response = self._scripted(provider, script[index], model, request_id, body)
                 else:
                     self.exhausted.append(agent_id)
                     response = _error(provider, 400, "invalid_request_error",
@@ -206,15 +216,17 @@ class ProviderServer:
                                       f"{index + 1} (script has {len(script)})", request_id)
             else:
                 response = _reply(provider, model, f"echo: {_without_mentions(_last_line(provider, body))}", [],
-                                  request_id)
-            record = RecordedRequest(agent_id, provider, path, body, response.status, time.time(), request_id, model)
+                                  request_id, _input_tokens(body))
+            record = RecordedRequest(agent_id, provider, path, body, response.status, time.time(), request_id, model,
+                                     response.usage)
             self.requests.append(record)
             self._counts[agent_id] = self._counts.get(agent_id, 0) + 1
             if self.keep_requests is not None and len(self.requests) > self.keep_requests:
                 del self.requests[: len(self.requests) - self.keep_requests]
         return response, record
 
-    def _scripted(self, provider: str, entry: dict, model: str | None, request_id: str) -> _Response:
+    def _scripted(self, provider: str, entry: dict, model: str | None, request_id: str,
+                  body: Any = None) -> _Response:
         delay = float(entry.get("delay_s", 0) or 0)
         if entry.get("drop"):
             return _Response(status=0, drop=True, delay_s=delay)
@@ -239,7 +251,9 @@ class ProviderServer:
         actions = list(reply.get("actions") or [])
         if self.substitute is not None:
             actions = self.substitute(actions)
-        response = _reply(provider, model, str(reply.get("text", "")), actions, request_id)
+        usage = reply.get("usage", "auto")
+        response = _reply(provider, model, str(reply.get("text", "")), actions, request_id, _input_tokens(body),
+                          usage=None if usage is None else usage if isinstance(usage, dict) else "auto")
         for name, value in (reply.get("headers") or {}).items():  # e.g. a request id of its own
             response.headers = {k: v for k, v in response.headers.items() if k.lower() != str(name).lower()}
             response.headers[str(name)] = str(value)
@@ -371,7 +385,20 @@ def _json_response(status: int, payload: Any, headers: dict[str, str]) -> _Respo
     return _Response(status, {"Content-Type": "application/json", **headers}, json.dumps(payload).encode("utf-8"))
 
 
-def _reply(provider: str, model: str | None, text: str, actions: list, request_id: str) -> _Response:
+def _input_tokens(body: Any) -> int:
+    """About one token per 4 characters of what the model reads: the system prompt, the
+    messages and the tool definitions of the request (the JSON text of each)."""
+    if not isinstance(body, dict):
+        return 1
+    parts = [body.get(k) for k in ("system", "messages", "tools", "toolConfig") if body.get(k) is not None]
+    return max(1, len(json.dumps(parts, ensure_ascii=False, separators=(",", ":"))) // 4)
+
+
+def _reply(provider: str, model: str | None, text: str, actions: list, request_id: str, in_tokens: int = 1,
+           usage: dict | str | None = "auto") -> _Response:
+    """A reply in ``provider``'s format. ``usage``: ``"auto"`` (``in_tokens``, and one output
+    token per 4 characters of the text and tool calls), ``{"input": n, "output": m}``, or
+    ``None`` (no usage fields at all)."""
     calls = []
     for action in actions:
         if isinstance(action, dict):
@@ -381,7 +408,21 @@ def _reply(provider: str, model: str | None, text: str, actions: list, request_i
             name, args = "", action
         calls.append((name, args))
     rid = {_REQUEST_ID_HEADER[provider]: request_id}
-    in_tokens, out_tokens = 10, max(1, len(text) // 4)
+    out_tokens = max(1, (len(text) + len(json.dumps([list(c) for c in calls], ensure_ascii=False)) - 2) // 4)
+    if isinstance(usage, dict):
+        in_tokens, out_tokens = int(usage.get("input", 0)), int(usage.get("output", 0))
+    sent = None if usage is None else {"input": in_tokens, "output": out_tokens}
+    response = _reply_body(provider, model, text, calls, rid, in_tokens, out_tokens)
+    if sent is None:  # a server that reports no usage
+        payload = json.loads(response.body)
+        payload.pop("usage", None)
+        response.body = json.dumps(payload).encode("utf-8")
+    response.usage = sent
+    return response
+
+
+def _reply_body(provider: str, model: str | None, text: str, calls: list, rid: dict[str, str], in_tokens: int,
+                out_tokens: int) -> _Response:
     if provider == "anthropic":
         content: list[dict] = [{"type": "text", "text": text}] if text else []
         content += [{"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": n, "input": a} for n, a in calls]

@@ -45,6 +45,7 @@ MATRIX = [
     ("POST", "/rooms/r1/approvals/{approval}/approve", None, 403, 404, 404),
     ("POST", "/rooms/r1/approvals/{approval}/deny", None, 403, 404, 404),
     ("GET", "/rooms/r1/runs", None, 200, 404, 404),
+    ("GET", "/rooms/r1/cost", None, 200, 404, 404),  # exactly the runs listing's visibility
     ("GET", "/runs/{run}", None, 404, 404, 404),
     ("GET", "/rooms", None, 200, 200, 403),
     ("GET", "/agents", None, 200, 200, 403),

@@ -55,7 +55,16 @@ def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> No
     assert run.cost.lambda_invocations == 3
     assert run.cost.transitions == second.transitions == TRANSITIONS_PER_PLAIN_RUN
     assert run.cost.billed_ms >= 3 and 0 < run.cost.usd < 0.001
-    assert set(run.cost.estimated) == {"billed_ms", "transitions", "usd"}
+    assert set(run.cost.estimated) == {"billed_ms", "transitions", "usd", "usd_model_excluded", "model_usd"}
+    # Tokens: what the local provider server's reply reported; claude-test has no price, so the
+    # USD figure is the AWS side alone and says so.
+    sent = [r.usage for r in env.server.requests if r.agent_id == "a1"][-1]
+    assert {m: (t.input, t.output, t.replies) for m, t in run.cost.tokens.items()} == {
+        "claude-test": (sent["input"], sent["output"], 1)}
+    assert run.cost.model_price_unknown == ["claude-test"] and run.cost.usd == run.cost.usd_model_excluded
+    # DynamoDB capacity from the responses; the final write's own (and moto's transactions') unknown.
+    assert run.cost.capacity["read_units"] > 0
+    assert run.cost.capacity_unknown.get("dynamodb.TransactWriteItems", 0) >= 1
     from quayutec.api.schemas import RunDetail  # what GET /runs/{run} answers
 
     body = RunDetail(run=run, requests=[], actions=[]).model_dump(mode="json")
@@ -63,6 +72,8 @@ def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> No
     lines = cost_lines(run.cost.model_dump(mode="json"))
     assert "(estimated)" in lines[0] and "3 Lambda invocations" in lines[0]
     assert f"{sum(run.cost.aws_requests.values())} AWS requests" in lines[0]
+    assert any(line.startswith("  by service: dynamodb ") for line in lines)
+    assert any("model price unknown (claude-test)" in line for line in lines)
 
 
 def test_a_run_queries_only_the_memory_partitions_the_room_holds(env: Env) -> None:

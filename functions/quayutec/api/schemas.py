@@ -17,6 +17,7 @@ from quayutec.models import (
     ModelRequestRecord,
     ProviderKind,
     RightsPolicy,
+    RunCost,
     RunRecord,
     Task,
     TaskEvent,
@@ -220,6 +221,16 @@ class RunDetail(_Out):
     run: RunRecord
     requests: list[ModelRequestRecord]
     actions: list[ActionRecord]
+
+
+class RoomCost(_Out):
+    """The summed cost lines of the caller's company's runs in a room (``quay cost``)."""
+
+    room_id: str
+    since: str | None = None  # runs started at or after this instant (UTC, ISO-8601), None: all
+    runs: int  # the runs counted (the caller's company's agents', since ``since``)
+    without_cost: int  # of them, runs with no cost line (still running, or ended outside the run's Catch)
+    cost: RunCost  # the sum of their cost lines (USD as each run recorded it)
 
 
 class Ok(_Out):

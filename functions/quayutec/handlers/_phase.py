@@ -42,8 +42,10 @@ def phase_handler(phase: Phase, states: Callable[[RunState], int] = lambda out: 
                                   f"{'.'.join(str(x) for x in exc.errors()[0]['loc'])}") from None
         if state.run:
             logger.append_keys(run_id=state.run.run_id, agent_id=state.run.agent_id)
-        with cost_line.counting():  # the cost line: this invocation's counts join the state's
-            out = phase(deps or default_deps(), state, event) or state
+        d = deps or default_deps()
+        # The cost line: this invocation's counts join the state's (MODEL_PRICES: its overrides).
+        with cost_line.counting(cost_line.model_prices_of(d.settings)):
+            out = phase(d, state, event) or state
             out = out.model_copy(update={"cost": cost_line.so_far(state.cost, states(out))})
         return out.dump()
 

@@ -64,7 +64,22 @@ def call_model(call: ModelCall) -> ModelReply:
                                        request_id=None, secret=call.api_key.get_secret_value(),
                                        error_type="address_refused", error_code="AddressRefused",
                                        message=f"the owner's model address is refused: {exc}"))
-    return scrub_reply(adapter(call), call.api_key.get_secret_value())
+    reply = scrub_reply(adapter(call), call.api_key.get_secret_value())
+    _count_tokens(call, reply)
+    return reply
+
+
+def _count_tokens(call: ModelCall, reply: ModelReply) -> None:
+    """The reply's usage fields join the running invocation's cost line (SPEC §10); outside a
+    run phase nothing counts. A failed request has no usage: nothing is counted for it."""
+    from quayutec import cost_line
+
+    cost_line.count_tokens(call.provider, call.model, reply.input_tokens, reply.output_tokens)
+
+
+def _token_count(value: Any) -> int | None:
+    """A usage field as a count: a non-negative integer, else ``None`` (absent or unreadable)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _tool_call(id_: str | None, name: str, raw: Any) -> ToolCall:
@@ -150,6 +165,8 @@ def _call_anthropic(call: ModelCall) -> ModelReply:
         request_id=raw.headers.get("request-id") or getattr(message, "_request_id", None),
         status=raw.status_code,
         stop_reason=message.stop_reason,
+        input_tokens=_token_count(getattr(getattr(message, "usage", None), "input_tokens", None)),
+        output_tokens=_token_count(getattr(getattr(message, "usage", None), "output_tokens", None)),
     )
 
 
@@ -203,6 +220,13 @@ def _call_openai(call: ModelCall) -> ModelReply:
                 elif getattr(tc, "type", None) == "custom":
                     tools.append(_tool_call(tc.id, tc.custom.name, tc.custom.input or ""))
             stop = choice.finish_reason
+            # Chat Completions' usage names; a compatible server may use the Responses API's.
+            usage = getattr(completion, "usage", None)
+            tokens_in = _token_count(getattr(usage, "prompt_tokens", None))
+            tokens_out = _token_count(getattr(usage, "completion_tokens", None))
+            if tokens_in is None and tokens_out is None:
+                tokens_in = _token_count(getattr(usage, "input_tokens", None))
+                tokens_out = _token_count(getattr(usage, "output_tokens", None))
         except Exception:
             failure = failure_from_response(call.provider, raw.http_response, key, "x-request-id",
                                             message="reply could not be read")
@@ -214,6 +238,8 @@ def _call_openai(call: ModelCall) -> ModelReply:
         request_id=raw.headers.get("x-request-id") or getattr(completion, "_request_id", None),
         status=raw.status_code,
         stop_reason=stop,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
     )
 
 
@@ -340,6 +366,8 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
         request_id=meta.get("RequestId") or meta.get("HTTPHeaders", {}).get("x-amzn-requestid"),
         status=meta.get("HTTPStatusCode", 200),
         stop_reason=resp.get("stopReason"),
+        input_tokens=_token_count((resp.get("usage") or {}).get("inputTokens")),
+        output_tokens=_token_count((resp.get("usage") or {}).get("outputTokens")),
     )
 
 

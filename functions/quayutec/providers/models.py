@@ -75,13 +75,18 @@ class ModelReply(BaseModel):
     """A successful model response: its text (text blocks joined in order), its tool calls in
     order, the provider's request id (``request-id`` / ``x-request-id`` / ``x-amzn-requestid``),
     the HTTP status and the provider's stop reason (``stop_reason`` / ``finish_reason`` /
-    ``stopReason``)."""
+    ``stopReason``). ``input_tokens`` / ``output_tokens``: the provider's usage fields
+    (Anthropic ``usage.input_tokens`` / ``output_tokens``, OpenAI ``usage.prompt_tokens`` /
+    ``completion_tokens``, Bedrock ``usage.inputTokens`` / ``outputTokens``); ``None`` when the
+    reply carried none (never guessed)."""
 
     text: str
     tool_calls: list[ToolCall]
     request_id: str | None
     status: int = 200
     stop_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
 
 class ProviderFailure(BaseModel):

@@ -1,14 +1,25 @@
-"""The run ledger (SPEC §2.1): a company sees the runs of its own agents only."""
+"""The run ledger (SPEC §2.1): a company sees the runs of its own agents only; their summed cost
+lines (SPEC §10) likewise."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
+from quayutec import pricing
 from quayutec.api.access import member_room, services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import Limit, RoomId, RunId
-from quayutec.api.schemas import RunDetail, RunList
-from quayutec.errors import NotFound
+from quayutec.api.schemas import RoomCost, RunDetail, RunList
+from quayutec.errors import InvalidInput, NotFound
+from quayutec.models import parse_iso
+
+Since = Annotated[str | None, Query(min_length=1, max_length=64,
+                                    description="Only runs started at or after this instant: an ISO-8601 "
+                                                "timestamp or date (UTC when it names no zone)")]
 
 router = APIGatewayRouter()
 
@@ -21,6 +32,29 @@ def list_runs(room_id: RoomId, limit: Limit = 50) -> RunList:
     runs = [r for r in svc.deps.ledger.runs_in_room(room_id) if r.company == who.company]
     runs.sort(key=lambda r: r.started_at, reverse=True)
     return RunList(runs=runs[:limit])
+
+
+@router.get("/rooms/<room_id>/cost", tags=["runs"],
+            summary="The summed cost lines of the caller's company's agents' runs in a room")
+def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
+    who = caller()
+    svc = services()
+    start = _instant(since) if since is not None else None
+    member_room(svc, room_id, who)
+    runs = [r for r in svc.deps.ledger.runs_in_room(room_id) if r.company == who.company
+            and (start is None or parse_iso(r.started_at) >= start)]
+    return RoomCost(room_id=room_id, since=start.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if start else None,
+                    runs=len(runs), without_cost=sum(1 for r in runs if r.cost is None),
+                    cost=pricing.total(r.cost for r in runs if r.cost is not None))
+
+
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.strip())
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise InvalidInput(f"since: {text[:64]!r} is not an ISO-8601 timestamp or date "
+                           "(e.g. 2026-11-30T12:00:00Z)") from None
 
 
 @router.get("/runs/<run_id>", tags=["runs"], summary="One run: wake, model requests, actions, outcome")
