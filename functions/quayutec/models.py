@@ -39,7 +39,9 @@ def parse_iso(value: str) -> datetime:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # defer_build: a model's validator is built the first time it is used, not at import (a
+    # handler imports every model and uses a few: its cold start pays for those only)
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # ----------------------------------------------------------------------------- companies

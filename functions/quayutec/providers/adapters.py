@@ -9,15 +9,21 @@
 SDK retries are off (``max_retries=0``; botocore ``total_max_attempts=1``): a call of
 :func:`call_model` is exactly one HTTP request, and the retry policy is
 :func:`quayutec.providers.decide_next` alone. Clients are built per call (no client exists at
-import time, and no key outlives the call). SDKs are imported on first use, so importing this
-package stays cheap. Requests do not stream.
+import time). A warm Lambda reuses its clients (and so their connections: no TLS handshake per
+request) per provider, base URL and key, in a small LRU (:func:`_sdk_client`); an owner's own
+address is resolved, checked and pinned per request, its client never kept. SDKs are imported on
+first use, so importing this package stays cheap. Requests do not stream.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -119,6 +125,55 @@ def _raise(call: ModelCall, failure) -> None:
     raise ProviderError(failure, provider=call.provider) from None
 
 
+# --------------------------------------------------------------------------- client reuse
+#: SDK clients kept across warm invocations (bounded LRU). Keyed by provider, base URL and the
+#: SHA-256 of the key (never the key itself: nothing of it is logged or shown); a rotated key
+#: gets a new client and the old one ages out.
+CLIENT_CACHE_SIZE = 8
+_CLIENTS: OrderedDict[tuple, Any] = OrderedDict()
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _cached_client(cache_key: tuple, make: Callable[[], Any]) -> Any:
+    """The client of ``cache_key``, built by ``make`` on a miss (LRU of :data:`CLIENT_CACHE_SIZE`)."""
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(cache_key)
+        if client is not None:
+            _CLIENTS.move_to_end(cache_key)
+            return client
+    client = make()  # outside the lock: building a client may be slow
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.setdefault(cache_key, client)  # a concurrent miss keeps the first one
+        _CLIENTS.move_to_end(cache_key)
+        while len(_CLIENTS) > CLIENT_CACHE_SIZE:
+            _CLIENTS.popitem(last=False)  # not closed: a request may still be using it
+    return client
+
+
+def clear_clients() -> None:
+    """Forget the kept SDK clients (tests; a process that changed its endpoints)."""
+    with _CLIENTS_LOCK:
+        _CLIENTS.clear()
+
+
+@contextmanager
+def _sdk_client(call: ModelCall, sdk_class: Any, kwargs: dict[str, Any], key: str) -> Iterator[Any]:
+    """An Anthropic/OpenAI SDK client for ``call``: the kept one of its provider, base URL and
+    key; for an owner's own address a client of this request only (its connection is pinned to
+    the address checked for this request, SPEC §5), closed after it. The timeout is the
+    request's (passed with the request: a kept client serves calls with other timeouts)."""
+    if "http_client" in kwargs:
+        with sdk_class(**kwargs) as client:
+            yield client
+        return
+    yield _cached_client((call.provider, kwargs.get("base_url"), _key_digest(key)),
+                         lambda: sdk_class(**kwargs))
+
+
 # --------------------------------------------------------------------------- Anthropic
 def _call_anthropic(call: ModelCall) -> ModelReply:
     """Anthropic Messages API (``POST /v1/messages``), non-streaming, with the §4 tools."""
@@ -127,9 +182,10 @@ def _call_anthropic(call: ModelCall) -> ModelReply:
     key = call.api_key.get_secret_value()
     kwargs = _sdk_kwargs(call, key)
     failure = None
-    with anthropic.Anthropic(**kwargs) as client:
+    with _sdk_client(call, anthropic.Anthropic, kwargs, key) as client:
         try:
             raw = client.messages.with_raw_response.create(
+                timeout=call.timeout_s,
                 model=call.model,
                 max_tokens=call.max_tokens,
                 system=call.system,
@@ -192,12 +248,13 @@ def _call_openai(call: ModelCall) -> ModelReply:
             for t in TOOL_SPECS
         ],
         "user": call.end_user_id,
+        "timeout": call.timeout_s,
     }
     # OpenAI's own API wants max_completion_tokens (max_tokens is deprecated and refused by
     # reasoning models); OpenAI-compatible servers commonly know only max_tokens.
     params["max_completion_tokens" if call.provider == "openai" else "max_tokens"] = call.max_tokens
     failure = None
-    with openai.OpenAI(**kwargs) as client:
+    with _sdk_client(call, openai.OpenAI, kwargs, key) as client:
         try:
             raw = client.chat.completions.with_raw_response.create(**params)
         except openai.APIError as exc:
@@ -299,7 +356,18 @@ def _bedrock_client(call: ModelCall) -> Any:
         request.headers["Authorization"] = bearer
 
     client.meta.events.register("request-created.bedrock-runtime.Converse", add_bearer)
+    # The raw response of the calling thread's request (a kept client serves many calls).
+    client.meta.events.register("before-parse.bedrock-runtime.Converse", _keep_raw)
     return client
+
+
+_BEDROCK_RAW = threading.local()
+
+
+def _keep_raw(response_dict: dict, **_: Any) -> None:
+    seen = getattr(_BEDROCK_RAW, "seen", None)
+    if seen is not None:
+        seen["response"] = response_dict
 
 
 def _call_bedrock(call: ModelCall) -> ModelReply:
@@ -309,13 +377,12 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
     from botocore.parsers import ResponseParserError
 
     key = call.api_key.get_secret_value()
-    client = _bedrock_client(call)
+    # Kept per endpoint, key, timeout (botocore sets it per client) and region.
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    client = _cached_client(("bedrock", call.base_url, _key_digest(key), call.timeout_s, region),
+                            lambda: _bedrock_client(call))
     seen: dict[str, Any] = {}
-
-    def keep_raw(response_dict: dict, **_: Any) -> None:
-        seen["response"] = response_dict
-
-    client.meta.events.register("before-parse.bedrock-runtime.Converse", keep_raw)
+    _BEDROCK_RAW.seen = seen
     failure = None
     try:
         resp = client.converse(
@@ -346,7 +413,7 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
         raw = seen.get("response") or {}
         failure = _bedrock_raw_failure(call, raw, key, message="reply could not be read")
     finally:
-        client.close()
+        _BEDROCK_RAW.seen = None
     if failure is not None:
         _raise(call, failure)
     try:
