@@ -326,7 +326,7 @@ app.add_typer(room_app, name="room")
 
 
 def _room_head(r: dict) -> list[str]:
-    agents = ", ".join(f"{a['id']} ({a['company']})" for a in r.get("agents") or []) or "none"
+    agents = ", ".join(f"@{a.get('name') or a['id']} ({a['id']})" for a in r.get("agents") or []) or "none"
     hop = f"  hop limit {r['hop_limit']}" if r.get("hop_limit") is not None else ""
     return [f"room {r['id']}" + (f"  \"{r['name']}\"" if r.get("name") else "") + hop,
             f"  members: {', '.join(r.get('members') or []) or 'none'}",

@@ -139,9 +139,10 @@ class QuayClient:
     def set_policy(self, company: str, policy: dict) -> dict:
         return self.call("PUT", f"/companies/{_seg(company)}/policy", policy)
 
-    def register_agent(self, agent_id: str, provider: str, model: str, *, instructions: str = "",
+    def register_agent(self, name: str, provider: str, model: str, *, instructions: str = "",
                        api_key: str | None = None, base_url: str | None = None) -> dict:
-        body: dict[str, Any] = {"id": agent_id, "provider": provider, "model": model, "instructions": instructions}
+        """Register your company's agent ``name``; its id is ``{company}.{name}``."""
+        body: dict[str, Any] = {"name": name, "provider": provider, "model": model, "instructions": instructions}
         if api_key is not None:
             body["api_key"] = api_key
         if base_url is not None:

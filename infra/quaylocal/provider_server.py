@@ -11,7 +11,7 @@ unchanged against it:
 The agent is identified by the end-user id the adapter sends: Anthropic ``metadata.user_id``,
 OpenAI ``user`` (or ``safety_identifier``), Bedrock ``requestMetadata["end_user_id"]``.
 
-Scripts (``scripts``: agent id -> entries, consumed one per request, in order):
+Scripts (``scripts``: agent id or name -> entries, consumed one per request, in order):
 
 * ``{"reply": {"text": str, "actions": [{"kind": str, ...fields}], "headers": {...}}}`` -> a real
   reply whose actions are tool calls (tool name = kind, input = the other fields), with the
@@ -197,9 +197,10 @@ class ProviderServer:
             response = _error(provider, 400, "invalid_request_error", "request body is not valid JSON", request_id)
             return response, RecordedRequest(None, provider, path, raw.decode("utf-8", "replace"), response.status,
                                              time.time(), request_id)
-        agent_id = _agent_id(provider, body)
+        sent_id = _agent_id(provider, body)
         model = model_in_path if provider == "bedrock" else (body.get("model") if isinstance(body, dict) else None)
         with self._lock:
+            agent_id = self._known_as(sent_id)
             expected = self.keys.get(agent_id) if agent_id is not None else None
             if expected is not None and _presented_key(provider, headers) != expected:
                 response = _auth_error(provider, request_id)
@@ -217,13 +218,21 @@ class ProviderServer:
             else:
                 response = _reply(provider, model, f"echo: {_without_mentions(_last_line(provider, body))}", [],
                                   request_id, _input_tokens(body))
-            record = RecordedRequest(agent_id, provider, path, body, response.status, time.time(), request_id, model,
+            record = RecordedRequest(sent_id, provider, path, body, response.status, time.time(), request_id, model,
                                      response.usage)
             self.requests.append(record)
             self._counts[agent_id] = self._counts.get(agent_id, 0) + 1
             if self.keep_requests is not None and len(self.requests) > self.keep_requests:
                 del self.requests[: len(self.requests) - self.keep_requests]
         return response, record
+
+    def _known_as(self, agent_id: str | None) -> str | None:
+        """The name scripts, keys and counts know the agent by: its id, or else its name (an id
+        ``acme.a1`` is scripted as ``a1``, as people mention it). Called holding the lock."""
+        if agent_id is None or agent_id in self.scripts or agent_id in self.keys:
+            return agent_id
+        name = agent_id.rsplit(".", 1)[-1]
+        return name if name in self.scripts or name in self.keys else agent_id
 
     def _scripted(self, provider: str, entry: dict, model: str | None, request_id: str,
                   body: Any = None) -> _Response:

@@ -86,9 +86,9 @@ def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
     assert directory.create_room(Room(id="r1", name="r1", members=["acme", "bolt"]))
     assert directory.create_room(Room(id="r-cato", name="r-cato", members=["cato"]))
     w.ids["room"] = "r1"
-    api.ok("POST", "/agents", w.tokens["ann"], {"id": "a1", "provider": "anthropic", "model": "claude-test",
+    api.ok("POST", "/agents", w.tokens["ann"], {"name": "a1", "provider": "anthropic", "model": "claude-test",
                                                 "instructions": A1_INSTRUCTIONS, "api_key": ACME_KEY})
-    api.ok("POST", "/agents", w.tokens["bob"], {"id": "b1", "provider": "openai", "model": "gpt-test",
+    api.ok("POST", "/agents", w.tokens["bob"], {"name": "b1", "provider": "openai", "model": "gpt-test",
                                                 "api_key": BOLT_KEY})
     api.ok("POST", "/rooms/r1/agents", w.tokens["ann"], {"agent": "a1"})
     api.ok("POST", "/rooms/r1/agents", w.tokens["bob"], {"agent": "b1"})

@@ -110,7 +110,7 @@ def test_approvals_runs_and_agents_only_for_the_owner(world: World) -> None:
     assert mine["instructions"] == A1_INSTRUCTIONS and mine["key_stored"] is True
     assert "api_key" not in mine and ACME_KEY not in str(mine)
     room = world.api.ok("GET", "/rooms/r1", bob)
-    assert {"id": "a1", "company": "acme"} in room["agents"]  # who is in the room, nothing more
+    assert {"id": "acme.a1", "name": "a1", "company": "acme"} in room["agents"]  # who is in the room, nothing more
 
 
 def test_no_one_posts_as_someone_else(world: World) -> None:

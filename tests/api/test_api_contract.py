@@ -198,9 +198,9 @@ def test_domain_errors_map_to_4xx(light_world: World) -> None:
     assert r.status == 409 and r.body["error"] == "conflict"
     r = api.call("GET", "/rooms/r1/messages?cursor=Zm9vYmFy", bob)
     assert r.status == 400 and "cursor" in r.body["message"]
-    r = api.call("POST", "/agents", bob, {"id": "c9", "provider": "openai", "model": "m"})
+    r = api.call("POST", "/agents", bob, {"name": "c9", "provider": "openai", "model": "m"})
     assert r.status == 201  # bolt's openai key is stored already: no api_key needed
-    r = api.call("POST", "/agents", bob, {"id": "c8", "provider": "anthropic", "model": "m"})
+    r = api.call("POST", "/agents", bob, {"name": "c8", "provider": "anthropic", "model": "m"})
     assert r.status == 400 and "api_key" in r.body["message"]
 
 
@@ -263,7 +263,7 @@ def test_a_new_key_rotates_the_company_s_secret(light_world: World) -> None:
     import boto3
 
     api, bob = light_world.api, light_world.tokens["bob"]
-    r = api.call("POST", "/agents", bob, {"id": "c7", "provider": "openai", "model": "m",
+    r = api.call("POST", "/agents", bob, {"name": "c7", "provider": "openai", "model": "m",
                                            "api_key": "sk-bolt-rotated-0001"})
     assert r.status == 201 and r.body["key_stored"] is True
     sm = boto3.client("secretsmanager", region_name="us-east-1")

@@ -54,7 +54,7 @@ def test_quay_dev_over_http(dev_url: str) -> None:
 
     # a post wakes b1 (echo reply from the local provider server)
     ann.post(r1, "hello @b1, are you there?")
-    reply = _wait(lambda: [m for m in bob.transcript(r1) if m["kind"] == "reply" and m["author"]["id"] == "b1"],
+    reply = _wait(lambda: [m for m in bob.transcript(r1) if m["kind"] == "reply" and m["author"]["id"] == "bolt.b1"],
                   60, "b1's reply")
     assert reply[0]["text"].startswith("echo:")
 

@@ -162,7 +162,7 @@ def test_the_dev_gateways_own_errors_have_the_same_shape() -> None:
 def test_a_key_with_whitespace_or_control_characters_is_refused_at_registration(light_world: World,
                                                                                 key: str) -> None:
     r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
-                             {"id": "a-badkey", "provider": "openai", "model": "gpt-test", "api_key": key})
+                             {"name": "a-badkey", "provider": "openai", "model": "gpt-test", "api_key": key})
     _is_error(r, 422, "validation_error")
     assert r.body["fields"][0]["field"] == "body.api_key"
     assert key.strip() not in r.text and json.dumps(key.strip())[1:-1] not in r.text
@@ -176,7 +176,7 @@ def test_a_key_with_whitespace_or_control_characters_is_refused_at_registration(
                                  "https://[::1]/v1", "http://api.example.com/v1"])
 def test_an_owner_address_to_an_internal_host_is_refused_at_registration(light_world: World, url: str) -> None:
     r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
-                             {"id": "a-ssrf", "provider": "openai-compatible", "model": "m", "base_url": url,
+                             {"name": "a-ssrf", "provider": "openai-compatible", "model": "m", "base_url": url,
                               "api_key": "sk-acme-compat-0123456789"})
     _is_error(r, 422, "validation_error")
     assert r.body["fields"][0]["field"] == "body.base_url"
@@ -186,7 +186,7 @@ def test_an_owner_address_to_an_internal_host_is_refused_at_registration(light_w
 
 def test_a_public_https_owner_address_is_accepted(light_world: World) -> None:
     r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
-                             {"id": "a-public", "provider": "openai-compatible", "model": "m",
+                             {"name": "a-public", "provider": "openai-compatible", "model": "m",
                               "base_url": "https://models.example.com/v1", "api_key": "sk-acme-compat-0123456789"})
     assert r.status == 201, r.body
 

@@ -76,3 +76,45 @@ def test_room_create_with_an_idempotency_key_is_one_room(light_world: World) -> 
     assert first["id"] == again["id"]
     other = w.api.ok("POST", "/rooms", w.tokens["carl"], {"name": "twice"}, key="room-key-1")
     assert other["id"] != first["id"]  # keys are scoped to the caller
+
+
+def test_registering_an_agent_never_tells_that_another_companys_agent_exists(light_world: World) -> None:
+    """Agent ids are scoped to the company (``{company}.{name}``): a name acme uses is free for
+    carl's company, another company's agent answers as an unknown one, and "taken" is only ever
+    said of the caller's own agent."""
+    w = light_world
+    ann, carl = w.tokens["ann"], w.tokens["carl"]
+    body = {"name": "a1", "provider": "anthropic", "model": "m", "api_key": "sk-cato-test-key"}
+    mine = w.api.call("POST", "/agents", carl, body)  # acme has an agent named a1
+    assert mine.status == 201 and (mine.body["id"], mine.body["name"]) == ("cato.a1", "a1"), mine.body
+    again = w.api.call("POST", "/agents", carl, body)
+    assert again.status == 409 and "your company" in again.body["message"] and "acme" not in again.text
+    never = w.api.call("POST", "/agents", carl, {**body, "name": "never-made"})
+    assert never.status == 201
+    # another company's agent, by id or by name, looks exactly like one no one registered
+    for ref in ("acme.a1", "acme.nobody"):
+        r = w.api.call("GET", f"/agents/{ref}", carl)
+        assert (r.status, r.body["error"]) == (404, "not_found"), r.body
+        assert r.body["message"] == f"agent {ref!r} does not exist"
+    assert w.api.ok("GET", "/agents/a1", carl)["id"] == "cato.a1"  # a name is the caller's own agent
+    assert w.api.ok("GET", "/agents/a1", ann)["id"] == "acme.a1"
+    # names are agent names, never ids with a company in them
+    dotted = w.api.call("POST", "/agents", carl, {**body, "name": "acme.a1"})
+    assert dotted.status == 422 and "body.name" in dotted.body["message"]
+
+
+def test_a_room_holds_one_agent_per_name_so_a_mention_names_one_agent(light_world: World) -> None:
+    w = light_world
+    room = _room(w)  # acme.a1 and bolt.b1 are in it
+    bob = w.tokens["bob"]
+    w.api.ok("POST", "/agents", bob, {"name": "a1", "provider": "openai", "model": "m"})
+    r = w.api.call("POST", f"/rooms/{room}/agents", bob, {"agent": "a1"})
+    assert r.status == 409 and "named 'a1'" in r.body["message"], r.body
+    w.api.ok("POST", "/agents", bob, {"name": "b2", "provider": "openai", "model": "m"})
+    placed = w.api.ok("POST", f"/rooms/{room}/agents", bob, {"agent": "b2"})
+    assert {"id": "bolt.b2", "name": "b2", "company": "bolt"} in placed["agents"]
+    # @name and @id both mention the agent; the message records ids
+    msg = w.api.ok("POST", f"/rooms/{room}/messages", bob, {"text": "@b2 and @acme.a1, see this", "to": ["b1"]})
+    assert msg["to"] == ["bolt.b1"] and msg["mentions"] == ["bolt.b2", "acme.a1"]
+    task = w.api.ok("POST", f"/rooms/{room}/tasks", bob, {"to": "a1", "title": "for acme's agent"})
+    assert task["to"] == "acme.a1"

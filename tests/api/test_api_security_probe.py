@@ -73,7 +73,7 @@ def test_a_missing_page_file_is_not_cached() -> None:
 ])
 def test_an_owner_address_in_another_spelling_is_refused_at_registration(light_world: World, url: str) -> None:
     r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
-                             {"id": "a-spelt", "provider": "openai-compatible", "model": "m", "base_url": url,
+                             {"name": "a-spelt", "provider": "openai-compatible", "model": "m", "base_url": url,
                               "api_key": "sk-acme-compat-0123456789"})
     assert r.status == 422, (url, r.status, r.body)
     assert r.body["fields"][0]["field"] == "body.base_url"

@@ -51,10 +51,10 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     # agents: quay dev runs with test_api_dev_server's SCRIPTS, where a1 declares a remember action
     out = _quay(url, carl, "agent", "register", "a1", "--provider", "anthropic", "--model", "claude-local",
                 "--api-key", "sk-cato-local", "--instructions", "Be brief.").stdout
-    assert out.strip() == "a1  (cato)  anthropic claude-local  key stored"
+    assert out.strip() == "cato.a1  (cato)  anthropic claude-local  key stored"  # ids are scoped: COMPANY.NAME
     _quay(url, dora, "agent", "register", "d1", "--provider", "openai", "--model", "gpt-local",
           "--api-key", "sk-dune-local")
-    assert [a["id"] for a in _json(url, carl, "agent", "list")] == ["a1"]
+    assert [(a["id"], a["name"]) for a in _json(url, carl, "agent", "list")] == [("cato.a1", "a1")]
     assert "sk-" not in _quay(url, carl, "agent", "list").stdout  # the key is never shown
 
     # rooms: the service generates the id; the name is a label
@@ -64,9 +64,9 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     listed = _quay(url, dora, "room", "list").stdout
     assert f"{rid}  Harbour → launch  members: cato, dune" in listed and "\\u" not in listed
     placed = _quay(url, carl, "member", "add", rid, "--agent", "a1").stdout
-    assert "agents: a1 (cato)" in placed
+    assert "agents: @a1 (cato.a1)" in placed
     _quay(url, dora, "member", "add", rid, "--agent", "d1")
-    assert [a["id"] for a in _json(url, dora, "member", "list", rid)["agents"]] == ["a1", "d1"]
+    assert [a["id"] for a in _json(url, dora, "member", "list", rid)["agents"]] == ["cato.a1", "dune.d1"]
 
     # an @mention wakes the agent; its held action waits for cato's yes
     _quay(url, carl, "post", rid, "@a1 please remember the launch date →")
@@ -80,15 +80,15 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     assert _json(url, dora, "room", "show", rid)["approvals"] == []  # another company's request is hidden
     _one_line_error(CliRunner().invoke(cli, ["approve", rid, held["id"], "--url", url, "--token", dora]), "HTTP 403")
     assert _json(url, carl, "approve", rid, held["id"])["status"] == "approved"
-    _wait(lambda: any(m["kind"] == "reply" and m["author"]["id"] == "d1"
+    _wait(lambda: any(m["kind"] == "reply" and m["author"]["id"] == "dune.d1"
                       for m in _json(url, dora, "room", "show", rid)["messages"])
           and HELD in [line["text"] for line in _memory(url, carl, rid)], 60, "the approved memory line and d1's reply")
 
     # `quay room` shows the approval's outcome, in plain text
     text = _quay(url, carl, "room", "show", rid).stdout
-    assert f"approval {held['id']} a1: " in text and "-> approved by carl" in text
+    assert f"approval {held['id']} cato.a1: " in text and "-> approved by carl" in text
     assert "carl (cato) [message]: @a1 please remember the launch date →" in text and "\\u2192" not in text
-    assert "d1 (dune) [reply]" in text and "echo:" in text
+    assert "dune.d1 (dune) [reply]" in text and "echo:" in text
     assert _quay(url, carl, "room", rid).stdout == text  # `quay room ROOM` is `quay room show ROOM`
     shown = _json(url, carl, "room", "show", rid)
     assert shown["room"]["id"] == rid and [a["status"] for a in shown["approvals"]] == ["approved"]

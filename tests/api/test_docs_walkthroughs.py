@@ -59,7 +59,7 @@ def test_docs_api_walkthrough_reaches_an_approved_held_action(tmp_path: Path) ->
     admin = "qyt_admin_docs_walkthrough_01"
     with quay_dev(tmp_path, "--scripts", str(tmp_path / "scripts.json"), admin_token=admin) as url:
         out = _run("\n".join(_blocks(doc, "## Walk-through with curl on `quay dev`", "sh")), url, admin, tmp_path)
-    assert '"author": "b1"' in out  # b1's reply was there after the pause
+    assert '"author": "bolt.b1"' in out  # b1's reply was there after the pause (ids: COMPANY.NAME)
     assert "idempotent-replayed" in out.lower()
     assert '"error": "idempotency_key_reused"' in out.replace('":"', '": "')
     assert '"forbidden"' in out  # bob may not decide acme's held action

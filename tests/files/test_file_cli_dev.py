@@ -87,9 +87,9 @@ def test_markdown_and_pdf_become_ready_and_reach_the_agent(dev, tmp_path: Path) 
 
     # the agent's next run: its model request carries a passage from each file
     ann.post(room, "@f1 when does the gangway at berth nine open, and when does tugboat Albatross tow?")
-    wait_for(lambda: any(m["kind"] == "reply" and m["author"]["id"] == "f1" for m in ann.transcript(room)),
+    wait_for(lambda: any(m["kind"] == "reply" and m["author"]["id"] == "acme.f1" for m in ann.transcript(room)),
              60, "f1's reply")
-    sent = json.dumps([r.body for r in models.requests if r.agent_id == "f1"])
+    sent = json.dumps([r.body for r in models.requests if r.agent_id == "acme.f1"])
     assert MD_PASSAGE in sent and PDF_PASSAGE in sent
 
     # rm: the uploader's company deletes; the file leaves the list

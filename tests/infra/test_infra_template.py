@@ -328,7 +328,7 @@ def test_table_access_is_exactly_the_touches(resources):
     touches (least privilege: the per-call IAM check finds any that a call needs and lacks)."""
     tables = {"claims": "ClaimTable", "ledger": "LedgerTable", "room": "RoomTable",
               "idempotency": "IdempotencyTable"}
-    ops = {"get": "GetItem", "query": "Query", "put": "PutItem", "update": "UpdateItem",
+    ops = {"get": "GetItem", "batchget": "BatchGetItem", "query": "Query", "put": "PutItem", "update": "UpdateItem",
            "delete": "DeleteItem"}
     for fdef in R.FUNCTIONS:
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))

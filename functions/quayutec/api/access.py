@@ -11,6 +11,7 @@ from quayutec.dal.auth import TokenStore
 from quayutec.dal.directory import Directory
 from quayutec.deps import Deps, default_deps
 from quayutec.errors import NotFound
+from quayutec.logic.ids import agent_id
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Agent, Company, Room
 
@@ -53,10 +54,13 @@ def own_company(svc: Services, company_id: str, who: Caller) -> Company:
     return company
 
 
-def own_agent(svc: Services, agent_id: str, who: Caller) -> Agent:
-    """An agent of the caller's company; another company's agent is NotFound (its configuration is
-    never shown)."""
-    agent = svc.deps.room.get_agent(agent_id)
-    if agent is None or agent.company != who.company:
-        raise NotFound(f"agent {agent_id!r} does not exist")
-    return agent
+def own_agent(svc: Services, agent_ref: str, who: Caller) -> Agent:
+    """An agent of the caller's company, by its id or its name (``planner`` → ``acme.planner``);
+    another company's agent is NotFound, worded as an unknown one (its configuration is never
+    shown, SPEC §5)."""
+    candidates = [agent_ref] if "." in agent_ref or not who.company else [agent_id(who.company, agent_ref), agent_ref]
+    for candidate in candidates:  # a name first; an id from before ids were scoped is its own name
+        agent = svc.deps.room.get_agent(candidate)
+        if agent is not None and agent.company == who.company:
+            return agent
+    raise NotFound(f"agent {agent_ref!r} does not exist")

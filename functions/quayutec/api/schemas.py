@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringConstraints, field_validator
 
+from quayutec.logic.ids import AGENT_NAME_PATTERN
 from quayutec.providers.keys import key_problem
 from quayutec.models import (
     ActionRecord,
@@ -26,17 +27,20 @@ from quayutec.models import (
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$"
 Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=ID_PATTERN)]
+#: An agent's name in its company: no dot, so ``{company}.{name}`` is a company's own id space.
+AgentName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=AGENT_NAME_PATTERN)]
 
 #: Whole request bodies larger than this are refused with 413 before they are parsed.
 MAX_BODY_BYTES = 64 * 1024
 
 
+# defer_build: a body model's validator is built when its route first runs, not at cold start
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # ----------------------------------------------------------------------------- companies, tokens
@@ -93,6 +97,7 @@ class RoomIn(_In):
 
 class RoomAgentOut(_Out):
     id: str
+    name: str = Field(description="What to type after @ in the room (the id works too)")
     company: str
 
 
@@ -118,7 +123,8 @@ class RoomAgentIn(_In):
 
 # ----------------------------------------------------------------------------- agents
 class AgentIn(_In):
-    id: Id
+    name: AgentName = Field(description="The agent's name in your company (letters, digits, '_', '-'); its id is "
+                                        "'{company}.{name}', mentioned in rooms as @name or @{company}.{name}")
     provider: ProviderKind
     model: str = Field(min_length=1, max_length=200)
     instructions: str = Field(default="", max_length=32 * 1024)
@@ -151,6 +157,7 @@ class AgentIn(_In):
 
 class AgentOut(_Out):
     id: str
+    name: str
     company: str
     provider: str
     model: str

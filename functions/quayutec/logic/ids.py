@@ -51,3 +51,31 @@ def new_room_id(idempotency_key: str | None = None) -> str:
     if idempotency_key:
         return f"room-{hashlib.sha256(('room' + chr(0) + idempotency_key).encode()).hexdigest()[:24]}"
     return f"room-{uuid.uuid4().hex[:24]}"
+
+
+# ----------------------------------------------------------------------------- agent ids
+# Agent ids are scoped to their company (SPEC §5: nothing answers differently for what a caller
+# cannot see, also on create): a company names its agent, the id is ``{company}.{name}``, and a
+# name holds no dot, so no two companies can ever claim the same id. Agents written before ids
+# were scoped keep their id; their name is the whole id.
+AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_\-]*$"
+
+
+def agent_id(company: str, name: str) -> str:
+    """The id of ``company``'s agent called ``name`` (``acme`` + ``planner`` → ``acme.planner``)."""
+    return f"{company}.{name}"
+
+
+def agent_name(agent_id_: str) -> str:
+    """The name part of an agent id: what people type after ``@`` in a room."""
+    return agent_id_.rsplit(".", 1)[-1]
+
+
+def resolve_agent(ref: str, agents: "list[str] | dict[str, str] | set[str]") -> str | None:
+    """The agent ``ref`` names among ``agents`` (ids): its full id, or the name of exactly one of
+    them. ``None`` when it names none, or two (a room never holds two agents of one name: the
+    API refuses the second)."""
+    if ref in agents:
+        return ref
+    matches = [a for a in agents if agent_name(a) == ref]
+    return matches[0] if len(matches) == 1 else None

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from quayutec.logic.ids import agent_name, resolve_agent
 from quayutec.models import ACTION_MODELS, MAX_ACTIONS, ActionRecord, Agent, Decision, RightsPolicy, Task
 
 
@@ -28,8 +29,10 @@ class RoomView:
 def decide(policy: RightsPolicy | None, agent_id: str, kind: str, cross_company: bool) -> tuple[Decision, str]:
     """The decision for one action kind, and which rule gave it (SPEC §5)."""
     p = policy or RightsPolicy()
-    if kind in p.agents.get(agent_id, {}):
-        return p.agents[agent_id][kind], f"rule agents.{agent_id}.{kind}"  # type: ignore[index]
+    # The company's own policy names its agent by id or by name (ids are scoped to the company).
+    key = agent_id if agent_id in p.agents else agent_name(agent_id)
+    if kind in p.agents.get(key, {}):
+        return p.agents[key][kind], f"rule agents.{key}.{kind}"  # type: ignore[index]
     if cross_company and kind in p.cross_company:
         return p.cross_company[kind], f"rule cross_company.{kind}"  # type: ignore[index]
     if kind in p.actions:
@@ -72,10 +75,12 @@ def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent
     if name == "remember":
         target = f"memory ({fields['visibility']})"
     elif name == "create_task":
-        to = fields["to"]
+        to = resolve_agent(fields["to"], room.agent_company)  # an id, or the name of one agent
+        if to is None:
+            return _deny(index, name, f"agent '{fields['to'][:64]}' is not in the room", fields,
+                         f"task for {fields['to']}")
+        fields["to"] = to
         target = f"task for {to}"
-        if to not in room.agent_company:
-            return _deny(index, name, f"agent '{to[:64]}' is not in the room", fields, target)
         target_company = room.agent_company[to]
     else:
         task_id = fields["task"]

@@ -11,6 +11,7 @@ import uuid
 
 from quayutec.dal.room import RoomStore
 from quayutec.errors import Conflict, Forbidden, InvalidInput, NotFound
+from quayutec.logic import ids
 from quayutec.logic import wakes as wake_rules
 from quayutec.models import MAX_REPLY_BYTES, Author, Company, Message, Room, Task, TaskEvent, now_iso
 
@@ -49,12 +50,17 @@ class RoomService:
             companies.add(assignee.company)
         return companies
 
-    def _room_agents(self, room_id: str, names: list[str]) -> list[str]:
+    def _room_agents(self, room_id: str, refs: list[str]) -> list[str]:
+        """The ids of the room's agents ``refs`` name (ids or names, ids.resolve_agent). Raises
+        InvalidInput naming the refs that are no agent of the room."""
+        if not refs:
+            return []
         agents = set(self.store.room_agent_ids(room_id))
-        unknown = [n for n in names if n not in agents]
+        resolved = [(r, ids.resolve_agent(r, agents)) for r in refs]
+        unknown = [r for r, a in resolved if a is None]
         if unknown:
             raise InvalidInput(f"not agents of room {room_id!r}: {', '.join(unknown)}")
-        return names
+        return list(dict.fromkeys(a for _, a in resolved if a is not None))
 
     # ------------------------------------------------------------------ messages
     def post_message(self, room_id: str, author: Author, text: str, to: list[str] | None = None,
@@ -87,7 +93,7 @@ class RoomService:
         if not title.strip():
             raise InvalidInput("title must not be empty")
         self.member_room(room_id, author.company or "")
-        self._room_agents(room_id, [to])
+        (to,) = self._room_agents(room_id, [to])
         now = now_iso()
         task = Task(id=_new_id("task", idempotency_key), room_id=room_id, title=title, body=body, to=to,
                     created_by=author, created_at=now, updated_at=now)

@@ -20,12 +20,14 @@ MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-
 
 
 def mentions(text: str, room_agents: Iterable[str]) -> list[str]:
-    """Agent ids @mentioned in ``text`` that are agents of the room, in first-mention order."""
+    """Agent ids @mentioned in ``text`` that are agents of the room, in first-mention order: an
+    agent is mentioned by its id (``@acme.planner``) or its name (``@planner``, ids.resolve_agent)."""
     known = set(room_agents)
     seen: list[str] = []
-    for name in MENTION.findall(text):
-        if name in known and name not in seen:
-            seen.append(name)
+    for ref in MENTION.findall(text):
+        agent = ids.resolve_agent(ref, known)
+        if agent is not None and agent not in seen:
+            seen.append(agent)
     return seen
 
 

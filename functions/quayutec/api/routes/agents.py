@@ -19,6 +19,7 @@ from quayutec.dal import aws
 from quayutec.dal.aws import error_code, transient_errors
 from quayutec.deps import secret_name
 from quayutec.errors import Conflict, InvalidInput
+from quayutec.logic import ids
 from quayutec.models import Agent
 from quayutec.providers.egress import url_problem
 
@@ -62,7 +63,8 @@ def _store_key(svc: Services, company: str, provider: str, key: str) -> None:
 
 
 def _out(svc: Services, agent: Agent) -> AgentOut:
-    return AgentOut(**agent.model_dump(), key_stored=_key_stored(svc, agent.company, agent.provider))
+    return AgentOut(**agent.model_dump(), name=ids.agent_name(agent.id),
+                    key_stored=_key_stored(svc, agent.company, agent.provider))
 
 
 @router.post("/agents", status_code=201, tags=["agents"], summary="Register an always-on agent of the caller's company")
@@ -78,14 +80,15 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
                 {"type": "value_error", "loc": ("body", "base_url"), "input": None, "ctx": {"error": ValueError(problem)}}])
     if body.api_key is None and not _key_stored(svc, company, body.provider):
         raise InvalidInput(f"api_key: no {body.provider} key is stored for company {company!r} yet")
-    agent = Agent(id=body.id, company=company, provider=body.provider, model=body.model,
+    # The id is scoped to the caller's company (SPEC §5): "taken" can only be about its own agent.
+    agent = Agent(id=ids.agent_id(company, body.name), company=company, provider=body.provider, model=body.model,
                   instructions=body.instructions, base_url=body.base_url)
-    if svc.deps.room.get_agent(body.id) is not None:
-        raise Conflict(f"agent id {body.id!r} is taken")
+    if svc.deps.room.get_agent(agent.id) is not None:
+        raise Conflict(f"your company has an agent named {body.name!r} already ({agent.id})")
     if body.api_key is not None:  # first the key: an agent is never left registered without it
         _store_key(svc, company, body.provider, body.api_key.get_secret_value())
     if not svc.directory.create_agent(agent):
-        raise Conflict(f"agent id {body.id!r} is taken")
+        raise Conflict(f"your company has an agent named {body.name!r} already ({agent.id})")
     return _out(svc, agent)
 
 

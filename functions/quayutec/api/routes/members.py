@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import member_room, own_agent, services
+from quayutec.logic import ids
 from quayutec.api.context import caller
 from quayutec.api.routes._params import RoomId
 from quayutec.api.routes.rooms import room_out
@@ -42,7 +43,13 @@ def add_agent(room_id: RoomId, body: Annotated[RoomAgentIn, Body()]) -> RoomOut:
     who = caller()
     room = member_room(svc, room_id, who)
     agent = own_agent(svc, body.agent, who)
-    if agent.id in svc.deps.room.room_agent_ids(room_id):
+    present = svc.deps.room.room_agent_ids(room_id)
+    if agent.id in present:
         raise Conflict(f"agent {agent.id!r} is in room {room_id!r} already")
+    # @name must name one agent of the room (its members see the room's agents: no leak)
+    same = [a for a in present if ids.agent_name(a) == ids.agent_name(agent.id)]
+    if same:
+        raise Conflict(f"room {room_id!r} has an agent named {ids.agent_name(agent.id)!r} already ({same[0]}): "
+                       "register yours under another name")
     svc.deps.room.add_room_agent(room_id, agent.id, agent.company)
     return room_out(svc, room)

@@ -8,6 +8,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
+from quayutec.logic import ids
 from quayutec.api.access import Services, member_room, services
 from quayutec.api.context import caller, idempotency_key
 from quayutec.api.routes._params import RoomId
@@ -21,10 +22,8 @@ router = APIGatewayRouter()
 
 def room_out(svc: Services, room: Room) -> RoomOut:
     """A room with its agents (id and owning company only: never their configuration)."""
-    agents = []
-    for agent_id in svc.deps.room.room_agent_ids(room.id):
-        agent = svc.deps.room.get_agent(agent_id)
-        agents.append(RoomAgentOut(id=agent_id, company=agent.company if agent else ""))
+    agents = [RoomAgentOut(id=agent_id, name=ids.agent_name(agent_id), company=company)
+              for agent_id, company in svc.deps.room.room_agents(room.id).items()]
     return RoomOut(id=room.id, name=room.name, members=room.members, hop_limit=room.hop_limit, agents=agents)
 
 

@@ -312,7 +312,6 @@
     box.focus();
   }
 
-  function agentIds() { return ((state.info && state.info.agents) || []).map((a) => a.id); }
 
   function updateMentions() {
     const box = $("post-text");
@@ -320,7 +319,9 @@
     const m = /(^|\s)@([A-Za-z0-9_.:-]*)$/.exec(before);
     if (!m) return closeMentions();
     const part = m[2].toLowerCase();
-    const items = agentIds().filter((id) => id.toLowerCase().startsWith(part));
+    const agents = (state.info && state.info.agents) || [];
+    const items = agents.filter((a) => (a.name || a.id).toLowerCase().startsWith(part) || a.id.toLowerCase().startsWith(part))
+      .map((a) => a.name || a.id);
     if (!items.length) return closeMentions();
     Object.assign(state.mention, { open: true, items, active: Math.min(state.mention.active, items.length - 1),
                                    start: before.length - m[2].length - 1 });
