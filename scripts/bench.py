@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
 from runhelpers import make_room  # noqa: E402
 
 from quayutec import deps as quay_deps  # noqa: E402
+from quayutec import pricing  # noqa: E402
 from quayutec.logic.room_service import RoomService  # noqa: E402
 from quayutec.models import Author  # noqa: E402
 from quayutec.settings import FIELD_BY_ENV, HANDLER_ENV  # noqa: E402
@@ -38,18 +39,6 @@ from quaylocal.costs import RunFigures, plain_runs, retrieval_reads  # noqa: E40
 from quaylocal.provider_server import ProviderServer  # noqa: E402
 from quaylocal.stack import LocalStack  # noqa: E402
 
-#: USD prices, us-east-1, read 2026-11-30 from each service's pricing page
-#: (aws.amazon.com/<service>/pricing/). Model tokens are not in it (per model, the provider's).
-PRICES = {
-    "transition": 0.025 / 1000,  # Step Functions Standard, per state transition
-    "lambda_request": 0.20 / 1_000_000,  # Lambda, per request
-    "lambda_gb_second": 0.0000133334,  # Lambda arm64, per GB-second
-    "ddb_write": 0.625 / 1_000_000,  # DynamoDB on-demand, per write request unit
-    "ddb_read": 0.125 / 1_000_000,  # DynamoDB on-demand, per read request unit
-    "s3_put": 0.005 / 1000, "s3_get": 0.0004 / 1000,  # S3 Standard requests
-    "sqs_request": 0.40 / 1_000_000,  # SQS standard, per request
-    "secret_call": 0.05 / 10_000,  # Secrets Manager, per API call
-}
 #: An estimate, labelled as such: billed duration per invocation (512 MB) is not measured here.
 ESTIMATED_MS_PER_INVOCATION = 100
 MEMORY_GB = 0.5
@@ -62,18 +51,12 @@ HANDLERS = ("claim_and_read", "call_model", "decide_and_post", "request_approval
 
 
 def cost_per_run(f: RunFigures) -> float:
-    ops = f.by_operation
-    ddb_writes = sum(n for k, n in ops.items() if k.split(".")[1] in
-                     ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"))
-    ddb_reads = sum(n for k, n in ops.items() if k.startswith("dynamodb.") and k.split(".")[1] in
-                    ("GetItem", "Query", "BatchGetItem"))
-    return (f.transitions * PRICES["transition"]
-            + f.lambda_invocations * (PRICES["lambda_request"] + PRICES["lambda_gb_second"] * MEMORY_GB
-                                      * ESTIMATED_MS_PER_INVOCATION / 1000)
-            + ddb_writes * PRICES["ddb_write"] + ddb_reads * PRICES["ddb_read"]
-            + ops.get("s3.PutObject", 0) * PRICES["s3_put"] + ops.get("s3.GetObject", 0) * PRICES["s3_get"]
-            + sum(n for k, n in ops.items() if k.startswith("sqs.")) * PRICES["sqs_request"]
-            + sum(n for k, n in ops.items() if k.startswith("secrets-manager.")) * PRICES["secret_call"])
+    """USD of one run's counted operations, from the runtime's one price table
+    (:func:`quayutec.pricing.estimate_usd`, model tokens excluded); Lambda duration estimated
+    (``ESTIMATED_MS_PER_INVOCATION`` per invocation), DynamoDB one request unit per request."""
+    return pricing.estimate_usd(transitions=f.transitions, lambda_invocations=f.lambda_invocations,
+                                billed_ms=ESTIMATED_MS_PER_INVOCATION * f.lambda_invocations,
+                                memory_mb=int(MEMORY_GB * 1024), aws_requests=f.by_operation)
 
 
 #: The settings a function reads from its environment (and ``_HANDLER``): left out of the measured
@@ -307,6 +290,11 @@ def main() -> None:
         make_room(stack, server)
         stack.wait_quiet()
         plain = plain_runs(stack, server, 3)  # first: the cold first run of the process
+        # a run whose reply declares one allowed action (a room memory line), then plain runs in
+        # the room that now holds memory (its partition is queried: one read more)
+        with_action = plain_runs(stack, server, 2, actions=[{"kind": "remember", "text": "bench line",
+                                                              "visibility": "room"}])[-1]
+        plain_with_memory = plain_runs(stack, server, 2)[-1]
         retrieval_figures = {room: retrieval_reads(stack, server, room, text="where is the vault code?")
                              for room in file_rooms(stack)}
         rooms = RoomService(quay_deps.default_deps().room)
@@ -354,6 +342,12 @@ def main() -> None:
     for name in ("aws_calls", "writes", "transitions", "lambda_invocations"):
         print(f"  {name:<22} {getattr(cold, name):4d} / {getattr(warm, name):4d}")
     print(f"  by operation (warm)    {warm.by_operation}")
+    print(f"counted, one run with one allowed action (remember): {with_action.aws_calls} AWS calls, "
+          f"{with_action.writes} writes, {with_action.transitions} transitions, "
+          f"{with_action.lambda_invocations} Lambda invocations")
+    print(f"  by operation           {with_action.by_operation}")
+    print(f"counted, one plain run in a room holding memory: {plain_with_memory.aws_calls} AWS calls, "
+          f"{plain_with_memory.writes} writes")
     print(f"retrieval reads per run (cold index cache): {retrieval_figures}")
     boto3_ms = import_ms("import boto3")
     cold_ms = {h: import_ms(first_invocation(h), handler=f"quayutec.handlers.{h}.handler") for h in HANDLERS}
@@ -369,7 +363,13 @@ def main() -> None:
         "transitions_per_plain_run": warm.transitions,
         "lambda_invocations_per_plain_run": warm.lambda_invocations,
         "cost_per_1k_plain_runs_usd": round(cost_per_run(warm) * 1000, 4),
-        "cost_is_estimated_for": f"Lambda duration ({ESTIMATED_MS_PER_INVOCATION} ms per invocation)",
+        "cost_is_estimated_for": f"Lambda duration ({ESTIMATED_MS_PER_INVOCATION} ms per invocation), "
+                                 "DynamoDB one request unit per request; model tokens excluded",
+        "aws_calls_per_plain_run_room_with_memory": plain_with_memory.aws_calls,
+        "run_with_one_action": {"aws_calls": with_action.aws_calls, "writes": with_action.writes,
+                                "transitions": with_action.transitions,
+                                "lambda_invocations": with_action.lambda_invocations,
+                                "cost_per_1k_usd": round(cost_per_run(with_action) * 1000, 4)},
         "cold_import_ms": {h: round(ms, 1) for h, ms in cold_ms.items()},
         "boto3_import_ms": round(boto3_ms, 1),
         # AWS reads ClaimAndReadFunction makes for retrieval in one run, cold index cache: a 10-line

@@ -63,10 +63,12 @@ def transitions(stack: Any, execution_arn: str) -> int:
     return sum(1 for e in events if e["type"].endswith("StateEntered"))
 
 
-def plain_runs(stack: Any, server: Any, n: int, agent: str = "a1", room: str = "r1") -> list[RunFigures]:
+def plain_runs(stack: Any, server: Any, n: int, agent: str = "a1", room: str = "r1",
+               actions: list[dict[str, Any]] | None = None) -> list[RunFigures]:
     """Play ``n`` plain runs one after another (each waits for quiet) and count each one.
     Needs the recorder installed (:func:`quaylocal.calls.install`) and a room with ``agent``
-    (tests/run/runhelpers.make_room)."""
+    (tests/run/runhelpers.make_room). ``actions``: what each reply declares (none: a plain run;
+    with an allowed action: a run with actions, counted the same way)."""
     from quayutec import deps as quay_deps
     from quayutec.logic.room_service import RoomService
     from quayutec.models import Author
@@ -79,7 +81,8 @@ def plain_runs(stack: Any, server: Any, n: int, agent: str = "a1", room: str = "
     sfn = stack.client("stepfunctions")
     out: list[RunFigures] = []
     for i in range(n):
-        server.set_script(agent, [{"reply": {"text": f"plain {i}", "actions": []}}])
+        server.set_script(agent, [{"reply": {"text": f"plain {i}", "actions": [
+            {**a, **({"text": f"{a['text']} {i}"} if "text" in a else {})} for a in actions or []]}}])
         stack.wait_quiet()
         before = len(recorder.calls)
         known = {e["executionArn"] for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"]}
@@ -105,8 +108,9 @@ RETRIEVAL_OWNER = C.function_owner("ClaimAndReadFunction")
 def retrieval_reads(stack: Any, server: Any, room: str, agent: str = "a1", text: str = "what does the file say?") -> int:
     """AWS reads retrieval makes in one run of ``agent`` in ``room``, with a cold index cache (a
     cold Lambda): the calls the recorder attributes to ClaimAndReadFunction that read the room's
-    index (its version pointer, ``sk = INDEX`` of the files partition, and the files bucket's
-    objects). Needs the recorder installed and ``room`` holding ``agent``."""
+    index (its version pointer, ``sk = INDEX`` of the files partition — read in the run's one
+    BatchGetItem, counted as a read of its own — and the files bucket's objects). Needs the
+    recorder installed and ``room`` holding ``agent``."""
     from quayutec import deps as quay_deps
     from quayutec.dal import aws
     from quayutec.dal.files import files_pk
@@ -122,11 +126,13 @@ def retrieval_reads(stack: Any, server: Any, room: str, agent: str = "a1", text:
     def observe(service: str, operation: str, params: dict[str, Any]) -> None:
         if C.OWNER.get() != RETRIEVAL_OWNER:
             return
-        key = params.get("Key") if service == "dynamodb" else None
-        if isinstance(key, dict):  # the low-level client's {"S": ...} or a plain value
-            key = {k: v.get("S") if isinstance(v, dict) else v for k, v in key.items()}
-        if (service == "s3" and params.get("Bucket") == d.files.bucket) or (
-                isinstance(key, dict) and key.get("pk") == files_pk(room) and key.get("sk") == "INDEX"):
+        keys = [params.get("Key")] if service == "dynamodb" else []
+        for request in (params.get("RequestItems") or {}).values() if service == "dynamodb" else []:
+            keys += request.get("Keys", [])  # the pointer read with the run's other keys counts too
+        keys = [{k: v.get("S") if isinstance(v, dict) else v for k, v in key.items()}  # {"S": ...} or plain
+                for key in keys if isinstance(key, dict)]
+        if (service == "s3" and params.get("Bucket") == d.files.bucket) or any(
+                key.get("pk") == files_pk(room) and key.get("sk") == "INDEX" for key in keys):
             reads.append(f"{service}.{operation}")
 
     server.set_script(agent, [{"reply": {"text": "read the files", "actions": []}}])

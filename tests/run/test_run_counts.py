@@ -34,6 +34,26 @@ def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
     assert first.by_operation == second.by_operation
 
 
+#: A run whose reply declares one allowed action (a room memory line): DecideAndPost also reads
+#: the recorded actions and the company's policy and records the decision; ApplyAndFinish reads
+#: the run and its actions, writes the line (with the room item's memory map, one transaction),
+#: records its outcome, reads the room's hop limit and writes the final status.
+AWS_CALLS_PER_ONE_ACTION_RUN = 23
+WRITES_PER_ONE_ACTION_RUN = 8
+
+
+def test_a_run_with_one_action_costs_what_it_cost(env: Env) -> None:
+    remember = [{"kind": "remember", "text": "counted line", "visibility": "room"}]
+    _, second = plain_runs(env.stack, env.server, 2, actions=remember)
+    assert second.aws_calls == AWS_CALLS_PER_ONE_ACTION_RUN, second.by_operation
+    assert second.writes == WRITES_PER_ONE_ACTION_RUN
+    assert second.transitions == TRANSITIONS_PER_PLAIN_RUN + 1  # ApplyAndFinish instead of Done
+    # the reply and the memory line each reach the stream: one or two dispatch batches
+    assert LAMBDA_INVOCATIONS_PER_PLAIN_RUN + 1 <= second.lambda_invocations <= LAMBDA_INVOCATIONS_PER_PLAIN_RUN + 2
+    lines = [m.text for m in env.deps.room.all_memory("r1", ["acme"])]
+    assert lines == ["counted line 0", "counted line 1"]
+
+
 #: The wake path's calls before the run exists (stream dispatch, wake consumer): not in the
 #: run's cost line, which counts the phases' own calls (quayutec.cost_line).
 WAKE_PATH = {"sqs.SendMessageBatch": 1, "sfn.StartExecution": 1}
