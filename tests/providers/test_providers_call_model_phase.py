@@ -113,7 +113,7 @@ def error(status: int, headers: dict[str, str] | None = None, message: str = "bu
                                                           "rate_limit_error", "message": message}}}}
 
 
-class LambdaDied(Exception):
+class LambdaDied(BaseException):  # a process that dies: no handler code catches it
     """Stands for a Lambda that died after sending its request (Sandbox.Timedout, Lambda.Unknown)."""
 
 
@@ -241,3 +241,26 @@ def test_no_request_is_recorded_or_sent_without_a_second_left(env: Env) -> None:
     with pytest.raises(RunTimedOut, match="no active time left"):
         call_model.handler(event(state, run_id), CTX, deps=shifted(env, 0.5))
     assert env.server.count("a1") == before and ledger(env, run_id) == []
+
+
+# ----------------------------------------------------------------------------- unclassified errors
+def test_an_error_the_provider_layer_did_not_classify_ends_the_call_with_its_text_scrubbed(env: Env) -> None:
+    """Issue 10: an exception that is not a ProviderError (an SDK's own, a bug) may carry anything
+    in its text — the key included, in any encoding. The request counts (it may have been sent),
+    the call ends (never retried), and neither the ledger nor the error Step Functions records
+    holds the key."""
+    import json
+    import urllib.parse
+
+    def leaks(call: Any) -> ModelReply:
+        raise ValueError(f"bad header Authorization: Bearer {KEY} / {json.dumps(KEY + chr(10))} / "
+                         f"{urllib.parse.quote(KEY + '&')}")
+
+    run_id, state = start_run(env)
+    with pytest.raises(ModelCallFailed) as failed:
+        call_model.handler(event(state, run_id), CTX, deps=dataclasses.replace(env.deps, call_provider=leaks))
+    assert KEY not in str(failed.value) and "ValueError" in str(failed.value)
+    [row] = ledger(env, run_id)
+    assert (row.outcome, row.category, row.retryable) == ("error", "unexpected", False)
+    stored = row.model_dump_json()
+    assert KEY not in stored and urllib.parse.quote(KEY) not in stored and "ValueError: bad header" in stored

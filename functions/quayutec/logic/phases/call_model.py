@@ -9,7 +9,7 @@ from typing import Any
 
 
 from quayutec.deps import Deps
-from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut
+from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut, TransientError
 from quayutec.logic import prompt
 from quayutec.models import (
     MAX_REPLY_BYTES,
@@ -37,7 +37,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     Source: SPEC §2.3.
     """
     from quayutec.providers import ModelCall, ProviderError, decide_next
-    from quayutec.providers.classify import scrub_failure, scrub_reply
+    from quayutec.providers.classify import scrub, scrub_failure, scrub_reply
 
     entered = deps.clock()
     ref = _need_run(state)
@@ -117,6 +117,18 @@ def call_model(deps: Deps, state: RunState) -> RunState:
                 "model": ModelStep(outcome="wait", wait_seconds=wait_s, requests=n),
                 "budget": Budget(remaining_s=max(1, math.floor(left - wait_s)))})
         raise ModelCallFailed(f"{f.category} ({f.status}): {why}") from None
+    except TransientError:  # the step is retried as it is (the request stays recorded: it counts)
+        raise
+    except Exception as exc:  # noqa: BLE001 - not the provider layer's own error: its text may hold anything
+        # An error the provider layer did not classify (an SDK or a bug of ours): the request may
+        # have been sent, so it counts and ends the call (never retried: never twice first); its
+        # text is scrubbed of the key in every encoding before the ledger, the logs or Step
+        # Functions' history see it (SPEC §5).
+        text = scrub(f"{type(exc).__name__}: {exc}", api_key)[:1000]
+        _finish_request(deps, ref.run_id, record.model_copy(update={
+            "outcome": "error", "category": "unexpected", "retryable": False, "message": text,
+            "decision": "an error the provider layer did not classify: final", "finished_at": _iso(deps)}))
+        raise ModelCallFailed(f"unexpected error in the provider call: {text}") from None
     text = reply.text
     truncated = len(text.encode()) > MAX_REPLY_BYTES
     if truncated:
