@@ -37,8 +37,8 @@ def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
 #: A run whose reply declares one allowed action (a room memory line): DecideAndPost also reads
 #: the recorded actions and the company's policy and records the decision; ApplyAndFinish reads
 #: the run and its actions, writes the line (with the room item's memory map, one transaction),
-#: records its outcome, reads the room's hop limit and writes the final status.
-AWS_CALLS_PER_ONE_ACTION_RUN = 23
+#: records its outcome and writes the final status (the hop limit travels in the state).
+AWS_CALLS_PER_ONE_ACTION_RUN = 22
 WRITES_PER_ONE_ACTION_RUN = 8
 
 

@@ -25,7 +25,7 @@ from quayutec.models import (
 
 from quayutec.seams import part
 from quayutec.logic.phases.common import (
-    _iso, _need_run, _load_run, _Started, hop_limit, budget, finish,
+    _iso, _need_run, _load_run, _Started, _hop_limit_of, hop_limit, budget, finish,
     metrics,
 )
 
@@ -106,13 +106,21 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
                                        approval="approved" if a.decision == "ask" else None)
     wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="actions",
                                           run_agent=run.agent_id, run_hop=ref.hop,
-                                          hop_limit=hop_limit(deps, deps.room.get_room(ref.room_id)),
+                                          hop_limit=_run_hop_limit(deps, state),
                                           targets=targets)
     for notice in notices:
         deps.room.put_message(notice)
     if wakes:
         deps.room.put_outbox(ref.room_id, f"{ref.run_id}#actions", ref.run_id, wakes)
     return state.model_copy(update={"budget": budget(deps, run)})
+
+
+def _run_hop_limit(deps: Deps, state: RunState) -> int:
+    """The room's hop limit as the run's room read found it (carried in the state's facts, as
+    the reply's wakes used it); a state from before the facts carried it reads the room."""
+    if state.facts is not None and state.facts.agents is not None:
+        return _hop_limit_of(deps, state.facts.hop_limit)
+    return hop_limit(deps, deps.room.get_room(state.run.room_id if state.run else ""))
 
 
 def _task_event_targets(task: Task, event_id: str) -> list[tuple]:
