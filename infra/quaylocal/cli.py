@@ -391,7 +391,9 @@ def room_show(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
             continue
         who = item["author"]["id"] + (f" ({item['author']['company']})" if item["author"].get("company") else "")
         to = f" -> {', '.join(item['to'])}" if item.get("to") else ""
-        _say(f"[{item['created_at'][:19]}] {who} [{item['kind']}]{to}: {item['text']}")
+        # a message's own lines stay lines (indented under it); everything else made visible
+        text = visible(item["text"], newlines=True).replace("\n", "\n    ")
+        print(visible(f"[{item['created_at'][:19]}] {who} [{item['kind']}]{to}: ") + text)
 
 
 # ----------------------------------------------------------------------------- members, agents
@@ -685,11 +687,14 @@ def file_rm(room: str, file_id: Annotated[str, typer.Argument(metavar="FILE", he
 @app.command()
 def ledger(run: Annotated[str | None, typer.Argument(help="A run id: show that run in full.")] = None,
            room: Annotated[str | None, typer.Option(help="List your company's runs in this room.")] = None,
-           url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+           as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """The run ledger: one run (RUN) or your company's runs in a room (--room)."""
     if run is None and room is None:
         raise _fail("quay ledger: give a RUN id or --room ROOM", 2)
     client = _client(url, token)
+    if as_json:
+        _print(_run(lambda: client.run(run)) if run is not None else {"runs": _run(lambda: client.runs(room))})
+        return
 
     def print(line: str) -> None:  # noqa: A001 - every ledger line may hold provider or model text
         builtins.print(visible(line))
@@ -820,9 +825,21 @@ def main() -> None:
     """The `quay` command: every error is one line on stderr and a non-zero exit, never a traceback."""
     from quaylocal import calls
 
+    # typer runs on its own copy of click (typer._click); its usage errors are TyperExceptions
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
     calls.install_from_environment()  # only when the test suite asks (QUAY_CALL_LOG)
     try:
-        app()
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # `quay room`: the command's help, as asked
+        print(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        sys.exit(2)
+    except UsageError as exc:  # a usage error is one line too, with where to look
+        from quaylocal.terminal import visible
+
+        where = f" (see: {exc.ctx.command_path} --help)" if exc.ctx else ""
+        print(visible(" ".join(f"quay: {exc.format_message()}{where}".split())), file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
@@ -830,6 +847,7 @@ def main() -> None:
 
         print(visible(" ".join(f"quay: {type(exc).__name__}: {exc}".split())), file=sys.stderr)
         sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

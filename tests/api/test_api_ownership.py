@@ -118,3 +118,46 @@ def test_a_room_holds_one_agent_per_name_so_a_mention_names_one_agent(light_worl
     assert msg["to"] == ["bolt.b1"] and msg["mentions"] == ["bolt.b2", "acme.a1"]
     task = w.api.ok("POST", f"/rooms/{room}/tasks", bob, {"to": "a1", "title": "for acme's agent"})
     assert task["to"] == "acme.a1"
+
+
+def test_agent_names_are_one_name_letter_case_aside(light_world: World) -> None:
+    w = light_world
+    room, ann, bob = _room(w), w.tokens["ann"], w.tokens["bob"]
+    w.api.ok("POST", "/agents", ann, {"name": "Planner", "provider": "anthropic", "model": "m"})
+    again = w.api.call("POST", "/agents", ann, {"name": "planner", "provider": "anthropic", "model": "m"})
+    assert again.status == 409 and "acme.Planner" in again.body["message"]
+    w.api.ok("POST", f"/rooms/{room}/agents", ann, {"agent": "planner"})  # a name, case aside
+    w.api.ok("POST", "/agents", bob, {"name": "planner", "provider": "openai", "model": "m"})
+    r = w.api.call("POST", f"/rooms/{room}/agents", bob, {"agent": "planner"})
+    assert r.status == 409 and "acme.Planner" in r.body["message"], r.body
+    msg = w.api.ok("POST", f"/rooms/{room}/messages", bob, {"text": "@planner please"})
+    assert msg["mentions"] == ["acme.Planner"]  # the one agent of that name in the room
+
+
+def test_a_room_name_item_refuses_a_second_agent_of_a_name_even_past_the_api_check(light_world: World) -> None:
+    """Two placements at once both pass the API's look at the room; the room's name item (one
+    conditional put in the placement's transaction) lets only one in."""
+    from quayutec.deps import default_deps
+    from quayutec.models import Agent
+
+    room = default_deps().room
+    rid = _room(light_world)
+    room.put_agent(Agent(id="acme.twin", company="acme", provider="anthropic", model="m"))
+    room.put_agent(Agent(id="bolt.twin", company="bolt", provider="openai", model="m"))
+    assert room.add_room_agent(rid, "acme.twin", "acme")
+    assert room.add_room_agent(rid, "acme.twin", "acme")  # the same agent again: a no-op
+    assert not room.add_room_agent(rid, "bolt.twin", "bolt")
+    assert "bolt.twin" not in room.room_agent_ids(rid) and "bolt.twin" not in room.room_agents(rid)
+
+
+def test_an_agent_from_before_scoped_ids_never_passes_for_the_callers_own(light_world: World) -> None:
+    """An agent written before ids were scoped may hold a dotted id (bolt's ``acme.helper``): acme
+    registering ``helper`` is refused without calling it acme's, and acme never gets it by name."""
+    from quayutec.deps import default_deps
+    from quayutec.models import Agent
+
+    w = light_world
+    default_deps().room.put_agent(Agent(id="acme.helper", company="bolt", provider="openai", model="m"))
+    r = w.api.call("POST", "/agents", w.tokens["ann"], {"name": "helper", "provider": "anthropic", "model": "m"})
+    assert r.status == 409 and "before ids were scoped" in r.body["message"] and "your company" not in r.body["message"]
+    assert w.api.call("GET", "/agents/helper", w.tokens["ann"]).status == 404

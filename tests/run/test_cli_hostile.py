@@ -112,3 +112,21 @@ def test_dev_with_malformed_scripts_or_settings_is_one_line(tmp_path: Path) -> N
     _one_line_error(_quay("dev", "--port", "0", "--scripts", str(bad)), "--scripts")
     _one_line_error(_quay("dev", "--port", "0", "--setting", "HOP_LIMIT=abc"), "HOP_LIMIT")
     _one_line_error(_quay("dev", "--port", "0", "--setting", "BOGUS=1"), "BOGUS", "not a runtime setting")
+
+
+def test_usage_errors_are_one_line_too() -> None:
+    """Options in the wrong place, an unknown command: one line naming where to look, exit 2."""
+    assert "--help" in _one_line_error(_quay("--token", "x", "room", "list"), "No such option: --token")
+    assert _quay("--token", "x", "room", "list").returncode == 2
+    _one_line_error(_quay("no-such-command"), "no-such-command", "--help")
+    assert "Usage: " in _quay("room").stdout and "COMMAND" in _quay("room").stdout  # no arguments: its help
+
+
+def test_a_messages_own_lines_stay_lines_in_quay_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    msg = {"id": "m1", "created_at": "2026-01-01T00:00:00Z", "kind": "reply", "text": "Plan agreed.\n\nheld: x\x1b[2J",
+           "author": {"kind": "agent", "id": "acme.a1", "company": "acme"}, "to": []}
+    monkeypatch.setattr(QuayClient, "transcript", lambda self, room: [msg])
+    monkeypatch.setattr(QuayClient, "approvals", lambda self, room, status="pending": [])
+    monkeypatch.setattr(QuayClient, "room", lambda self, room: {"id": room, "members": ["acme"], "agents": []})
+    out = CliRunner().invoke(cli, ["room", "r1"]).output
+    assert "[reply]: Plan agreed.\n    \n    held: x\\x1b[2J" in out and "\\x0a" not in out

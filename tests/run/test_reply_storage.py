@@ -5,6 +5,7 @@ DynamoDB item (400 KB) goes to the run-data bucket and the ledger names the plac
 from __future__ import annotations
 
 import contextvars
+import json
 
 from quaylocal import calls as C
 from quayutec import resources as r
@@ -32,7 +33,7 @@ def test_a_reply_rides_on_its_request_record(env: Env) -> None:
     env.server.set_script("a1", [{"reply": {"text": "Noted, thanks.", "actions": []}}])
     _post(env, "@a1 hello")
     (req,) = _requests(env)
-    assert req["outcome"] == "ok" and req["reply"]["text"] == "Noted, thanks." and "reply_at" not in req
+    assert req["outcome"] == "ok" and json.loads(req["reply"])["text"] == "Noted, thanks." and "reply_at" not in req
     assert not [k for k in s3_keys(env.stack, r.RUN_DATA_BUCKET.default_name) if k.endswith("/reply.json")]
     replies = [m for m in env.deps.room.all_messages("r1") if m.kind == "reply"]
     assert [m.text for m in replies] == ["Noted, thanks."]
@@ -53,3 +54,48 @@ def test_a_reply_too_large_for_an_item_goes_to_run_data(env: Env) -> None:
     replies = [m for m in env.deps.room.all_messages("r1") if m.kind == "reply"]
     assert len(replies) == 1 and replies[0].text.startswith("Many notes.")
     assert "denied" in replies[0].text  # 60 declared: over the limit of 25, and each text too long
+
+
+def test_whatever_the_model_wrote_is_stored_as_it_came(env: Env) -> None:
+    """Numbers DynamoDB cannot hold (over 38 digits, below 1e-130) and empty keys in a tool call's
+    input: the reply is stored as its JSON text, the run completes, the odd action is denied."""
+    odd = {"kind": "remember", "text": "x", "visibility": "room", "n": 10 ** 45, "tiny": 1e-200, "": 1}
+    env.server.set_script("a1", [{"reply": {"text": "Odd numbers.", "actions": [odd]}}])
+    _post(env, "@a1 count")
+    (req,) = _requests(env)
+    run_id = req["pk"][len("RUN#"):]
+    run = env.deps.ledger.get_run(run_id)
+    assert run is not None and run.status == "completed", run
+    stored = json.loads(req["reply"])
+    assert stored["tool_calls"][0]["input"]["n"] == 10 ** 45 and stored["tool_calls"][0]["input"][""] == 1
+    [action] = env.deps.ledger.actions(run_id)
+    assert action.decision == "deny" and "unexpected field" in action.reason
+
+
+def test_a_plain_reply_with_more_notices_than_a_transaction_holds_still_lands(env: Env) -> None:
+    """A reply that @mentions 100 agents past the hop limit has 100 notices: more than one
+    transaction holds (100 entries with the reply and the final write), so the reply, its
+    notices and the final write land one after another instead, all of them."""
+    from quaylocal import calls as C
+    from quayutec.models import Agent, Room
+
+    d = env.deps
+    names = [f"n{i}" for i in range(100)]
+    with C.owner(C.SETUP):
+        d.room.put_room(Room(id="crowd", members=["acme", "bolt"], hop_limit=0))
+        d.room.add_room_agent("crowd", "a1")
+        for name in names:
+            d.room.put_agent(Agent(id=f"bolt.{name}", company="bolt", provider="openai", model="m"))
+            d.room.add_room_agent("crowd", f"bolt.{name}")
+    env.server.set_script("a1", [{"reply": {"text": "Hello " + " ".join(f"@{n}" for n in names), "actions": []}}])
+
+    def post() -> None:
+        with C.owner(C.SETUP):
+            RoomService(d.room).post_message("crowd", ANN, "@a1 greet everyone", [])
+    contextvars.copy_context().run(post)
+    env.stack.wait_quiet()
+    (run,) = d.ledger.runs_in_room("crowd")
+    assert run.status == "completed", run
+    messages = d.room.all_messages("crowd")
+    assert sum(m.kind == "reply" for m in messages) == 1
+    assert sum(m.kind == "notice" for m in messages) == 100

@@ -99,3 +99,25 @@ def test_cross_company_target_of_task_updates_is_the_creators_company() -> None:
     policy = RightsPolicy(cross_company={"close_task": "ask"})
     rec = rights.decide_action(0, "close_task", {"task": "t1", "result": "done"}, A1, policy, room)
     assert (rec.decision, rec.target_company) == ("ask", "bolt")
+
+
+def test_policy_rules_under_an_agents_id_and_its_name_both_apply() -> None:
+    """A company names its agent by id or by name in its policy: per kind, a rule under either
+    counts (the id's first), so one form never hides the other's rules."""
+    policy = RightsPolicy(agents={"a1": {"remember": "deny"}, "acme.a1": {"create_task": "ask"}})
+    assert rights.decide(policy, "acme.a1", "remember", False) == ("deny", "rule agents.a1.remember")
+    assert rights.decide(policy, "acme.a1", "create_task", False) == ("ask", "rule agents.acme.a1.create_task")
+    both = RightsPolicy(agents={"a1": {"remember": "deny"}, "acme.a1": {"remember": "allow"}})
+    assert rights.decide(both, "acme.a1", "remember", False)[0] == "allow"  # the id's rule first
+    assert rights.decide(policy, "bolt.b1", "remember", False) == ("allow", "rule default")
+
+
+def test_an_agent_reference_names_one_agent_letter_case_aside() -> None:
+    room = ["acme.Planner", "bolt.b1", "legacy"]
+    assert ids.resolve_agent("acme.Planner", room) == "acme.Planner"
+    assert ids.resolve_agent("Planner", room) == "acme.Planner"
+    assert ids.resolve_agent("planner", room) == "acme.Planner"  # one agent of that name, case aside
+    assert ids.resolve_agent("legacy", room) == "legacy" and ids.resolve_agent("b1", room) == "bolt.b1"
+    assert ids.resolve_agent("acme.b1", room) is None and ids.resolve_agent("nobody", room) is None
+    assert ids.resolve_agent("x", ["acme.x", "bolt.x"]) is None  # two: names none (rooms refuse this)
+    assert wakes.mentions("@PLANNER and @bolt.b1, @nobody", room) == ["acme.Planner", "bolt.b1"]

@@ -4,6 +4,7 @@ same 404 as for an unknown room)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from quayutec.api.context import Caller
@@ -11,7 +12,7 @@ from quayutec.dal.auth import TokenStore
 from quayutec.dal.directory import Directory
 from quayutec.deps import Deps, default_deps
 from quayutec.errors import NotFound
-from quayutec.logic.ids import agent_id
+from quayutec.logic.ids import agent_id, agent_name, name_key
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Agent, Company, Room
 
@@ -58,8 +59,16 @@ def own_agent(svc: Services, agent_ref: str, who: Caller) -> Agent:
     """An agent of the caller's company, by its id or its name (``planner`` → ``acme.planner``);
     another company's agent is NotFound, worded as an unknown one (its configuration is never
     shown, SPEC §5)."""
-    candidates = [agent_ref] if "." in agent_ref or not who.company else [agent_id(who.company, agent_ref), agent_ref]
-    for candidate in candidates:  # a name first; an id from before ids were scoped is its own name
+    def candidates() -> Iterator[str]:
+        if "." in agent_ref or not who.company:
+            yield agent_ref
+            return
+        yield agent_id(who.company, agent_ref)  # a name first
+        yield agent_ref  # an id from before ids were scoped is its own name
+        yield from (a for a in svc.directory.agents_of(who.company)  # the name in another letter case
+                    if name_key(agent_name(a)) == name_key(agent_ref))
+
+    for candidate in candidates():
         agent = svc.deps.room.get_agent(candidate)
         if agent is not None and agent.company == who.company:
             return agent

@@ -5,8 +5,10 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 * ``RUN#{run}`` / ``RUN`` — the run: wake, status, times, reply id, error, what was not done
   (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{started_at}#{run}``)
 * ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these);
-  its outcome write carries the stored reply (``reply``, or ``reply_at = "run-data"`` when it was
-  too large for an item and went to the run-data bucket)
+  its outcome write carries the stored reply (``reply``: its JSON text, a string, so whatever
+  the model wrote — numbers DynamoDB cannot hold, empty keys — is stored as it came and the
+  item's size is the text's; or ``reply_at = "run-data"`` when it was too large for an item and
+  went to the run-data bucket)
 * ``RUN#{run}`` / ``ACT#{index:03d}`` — a declared action, its decision and outcome
 * ``WAKE#{agent}#{wake}`` / ``DELIVERY`` — the wake's repeated deliveries and how each ended (a
   first delivery writes nothing)
@@ -14,6 +16,7 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +24,10 @@ from quayutec.dal.aws import dynamodb, put_new, transact_new, transient_errors, 
 from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, RunRecord, now_iso
 
 _FINAL = sorted(FINAL_STATUSES)
+#: A reply's JSON text up to this size rides on its request's ledger item (a DynamoDB item holds
+#: 400 KB, attribute names and the request's other fields included; a string's size is its
+#: UTF-8 length: DynamoDB developer guide, item sizes).
+MAX_INLINE_REPLY_BYTES = 380_000
 
 
 def _plain(value: Any) -> Any:
@@ -178,17 +185,22 @@ class LedgerStore:
         return put_new(self.db, self.table, _dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}",
                                                   **req.model_dump(mode="json", exclude_none=True)}))
 
-    def finish_request(self, run_id: str, req: ModelRequestRecord, reply: dict[str, Any] | None = None,
+    def finish_request(self, run_id: str, req: ModelRequestRecord, reply_json: str | None = None,
                        reply_at: str | None = None) -> None:
         """Store the outcome of a recorded request (overwrites the pending record), with the reply
-        it brought (``reply``), or where that reply is stored (``reply_at``), in the same write."""
+        it brought (``reply_json``: its JSON text, at most :data:`MAX_INLINE_REPLY_BYTES` UTF-8
+        bytes), or where that reply is stored (``reply_at``), in the same write. Raises
+        ValueError for a reply text too large for an item."""
         item = {"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}", **req.model_dump(mode="json", exclude_none=True)}
-        if reply is not None:
-            item["reply"] = reply
+        item = _dec(item)
+        if reply_json is not None:
+            if len(reply_json.encode()) > MAX_INLINE_REPLY_BYTES:
+                raise ValueError(f"a reply of {len(reply_json.encode())} bytes does not fit a ledger item")
+            item["reply"] = reply_json
         if reply_at is not None:
             item["reply_at"] = reply_at
         with transient_errors():
-            self.db.put_item(TableName=self.table, Item=_dec(item))
+            self.db.put_item(TableName=self.table, Item=item)
 
     def request_reply(self, run_id: str, n: int) -> dict[str, Any] | str | None:
         """The reply stored with request ``n``: a dict, or the ``reply_at`` place it was stored
@@ -198,8 +210,8 @@ class LedgerStore:
                                     ConsistentRead=True).get("Item")
         if not item or item.get("outcome") != "ok":
             return None
-        if "reply" in item:
-            return _plain(item["reply"])
+        if isinstance(item.get("reply"), str):
+            return json.loads(item["reply"])
         return str(item["reply_at"]) if item.get("reply_at") else None
 
     # ------------------------------------------------------------------ actions

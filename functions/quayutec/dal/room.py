@@ -54,6 +54,7 @@ from quayutec.models import (
     Wake,
 )
 from quayutec.errors import TransientError
+from quayutec.logic.ids import agent_name, name_key
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
 #: BatchGetItem attempts at the keys DynamoDB left unprocessed (throttling) before giving up.
@@ -146,21 +147,23 @@ class RoomStore:
 
     def put_room(self, room: Room) -> None:
         """Write a room's item (set-up and tests; the API creates rooms through the directory)
-        and its member items. A room written again keeps its ``agents`` and ``memory`` maps."""
+        and its member items. A new room item starts with empty ``agents`` and ``memory`` maps; a
+        room written again keeps what its item holds (its maps, or their absence on an item from
+        before them: a run then reads its agents and memory the long way, never an empty map)."""
         fields = room.model_dump(mode="json", exclude_none=True)
-        names = {f"#f{i}": k for i, k in enumerate(fields)}
-        values: dict[str, Any] = {f":v{i}": v for i, v in enumerate(fields.values())}
-        values.update({":room": "room", ":empty": {}})
-        removed = [k for k in Room.model_fields if k not in fields]
-        expr = ("SET #type = :room, agents = if_not_exists(agents, :empty), memory = if_not_exists(memory, :empty), "
-                + ", ".join(f"#f{i} = :v{i}" for i in range(len(fields))))
-        if removed:
-            names.update({f"#r{i}": k for i, k in enumerate(removed)})
-            expr += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed)))
+        key = {"pk": _room_pk(room.id), "sk": "META"}
+        if not put_new(self.db, self.table, {**key, "type": "room", "agents": {}, "memory": {}, **fields}):
+            names = {f"#f{i}": k for i, k in enumerate(fields)}
+            values: dict[str, Any] = {f":v{i}": v for i, v in enumerate(fields.values())}
+            removed = [k for k in Room.model_fields if k not in fields]
+            expr = "SET " + ", ".join(f"#f{i} = :v{i}" for i in range(len(fields)))
+            if removed:
+                names.update({f"#r{i}": k for i, k in enumerate(removed)})
+                expr += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed)))
+            with transient_errors():
+                self.db.update_item(TableName=self.table, Key=key, UpdateExpression=expr,
+                                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
         with transient_errors():
-            self.db.update_item(TableName=self.table, Key={"pk": _room_pk(room.id), "sk": "META"},
-                                UpdateExpression=expr, ExpressionAttributeNames={"#type": "type", **names},
-                                ExpressionAttributeValues=values)
             for company in room.members:
                 self.db.put_item(TableName=self.table, Item={"pk": _room_pk(room.id), "sk": f"MEMBER#{company}",
                                                              "type": "member", "company": company})
@@ -171,10 +174,13 @@ class RoomStore:
         item = self._get(_room_pk(room_id), "META", consistent)
         return _room_of(item) if item else None
 
-    def add_room_agent(self, room_id: str, agent_id: str, company: str | None = None) -> None:
-        """Link an agent to a room: the link item (listing) and the room item's ``agents`` map
-        (agent → company: an agent's company never changes), in one transaction, so a run reads
-        the room and its agents in one item. Raises ValueError for an agent with no company."""
+    def add_room_agent(self, room_id: str, agent_id: str, company: str | None = None) -> bool:
+        """Link an agent to a room, in one transaction: the link item (listing), the room's name
+        item (``NAME#agent#{name, case folded}``: one agent per name in a room, so ``@name``
+        names one agent) and the room item's ``agents`` map (agent → company: an agent's company
+        never changes, so a run reads the room and its agents in one item). ``False`` when
+        another agent of that name is in the room (nothing written); linking the same agent again
+        is a no-op. Raises ValueError for an agent with no company."""
         if company is None:
             agent = self.get_agent(agent_id)
             company = agent.company if agent else None
@@ -182,22 +188,32 @@ class RoomStore:
             raise ValueError(f"agent {agent_id!r} is not registered: no company to link")
         link = {"pk": _room_pk(room_id), "sk": f"AGENT#{agent_id}", "type": "room_agent", "agent_id": agent_id,
                 "company": company}
+        name = {"TableName": self.table, "Item": {"pk": _room_pk(room_id), "sk": f"NAME#agent#{name_key(agent_name(agent_id))}",
+                                                 "type": "room_agent_name", "agent_id": agent_id},
+                "ConditionExpression": "attribute_not_exists(pk) OR agent_id = :me",
+                "ExpressionAttributeValues": {":me": agent_id}}
         meta = {"TableName": self.table, "Key": {"pk": _room_pk(room_id), "sk": "META"},
                 "ConditionExpression": "attribute_exists(pk)"}
-        try:
-            with transient_errors():
-                self.db.transact_write_items(TransactItems=[{"Put": {"TableName": self.table, "Item": link}}, {
-                    "Update": {**meta, "UpdateExpression": "SET agents.#a = :c",
-                               "ExpressionAttributeNames": {"#a": agent_id},
-                               "ExpressionAttributeValues": {":c": company}}}])
-        except ClientError as exc:  # a room item from before the map: write the whole map once
-            if error_code(exc) not in ("TransactionCanceledException", "ValidationException"):
-                raise
-            agents = {**self.room_agents(room_id), agent_id: company}
-            with transient_errors():
-                self.db.transact_write_items(TransactItems=[{"Put": {"TableName": self.table, "Item": link}}, {
-                    "Update": {**meta, "UpdateExpression": "SET agents = :m",
-                               "ExpressionAttributeValues": {":m": agents}}}])
+        update = {**meta, "UpdateExpression": "SET agents.#a = :c", "ExpressionAttributeNames": {"#a": agent_id},
+                  "ExpressionAttributeValues": {":c": company}}
+        for attempt in ("map entry", "whole map"):
+            try:
+                with transient_errors():
+                    self.db.transact_write_items(TransactItems=[
+                        {"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": update}])
+                return True
+            except ClientError as exc:
+                codes = cancellation_codes(exc)
+                if error_code(exc) == "TransactionCanceledException" and len(codes) == 3 and \
+                        codes[1] == "ConditionalCheckFailed":
+                    return False  # another agent of that name
+                if attempt == "whole map" or error_code(exc) not in ("TransactionCanceledException",
+                                                                     "ValidationException"):
+                    raise
+                # a room item from before the map: write the whole map once
+                update = {**meta, "UpdateExpression": "SET agents = :m",
+                          "ExpressionAttributeValues": {":m": {**self.room_agents(room_id), agent_id: company}}}
+        return False
 
     def room_agents(self, room_id: str) -> dict[str, str]:
         """The agents of a room → their companies: one query (links written before the company

@@ -71,11 +71,19 @@ def agent_name(agent_id_: str) -> str:
     return agent_id_.rsplit(".", 1)[-1]
 
 
+def name_key(name: str) -> str:
+    """What makes two agent names the same in a room or a company: letter case aside
+    (``Planner`` and ``planner`` are one name: @planner must not pick either by chance)."""
+    return name.casefold()
+
+
 def resolve_agent(ref: str, agents: "list[str] | dict[str, str] | set[str]") -> str | None:
     """The agent ``ref`` names among ``agents`` (ids): its full id, or the name of exactly one of
-    them. ``None`` when it names none, or two (a room never holds two agents of one name: the
-    API refuses the second)."""
+    them, letter case aside. ``None`` when it names none, or two (a room never holds two agents of
+    one name: the API refuses the second)."""
     if ref in agents:
         return ref
     matches = [a for a in agents if agent_name(a) == ref]
+    if not matches:
+        matches = [a for a in agents if name_key(agent_name(a)) == name_key(ref)]
     return matches[0] if len(matches) == 1 else None

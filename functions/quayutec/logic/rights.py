@@ -29,10 +29,11 @@ class RoomView:
 def decide(policy: RightsPolicy | None, agent_id: str, kind: str, cross_company: bool) -> tuple[Decision, str]:
     """The decision for one action kind, and which rule gave it (SPEC §5)."""
     p = policy or RightsPolicy()
-    # The company's own policy names its agent by id or by name (ids are scoped to the company).
-    key = agent_id if agent_id in p.agents else agent_name(agent_id)
-    if kind in p.agents.get(key, {}):
-        return p.agents[key][kind], f"rule agents.{key}.{kind}"  # type: ignore[index]
+    # The company's own policy names its agent by id or by name (ids are scoped to the company):
+    # per kind, a rule under the id, else one under the name.
+    for key in dict.fromkeys((agent_id, agent_name(agent_id))):
+        if kind in p.agents.get(key, {}):
+            return p.agents[key][kind], f"rule agents.{key}.{kind}"  # type: ignore[index]
     if cross_company and kind in p.cross_company:
         return p.cross_company[kind], f"rule cross_company.{kind}"  # type: ignore[index]
     if kind in p.actions:

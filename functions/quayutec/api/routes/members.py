@@ -46,10 +46,12 @@ def add_agent(room_id: RoomId, body: Annotated[RoomAgentIn, Body()]) -> RoomOut:
     present = svc.deps.room.room_agent_ids(room_id)
     if agent.id in present:
         raise Conflict(f"agent {agent.id!r} is in room {room_id!r} already")
-    # @name must name one agent of the room (its members see the room's agents: no leak)
-    same = [a for a in present if ids.agent_name(a) == ids.agent_name(agent.id)]
-    if same:
-        raise Conflict(f"room {room_id!r} has an agent named {ids.agent_name(agent.id)!r} already ({same[0]}): "
+    # @name must name one agent of the room, letter case aside (its members see the room's
+    # agents: no leak); the room's name item makes it hold under concurrent placements too
+    name = ids.agent_name(agent.id)
+    same = [a for a in present if ids.name_key(ids.agent_name(a)) == ids.name_key(name)]
+    if same or not svc.deps.room.add_room_agent(room_id, agent.id, agent.company):
+        holder = same[0] if same else "another agent"
+        raise Conflict(f"room {room_id!r} has an agent named {name!r} already ({holder}): "
                        "register yours under another name")
-    svc.deps.room.add_room_agent(room_id, agent.id, agent.company)
     return room_out(svc, room)

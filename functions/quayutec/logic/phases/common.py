@@ -13,6 +13,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES
 from quayutec.deps import Deps
 from quayutec import cost_line
 from quayutec.errors import RunStateInvalid, RunTimedOut
@@ -34,14 +35,18 @@ metrics = Metrics()
 
 def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord,
                     reply: dict[str, Any] | None = None) -> None:
-    """Store a model request's outcome, with the ``reply`` it brought in the same ledger write (a
-    reply too large for a DynamoDB item, 400 KB, goes to run data first), and count it (metric
-    ``ModelRequest_<outcome>``)."""
-    if reply is not None and len(json.dumps(reply, ensure_ascii=False).encode()) > MAX_INLINE_REPLY_BYTES:
-        deps.rundata.put(run_id, "reply", reply)
-        deps.ledger.finish_request(run_id, record, reply_at=RUN_DATA)
+    """Store a model request's outcome, with the ``reply`` it brought in the same ledger write (as
+    its JSON text: whatever the model wrote is stored as it came); a reply too large for a
+    DynamoDB item goes to run data first. Counts it (metric ``ModelRequest_<outcome>``)."""
+    if reply is None:
+        deps.ledger.finish_request(run_id, record)
     else:
-        deps.ledger.finish_request(run_id, record, reply=reply)
+        text = json.dumps(reply, ensure_ascii=False)
+        if len(text.encode()) > MAX_INLINE_REPLY_BYTES:
+            deps.rundata.put(run_id, "reply", reply)
+            deps.ledger.finish_request(run_id, record, reply_at=RUN_DATA)
+        else:
+            deps.ledger.finish_request(run_id, record, reply_json=text)
     metrics.add_metric(name=f"ModelRequest_{record.outcome}", unit=MetricUnit.Count, value=1)
 
 
@@ -60,8 +65,6 @@ def stored_reply(deps: Deps, state: RunState, ref: RunRef) -> dict[str, Any]:
     return reply
 
 
-#: Replies up to this size ride on the request's ledger item (a DynamoDB item holds 400 KB).
-MAX_INLINE_REPLY_BYTES = 300_000
 RUN_DATA = "run-data"
 
 MAX_ERROR_BODY = 4096

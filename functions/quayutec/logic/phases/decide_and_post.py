@@ -33,6 +33,7 @@ from quayutec.logic.phases.common import (
     _need_run,
     _timing,
     budget,
+    finish,
     logger,
     metrics,
     stored_reply,
@@ -135,14 +136,21 @@ def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None,
                                           targets=[(a, "message", msg_id, None) for a in mentioned])
     msg = Message(id=msg_id, room_id=ref.room_id, author=Author(kind="agent", id=ref.agent_id, company=facts.company),
                   text=text, mentions=mentioned, kind="reply", run_id=ref.run_id, created_at=_iso(deps))
-    if finish_states is not None:
+    if finish_states is not None and len(notices) <= MAX_NOTICES_IN_TRANSACTION:
         _post_and_finish(deps, state, msg, wakes, notices, finish_states)
         return state.model_copy(update={"budget": budget(deps, run)})
     deps.room.put_message(msg, wakes)
     for notice in notices:
         deps.room.put_message(notice)
+    if finish_states is not None:  # too many notices for one transaction: the final write after them
+        finish(deps, state, states=finish_states)
     # The reply's id derives from the run: the final ledger write records it (no write here).
     return state.model_copy(update={"budget": budget(deps, run)})
+
+
+#: A transaction holds at most 100 entries (TransactWriteItems, DynamoDB API reference): the
+#: reply, its hop-limit notices (one per agent it could not wake) and the run's final write.
+MAX_NOTICES_IN_TRANSACTION = 98
 
 
 def _post_and_finish(deps: Deps, state: RunState, msg: Message, wakes: list[Any], notices: list[Message],
