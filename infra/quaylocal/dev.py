@@ -32,7 +32,7 @@ from quayutec.api.errors import ERRORS, error_payload
 from quayutec.api.public import is_public
 
 from quaylocal import calls, files_endpoint
-from quaylocal.stack import ACCOUNT, DEV_RETENTION, REGION, LocalStack
+from quaylocal.stack import ACCOUNT, DEV_BACKGROUND_INVOCATIONS, DEV_RETENTION, REGION, LocalStack, foreground
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -77,7 +77,8 @@ def stack_invoke(stack: LocalStack) -> Invoke:
     def invoke(logical_id: str, event: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         # API Gateway invokes the authorizer and the integration itself (a resource-based
         # permission, no role of ours): quaylocal.calls lists these calls, it does not check them.
-        with calls.owner("local:api-gateway"):
+        # A request's calls go before the background work's (runs, pollers): stack.foreground.
+        with calls.owner("local:api-gateway"), foreground():
             resp = stack.client("lambda").invoke(FunctionName=stack.function_arns[logical_id],
                                                  Payload=json.dumps(event).encode())
         payload = json.loads(resp["Payload"].read() or b"null")
@@ -371,7 +372,8 @@ class DevServer:
         self.provider.start()
         env = {PROVIDER_ENV[p]: self.provider.base_url(p) for p in PROVIDER_ENV}
         env.update(self.settings)
-        self.stack = LocalStack(settings=env, time_scale=self.time_scale, retention=DEV_RETENTION)
+        self.stack = LocalStack(settings=env, time_scale=self.time_scale, retention=DEV_RETENTION,
+                                background_invocations=DEV_BACKGROUND_INVOCATIONS)
         self.stack.start()
         try:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=self.admin_token)

@@ -40,6 +40,7 @@ import boto3
 from moto import mock_aws
 from moto.awslambda.models import LambdaFunction
 from moto.core.botocore_stubber import BotocoreStubber
+from moto.core.serialize import JSONSerializer
 from moto.dynamodb.models import DynamoDBBackend
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
@@ -56,8 +57,122 @@ ROOT = Path(__file__).resolve().parents[2]
 ASL_PATH = ROOT / "statemachines" / r.STATE_MACHINE_FILE
 LAMBDA_RUNTIME = "python3.13"
 
+class _ForegroundFirstLock:
+    """The one lock around moto, reentrant like an ``RLock``; when it is released, a waiting
+    foreground thread (one serving an API request, :func:`foreground`) gets it before the waiting
+    background ones (executions, the pump): under a burst, a request's few moto calls then wait
+    for the call in progress only, not behind every execution's queue of calls. Background
+    threads are woken one at a time (no thundering herd with many executions waiting)."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._fg = threading.Condition(self._mutex)
+        self._bg = threading.Condition(self._mutex)
+        self._owner: int | None = None
+        self._count = 0
+        self._fg_waiting = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        me = threading.get_ident()
+        with self._mutex:
+            if self._owner == me:
+                self._count += 1
+                return True
+            if self._owner is not None and not blocking:
+                return False
+            if _FOREGROUND.active:
+                self._fg_waiting += 1
+                try:
+                    while self._owner is not None:
+                        self._fg.wait()
+                finally:
+                    self._fg_waiting -= 1
+            else:
+                while self._owner is not None or self._fg_waiting:
+                    self._bg.wait()
+            self._owner, self._count = me, 1
+            return True
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("cannot release un-acquired lock")
+            self._count -= 1
+            if self._count:
+                return
+            self._owner = None
+            (self._fg if self._fg_waiting else self._bg).notify()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class _Foreground(threading.local):
+    active = 0
+
+
+_FOREGROUND = _Foreground()
+
+
+@contextmanager
+def foreground() -> Iterator[None]:
+    """Calls made in this thread meanwhile serve an interactive request (``quay dev``'s API):
+    they go first at the moto lock and pass the background invocation gate."""
+    _FOREGROUND.active += 1
+    try:
+        yield
+    finally:
+        _FOREGROUND.active -= 1
+
+
+class _InvocationGate:
+    """At most ``slots`` background Lambda invocations (Step Functions tasks, the pollers'
+    event source mappings) run at once, admitted first come first served, as a concurrency limit
+    does; foreground invocations and nested ones pass. In one process every running invocation
+    competes for the same interpreter: fewer at once means each finishes sooner and the API's
+    invocations get their share."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._mutex = threading.Lock()
+        self._busy = 0
+        self._queue: deque[threading.Event] = deque()
+        self._held = threading.local()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        if _FOREGROUND.active or getattr(self._held, "n", 0):
+            yield
+            return
+        with self._mutex:
+            turn = None
+            if self._busy < self.slots and not self._queue:
+                self._busy += 1
+            else:
+                turn = threading.Event()
+                self._queue.append(turn)
+        if turn is not None:
+            turn.wait()  # the slot is handed over by the invocation that ends (_busy unchanged)
+        self._held.n = 1
+        try:
+            yield
+        finally:
+            self._held.n = 0
+            with self._mutex:
+                if self._queue:
+                    self._queue.popleft().set()
+                else:
+                    self._busy -= 1
+
+
+#: ``quay dev`` sets it (:meth:`LocalStack.start` with ``background_invocations``); ``None``: no
+#: limit (the tests and plays, whose timing it would change).
+_GATE: _InvocationGate | None = None
+
 _INVOKE_LOCK = threading.Lock()
-_MOTO_LOCK = threading.RLock()
+_MOTO_LOCK = _ForegroundFirstLock()
 _installed = False
 
 #: The started stacks, whose pumps a write through the seam wakes (see :func:`_poke`).
@@ -136,6 +251,12 @@ def invoke_in_process(self: LambdaFunction, event: Any = None) -> tuple[str, boo
         event = json.loads(event or "{}")
     handler = resolve_handler(self.handler)
     calls.record_lambda_invoke(self.function_arn)
+    gate = _GATE
+    with gate.slot() if gate is not None else nullcontext():
+        return _invoke_handler(self, handler, event)
+
+
+def _invoke_handler(self: LambdaFunction, handler: Any, event: Any) -> tuple[str, bool, str]:
     try:
         # This function's own Lambda environment (the template's or the local one), as on AWS:
         # its settings model sees only these, so a variable it reads but was not given fails.
@@ -224,6 +345,66 @@ def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[s
         raise
 
 
+#: DynamoDB operations whose moto result is already the wire shape (items as AttributeValue
+#: maps): :func:`_serialize_dynamodb_result` passes it through.
+_DYNAMODB_ITEM_OPERATIONS = frozenset({
+    "GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems", "PutItem", "UpdateItem",
+    "DeleteItem", "BatchWriteItem", "TransactWriteItems",
+})
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _json_native(value: Any) -> bool:
+    """Only dicts (str keys), lists and JSON scalars: what the JSON protocol sends unchanged.
+    Binary attribute values (``B``, ``BS``: blobs, which the serializer encodes) are not."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if not all(isinstance(k, str) for k in v) or "B" in v or "BS" in v:
+                return False
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif not isinstance(v, _JSON_SCALARS):
+            return False
+    return True
+
+
+def _serialize_dynamodb_result(self: Any, resp: Any, result: Any) -> Any:
+    """moto (5.2.5) serializes every response by walking its output shape, looking each member
+    up through attribute-alias providers: for a page of items that is ~20 ms per item, far more
+    than the operation (a transcript page of 80 messages: 1.9 s of 2 s). DynamoDB's item
+    operations already return the wire shape as plain JSON values: send it as it is (the same
+    body, tests/run/test_local_engine.py compares them); anything else, moto's way."""
+    model = self.operation_model
+    if (model.service_model.service_name == "dynamodb" and model.name in _DYNAMODB_ITEM_OPERATIONS
+            and isinstance(result, dict) and _json_native(result)):
+        return self._serialized_result_to_response(resp, result, model.output_shape, result)
+    return _original_serialize_result(self, resp, result)
+
+
+_original_serialize_result = JSONSerializer._serialize_result
+
+_asl_clients: dict[tuple[Any, ...], Any] = {}
+_asl_clients_lock = threading.Lock()
+
+
+def _cached_asl_client(region: str, service: str, state_credentials: Any = None) -> Any:
+    """moto's ASL interpreter builds a new boto3 client for every Lambda task it runs (its
+    credentials argument unused): tens of ms of CPU and a client's memory per task state. One
+    client per region and service instead (boto3 clients are thread-safe)."""
+    from moto.core.models import botocore_stubber
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    key = (region, service, botocore_stubber.enabled)
+    with _asl_clients_lock:
+        client = _asl_clients.get(key)
+        if client is None:
+            client = _asl_clients[key] = boto_client.boto_client_for(region, service, state_credentials)
+        return client
+
+
 def install_seams() -> None:
     global _installed
     if not _installed:
@@ -236,6 +417,10 @@ def install_seams() -> None:
         BotocoreStubber.process_request = _serialised_process_request  # type: ignore[method-assign]
         DynamoDBBackend.transact_write_items = _transact_keeping_streams  # type: ignore[method-assign]
         BaseExecutionWorkerCommunication.terminated = _terminated_and_poke  # type: ignore[method-assign]
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+        lambda_eval_utils.boto_client_for = _cached_asl_client  # type: ignore[assignment]
+        JSONSerializer._serialize_result = _serialize_dynamodb_result  # type: ignore[method-assign]
         _installed = True
 
 
@@ -367,6 +552,9 @@ class Retention:
 #: ``quay dev``: bounded, so its memory comes back down once the rooms are quiet.
 DEV_RETENTION = Retention(executions=100, stream_records=1000, wake_bodies=1000)
 
+#: ``quay dev``: background Lambda invocations at once (:class:`_InvocationGate`).
+DEV_BACKGROUND_INVOCATIONS = 2
+
 #: The pump waits on events (a write through the seam, an execution's end); with none, it polls
 #: this often anyway (a message whose delay or visibility timeout ran out, anything missed).
 FALLBACK_POLL_S = 1.0
@@ -387,11 +575,16 @@ class LocalStack:
     """The runtime on moto, in this process. ``settings``: overrides of the functions'
     environment (e.g. ``{"HOP_LIMIT": "3"}``); ``time_scale``: tests only, see :func:`scale_time`;
     ``visibility_timeout_s``: the wake queue's visibility timeout here (short, so a failed wake
-    is retried within a play; 60 s in the deployed stack)."""
+    is retried within a play; 60 s in the deployed stack); ``background_invocations``: at most
+    this many background Lambda invocations at once (``quay dev``: its API's invocations pass
+    first, see :func:`foreground`; ``None``: no limit)."""
 
     def __init__(self, settings: dict[str, str] | None = None, time_scale: float | None = None,
-                 visibility_timeout_s: int = 1, retention: Retention | None = None) -> None:
+                 visibility_timeout_s: int = 1, retention: Retention | None = None,
+                 background_invocations: int | None = None) -> None:
         self.settings = settings or {}
+        self.background_invocations = background_invocations
+        self._gate: _InvocationGate | None = None
         self.retention = retention or Retention()
         self.time_scale = time_scale
         self.visibility_timeout_s = visibility_timeout_s
@@ -466,6 +659,9 @@ class LocalStack:
         self._execution_prefix = self.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":"
         with _ACTIVE_LOCK:
             _ACTIVE.append(self)
+        if self.background_invocations is not None:
+            global _GATE
+            self._gate = _GATE = _InvocationGate(self.background_invocations)
         self._pump = threading.Thread(target=self._pump_loop, name="quay-pump", daemon=True)
         self._pump.start()
 
@@ -485,6 +681,9 @@ class LocalStack:
                 pass
         time.sleep(0.05)
         self._mock.stop()
+        global _GATE
+        if self._gate is not None and _GATE is self._gate:
+            _GATE = None
         for k, v in self._saved_env.items():
             if v is None:
                 os.environ.pop(k, None)
