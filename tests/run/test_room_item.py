@@ -36,7 +36,8 @@ def test_a_room_item_from_before_the_maps_is_read_the_long_way_also_after_a_rewr
         for sk, extra in (("META", {"type": {"S": "room"}, "id": {"S": "old"},
                                     "members": {"L": [{"S": "acme"}, {"S": "bolt"}]}}),
                           ("AGENT#a1", {"type": {"S": "room_agent"}, "agent_id": {"S": "a1"}, "company": {"S": "acme"}}),
-                          ("AGENT#b1", {"type": {"S": "room_agent"}, "agent_id": {"S": "b1"}, "company": {"S": "bolt"}})):
+                          # a link from before links carried the company: its agent is read
+                          ("AGENT#b1", {"type": {"S": "room_agent"}, "agent_id": {"S": "b1"}})):
             ddb.put_item(TableName=table, Item={"pk": {"S": "ROOM#old"}, "sk": {"S": sk}, **extra})
         env.deps.room.put_memory(MemoryLine(id="m-old", room_id="old", text="kept from before", visibility="room",
                                             company="acme", author=ANN, created_at="2026-11-30T00:00:00Z"))
@@ -47,7 +48,7 @@ def test_a_room_item_from_before_the_maps_is_read_the_long_way_also_after_a_rewr
     assert reads.agents is None and reads.memory is None  # not tracked: never "none"
     env.server.set_script("a1", [{"reply": {"text": "hello", "actions": []}}])
     context = _run_context(env, "old", "@a1 what do you know?")
-    assert {a["id"] for a in context["room"]["agents"]} == {"a1", "b1"}
+    assert {(a["id"], a["company"]) for a in context["room"]["agents"]} == {("a1", "acme"), ("b1", "bolt")}
     assert [m["text"] for m in context["memory"]] == ["kept from before"]
 
 

@@ -32,8 +32,12 @@ from quayutec.logic.phases.common import (
 
 
 # ----------------------------------------------------------------------------- 1. claim
+#: ``claim``'s ``agent`` when the caller has not read it.
+_UNREAD: Any = object()
+
+
 def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None,
-          agent: Agent | None = None) -> RunState:
+          agent: Agent | None = _UNREAD) -> RunState:
     """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1).
 
     The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
@@ -42,7 +46,8 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, executio
     wake = state.wake
     if wake is None:
         raise RunStateInvalid("execution input has no wake")
-    agent = agent if agent is not None else deps.room.get_agent(wake.agent_id)  # consistent: rights rest on it
+    # consistent: rights rest on it (``None``: the caller read it, and no such agent is registered)
+    agent = deps.room.get_agent(wake.agent_id) if agent is _UNREAD else agent
     company = agent.company if agent else "unknown"
     now = _iso(deps)
     record = RunRecord(run_id=run_id, agent_id=wake.agent_id, company=company, room_id=wake.room_id,
