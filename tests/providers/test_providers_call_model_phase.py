@@ -225,7 +225,7 @@ def test_a_wait_that_would_cross_the_time_limit_ends_the_run_timed_out(env: Env)
         call_model.handler(event(state, run_id), CTX, deps=shifted(env, 10.0))
     [q] = ledger(env, run_id)
     assert (q.status, q.category, q.retryable, q.wait_s) == (429, "rate_limit", True, None)
-    assert re.fullmatch(r"retry-after: 11 -> wait 11 s before request 2, but only \d\.\d s of the run's time are "
+    assert re.fullmatch(r"retry-after: 11 -> wait 11 s before request 2, but only \d+\.\d s of the run's time are "
                         r"left: not waited for", q.decision or "")
     # retry-after 21 is above 20 s: the call fails (not a time-limit matter)
     env.server.set_script("a1", [error(429, {"retry-after": "21"})])
