@@ -14,8 +14,8 @@ Estimated (and labelled so): billed time (handler time, rounded up per invocatio
 transitions (from the path the phases know: the Map's iterations, the final states), the USD
 figures (:mod:`quayutec.pricing`; the model's share only when its price is known). Not in it:
 invocations that failed (their state is lost, and with it their counts), the wake path before
-the run (the stream dispatch, the SQS message, the wake consumer's StartExecution and delivery
-count).
+the run (the stream dispatch, the SQS message, the wake consumer's StartExecution, and the
+count of a repeated delivery).
 """
 
 from __future__ import annotations
