@@ -160,18 +160,36 @@ def cancellation_codes(exc: ClientError) -> list[str]:
     return [str(r.get("Code", "None")) for r in reasons]
 
 
-def transact_new(db: Any, items: list[dict[str, Any]]) -> bool:
-    """``TransactWriteItems`` whose conditions guard against a repeat: ``True`` when written,
-    ``False`` when a condition failed (nothing written). Raises TransientError on throttling or
-    conflicts, ClientError otherwise."""
+#: Cancellation reasons that mean "try the whole transaction again later" (TransactWriteItems,
+#: DynamoDB API reference: CancellationReasons).
+TRANSIENT_CANCELLATIONS = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+def transact(db: Any, items: list[dict[str, Any]]) -> list[bool] | None:
+    """``TransactWriteItems`` of ``items``: ``None`` when all landed; when a condition failed
+    (nothing written), one flag per entry, in order, telling whose condition failed. Raises
+    TransientError on throttling or a conflicting transaction, ClientError otherwise (a
+    ValidationException, a cancellation for another reason)."""
     try:
         with transient_errors():
             db.transact_write_items(TransactItems=items)
-        return True
+        return None
     except ClientError as exc:
-        if error_code(exc) == "TransactionCanceledException" and "ConditionalCheckFailed" in cancellation_codes(exc):
-            return False
+        if error_code(exc) != "TransactionCanceledException":
+            raise
+        codes = cancellation_codes(exc)
+        if "ConditionalCheckFailed" in codes and len(codes) == len(items):
+            return [c == "ConditionalCheckFailed" for c in codes]
+        if TRANSIENT_CANCELLATIONS & set(codes):
+            raise TransientError(f"transaction cancelled ({', '.join(codes)}): retry later") from exc
         raise
+
+
+def transact_new(db: Any, items: list[dict[str, Any]]) -> bool:
+    """``TransactWriteItems`` whose conditions guard against a repeat: ``True`` when written,
+    ``False`` when a condition failed (nothing written). Raises TransientError on throttling or
+    conflicts, ClientError otherwise (:func:`transact`)."""
+    return transact(db, items) is None
 
 
 def paginate_query(fn: Callable[..., dict], **kwargs: Any) -> Iterator[dict]:

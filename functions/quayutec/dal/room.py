@@ -32,12 +32,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from quayutec.dal.aws import (
-    cancellation_codes,
     dynamodb,
     error_code,
     is_condition_failure,
     paginate_query,
     put_new,
+    transact,
     transact_new,
     transient_errors,
     update_if,
@@ -194,26 +194,23 @@ class RoomStore:
                 "ExpressionAttributeValues": {":me": agent_id}}
         meta = {"TableName": self.table, "Key": {"pk": _room_pk(room_id), "sk": "META"},
                 "ConditionExpression": "attribute_exists(pk)"}
-        update = {**meta, "UpdateExpression": "SET agents.#a = :c", "ExpressionAttributeNames": {"#a": agent_id},
-                  "ExpressionAttributeValues": {":c": company}}
-        for attempt in ("map entry", "whole map"):
-            try:
-                with transient_errors():
-                    self.db.transact_write_items(TransactItems=[
-                        {"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": update}])
-                return True
-            except ClientError as exc:
-                codes = cancellation_codes(exc)
-                if error_code(exc) == "TransactionCanceledException" and len(codes) == 3 and \
-                        codes[1] == "ConditionalCheckFailed":
-                    return False  # another agent of that name
-                if attempt == "whole map" or error_code(exc) not in ("TransactionCanceledException",
-                                                                     "ValidationException"):
-                    raise
-                # a room item from before the map: write the whole map once
-                update = {**meta, "UpdateExpression": "SET agents = :m",
-                          "ExpressionAttributeValues": {":m": {**self.room_agents(room_id), agent_id: company}}}
-        return False
+        entry = {**meta, "UpdateExpression": "SET agents.#a = :c", "ExpressionAttributeNames": {"#a": agent_id},
+                 "ExpressionAttributeValues": {":c": company}}
+        try:
+            failed = transact(self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name},
+                                        {"Update": entry}])
+        except ClientError as exc:  # a room item from before the map has no path for the entry
+            if error_code(exc) not in ("TransactionCanceledException", "ValidationException"):
+                raise
+            whole = {**meta, "UpdateExpression": "SET agents = :m",
+                     "ExpressionAttributeValues": {":m": {**self.room_agents(room_id), agent_id: company}}}
+            failed = transact(self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name},
+                                        {"Update": whole}])
+        if failed and failed[1]:
+            return False  # another agent of that name
+        if failed:
+            raise ValueError(f"room {room_id!r} does not exist")
+        return True
 
     def room_agents(self, room_id: str) -> dict[str, str]:
         """The agents of a room → their companies: one query (links written before the company
@@ -312,20 +309,8 @@ class RoomStore:
         Raises TransientError on throttling or a conflicting transaction."""
         items = [{"Put": {"TableName": self.table, "Item": self._message_item(m, w), "ConditionExpression": _NOT_EXISTS}}
                  for m, w in messages] + [also]
-        try:
-            with transient_errors():
-                self.db.transact_write_items(TransactItems=items)
-            return None
-        except ClientError as exc:
-            codes = cancellation_codes(exc)
-            if error_code(exc) != "TransactionCanceledException":
-                raise
-            if len(codes) == len(items) and "ConditionalCheckFailed" in codes:
-                failed = [c == "ConditionalCheckFailed" for c in codes]
-                return failed[:-1], failed[-1]
-            if {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"} & set(codes):
-                raise TransientError(f"transaction cancelled ({', '.join(codes)}): retry later") from exc
-            raise
+        failed = transact(self.db, items)
+        return None if failed is None else (failed[:-1], failed[-1])
 
     def get_message(self, room_id: str, message_id: str) -> Message | None:
         item = self._get(_room_pk(room_id), f"MSG#{message_id}")
@@ -386,23 +371,13 @@ class RoomStore:
             upd["UpdateExpression"] = "SET updated_at = :now, #s = :closed, #r = :result REMOVE gsi1pk, gsi1sk"
             upd["ExpressionAttributeNames"]["#r"] = "result"
             upd["ExpressionAttributeValues"].update({":closed": "closed", ":result": event.text})
-        try:
-            with transient_errors():
-                self.db.transact_write_items(TransactItems=[
-                    {"Put": {"TableName": self.table, "Item": self._event_item(event, wakes),
-                             "ConditionExpression": _NOT_EXISTS}},
-                    updates,
-                ])
+        failed = transact(self.db, [
+            {"Put": {"TableName": self.table, "Item": self._event_item(event, wakes), "ConditionExpression": _NOT_EXISTS}},
+            updates,
+        ])
+        if failed is None:
             return "written"
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                raise
-            codes = cancellation_codes(exc)
-            if codes and codes[0] == "ConditionalCheckFailed":
-                return "exists"
-            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
-                return "task_closed"
-            raise
+        return "exists" if failed[0] else "task_closed"
 
     def get_task(self, room_id: str, task_id: str) -> Task | None:
         item = self._get(_room_pk(room_id), f"TASK#{task_id}")
@@ -439,24 +414,17 @@ class RoomStore:
         item = {"pk": _mem_pk(line.room_id, line.visibility, line.company), "sk": f"MEM#{line.id}",
                 "type": "memory", "lsi1sk": f"MEM#{line.created_at}#{line.id}",
                 **line.model_dump(mode="json", exclude_none=True)}
-        try:
-            with transient_errors():
-                self.db.transact_write_items(TransactItems=[
-                    {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": _NOT_EXISTS}},
-                    {"Update": {"TableName": self.table, "Key": {"pk": _room_pk(line.room_id), "sk": "META"},
-                                "UpdateExpression": "SET memory.#k = :t", "ConditionExpression": "attribute_exists(memory)",
-                                "ExpressionAttributeNames": {"#k": _mem_key(line.visibility, line.company)},
-                                "ExpressionAttributeValues": {":t": True}}}])
+        failed = transact(self.db, [
+            {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": _NOT_EXISTS}},
+            {"Update": {"TableName": self.table, "Key": {"pk": _room_pk(line.room_id), "sk": "META"},
+                        "UpdateExpression": "SET memory.#k = :t", "ConditionExpression": "attribute_exists(memory)",
+                        "ExpressionAttributeNames": {"#k": _mem_key(line.visibility, line.company)},
+                        "ExpressionAttributeValues": {":t": True}}}])
+        if failed is None:
             return True
-        except ClientError as exc:
-            codes = cancellation_codes(exc)
-            if error_code(exc) != "TransactionCanceledException" or len(codes) != 2:
-                raise
-            if codes[0] == "ConditionalCheckFailed":
-                return False
-            if codes[1] == "ConditionalCheckFailed":  # the room item does not track its memory
-                return self._put_new(item)
-            raise TransientError(f"transaction cancelled ({', '.join(codes)}): retry later") from exc
+        if failed[0]:
+            return False
+        return self._put_new(item)  # the room item does not track its memory
 
     def get_memory(self, room_id: str, visibility: str, company: str, line_id: str) -> MemoryLine | None:
         item = self._get(_mem_pk(room_id, visibility, company), f"MEM#{line_id}")
