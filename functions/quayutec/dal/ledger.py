@@ -28,6 +28,8 @@ _FINAL = sorted(FINAL_STATUSES)
 #: 400 KB, attribute names and the request's other fields included; a string's size is its
 #: UTF-8 length: DynamoDB developer guide, item sizes).
 MAX_INLINE_REPLY_BYTES = 380_000
+#: ``reply_at`` of a request whose reply was too large for its item: stored in run data.
+REPLY_IN_RUN_DATA = "run-data"
 
 
 def _plain(value: Any) -> Any:

@@ -23,31 +23,25 @@ from quayutec.models import (
 from quayutec.dal.files import files_pk
 from quayutec.dal.ledger import ClaimOutcome
 from quayutec.dal.room import RunReads
-
-
-from quayutec.seams import part
 from quayutec.logic.phases.common import (
     _iso, _need_run, _load_run, _Started, _timing, _facts, budget, logger, metrics,
 )
+from quayutec.seams import part
 
 
 # ----------------------------------------------------------------------------- 1. claim
-#: ``claim``'s ``agent`` when the caller has not read it.
-_UNREAD: Any = object()
-
-
-def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None,
-          agent: Agent | None = _UNREAD) -> RunState:
+def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None,
+          agent: Agent | None) -> RunState:
     """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1).
 
     The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
     Claim step of the same execution carries on; any other execution — also one that reuses the
-    name after Step Functions' 90 days — does nothing."""
+    name after Step Functions' 90 days — does nothing. ``agent``: the wake's agent as the run's
+    consistent key read found it (rights rest on its company); ``None``: not registered (the run
+    is claimed, then fails)."""
     wake = state.wake
     if wake is None:
         raise RunStateInvalid("execution input has no wake")
-    # consistent: rights rest on it (``None``: the caller read it, and no such agent is registered)
-    agent = deps.room.get_agent(wake.agent_id) if agent is _UNREAD else agent
     company = agent.company if agent else "unknown"
     now = _iso(deps)
     record = RunRecord(run_id=run_id, agent_id=wake.agent_id, company=company, room_id=wake.room_id,
@@ -80,14 +74,13 @@ def _key_reads(deps: Deps, state: RunState) -> RunReads:
                                cause_id=wake.cause_id, task_id=wake.task_id, index_pk=files_pk(wake.room_id))
 
 
-def load_context(deps: Deps, state: RunState, reads: RunReads | None = None) -> RunState:
+def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
     """Assemble the context with bounded reads and store it under the run (SPEC §2.2).
     ``reads``: the run's key reads (agent, room and its agents, the wake's cause, the index
     pointer) as :func:`claim_and_read` made them in this same invocation, consistently."""
     ref = _need_run(state)
     run = _timing(deps, state, ref)
     s = deps.settings
-    reads = reads if reads is not None else _key_reads(deps, state)
     agent, room = reads.agent, reads.room
     if agent is None or room is None:
         raise RunStateInvalid("agent or room missing")

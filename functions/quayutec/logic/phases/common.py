@@ -13,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES
+from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA
 from quayutec.deps import Deps
 from quayutec import cost_line
 from quayutec.errors import RunStateInvalid, RunTimedOut
@@ -32,7 +32,6 @@ logger = Logger(child=True)
 metrics = Metrics()
 
 
-
 def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord,
                     reply: dict[str, Any] | None = None) -> None:
     """Store a model request's outcome, with the ``reply`` it brought in the same ledger write (as
@@ -44,7 +43,7 @@ def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord,
         text = json.dumps(reply, ensure_ascii=False)
         if len(text.encode()) > MAX_INLINE_REPLY_BYTES:
             deps.rundata.put(run_id, "reply", reply)
-            deps.ledger.finish_request(run_id, record, reply_at=RUN_DATA)
+            deps.ledger.finish_request(run_id, record, reply_at=REPLY_IN_RUN_DATA)
         else:
             deps.ledger.finish_request(run_id, record, reply_json=text)
     metrics.add_metric(name=f"ModelRequest_{record.outcome}", unit=MetricUnit.Count, value=1)
@@ -58,14 +57,12 @@ def stored_reply(deps: Deps, state: RunState, ref: RunRef) -> dict[str, Any]:
         answered = [r.n for r in deps.ledger.model_requests(ref.run_id) if r.outcome == "ok"]
         n = answered[-1] if answered else None
     reply = deps.ledger.request_reply(ref.run_id, n) if n is not None else None
-    if reply == RUN_DATA:
+    if reply == REPLY_IN_RUN_DATA:
         reply = deps.rundata.get(ref.run_id, "reply")
     if not isinstance(reply, dict):
         raise RunStateInvalid("no model reply stored for the run")
     return reply
 
-
-RUN_DATA = "run-data"
 
 MAX_ERROR_BODY = 4096
 
@@ -148,9 +145,9 @@ def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
     invocation's so far, ``states`` entered for it and this final write (SPEC §10)."""
     ref = _need_run(state)
     cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
-    deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id),
-                           cost=cost.model_dump(mode="json"))
-    metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
+    if deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id),
+                              cost=cost.model_dump(mode="json")):  # not again when a retry finds it final
+        metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
     return state
 
 

@@ -174,8 +174,7 @@ def _post_and_finish(deps: Deps, state: RunState, msg: Message, wakes: list[Any]
     for notice, landed in zip(notices, existed[1:]):
         if not landed:
             deps.room.put_message(notice)
-    if deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=msg.id, cost=cost):
-        metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
+    finish(deps, state, states=states)  # its cost line counts the cancelled transaction too
 
 
 def decide_and_post(deps: Deps, state: RunState) -> RunState:
