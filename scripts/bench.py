@@ -9,7 +9,9 @@ timings, with the machine's load beside them); then counted figures of a plain r
 writes, transitions, Lambda invocations, from the call recorder and the execution history: the
 cold first run apart from warm ones), the estimated cost per 1,000 plain runs from one price
 table, and cold import + first invocation per handler against ``import boto3`` (fresh processes,
-min of 5). It ends with one JSON object of the counted figures.
+min of 5), beside the floor pydantic sets (``import boto3`` and one constrained model). It ends
+with one JSON object of the counted figures, whose ``budgets`` key judges each against issue 13's
+budget (:func:`budget_report`).
 """
 
 from __future__ import annotations
@@ -139,6 +141,47 @@ def first_invocation(handler: str) -> str:
             f"    h.handler({FIRST_EVENTS[handler]!r}, Context())\n"
             "except Exception:\n"
             "    pass")
+
+
+#: The floor pydantic sets under every handler that validates with it: ``import boto3``, then one
+#: constrained model defined and validated (pydantic loads its schema machinery, ``pydantic.types``
+#: and ``annotated_types`` on the first such model, whatever the project's own models are).
+PYDANTIC_FLOOR = ("import boto3\n"
+                  "from typing import Annotated\n"
+                  "from pydantic import BaseModel, Field\n"
+                  "class M(BaseModel):\n"
+                  "    x: Annotated[str, Field(min_length=1, max_length=9, pattern='^a')]\n"
+                  "M.model_validate({'x': 'a'})")
+
+#: Issue 13's budgets (upper bounds; ``retrieval_reads_per_run`` must be the same for both rooms).
+#: The cold-import budget is a ratio to ``import boto3``; see :func:`budget_report` for its floor.
+BUDGETS = {"aws_calls_per_plain_run": 12, "writes_per_plain_run": 5, "transitions_per_plain_run": 7,
+           "lambda_invocations_per_plain_run": 6, "cost_per_1k_plain_runs_usd": 0.25,
+           "cold_import_ratio_phase_handlers": 1.4}
+PHASE_HANDLERS = ("claim_and_read", "call_model", "decide_and_post", "request_approval", "apply_and_finish",
+                  "record_failure")
+
+
+def budget_report(figures: dict, pydantic_floor_ms: float) -> dict:
+    """``{figure: {"value", "budget", "met"}}`` for each of :data:`BUDGETS` and the retrieval
+    figure (``met``: the two rooms read the same number of items).
+
+    ``cold_import_ratio_phase_handlers`` is the worst phase handler's import + first invocation
+    over ``import boto3``. It carries ``floor_with_pydantic`` (:data:`PYDANTIC_FLOOR` over ``import
+    boto3``: what no handler validating with pydantic can go below) and ``own_ms`` (the worst
+    handler minus that floor: what the project's own code adds), so a missed budget says whether
+    the code or the library sets it."""
+    boto3_ms = figures["boto3_import_ms"]
+    worst = max(figures["cold_import_ms"][h] for h in PHASE_HANDLERS)
+    values = {k: figures[k] for k in BUDGETS if k in figures}
+    values["cold_import_ratio_phase_handlers"] = round(worst / boto3_ms, 2)
+    report = {k: {"value": v, "budget": BUDGETS[k], "met": v <= BUDGETS[k]} for k, v in values.items()}
+    report["cold_import_ratio_phase_handlers"].update(
+        floor_with_pydantic=round(pydantic_floor_ms / boto3_ms, 2), own_ms=round(worst - pydantic_floor_ms, 1))
+    reads = figures["retrieval_reads_per_run"]
+    report["retrieval_reads_per_run"] = {"value": reads, "budget": "constant",
+                                         "met": len(set(reads.values())) == 1}
+    return report
 
 
 def file_rooms(stack: LocalStack) -> list[str]:
@@ -355,6 +398,9 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f})")
     for h, ms in cold_ms.items():
         print(f"  {h:<20} import + first invocation {ms:7.1f} ms = {ms / boto3_ms:4.2f}x boto3")
+    pydantic_ms = import_ms(PYDANTIC_FLOOR)
+    print(f"  pydantic floor       import boto3 + one constrained model {pydantic_ms:7.1f} ms = "
+          f"{pydantic_ms / boto3_ms:4.2f}x boto3")
     figures = {
         "aws_calls_per_plain_run": warm.aws_calls,
         "aws_calls_cold_first_run": cold.aws_calls,
@@ -372,6 +418,7 @@ def main() -> None:
                                 "cost_per_1k_usd": round(cost_per_run(with_action) * 1000, 4)},
         "cold_import_ms": {h: round(ms, 1) for h, ms in cold_ms.items()},
         "boto3_import_ms": round(boto3_ms, 1),
+        "pydantic_floor_ms": round(pydantic_ms, 1),
         # AWS reads ClaimAndReadFunction makes for retrieval in one run, cold index cache: a 10-line
         # file and a 3 MB file (the same number: one version pointer, one index object)
         "retrieval_reads_per_run": retrieval_figures,
@@ -399,6 +446,10 @@ def main() -> None:
         figures["local_burst"] = {k: local[k] for k in ("burst_posts", "burst_clients", "burst_replies",
                                                         "burst_post_answer_median_s", "burst_runs_per_s")}
         figures["local_demo_s"] = round(demo_s, 2)
+    figures["budgets"] = budget_report(figures, pydantic_ms)
+    missed = [k for k, v in figures["budgets"].items() if not v["met"]]
+    print(f"issue 13 budgets: {len(figures['budgets']) - len(missed)} met"
+          + (f", missed: {', '.join(missed)}" if missed else ""))
     print(json.dumps(figures))
 
 

@@ -1,0 +1,55 @@
+"""``make bench``'s budget report (``scripts/bench.py``): each issue-13 figure is judged against
+its budget from the figures alone (counts and given numbers; no timing is measured here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("quay_bench", ROOT / "scripts" / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["quay_bench"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def figures(bench, **over):
+    base = {"aws_calls_per_plain_run": 12, "writes_per_plain_run": 4, "transitions_per_plain_run": 6,
+            "lambda_invocations_per_plain_run": 6, "cost_per_1k_plain_runs_usd": 0.164,
+            "boto3_import_ms": 100.0, "cold_import_ms": {h: 130.0 for h in bench.HANDLERS},
+            "retrieval_reads_per_run": {"small_room": 2, "large_file_room": 2}}
+    return {**base, **over}
+
+
+def test_figures_within_budget_are_met(bench):
+    report = bench.budget_report(figures(bench), pydantic_floor_ms=120.0)
+    assert all(v["met"] for v in report.values()), report
+    cold = report["cold_import_ratio_phase_handlers"]
+    assert cold == {"value": 1.3, "budget": 1.4, "met": True, "floor_with_pydantic": 1.2, "own_ms": 10.0}
+
+
+def test_each_figure_above_its_budget_is_missed(bench):
+    cold = {h: 130.0 for h in bench.HANDLERS} | {"call_model": 150.0}  # the worst phase handler counts
+    report = bench.budget_report(figures(bench, aws_calls_per_plain_run=13, writes_per_plain_run=6,
+                                         cold_import_ms=cold,
+                                         retrieval_reads_per_run={"small_room": 2, "large_file_room": 5}),
+                                 pydantic_floor_ms=148.0)
+    missed = {k for k, v in report.items() if not v["met"]}
+    assert missed == {"aws_calls_per_plain_run", "writes_per_plain_run", "cold_import_ratio_phase_handlers",
+                      "retrieval_reads_per_run"}
+    assert report["cold_import_ratio_phase_handlers"]["value"] == 1.5
+    assert report["cold_import_ratio_phase_handlers"]["own_ms"] == 2.0  # the library sets this one
+
+
+def test_the_api_handler_is_not_a_phase_handler(bench):
+    slow_api = {h: 130.0 for h in bench.HANDLERS} | {"api": 400.0}
+    report = bench.budget_report(figures(bench, cold_import_ms=slow_api), pydantic_floor_ms=120.0)
+    assert report["cold_import_ratio_phase_handlers"]["met"]
