@@ -64,6 +64,12 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: The API this command talks to (``--url``/``QUAY_URL``) and whether a token was given: set by
+#: :func:`_client`, read by :func:`_run` to add the hint a 401 or an unreachable API needs (one
+#: command per process).
+_TARGET: dict[str, object] = {}
+
+
 def _client(url: str, token: str):  # noqa: ANN202
     from urllib.parse import urlsplit
 
@@ -76,6 +82,7 @@ def _client(url: str, token: str):  # noqa: ANN202
         ok = False
     if not ok:
         raise _fail(f"quay: --url {url!r} is not an http:// or https:// address (e.g. {DEFAULT_URL})", 2)
+    _TARGET.update(url=url, token=bool(token))
     return QuayClient(url, token or None)
 
 
@@ -89,9 +96,15 @@ def _run(fn):  # noqa: ANN001, ANN202
         problems = [f"{f.get('field')}: {f.get('problem')}" for f in (exc.body or {}).get("fields") or []
                     if isinstance(f, dict)] if isinstance(exc.body, dict) else []
         more = f" ({'; '.join(problems)})" if len(problems) > 1 else ""
+        if exc.status == 401:
+            more += (" (no token given: pass --token or set QUAY_TOKEN; on quay dev, `quay admin issue-token "
+                     "COMPANY MEMBER` with the admin token gives one)" if _TARGET.get("token") is False
+                     else " (the API refused this token: revoked, mistyped, or issued by another stack?)")
         raise _fail(f"quay: {exc}{more}", 1) from None
     except (OSError, ValueError) as exc:  # refused, unreachable, a URL urllib cannot use
-        raise _fail(f"quay: cannot reach the API: {exc}", 2) from None
+        where = f" at {_TARGET['url']}" if _TARGET.get("url") else ""
+        raise _fail(f"quay: cannot reach the API{where}: {exc} (is `quay dev` running? --url or QUAY_URL "
+                    "names the API)", 2) from None
 
 
 def _json_text(data) -> str:  # noqa: ANN001
@@ -724,8 +737,13 @@ def ledger(run: Annotated[str | None, typer.Argument(help="A run id: show that r
         print(f"{r['run_id']}  {r['agent_id']}  {r['status']}  {r['started_at']}")
 
 
+def _count(n: int, one: str, many: str) -> str:
+    """``1 reply``, ``2 replies``."""
+    return f"{n} {one if int(n) == 1 else many}"
+
+
 def cost_lines(cost: dict | None) -> list[str]:
-    """The run's cost line (SPEC §10) as ``quay ledger RUN`` prints it (``quay cost``: a sum of
+    """The run's cost line (docs/design.md §7) as ``quay ledger RUN`` prints it (``quay cost``: a sum of
     them); estimates say so, and so does what is unknown (a model's price, capacity a response
     did not report, tokens a reply did not report)."""
     if not cost:
@@ -746,8 +764,9 @@ def cost_lines(cost: dict | None) -> list[str]:
                      + model)
     for m, t in sorted(tokens.items()):
         lines.append(f"  tokens {m} ({t.get('provider') or '?'}): {t.get('input', 0)} input, {t.get('output', 0)} "
-                     f"output, from {t.get('replies', 0)} replies"
-                     + (f"; {t['unreported']} replies reported no usage (not counted)" if t.get("unreported") else ""))
+                     f"output, from {_count(t.get('replies', 0), 'reply', 'replies')}"
+                     + (f"; {_count(t['unreported'], 'reply', 'replies')} reported no usage (not counted)"
+                        if t.get("unreported") else ""))
     if not tokens and "tokens" in cost:
         lines.append("  tokens: none (no model reply was read)")
     by_service: dict[str, int] = {}
@@ -769,7 +788,7 @@ def cost_lines(cost: dict | None) -> list[str]:
 def cost(room: Annotated[str, typer.Option(help="The room whose runs to sum.")],
          since: Annotated[str | None, typer.Option(help="Only runs started at or after this ISO-8601 instant.")] = None,
          as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
-    """Sum the cost lines of your company's runs in a room (SPEC §10): runs, counted operations,
+    """Sum the cost lines of your company's runs in a room: runs, counted operations,
     tokens, estimated USD (model excluded and included)."""
     out = _run(lambda: _client(url, token).room_cost(room, since))
     if as_json:

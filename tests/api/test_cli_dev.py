@@ -6,6 +6,7 @@ escapes), ``--json`` is for machines, every error is one line on stderr with a n
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from test_api_dev_server import ADMIN, HELD, _wait, dev_url  # noqa: F401 - dev_url is the fixture
@@ -109,7 +110,15 @@ def test_cli_errors_are_one_line(dev_url: str) -> None:
     eve = _json(url, ADMIN, "admin", "issue-token", "eris", "eve")["token"]
     run = CliRunner().invoke
     _one_line_error(run(cli, ["room", "show", "no-such-room", "--url", url, "--token", eve]), "HTTP 404")
-    _one_line_error(run(cli, ["room", "list", "--url", url, "--token", "qyt_wrong_token_000000000000"]), "HTTP 401")
+    _one_line_error(run(cli, ["room", "list", "--url", url, "--token", "qyt_wrong_token_000000000000"]), "HTTP 401",
+                    "refused this token")
+    _one_line_error(run(cli, ["room", "list", "--url", url], env={"QUAY_TOKEN": ""}), "HTTP 401", "QUAY_TOKEN",
+                    "issue-token")
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    _one_line_error(run(cli, ["room", "list", "--url", closed, "--token", eve]), f"cannot reach the API at {closed}",
+                    "quay dev", "QUAY_URL")
     _one_line_error(run(cli, ["room", "create", "r", "--member", "nobody", "--url", url, "--token", eve]),
                     "HTTP 400", "nobody")
     _one_line_error(run(cli, ["agent", "register", "e1", "--provider", "nope", "--model", "m", "--url", url,

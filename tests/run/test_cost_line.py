@@ -121,7 +121,7 @@ def test_a_failed_request_counts_no_tokens_and_a_reply_without_usage_is_not_gues
     assert run.cost.tokens == {"gpt-test": TokenCount(provider="openai", replies=0, unreported=1)}
     from quaylocal.cli import cost_lines
 
-    assert any("1 replies reported no usage (not counted)" in line
+    assert any("1 reply reported no usage (not counted)" in line
                for line in cost_lines(run.cost.model_dump(mode="json")))
 
 
