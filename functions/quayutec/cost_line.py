@@ -13,7 +13,8 @@ never as 0); model tokens from the provider's usage fields (:func:`count_tokens`
 Estimated (and labelled so): billed time (handler time, rounded up per invocation), state
 transitions (from the path the phases know: the Map's iterations, the final states), the USD
 figures (:mod:`quayutec.pricing`; the model's share only when its price is known). Not in it:
-invocations that failed (their state is lost, and with it their counts), the wake path before
+invocations that failed (their state is lost, and with it their counts; but a reply's tokens are
+stored with the reply, and the CallModel attempt that reuses it counts them), the wake path before
 the run (the stream dispatch, the SQS message, the wake consumer's StartExecution, and the
 count of a repeated delivery).
 """

@@ -383,6 +383,10 @@ class ModelRequestRecord(_Model):
     message: str | None = None
     body: str | None = None  # the provider's original error body, at most 4 KiB
     finished_at: str | None = None
+    # A reply's usage fields as the provider sent them (None: not reported), stored with its
+    # outcome so an attempt that reuses the reply counts them (the one that read it died).
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
 
 class RunRecord(_Model):

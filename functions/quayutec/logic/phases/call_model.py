@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 
+from quayutec import cost_line
 from quayutec.deps import Deps
 from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut, TransientError
 from quayutec.logic import prompt
@@ -138,8 +139,8 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     # The reply rides on the request's outcome write (one write: no outcome without its reply);
     # one too large for a ledger item goes to run data first (ReplyStore).
     _finish_request(deps, ref.run_id, record.model_copy(update={
-        "outcome": "ok", "status": reply.status, "request_id": reply.request_id, "finished_at": _iso(deps)}),
-        reply=stored)
+        "outcome": "ok", "status": reply.status, "request_id": reply.request_id, "finished_at": _iso(deps),
+        "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}), reply=stored)
     return state.model_copy(update={"model": ModelStep(outcome="reply", requests=n), "budget": budget(deps, run)})
 
 
@@ -150,6 +151,10 @@ def _after_earlier_attempt(deps: Deps, state: RunState, ref: Any, run: Any) -> R
     requests = deps.ledger.model_requests(ref.run_id)
     answered = [r for r in requests if r.outcome == "ok"]
     if answered:  # stored with its outcome, in one write: the reply is there
+        # The attempt that read it left no state (it died, or its answer never reached Step
+        # Functions), so its counts are lost: the reply's tokens are counted here, once.
+        r = answered[-1]
+        cost_line.count_tokens(r.provider, r.model, r.input_tokens, r.output_tokens)
         return state.model_copy(update={"model": ModelStep(outcome="reply", requests=answered[-1].n),
                                         "budget": budget(deps, run)})
     for r in requests:
