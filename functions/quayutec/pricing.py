@@ -34,16 +34,28 @@ PRICES: dict[str, tuple[float, str, str, str]] = {
 #: read). A built-in price applies to that provider's own API only (an ``openai-compatible``
 #: server's ``gpt-4.1`` is not OpenAI's): other models are priced by the ``MODEL_PRICES``
 #: setting (``{"model-id": {"input": usd, "output": usd}}``, per million tokens) or not at all.
-_ANTHROPIC = "docs.anthropic.com/en/docs/about-claude/pricing"
-_OPENAI = "openai.com/api/pricing/"
+#: The Claude 5 rows, Opus 4.5 and Haiku 4.5 were read on Anthropic's official model pages
+#: (platform.claude.com/docs/…/models/…); the older Claude rows and OpenAI's are what independent
+#: copies of the official pages agreed on in November 2026 (OpenAI's page could not be reached
+#: from where they were written): re-check them on the page named.
+_ANTHROPIC = "platform.claude.com/docs/en/about-claude/pricing"
+_OPENAI = "developers.openai.com/api/docs/pricing"
 _BEDROCK = "aws.amazon.com/bedrock/pricing/"
 MODEL_PRICES: dict[str, tuple[str, float, float, str, str]] = {
+    "claude-fable-5-1": ("anthropic", 10.0, 50.0, _ANTHROPIC, "2026-11-30"),
+    "claude-opus-5-5": ("anthropic", 4.0, 20.0, _ANTHROPIC, "2026-11-30"),
+    "claude-opus-5": ("anthropic", 5.0, 25.0, _ANTHROPIC, "2026-11-30"),
+    "claude-sonnet-5-5": ("anthropic", 2.0, 10.0, _ANTHROPIC, "2026-11-30"),
+    "claude-sonnet-5": ("anthropic", 2.0, 10.0, _ANTHROPIC, "2026-11-30"),
     "claude-opus-4-5": ("anthropic", 5.0, 25.0, _ANTHROPIC, "2026-11-30"),
     "claude-sonnet-4-5": ("anthropic", 3.0, 15.0, _ANTHROPIC, "2026-11-30"),
     "claude-haiku-4-5": ("anthropic", 1.0, 5.0, _ANTHROPIC, "2026-11-30"),
     "claude-opus-4-1": ("anthropic", 15.0, 75.0, _ANTHROPIC, "2026-11-30"),
     "claude-sonnet-4-0": ("anthropic", 3.0, 15.0, _ANTHROPIC, "2026-11-30"),
     "claude-3-5-haiku-latest": ("anthropic", 0.8, 4.0, _ANTHROPIC, "2026-11-30"),
+    "gpt-5.4": ("openai", 2.50, 15.0, _OPENAI, "2026-11-30"),
+    "gpt-5.4-mini": ("openai", 0.75, 4.50, _OPENAI, "2026-11-30"),
+    "gpt-5.2": ("openai", 1.75, 14.0, _OPENAI, "2026-11-30"),
     "gpt-5": ("openai", 1.25, 10.0, _OPENAI, "2026-11-30"),
     "gpt-5-mini": ("openai", 0.25, 2.0, _OPENAI, "2026-11-30"),
     "gpt-5-nano": ("openai", 0.05, 0.40, _OPENAI, "2026-11-30"),
