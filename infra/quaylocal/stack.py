@@ -603,8 +603,9 @@ class LocalStack:
         self._pending_stream = False
         self._finished_executions: set[str] = set()
         self._wake = threading.Event()  # set by _poke: the pump has (maybe) work
-        self._round_done = threading.Condition()  # notified after each pump round (wait_quiet)
+        self._round_done = threading.Condition()  # notified after each pump round and poke (wait_quiet)
         self._rounds_done = 0
+        self._events = 0  # pokes and pump rounds begun or done, under _round_done (wait_quiet)
         self._ended: deque[tuple[str, Any]] = deque()  # (execution ARN, moto's execution) ended
         self._kept_histories: deque[Any] = deque()  # moto executions whose history is still kept
         self._last_full_scan = 0.0
@@ -909,6 +910,12 @@ class LocalStack:
             if isinstance(arn, str) and arn.startswith(getattr(self, "_execution_prefix", "\0")):
                 self._ended.append((arn, execution))
         self._wake.set()
+        self._note_event()
+
+    def _note_event(self) -> None:
+        with self._round_done:
+            self._events += 1
+            self._round_done.notify_all()
 
     def _pump_loop(self) -> None:
         """Rounds of every poller while there is work; then wait for a poke (a write through the
@@ -918,6 +925,7 @@ class LocalStack:
                 self._wake.wait(0.05)
                 continue
             self._wake.clear()  # before the round: a poke during it brings the next round
+            self._note_event()
             try:
                 did = self.pump_once()
             except Exception as exc:  # noqa: BLE001 - keep pumping, report at the end
@@ -927,6 +935,7 @@ class LocalStack:
             finally:
                 with self._round_done:
                     self._rounds_done += 1
+                    self._events += 1
                     self._round_done.notify_all()
             if did or self._pending_stream:
                 continue
@@ -1173,28 +1182,33 @@ class LocalStack:
                 stateMachineArn=self.state_machine_arn, statusFilter=status)["executions"]}
         return ended <= self._finished_executions
 
-    def wait_quiet(self, timeout_s: float = 120.0, settle_s: float = 0.1) -> None:
+    def wait_quiet(self, timeout_s: float = 120.0, settle_s: float = 0.0) -> None:
         """Block until the stack is quiet (SPEC scenarios README: no stream record, SQS message or
-        execution in progress, except executions parked on a recorded approval request).
-        Raises TimeoutError."""
+        execution in progress, except executions parked on a recorded approval request), and has
+        stayed so for ``settle_s``. Raises TimeoutError.
+
+        A look counts only when it saw one state: :meth:`quiet` held, the pump was idle before
+        and after, and no poke (a write through the seam, an execution's end) and no pump round
+        happened while it looked. Between looks it waits for the next such event (at most
+        0.25 s), not a fixed interval: it returns right after the pump round that handled the
+        last thing to do."""
         deadline = time.monotonic() + timeout_s
-        calm_since: float | None = None
+        calm: tuple[int, float] | None = None  # (events, since): quiet seen, nothing happened since
         while time.monotonic() < deadline:
-            rounds = self._rounds_done
-            if self.quiet() and not self._busy.is_set():
-                calm_since = calm_since or time.monotonic()
-                if time.monotonic() - calm_since >= settle_s:
-                    return
-                time.sleep(0.05)
-            else:
-                calm_since = None
-                # look again after the pump's next round (what ends a busy spell: an execution's
-                # end, a message handled), or after a while anyway
-                with self._round_done:
-                    if self._rounds_done == rounds:
-                        self._round_done.wait(0.25)
-                        continue
-                time.sleep(0.05)  # the pump is busy: no more often than that
+            with self._round_done:
+                seen = self._events
+            if calm is not None and calm[0] != seen:
+                calm = None
+            looked = not self._busy.is_set() and self.quiet() and not self._busy.is_set()
+            with self._round_done:
+                if looked and self._events == seen:
+                    calm = calm or (seen, time.monotonic())
+                    left = settle_s - (time.monotonic() - calm[1])
+                    if left <= 0:
+                        return
+                    self._round_done.wait(min(left, 0.25))
+                elif self._events == seen:
+                    self._round_done.wait(min(0.25, max(0.0, deadline - time.monotonic())))
         raise TimeoutError(f"the local stack was not quiet within {timeout_s} s")
 
 
