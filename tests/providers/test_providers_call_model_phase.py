@@ -200,6 +200,8 @@ def test_client_timeout_is_model_timeout_or_the_time_left_whichever_is_less(env:
 
 
 def test_the_real_sdk_gives_up_when_the_run_s_time_is_up(env: Env) -> None:
+    import anthropic  # noqa: F401 - loaded before the clock starts: this test is about the request
+
     env.server.set_script("a1", [{"reply": {"text": "too late"}, "delay_s": 15}])
     run_id, state = start_run(env)
     began = time.monotonic()
@@ -209,6 +211,28 @@ def test_the_real_sdk_gives_up_when_the_run_s_time_is_up(env: Env) -> None:
     [q] = ledger(env, run_id)
     assert (q.outcome, q.status, q.category, q.retryable, q.wait_s) == ("error", None, "timeout", True, None)
     assert re.fullmatch(r"no reply within [1-5]\.\d s, the run's time left: the time limit is reached", q.decision or "")
+
+
+def test_a_slow_sdk_import_is_not_taken_out_of_the_request_s_timeout(env: Env,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # A cold Lambda imports the provider SDK on its first request (about a second, seconds without
+    # bytecode). The time left is measured after that import, so the request's timeout is what is
+    # really left: with 6 s left and a 2.5 s import, the request may take at most ~3.5 s.
+    import quayutec.providers as providers
+
+    def slow_load(provider: str) -> None:
+        time.sleep(2.5)
+
+    monkeypatch.setattr(providers, "load_sdk", slow_load)
+    env.server.set_script("a1", [{"reply": {"text": "too late"}, "delay_s": 15}])
+    run_id, state = start_run(env)
+    began = time.monotonic()
+    with pytest.raises(RunTimedOut, match="time limit is reached"):
+        call_model.handler(event(state, run_id), CTX, deps=shifted(env, 6.0))
+    assert time.monotonic() - began < 6.5  # the import and the request together stay within the time left
+    [q] = ledger(env, run_id)
+    m = re.fullmatch(r"no reply within (\d\.\d) s, the run's time left: the time limit is reached", q.decision or "")
+    assert m and float(m.group(1)) <= 3.6, q.decision
 
 
 def test_a_wait_that_would_cross_the_time_limit_ends_the_run_timed_out(env: Env) -> None:

@@ -17,7 +17,7 @@ Use::
 * :data:`RULES` — the classifier table (provider markers -> category, retryable).
 """
 
-from .adapters import BEDROCK_END_USER_KEY, REQUEST_ID_HEADERS, call_model
+from .adapters import BEDROCK_END_USER_KEY, REQUEST_ID_HEADERS, call_model, load_sdk
 from .classify import MAX_REQUESTS, MAX_RETRY_AFTER_S, RULES, Rule, classify, decide_next, parse_retry_after
 from .models import (
     ModelCall,
@@ -44,6 +44,7 @@ __all__ = [
     "Rule",
     "ToolCall",
     "call_model",
+    "load_sdk",
     "classify",
     "decide_next",
     "parse_retry_after",

@@ -46,6 +46,22 @@ REQUEST_ID_HEADERS = {
 }
 
 
+#: The SDK module each provider kind's requests go through (Bedrock's is botocore, loaded already).
+SDK_MODULES = {"anthropic": "anthropic", "openai": "openai", "openai-compatible": "openai"}
+
+
+def load_sdk(provider: str) -> None:
+    """Import the SDK ``provider``'s requests use (``anthropic``, ``openai``; nothing for
+    ``bedrock``), once per process. The CallModel phase calls it before it measures the run's time
+    left: a cold import takes about a second (seconds where no bytecode is shipped), which must not
+    come out of the request's timeout after it was computed."""
+    import importlib
+
+    name = SDK_MODULES.get(provider)
+    if name:
+        importlib.import_module(name)
+
+
 def call_model(call: ModelCall) -> ModelReply:
     """Send exactly one request for ``call`` and return the reply.
 

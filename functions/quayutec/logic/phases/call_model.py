@@ -37,7 +37,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     Wait state). Raises ModelCallFailed (final error, cap, retry-after > 20 s) or RunTimedOut.
     Source: SPEC §2.3.
     """
-    from quayutec.providers import ModelCall, ProviderError, decide_next
+    from quayutec.providers import ModelCall, ProviderError, decide_next, load_sdk
     from quayutec.providers.classify import scrub, scrub_failure, scrub_reply
 
     entered = deps.clock()
@@ -61,6 +61,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     if ctx is None:
         raise RunStateInvalid("context missing: ClaimAndRead did not store it")
     api_key = deps.get_api_key(agent.company, agent.provider)  # before recording: no key, no request
+    load_sdk(agent.provider)  # a cold SDK import happens before the time left is measured, not in it
     # The client timeout: MODEL_TIMEOUT_SECONDS, but never past the run's active time left, and
     # early enough to record the outcome before this Task's own timeout (the budget the ASL
     # handed it, whole seconds, counted from this step's start).
