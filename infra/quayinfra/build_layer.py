@@ -247,6 +247,9 @@ def ensure_layer(layer_dir: Path = LAYER_DIR, *, force: bool = False, log=print)
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         log(f"layer built in {seconds} s")
+        if not compiled_with:
+            log(f"no CPython {PYTHON_VERSION} here (PATH or {RUNTIME_PYTHON_ENV}): the layer ships source, which "
+                "Lambda compiles on every cold start (its /opt is read-only); see docs/deploy.md step 1")
     return layer_dir
 
 
