@@ -71,8 +71,10 @@ def import_ms(statement: str, repeat: int = 5, handler: str | None = None) -> fl
     """Min over ``repeat`` fresh processes of the time ``statement`` takes (ms), timed inside the
     process (interpreter start-up excluded, the same for every statement).
 
-    Every module is loaded from compiled bytecode, as the deployed code and layer ship it (issue
-    13 item 3, ``quayinfra.build_layer``): the processes share a private bytecode cache
+    Every module is loaded from compiled bytecode, as the deployed code and layer ship it when
+    they are built where the runtime's Python is (issue 13 item 3, ``quayinfra.build_layer`` and
+    ``quayinfra.build_code``; built without it, Lambda compiles the sources on every cold start,
+    which these figures leave out): the processes share a private bytecode cache
     (``PYTHONPYCACHEPREFIX``) that one unmeasured warm-up run of the same statement fills, so
     neither a stale ``__pycache__`` of a file someone just edited nor ``PYTHONDONTWRITEBYTECODE``
     makes one statement pay for compiling source that another reads compiled. ``handler``: the

@@ -19,25 +19,11 @@ from constructs import Construct
 from quayutec import resources as R
 
 from . import nag
+from .build_code import stage_code
 from .build_layer import ZIP_NAME, ensure_layer
-from .config import FUNCTIONS_DIR, LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, Settings
+from .config import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, Settings
 from .storage import RUN_DATA_PREFIX, Storage
 
-# The code asset is functions/ with only the deployed package in it.
-CODE_EXCLUDE = [
-    "*",
-    "!quayutec",
-    "!quayutec/**",
-    "**/__pycache__",
-    "**/*.pyc",
-    "**/.pytest_cache",
-    "**/.mypy_cache",
-    "**/.ruff_cache",
-    "**/tests",
-    "**/test_*.py",
-    "**/*.egg-info",
-    "**/.DS_Store",
-]
 
 # touch -> table whose name it concerns; op -> the one DynamoDB action it grants. Conditional
 # puts and updates (SPEC §2.1); DeleteItem only where Powertools idempotency deletes its
@@ -110,7 +96,8 @@ class Functions(Construct):
         self._settings = settings
         self._storage = storage
         self._queues = queues
-        self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDE)
+        # The deployed package alone, compiled when the runtime's Python is here (build_code).
+        self.code = lambda_.Code.from_asset(str(stage_code()))
         layer_dir = ensure_layer()
         self.layer = lambda_.LayerVersion(
             self, "DependenciesLayer",

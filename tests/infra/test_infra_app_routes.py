@@ -48,7 +48,7 @@ def test_public_routes_have_no_authorizer_and_every_other_method_keeps_it(resour
 
 
 def test_the_code_asset_ships_the_page_files(assembly, resources) -> None:
-    """The API function's code asset (as CDK staged it, CODE_EXCLUDE applied) holds the page."""
+    """The API function's code asset (as CDK staged it from quayinfra.build_code) holds the page."""
     api_fn = next(v for k, v in resources.items()
                   if v["Type"] == "AWS::Lambda::Function" and k == "ApiFunction")
     key = api_fn["Properties"]["Code"]["S3Key"]
