@@ -17,6 +17,7 @@ or, on the resources of the synthesized CDK template deployed on moto's CloudFor
 
 from __future__ import annotations
 
+import copy
 import importlib
 import io
 import json
@@ -28,6 +29,7 @@ import time
 import traceback
 import uuid
 import warnings
+import weakref
 import zipfile
 from collections import deque
 from collections.abc import Iterator
@@ -40,8 +42,12 @@ import boto3
 from moto import mock_aws
 from moto.awslambda.models import LambdaFunction
 from moto.core.botocore_stubber import BotocoreStubber
+from moto.core.common_models import BaseModel
 from moto.core.serialize import JSONSerializer
+from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import Table
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
 from quayutec import deps as quay_deps
@@ -324,25 +330,181 @@ _original_terminated = BaseExecutionWorkerCommunication.terminated
 _original_transact_write_items = DynamoDBBackend.transact_write_items
 
 
+class _TransactionTables(threading.local):
+    """The tables whose items the current thread's TransactWriteItems backs up itself."""
+
+    names: frozenset[str] = frozenset()
+
+
+_ITEM_BACKED_UP = _TransactionTables()
+
+
+class _CopyKeepingBackedUpTables:
+    """Stands in for the ``copy`` module in ``moto.dynamodb.models``, whose
+    ``transact_write_items`` takes a deep copy of every table a transaction touches (all its
+    items and stream records, for each transaction) to swap it back in on cancellation. A table
+    whose touched items :func:`_transact_keeping_streams` backed up itself is "copied" as the
+    table itself, so moto's swap puts back the same table; every other copy is ``copy``'s."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if isinstance(value, Table) and value.name in _ITEM_BACKED_UP.names:
+            return value
+        return copy.deepcopy(value, memo)
+
+
+#: (table name, hash key, range key or None) -> a copy of the item stored there before the
+#: transaction, or None where there was none.
+_ItemBackup = dict[tuple[str, DynamoType, DynamoType | None], Item | None]
+
+
+def _backup_items(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> tuple[_ItemBackup, set[str]]:
+    """The items ``transact_items`` may write (Put, Update, Delete), copied as they are now, and
+    the names of the tables backed up that way: every one the transaction writes whose keys are
+    all well-formed (a table with a key moto will reject keeps moto's whole-table copy)."""
+    backup: _ItemBackup = {}
+    item_level: set[str] = set()
+    whole: set[str] = set()
+    for entry in transact_items:
+        for op_type, op in entry.items():
+            if op_type not in ("Put", "Update", "Delete") or not isinstance(op, dict):
+                continue
+            name = op.get("TableName")
+            table = backend.tables.get(name) if isinstance(name, str) else None
+            if table is None:
+                continue
+            key = _item_key(table, op.get("Item") if op_type == "Put" else op.get("Key"))
+            if key is None:
+                whole.add(name)
+                continue
+            item_level.add(name)
+            if (name, *key) not in backup:
+                backup[(name, *key)] = copy.deepcopy(_stored_item(table, *key))
+    return backup, item_level - whole
+
+
+def _item_key(table: Table, attrs: Any) -> tuple[DynamoType, DynamoType | None] | None:
+    """The stored item's key of ``attrs`` (an AttributeValue map) in ``table``; None when not
+    well-formed."""
+    try:
+        hash_key = DynamoType(attrs[table.hash_key_attr])
+        range_key = DynamoType(attrs[table.range_key_attr]) if table.range_key_attr else None
+        return hash_key, range_key
+    except Exception:  # noqa: BLE001 - moto rejects it itself; the whole table is copied then
+        return None
+
+
+def _stored_item(table: Table, hash_key: DynamoType, range_key: DynamoType | None) -> Item | None:
+    if range_key is None:
+        return table.items.get(hash_key)
+    return table.items.get(hash_key, {}).get(range_key)
+
+
+def _restore_item(table: Table, hash_key: DynamoType, range_key: DynamoType | None, item: Item | None) -> None:
+    if range_key is None:
+        if item is None:
+            table.items.pop(hash_key, None)
+        else:
+            table.items[hash_key] = item
+    elif item is None:
+        table.items.get(hash_key, {}).pop(range_key, None)
+    else:
+        table.items[hash_key][range_key] = item
+
+
 def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
-    """moto (5.2.5) rolls a cancelled TransactWriteItems back by swapping in deep copies of its
-    tables: the copy gets a new stream shard, so stream readers holding an iterator see no record
-    after it, while the old shard keeps the records of the rolled-back writes (wakes of a write
-    that never happened). Keep the one shard, without those records."""
+    """TransactWriteItems as moto (5.2.5) does it, but its rollback. moto deep-copies every
+    table the transaction touches (every item and stream record: the cost and the garbage grow
+    with the table, for each transaction) and, on cancellation, swaps the copies in: a copy gets
+    a new stream shard, so stream readers holding an iterator see no record after it, while the
+    old shard keeps the records of the rolled-back writes (wakes of a write that never
+    happened). Instead, the items the transaction may write are copied before it
+    (:func:`_backup_items`) and put back on cancellation, the table and its one stream shard
+    stay, and the records the cancelled transaction added are dropped. A table moto still copies
+    whole (a malformed key) gets the old shard back, without those records."""
+    backup, item_level = _backup_items(self, transact_items)
     names = {op.get("TableName") for item in transact_items for op in item.values() if isinstance(op, dict)}
     before = {n: (self.tables[n], len(self.tables[n].stream_shard.items)) for n in names
               if n in self.tables and self.tables[n].stream_shard is not None}
+    _ITEM_BACKED_UP.names = frozenset(item_level)
     try:
         _original_transact_write_items(self, transact_items)
     except Exception:
+        for (name, hash_key, range_key), item in backup.items():
+            if name in item_level:
+                _restore_item(self.tables[name], hash_key, range_key, item)
         for name, (table, count) in before.items():
+            shard = table.stream_shard
+            del shard.items[count:]
             restored = self.tables.get(name)
             if restored is not None and restored is not table:
-                shard = table.stream_shard
-                del shard.items[count:]
                 shard.table = restored
                 restored.stream_shard = shard
         raise
+    finally:
+        _ITEM_BACKED_UP.names = frozenset()
+
+
+class _WeakInstances:
+    """The part of a list moto uses of ``instances_tracked`` (``append``, iteration, ``len``),
+    holding its instances weakly, by identity (moto's models compare by value and many are not
+    hashable): an instance lives as long as moto's backends hold it, not until the mock stops."""
+
+    def __init__(self, instances: Any = ()) -> None:
+        self._refs: dict[int, weakref.ref[Any]] = {}  # id(instance) -> weak reference to it
+        for instance in instances:
+            self.append(instance)
+
+    def append(self, instance: Any) -> None:
+        key, refs = id(instance), self._refs
+
+        def forget(ref: weakref.ref[Any]) -> None:
+            if refs.get(key) is ref:  # not a newer instance at the same address
+                del refs[key]
+
+        refs[key] = weakref.ref(instance, forget)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([i for i in (ref() for ref in tuple(self._refs.values())) if i is not None])
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
+#: moto classes whose ``instances_tracked`` stays moto's strong list: moto's S3 ``reset`` closes
+#: the buffers of every key and multipart upload made, through it, replaced ones included.
+_STRONGLY_TRACKED = frozenset({("moto.s3.models", "FakeKey"), ("moto.s3.models", "FakeMultipart")})
+_tracking_lock = threading.Lock()
+
+
+def _new_weakly_tracked(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """Replacement for ``BaseModel.__new__``. moto (5.2.5) appends every model instance it ever
+    makes to its class's ``instances_tracked`` list (for the moto server's dashboard, unused
+    here) until the mock stops: every DynamoDB item, including the deep copies of whole tables
+    TransactWriteItems makes for its rollback, every stream record, every SQS message. A
+    long-lived stack (``quay dev``) then grows with every transaction and never comes back down
+    (40 posts: ~9,900 dead items, 176 dead table copies). Tracked weakly instead
+    (:class:`_WeakInstances`), but for :data:`_STRONGLY_TRACKED`; moto's ``reset_model_data``
+    puts a fresh list back, turned weak again at the class's next instance."""
+    instance = super(BaseModel, cls).__new__(cls)  # type: ignore[misc]  # as moto's own
+    tracked = cls.instances_tracked  # type: ignore[attr-defined]
+    if type(tracked) is list and (cls.__module__, cls.__name__) not in _STRONGLY_TRACKED:
+        with _tracking_lock:
+            tracked = cls.instances_tracked  # type: ignore[attr-defined]
+            if type(tracked) is list:
+                try:
+                    tracked = cls.instances_tracked = _WeakInstances(tracked)  # type: ignore[attr-defined]
+                except TypeError:  # a class without weak references (__slots__): moto's list
+                    pass
+    try:
+        tracked.append(instance)
+    except TypeError:  # this instance cannot be referenced weakly
+        pass
+    return instance
+
 
 
 #: DynamoDB operations whose moto result is already the wire shape (items as AttributeValue
@@ -416,11 +578,13 @@ def install_seams() -> None:
         LambdaFunction._invoke_lambda = invoke_in_process  # type: ignore[method-assign]
         BotocoreStubber.process_request = _serialised_process_request  # type: ignore[method-assign]
         DynamoDBBackend.transact_write_items = _transact_keeping_streams  # type: ignore[method-assign]
+        dynamodb_models.copy = _CopyKeepingBackedUpTables()  # type: ignore[attr-defined]
         BaseExecutionWorkerCommunication.terminated = _terminated_and_poke  # type: ignore[method-assign]
         from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
         lambda_eval_utils.boto_client_for = _cached_asl_client  # type: ignore[assignment]
         JSONSerializer._serialize_result = _serialize_dynamodb_result  # type: ignore[method-assign]
+        BaseModel.__new__ = staticmethod(_new_weakly_tracked)  # type: ignore[method-assign, assignment]
         _installed = True
 
 
