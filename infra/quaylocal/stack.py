@@ -321,10 +321,24 @@ def _terminated_and_poke(self: Any) -> None:
     """An execution ended (moto's worker reflects its status): wake the executions poller, the
     local stand-in for EventBridge's "Execution Status Change" event."""
     _original_terminated(self)
+    _forget_finished_threads()
     _poke(getattr(self, "execution", None))
 
 
 _original_terminated = BaseExecutionWorkerCommunication.terminated
+_threads_lock = threading.Lock()
+
+
+def _forget_finished_threads() -> None:
+    """moto's ASL interpreter (5.2.5, ported from LocalStack) appends every thread it starts
+    (about five per execution: the execution's, its program's, one per Task state) to the
+    module list ``TMP_THREADS`` and never removes one; nothing in moto reads it. Drop the
+    finished ones, each with its locks, events and name (moto internals, pinned version)."""
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    with _threads_lock:
+        for thread in [t for t in TMP_THREADS if t.ident is not None and not t.is_alive()]:
+            TMP_THREADS.remove(thread)
 
 
 _original_transact_write_items = DynamoDBBackend.transact_write_items
@@ -454,21 +468,15 @@ class _WeakInstances:
     hashable): an instance lives as long as moto's backends hold it, not until the mock stops."""
 
     def __init__(self, instances: Any = ()) -> None:
-        self._refs: dict[int, weakref.ref[Any]] = {}  # id(instance) -> weak reference to it
+        self._refs: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         for instance in instances:
             self.append(instance)
 
     def append(self, instance: Any) -> None:
-        key, refs = id(instance), self._refs
-
-        def forget(ref: weakref.ref[Any]) -> None:
-            if refs.get(key) is ref:  # not a newer instance at the same address
-                del refs[key]
-
-        refs[key] = weakref.ref(instance, forget)
+        self._refs[id(instance)] = instance  # an entry goes with its instance, before its id is reused
 
     def __iter__(self) -> Iterator[Any]:
-        return iter([i for i in (ref() for ref in tuple(self._refs.values())) if i is not None])
+        return iter(list(self._refs.values()))
 
     def __len__(self) -> int:
         return len(self._refs)

@@ -1,11 +1,13 @@
 """What a long-lived local stack keeps (``quay dev``, issue 13 item 4): moto's model instances
 are tracked weakly, so a replaced or deleted DynamoDB item is freed; TransactWriteItems backs up
 the items it writes instead of deep-copying whole tables, and a cancelled one still leaves the
-table and its stream exactly as they were."""
+table and its stream exactly as they were; the ASL interpreter's finished threads are dropped
+when an execution ends."""
 
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +17,11 @@ from moto import mock_aws
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import Item
 from moto.s3.models import FakeKey
+from moto.stepfunctions.parser.utils import TMP_THREADS
+from runhelpers import Env
 
+from quayutec.logic.room_service import RoomService
+from quayutec.models import Author
 from quaylocal import stack as st
 
 TABLE = "t"
@@ -130,3 +136,29 @@ def test_replaced_and_deleted_items_are_not_kept_alive_by_moto(ddb: Any) -> None
     assert alive == stored and alive[0] is stored[0]
     assert list(Item.instances_tracked) == stored  # moto's registry still lists the live ones
     assert type(FakeKey.instances_tracked) is list  # S3 keys: moto's reset disposes them through it
+
+
+def test_finished_interpreter_threads_are_dropped_and_the_rest_kept() -> None:
+    release = threading.Event()
+    finished, running = threading.Thread(target=lambda: None), threading.Thread(target=release.wait)
+    unstarted = threading.Thread(target=lambda: None)
+    finished.start()
+    finished.join()
+    running.start()
+    TMP_THREADS.extend([finished, running, unstarted])
+    try:
+        st._forget_finished_threads()
+        assert finished not in TMP_THREADS and running in TMP_THREADS and unstarted in TMP_THREADS
+    finally:
+        release.set()
+        running.join()
+        TMP_THREADS[:] = [t for t in TMP_THREADS if t is not running and t is not unstarted]
+
+
+def test_an_ended_execution_drops_the_finished_threads(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    forget = st._forget_finished_threads
+    monkeypatch.setattr(st, "_forget_finished_threads", lambda: (calls.append(1), forget()))
+    RoomService(env.deps.room).post_message("r1", Author(kind="person", id="ann", company="acme"), "@a1 hi", [])
+    env.stack.wait_quiet(30)
+    assert len(calls) == 1
