@@ -25,9 +25,11 @@ from quayutec.logic.room_service import RoomService
 from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Wake
 
 from quaylocal.provider_server import ProviderServer
-from quaylocal.stack import LocalStack
+from quaylocal.stack import LocalStack, warm_during_waits
 
 PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
+#: The SDK each provider's adapter imports at its first request (bedrock: boto3, imported).
+PROVIDER_SDK = {"anthropic": "anthropic", "openai": "openai", "openai-compatible": "openai"}
 STATUSES = ("running", "waiting_approval", "completed", "failed_before_reply", "failed_after_reply", "timed_out")
 
 
@@ -256,6 +258,9 @@ class Player:
             env.update(self.settings)
             with LocalStack(settings=env, time_scale=self.time_scale) as stack:
                 self.stack = stack
+                # imported while the first run that waits waits, not on a later run's path
+                warm_during_waits(*sorted({PROVIDER_SDK[a.provider] for a in self.sc.agents
+                                           if a.provider in PROVIDER_SDK}))
                 self._setup(stack, server)
                 for i, step in enumerate(self.sc.steps):
                     try:

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 import traceback
@@ -39,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+
+from quaylocal import moto_imports  # noqa: F401,I001 - before moto's modules: defers what they need not import
 from moto import mock_aws
 from moto.awslambda.models import LambdaFunction
 from moto.core.botocore_stubber import BotocoreStubber
@@ -48,6 +51,8 @@ from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
 from quayutec import deps as quay_deps
@@ -196,13 +201,20 @@ _WAKING_OPERATIONS = frozenset({
 })
 
 
-def _poke(execution: Any = None) -> None:
-    """Wake every started stack's pump now (instead of its next fallback poll); ``execution``:
+#: The pollers a poke can give work to (the executions poller runs in every pump round).
+STREAM, QUEUES = "stream", "queues"
+ALL_POLLERS = frozenset({STREAM, QUEUES})
+
+
+def _poke(execution: Any = None, *, pollers: frozenset[str] | None = ALL_POLLERS) -> None:
+    """Wake every started stack's pump now (instead of its next fallback poll) for ``pollers``
+    (an empty set: a round of the executions poller only; ``None``: no round, a write no poller
+    reads, which still counts as an event for :meth:`LocalStack.wait_quiet`); ``execution``:
     moto's execution that just ended."""
     with _ACTIVE_LOCK:
         stacks = list(_ACTIVE)
     for stack in stacks:
-        stack._poke(execution)
+        stack._poke(execution, pollers=pollers)
 
 
 def _wakes_pollers(request: Any) -> bool:
@@ -223,6 +235,32 @@ def _wakes_pollers(request: Any) -> bool:
         body = body.encode()
     match = re.search(rb"(?:^|&)Action=([A-Za-z]+)", body)  # the query protocol (SQS before JSON)
     return bool(match) and match.group(1).decode() in _WAKING_OPERATIONS
+
+
+def _pollers_fed(request: Any) -> frozenset[str] | None:
+    """Which pollers a waking write (:func:`_wakes_pollers`) can give work (see :func:`_poke`).
+    A DynamoDB write feeds the stream poller only when its body names a table whose stream a
+    started stack reads: the claim, ledger and idempotency tables have none, and their writes
+    were half of a run's pokes, each a pump round beside the run. An SQS call or an S3 write
+    (its notification) feeds the queue pollers; Step Functions calls, the executions poller."""
+    target = request.headers.get("X-Amz-Target")
+    if isinstance(target, bytes):
+        target = target.decode()
+    body = request.body
+    if isinstance(body, str):
+        body = body.encode()
+    if target and target.startswith("DynamoDB_") and isinstance(body, bytes):
+        with _ACTIVE_LOCK:
+            names = [stack._stream_table for stack in _ACTIVE]
+        return frozenset({STREAM}) if any(name is None or name in body for name in names) else None
+    if target and target.startswith("AWSStepFunctions."):
+        return frozenset()
+    if (target and target.startswith("AmazonSQS.")) or (isinstance(body, bytes) and body.startswith(b"Action=")):
+        return frozenset({QUEUES})
+    url = request.url or ""
+    if ".s3." in url or "//s3." in url or "s3.amazonaws.com" in url:
+        return frozenset({QUEUES})
+    return ALL_POLLERS
 
 
 # ----------------------------------------------------------------------------- the seams
@@ -258,8 +296,22 @@ def invoke_in_process(self: LambdaFunction, event: Any = None) -> tuple[str, boo
     handler = resolve_handler(self.handler)
     calls.record_lambda_invoke(self.function_arn)
     gate = _GATE
-    with gate.slot() if gate is not None else nullcontext():
-        return _invoke_handler(self, handler, event)
+    global _invocations_in_flight
+    with _in_flight_lock:
+        _invocations_in_flight += 1
+    try:
+        with gate.slot() if gate is not None else nullcontext():
+            return _invoke_handler(self, handler, event)
+    finally:
+        with _in_flight_lock:
+            _invocations_in_flight -= 1
+        if _ACTIVE:
+            _poke(pollers=None)  # an event for wait_quiet (e.g. a run just parked), no pump round
+
+
+#: Lambda invocations under way in this process (a stack with one is not quiet: wait_quiet).
+_invocations_in_flight = 0
+_in_flight_lock = threading.Lock()
 
 
 def _invoke_handler(self: LambdaFunction, handler: Any, event: Any) -> tuple[str, bool, str]:
@@ -313,7 +365,7 @@ def _serialised_process_request(self: BotocoreStubber, request: Any) -> Any:
     with _MOTO_LOCK:
         response = _original_process_request(self, request)
     if _ACTIVE and _wakes_pollers(request):  # after the write: the woken pump sees it
-        _poke()
+        _poke(pollers=_pollers_fed(request))
     return response
 
 
@@ -575,6 +627,71 @@ def _cached_asl_client(region: str, service: str, state_credentials: Any = None)
         return client
 
 
+_asl_trees: dict[str, Any] = {}
+_asl_trees_lock = threading.Lock()
+
+
+def _parse_asl_once(definition: str) -> tuple[Any, Any]:
+    """Replacement for ``AmazonStateLanguageParser.parse``: moto lexes and parses the
+    definition with ANTLR at CreateStateMachine and again at every StartExecution (~50 ms of
+    CPU each time). The parse tree of a definition is kept (it is only read afterwards) and each
+    caller still gets its own evaluation components, built from it by moto's preprocessor, as
+    before. A definition that does not parse raises, as before, and is not kept."""
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    tree = _asl_trees.get(definition)
+    if tree is None:
+        program, tree = _original_asl_parse(definition)
+        with _asl_trees_lock:
+            if len(_asl_trees) >= 16:  # a few definitions live at once; forget the oldest
+                del _asl_trees[next(iter(_asl_trees))]
+            _asl_trees[definition] = tree
+        return program, tree
+    return Preprocessor().visit(tree), tree
+
+
+_original_asl_parse = AmazonStateLanguageParser.parse
+
+
+#: Modules to import in the background when an execution next waits (:func:`warm_during_waits`).
+_warm_ups: deque[str] = deque()
+_warm_ups_lock = threading.Lock()
+
+
+def warm_during_waits(*modules: str) -> None:
+    """Import ``modules`` in a background thread when a Step Functions Wait state next begins,
+    e.g. the provider SDKs a play's agents use, which the CallModel handler imports at its first
+    request (``openai``: ~0.3 s of CPU, ``anthropic``: ~0.9 s). In a play the process is
+    otherwise idle then (a throttled or failing model call waits to be retried), so an import
+    the next run would do on its way is done in time that costs nothing. Modules already
+    imported are skipped; an import that fails is left to the code that needs it."""
+    with _warm_ups_lock:
+        _warm_ups.extend(m for m in modules if m not in sys.modules and m not in _warm_ups)
+
+
+def _import_quietly(names: list[str]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the handler that needs it imports it and fails there
+            pass
+
+
+def _wait_warming(self: Any, env: Any) -> None:
+    """Replacement for moto's ``WaitFunction._eval_body``: start the pending warm-ups, then
+    wait as moto does (its ``_wait_interval``, scaled in tests)."""
+    if _warm_ups:
+        with _warm_ups_lock:
+            names = list(_warm_ups)
+            _warm_ups.clear()
+        if names:
+            threading.Thread(target=_import_quietly, args=(names,), name="quay-warm-up", daemon=True).start()
+    _original_wait_eval_body(self, env)
+
+
+_original_wait_eval_body = WaitFunction._eval_body
+
+
 def install_seams() -> None:
     global _installed
     if not _installed:
@@ -591,6 +708,8 @@ def install_seams() -> None:
         from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
         lambda_eval_utils.boto_client_for = _cached_asl_client  # type: ignore[assignment]
+        WaitFunction._eval_body = _wait_warming  # type: ignore[method-assign]
+        AmazonStateLanguageParser.parse = staticmethod(_parse_asl_once)  # type: ignore[method-assign]
         JSONSerializer._serialize_result = _serialize_dynamodb_result  # type: ignore[method-assign]
         BaseModel.__new__ = staticmethod(_new_weakly_tracked)  # type: ignore[method-assign, assignment]
         _installed = True
@@ -733,6 +852,8 @@ FALLBACK_POLL_S = 1.0
 #: How often the executions poller lists every ended execution instead of only those whose end
 #: it was told about.
 FULL_SCAN_S = 5.0
+#: :meth:`LocalStack.wait_quiet`: the least time between two looks when the first found work.
+LOOK_GAP_S = 0.05
 
 
 @dataclass
@@ -778,6 +899,10 @@ class LocalStack:
         self._round_done = threading.Condition()  # notified after each pump round and poke (wait_quiet)
         self._rounds_done = 0
         self._events = 0  # pokes and pump rounds begun or done, under _round_done (wait_quiet)
+        self._stream_table: bytes | None = None  # set by start(): see _pollers_fed
+        self._shards: list[dict[str, Any]] | None = None  # the stream's, as last described
+        self._shards_at = 0.0
+        self._due: set[str] = set(ALL_POLLERS)  # pollers poked since the round began (under _round_done)
         self._ended: deque[tuple[str, Any]] = deque()  # (execution ARN, moto's execution) ended
         self._kept_histories: deque[Any] = deque()  # moto executions whose history is still kept
         self._last_full_scan = 0.0
@@ -830,6 +955,8 @@ class LocalStack:
         os.environ[r.STATE_MACHINE_ENV] = self.state_machine_arn
         quay_deps.reset()
         self._execution_prefix = self.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":"
+        # the table whose stream the pump reads (arn:...:table/NAME/stream/...): _pollers_fed
+        self._stream_table = self.stream_arn.split(":table/", 1)[1].split("/", 1)[0].encode()
         with _ACTIVE_LOCK:
             _ACTIVE.append(self)
         if self.background_invocations is not None:
@@ -1072,20 +1199,19 @@ class LocalStack:
             yield
         finally:
             self._paused.clear()
-            self._wake.set()
+            self._poke()
 
-    def _poke(self, execution: Any = None) -> None:
-        """Something happened that a poller may have to handle (:func:`_poke`): wake the pump.
-        ``execution``: moto's execution that just ended (for the executions poller)."""
+    def _poke(self, execution: Any = None, *, pollers: frozenset[str] | None = ALL_POLLERS) -> None:
+        """Something happened that ``pollers`` may have to handle (:func:`_poke`): wake the pump
+        for them. ``execution``: moto's execution that just ended (for the executions poller)."""
         if execution is not None:
             arn = getattr(execution, "exec_arn", None)
             if isinstance(arn, str) and arn.startswith(getattr(self, "_execution_prefix", "\0")):
                 self._ended.append((arn, execution))
-        self._wake.set()
-        self._note_event()
-
-    def _note_event(self) -> None:
         with self._round_done:
+            if pollers is not None:
+                self._due |= pollers
+                self._wake.set()
             self._events += 1
             self._round_done.notify_all()
 
@@ -1096,10 +1222,13 @@ class LocalStack:
             if self._paused.is_set():
                 self._wake.wait(0.05)
                 continue
-            self._wake.clear()  # before the round: a poke during it brings the next round
-            self._note_event()
+            with self._round_done:  # before the round: a poke during it brings the next round
+                self._wake.clear()
+                due, self._due = frozenset(self._due), set()
+                self._events += 1
+                self._round_done.notify_all()
             try:
-                did = self.pump_once()
+                did = self.pump_once(due)
             except Exception as exc:  # noqa: BLE001 - keep pumping, report at the end
                 self.stats.errors.append(f"{type(exc).__name__}: {exc}")
                 self._stop.wait(0.02)
@@ -1110,8 +1239,12 @@ class LocalStack:
                     self._events += 1
                     self._round_done.notify_all()
             if did or self._pending_stream:
+                with self._round_done:  # the same pollers again (more than one batch waiting)
+                    self._due |= due | ({STREAM} if self._pending_stream else set())
                 continue
-            self._wake.wait(self._idle_wait())
+            if not self._wake.wait(self._idle_wait()):
+                with self._round_done:  # no poke: a message became visible, or the fallback poll
+                    self._due |= ALL_POLLERS
 
     def _idle_wait(self) -> float:
         """Seconds until the pump must look again without a poke: the fallback poll, or sooner
@@ -1136,33 +1269,64 @@ class LocalStack:
     def _account(self) -> str:
         return self.stream_arn.split(":")[4]
 
-    def pump_once(self) -> bool:
-        """One round of every poller; ``True`` when anything was processed."""
+    def pump_once(self, pollers: frozenset[str] = ALL_POLLERS) -> bool:
+        """One round of the executions poller and ``pollers`` (default: every poller); ``True``
+        when anything was processed."""
         self._busy.set()
         self.pump_rounds += 1
         try:
+            a = b = d = False
             # Each poller's calls count as those of the function whose event source it stands
             # in for (SPEC §11, quaylocal.calls); the executions poller stands in for EventBridge.
-            with calls.owner(calls.function_owner("StreamDispatchFunction")):
-                a = self._poll_stream()
-            with calls.owner(calls.function_owner("WakeConsumerFunction")):
-                b = self._poll_queue()
+            if STREAM in pollers:
+                with calls.owner(calls.function_owner("StreamDispatchFunction")):
+                    a = self._poll_stream()
+            if QUEUES in pollers:
+                with calls.owner(calls.function_owner("WakeConsumerFunction")):
+                    b = self._poll_queue()
             with calls.owner("local:eventbridge-status-events"):
                 c = self._poll_executions()
-            with calls.owner(calls.function_owner("IngestFunction")):
-                d = self._poll_queue(r.INGEST_QUEUE, "IngestFunction")
+            if QUEUES in pollers:
+                with calls.owner(calls.function_owner("IngestFunction")):
+                    d = self._poll_queue(r.INGEST_QUEUE, "IngestFunction")
             return a or b or c or d
         finally:
             self._busy.clear()
 
+    def _stream_shards(self) -> list[dict[str, Any]]:
+        """The stream's shards, described again every ``FULL_SCAN_S`` (the table keeps one)."""
+        now = time.monotonic()
+        if self._shards is None or now - self._shards_at >= FULL_SCAN_S:
+            self._shards = self.client("dynamodbstreams").describe_stream(
+                StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+            self._shards_at = now
+        return self._shards
+
+    def _records_after(self, iterator: str) -> bool | None:
+        """Whether the shard holds records from ``iterator`` on, read off moto's shard without a
+        GetRecords call (which makes a new iterator each time); ``None``: not known (moto
+        internals, pinned version)."""
+        try:
+            with _MOTO_LOCK:
+                held = self._streams_backend().shard_iterators.get(iterator)
+                if held is None:
+                    return None
+                shard = held.stream_shard
+                return held.sequence_number - shard.starting_sequence_number < len(shard.items)
+        except Exception:  # noqa: BLE001 - moto internals: ask GetRecords
+            return None
+
     def _poll_stream(self) -> bool:
         streams = self.client("dynamodbstreams")
         did = False
-        shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+        shards = self._stream_shards()
         self._pending_stream = False
         for shard in shards:
             sid = shard["ShardId"]
-            it = self._shard_iterators.get(sid) or streams.get_shard_iterator(
+            known = self._shard_iterators.get(sid)
+            if known is not None and self._records_after(known) is False:
+                continue  # nothing new: no GetRecords
+            it = known or streams.get_shard_iterator(
                 StreamArn=self.stream_arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
             resp = streams.get_records(ShardIterator=it, Limit=100)
             records = resp.get("Records", [])
@@ -1324,7 +1488,21 @@ class LocalStack:
         return any(f[0].status == "pending" for f in found if f)
 
     def quiet(self) -> bool:
+        """No stream record, SQS message or execution in progress, but executions parked on a
+        recorded approval request, and every ended execution handled. The executions first (one
+        listing): while runs go on, that is what is not quiet."""
         if self._pending_stream:
+            return False
+        ended = set()
+        pages = self.client("stepfunctions").get_paginator("list_executions").paginate(
+            stateMachineArn=self.state_machine_arn)
+        for ex in (ex for page in pages for ex in page["executions"]):
+            if ex["status"] == "RUNNING":
+                if not self.is_parked(ex["name"]):
+                    return False
+            elif ex["status"] in ("FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"):
+                ended.add(ex["executionArn"])
+        if not ended <= self._finished_executions:
             return False
         sqs = self.client("sqs")
         for queue in (r.WAKE_QUEUE, r.INGEST_QUEUE):
@@ -1334,10 +1512,15 @@ class LocalStack:
             if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
                 return False
         streams = self.client("dynamodbstreams")
-        for shard in streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]:
+        for shard in self._stream_shards():
             it = self._shard_iterators.get(shard["ShardId"])
             if it is None:
                 return False
+            after = self._records_after(it)
+            if after is not None:
+                if after:
+                    return False
+                continue
             try:
                 resp = streams.get_records(ShardIterator=it, Limit=1)
             except Exception:  # noqa: BLE001 - the pump moved on from that iterator meanwhile
@@ -1345,25 +1528,20 @@ class LocalStack:
             self._forget_iterators(resp.get("NextShardIterator"))
             if resp.get("Records"):
                 return False
-        for ex in self.running_executions():
-            if not self.is_parked(ex["name"]):
-                return False
-        ended = set()
-        for status in ("FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"):
-            ended |= {e["executionArn"] for e in self.client("stepfunctions").list_executions(
-                stateMachineArn=self.state_machine_arn, statusFilter=status)["executions"]}
-        return ended <= self._finished_executions
+        return True
 
     def wait_quiet(self, timeout_s: float = 120.0, settle_s: float = 0.0) -> None:
         """Block until the stack is quiet (SPEC scenarios README: no stream record, SQS message or
         execution in progress, except executions parked on a recorded approval request), and has
         stayed so for ``settle_s``. Raises TimeoutError.
 
-        A look counts only when it saw one state: :meth:`quiet` held, the pump was idle before
-        and after, and no poke (a write through the seam, an execution's end) and no pump round
+        A look counts only when it saw one state: :meth:`quiet` held, the pump was idle and no
+        Lambda invocation was under way before and after (with one, no look is taken), and no
+        poke (a write through the seam, an invocation's or an execution's end) and no pump round
         happened while it looked. Between looks it waits for the next such event (at most
-        0.25 s), not a fixed interval: it returns right after the pump round that handled the
-        last thing to do."""
+        0.25 s), not a fixed interval, and looks again no sooner than ``LOOK_GAP_S`` after a look
+        that found work in progress (runs write often; each look competes with them for the
+        interpreter): it returns within that of the pump round that handled the last thing."""
         deadline = time.monotonic() + timeout_s
         calm: tuple[int, float] | None = None  # (events, since): quiet seen, nothing happened since
         while time.monotonic() < deadline:
@@ -1371,7 +1549,9 @@ class LocalStack:
                 seen = self._events
             if calm is not None and calm[0] != seen:
                 calm = None
-            looked = not self._busy.is_set() and self.quiet() and not self._busy.is_set()
+            began = time.monotonic()
+            looked = (not self._busy.is_set() and not _invocations_in_flight and self.quiet()
+                      and not self._busy.is_set() and not _invocations_in_flight)
             with self._round_done:
                 if looked and self._events == seen:
                     calm = calm or (seen, time.monotonic())
@@ -1379,8 +1559,10 @@ class LocalStack:
                     if left <= 0:
                         return
                     self._round_done.wait(min(left, 0.25))
-                elif self._events == seen:
+                    continue
+                if self._events == seen:
                     self._round_done.wait(min(0.25, max(0.0, deadline - time.monotonic())))
+            time.sleep(max(0.0, min(began + LOOK_GAP_S, deadline) - time.monotonic()))
         raise TimeoutError(f"the local stack was not quiet within {timeout_s} s")
 
 
