@@ -679,14 +679,28 @@ def _import_quietly(names: list[str]) -> None:
 
 def _wait_warming(self: Any, env: Any) -> None:
     """Replacement for moto's ``WaitFunction._eval_body``: start the pending warm-ups, then
-    wait as moto does (its ``_wait_interval``, scaled in tests)."""
+    wait as moto does (its ``_wait_interval``, scaled in tests), counted in
+    :data:`_waits_under_way` (a stack with an execution in a Wait state is not quiet)."""
+    global _waits_under_way
     if _warm_ups:
         with _warm_ups_lock:
             names = list(_warm_ups)
             _warm_ups.clear()
         if names:
             threading.Thread(target=_import_quietly, args=(names,), name="quay-warm-up", daemon=True).start()
-    _original_wait_eval_body(self, env)
+    with _in_flight_lock:
+        _waits_under_way += 1
+    try:
+        _original_wait_eval_body(self, env)
+    finally:
+        with _in_flight_lock:
+            _waits_under_way -= 1
+        if _ACTIVE:
+            _poke(pollers=None)  # an event for wait_quiet, no pump round
+
+
+#: Step Functions Wait states waiting in this process (wait_quiet takes no look meanwhile).
+_waits_under_way = 0
 
 
 _original_wait_eval_body = WaitFunction._eval_body
@@ -974,12 +988,14 @@ class LocalStack:
         if self._pump:
             self._pump.join(timeout=10)
         sfn = self.client("stepfunctions")
-        for ex in sfn.list_executions(stateMachineArn=self.state_machine_arn, statusFilter="RUNNING")["executions"]:
+        running = sfn.list_executions(stateMachineArn=self.state_machine_arn, statusFilter="RUNNING")["executions"]
+        for ex in running:
             try:
                 sfn.stop_execution(executionArn=ex["executionArn"], error="LocalStackStopped")
             except Exception:  # noqa: BLE001 - best effort on shutdown
                 pass
-        time.sleep(0.05)
+        if running:
+            time.sleep(0.05)  # the stopped ones wind down before moto's state goes
         self._mock.stop()
         global _GATE
         if self._gate is not None and _GATE is self._gate:
@@ -1536,12 +1552,13 @@ class LocalStack:
         stayed so for ``settle_s``. Raises TimeoutError.
 
         A look counts only when it saw one state: :meth:`quiet` held, the pump was idle and no
-        Lambda invocation was under way before and after (with one, no look is taken), and no
-        poke (a write through the seam, an invocation's or an execution's end) and no pump round
-        happened while it looked. Between looks it waits for the next such event (at most
-        0.25 s), not a fixed interval, and looks again no sooner than ``LOOK_GAP_S`` after a look
-        that found work in progress (runs write often; each look competes with them for the
-        interpreter): it returns within that of the pump round that handled the last thing."""
+        Lambda invocation or Wait state was under way before and after (with one, no look is
+        taken: the stack is not quiet), and no poke (a write through the seam, an invocation's,
+        a Wait state's or an execution's end) and no pump round happened while it looked.
+        Between looks it waits for the next such event (at most 0.25 s), not a fixed interval,
+        and looks again no sooner than ``LOOK_GAP_S`` after a look that found work in progress
+        (runs write often; each look competes with them for the interpreter): it returns within
+        that of the pump round that handled the last thing."""
         deadline = time.monotonic() + timeout_s
         calm: tuple[int, float] | None = None  # (events, since): quiet seen, nothing happened since
         while time.monotonic() < deadline:
@@ -1550,8 +1567,9 @@ class LocalStack:
             if calm is not None and calm[0] != seen:
                 calm = None
             began = time.monotonic()
-            looked = (not self._busy.is_set() and not _invocations_in_flight and self.quiet()
-                      and not self._busy.is_set() and not _invocations_in_flight)
+            looked = (not self._busy.is_set() and not _invocations_in_flight and not _waits_under_way
+                      and self.quiet() and not self._busy.is_set() and not _invocations_in_flight
+                      and not _waits_under_way)
             with self._round_done:
                 if looked and self._events == seen:
                     calm = calm or (seen, time.monotonic())

@@ -98,3 +98,16 @@ def test_a_write_wakes_only_the_pollers_it_can_feed(monkeypatch: pytest.MonkeyPa
     assert st._pollers_fed(_request("Something.Else", b"{}")) == st.ALL_POLLERS
     monkeypatch.setattr(st, "_ACTIVE", [SimpleNamespace(_stream_table=None)])  # not started yet
     assert st._pollers_fed(ledger) == {st.STREAM}
+
+
+def test_moto_reads_botocore_models_through_shared_loaders() -> None:
+    import boto3
+    from moto.core import utils as moto_utils
+    from moto.core.base_backend import AccountSpecificBackend
+
+    assert moto_utils.create_loader() is moto_utils.create_loader()
+    session = AccountSpecificBackend.get_session()
+    assert session is AccountSpecificBackend.get_session()
+    assert session._session.get_component("data_loader") is \
+        boto3._get_default_session()._session.get_component("data_loader")
+    assert "us-east-1" in session.get_available_regions("dynamodb")
