@@ -397,27 +397,29 @@ _original_transact_write_items = DynamoDBBackend.transact_write_items
 
 
 class _TransactionTables(threading.local):
-    """The tables whose items the current thread's TransactWriteItems backs up itself."""
+    """The tables the current thread's TransactWriteItems needs no whole copy of
+    (:func:`_backup_items`)."""
 
     names: frozenset[str] = frozenset()
 
 
-_ITEM_BACKED_UP = _TransactionTables()
+_UNCOPIED = _TransactionTables()
 
 
 class _CopyKeepingBackedUpTables:
     """Stands in for the ``copy`` module in ``moto.dynamodb.models``, whose
     ``transact_write_items`` takes a deep copy of every table a transaction touches (all its
     items and stream records, for each transaction) to swap it back in on cancellation. A table
-    whose touched items :func:`_transact_keeping_streams` backed up itself is "copied" as the
-    table itself, so moto's swap puts back the same table; every other copy is ``copy``'s."""
+    the transaction only checks, or whose written items :func:`_transact_keeping_streams`
+    backed up itself, is "copied" as the table itself, so moto's swap puts back the same table;
+    every other copy is ``copy``'s."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(copy, name)
 
     @staticmethod
     def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
-        if isinstance(value, Table) and value.name in _ITEM_BACKED_UP.names:
+        if isinstance(value, Table) and value.name in _UNCOPIED.names:
             return value
         return copy.deepcopy(value, memo)
 
@@ -429,27 +431,27 @@ _ItemBackup = dict[tuple[str, DynamoType, DynamoType | None], Item | None]
 
 def _backup_items(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> tuple[_ItemBackup, set[str]]:
     """The items ``transact_items`` may write (Put, Update, Delete), copied as they are now, and
-    the names of the tables backed up that way: every one the transaction writes whose keys are
-    all well-formed (a table with a key moto will reject keeps moto's whole-table copy)."""
+    the names of the tables that need no whole copy: every one the transaction names (a table it
+    only checks has nothing to put back) but those with a key moto will reject (moto's own
+    whole-table copy then)."""
     backup: _ItemBackup = {}
-    item_level: set[str] = set()
+    named: set[str] = set()
     whole: set[str] = set()
     for entry in transact_items:
         for op_type, op in entry.items():
-            if op_type not in ("Put", "Update", "Delete") or not isinstance(op, dict):
-                continue
-            name = op.get("TableName")
+            name = op.get("TableName") if isinstance(op, dict) else None
             table = backend.tables.get(name) if isinstance(name, str) else None
             if table is None:
+                continue
+            named.add(name)
+            if op_type not in ("Put", "Update", "Delete"):
                 continue
             key = _item_key(table, op.get("Item") if op_type == "Put" else op.get("Key"))
             if key is None:
                 whole.add(name)
-                continue
-            item_level.add(name)
-            if (name, *key) not in backup:
+            elif (name, *key) not in backup:
                 backup[(name, *key)] = copy.deepcopy(_stored_item(table, *key))
-    return backup, item_level - whole
+    return backup, named - whole
 
 
 def _item_key(table: Table, attrs: Any) -> tuple[DynamoType, DynamoType | None] | None:
@@ -491,16 +493,16 @@ def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[s
     (:func:`_backup_items`) and put back on cancellation, the table and its one stream shard
     stay, and the records the cancelled transaction added are dropped. A table moto still copies
     whole (a malformed key) gets the old shard back, without those records."""
-    backup, item_level = _backup_items(self, transact_items)
+    backup, uncopied = _backup_items(self, transact_items)
     names = {op.get("TableName") for item in transact_items for op in item.values() if isinstance(op, dict)}
     before = {n: (self.tables[n], len(self.tables[n].stream_shard.items)) for n in names
               if n in self.tables and self.tables[n].stream_shard is not None}
-    _ITEM_BACKED_UP.names = frozenset(item_level)
+    _UNCOPIED.names = frozenset(uncopied)
     try:
         _original_transact_write_items(self, transact_items)
     except Exception:
         for (name, hash_key, range_key), item in backup.items():
-            if name in item_level:
+            if name in uncopied:
                 _restore_item(self.tables[name], hash_key, range_key, item)
         for name, (table, count) in before.items():
             shard = table.stream_shard
@@ -511,7 +513,7 @@ def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[s
                 restored.stream_shard = shard
         raise
     finally:
-        _ITEM_BACKED_UP.names = frozenset()
+        _UNCOPIED.names = frozenset()
 
 
 class _WeakInstances:
@@ -564,7 +566,6 @@ def _new_weakly_tracked(cls: type, *args: Any, **kwargs: Any) -> Any:
     except TypeError:  # this instance cannot be referenced weakly
         pass
     return instance
-
 
 
 #: DynamoDB operations whose moto result is already the wire shape (items as AttributeValue

@@ -103,6 +103,23 @@ def test_a_cancelled_transaction_leaves_the_items_and_the_stream_as_they_were(dd
     assert [(i["sk"]["S"], i["n"]["N"]) for i in _scan(ddb)] == [("a", "2"), ("c", "3"), ("e", "5")]
 
 
+def test_a_table_a_cancelled_transaction_only_checks_is_neither_copied_nor_changed(ddb: Any) -> None:
+    ddb.create_table(TableName="u", BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    ddb.put_item(TableName="u", Item={"pk": {"S": PK}, "n": {"N": "1"}})
+    _seed(ddb)
+    before, checked = _scan(ddb), _backend().tables["u"]
+    with pytest.raises(ddb.exceptions.TransactionCanceledException):
+        ddb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": TABLE, "Item": {**_key("b"), "n": {"N": "2"}}}},
+            {"ConditionCheck": {"TableName": "u", "Key": {"pk": {"S": PK}}, "ConditionExpression": "n = :two",
+                                "ExpressionAttributeValues": {":two": {"N": "2"}}}},
+        ])
+    assert _scan(ddb) == before and _backend().tables["u"] is checked
+    assert ddb.scan(TableName="u")["Items"] == [{"pk": {"S": PK}, "n": {"N": "1"}}]
+
+
 def test_a_transaction_moto_rejects_for_its_key_still_rolls_back_whole(ddb: Any) -> None:
     _seed(ddb)
     streams, it = _stream(ddb)
