@@ -106,6 +106,7 @@ def test_moto_reads_botocore_models_through_shared_loaders() -> None:
     from moto.core.base_backend import AccountSpecificBackend
 
     assert moto_utils.create_loader() is moto_utils.create_loader()
+    AccountSpecificBackend.get_session.cache_clear()  # another test may have set a new default session
     session = AccountSpecificBackend.get_session()
     assert session is AccountSpecificBackend.get_session()
     assert session._session.get_component("data_loader") is \
