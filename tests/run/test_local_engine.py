@@ -12,6 +12,7 @@ import time
 from moto.core.serialize import JSONSerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
 
+from quaylocal import moto_patches
 from quaylocal import stack as st
 
 ITEM = {"pk": {"S": "room#r1"}, "sk": {"S": "msg#0001"}, "n": {"N": "12.5"}, "ok": {"BOOL": True},
@@ -22,8 +23,8 @@ ITEM = {"pk": {"S": "room#r1"}, "sk": {"S": "msg#0001"}, "n": {"N": "12.5"}, "ok
 def _bodies(operation: str, result: dict) -> tuple[object, object]:
     model = get_service_model("dynamodb").operation_model(operation)
     serializer = JSONSerializer(operation_model=model, pretty_print=False, value_picker=XFormedAttributePicker())
-    fast = st._serialize_dynamodb_result(serializer, serializer._create_default_response(), result)
-    moto = st._original_serialize_result(serializer, serializer._create_default_response(), result)
+    fast = moto_patches._serialize_dynamodb_result(serializer, serializer._create_default_response(), result)
+    moto = moto_patches._original_serialize_result(serializer, serializer._create_default_response(), result)
     assert fast["headers"] == moto["headers"] and fast["status_code"] == moto["status_code"]
     return json.loads(fast["body"]), json.loads(moto["body"])
 
@@ -41,8 +42,8 @@ def test_dynamodb_results_pass_through_as_moto_serializes_them() -> None:
     for operation, result in results.items():
         fast, moto = _bodies(operation, result)
         assert fast == moto, operation
-    assert st._json_native({"Items": [ITEM]})
-    assert not st._json_native({"Item": {**ITEM, "b": {"B": "aGVsbG8="}}})  # a blob: moto's way
+    assert moto_patches._json_native({"Items": [ITEM]})
+    assert not moto_patches._json_native({"Item": {**ITEM, "b": {"B": "aGVsbG8="}}})  # a blob: moto's way
 
 
 def test_the_moto_lock_serves_a_waiting_request_before_waiting_background_calls() -> None:

@@ -22,6 +22,7 @@ from runhelpers import Env
 
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Author
+from quaylocal import moto_patches
 from quaylocal import stack as st
 
 TABLE = "t"
@@ -164,7 +165,7 @@ def test_finished_interpreter_threads_are_dropped_and_the_rest_kept() -> None:
     running.start()
     TMP_THREADS.extend([finished, running, unstarted])
     try:
-        st._forget_finished_threads()
+        moto_patches.forget_finished_threads()
         assert finished not in TMP_THREADS and running in TMP_THREADS and unstarted in TMP_THREADS
     finally:
         release.set()
@@ -174,8 +175,8 @@ def test_finished_interpreter_threads_are_dropped_and_the_rest_kept() -> None:
 
 def test_an_ended_execution_drops_the_finished_threads(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    forget = st._forget_finished_threads
-    monkeypatch.setattr(st, "_forget_finished_threads", lambda: (calls.append(1), forget()))
+    forget = moto_patches.forget_finished_threads
+    monkeypatch.setattr(moto_patches, "forget_finished_threads", lambda: (calls.append(1), forget()))
     RoomService(env.deps.room).post_message("r1", Author(kind="person", id="ann", company="acme"), "@a1 hi", [])
     env.stack.wait_quiet(30)
     assert len(calls) == 1

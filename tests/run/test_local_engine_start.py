@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from moto.stepfunctions.parser.asl.parse.asl_parser import ASLParserException
 
+from quaylocal import moto_patches
 from quaylocal import stack as st
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +41,8 @@ def test_the_local_stack_imports_no_batch_or_ec2_backend_and_batch_still_answers
 
 def test_an_asl_definition_is_parsed_once_and_each_caller_gets_its_own_program() -> None:
     definition = st.ASL_PATH.read_text()
-    first_program, first_tree = st._parse_asl_once(definition)
-    second_program, second_tree = st._parse_asl_once(definition)
+    first_program, first_tree = moto_patches._parse_asl_once(definition)
+    second_program, second_tree = moto_patches._parse_asl_once(definition)
     assert second_tree is first_tree
     assert second_program is not first_program
     assert type(second_program) is type(first_program)
@@ -53,8 +54,8 @@ def test_an_asl_definition_that_does_not_parse_raises_every_time_and_is_not_kept
     broken = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": tru'
     for _ in range(2):
         with pytest.raises(ASLParserException):
-            st._parse_asl_once(broken)
-    assert broken not in st._asl_trees
+            moto_patches._parse_asl_once(broken)
+    assert broken not in moto_patches._asl_trees
 
 
 def test_modules_asked_for_are_imported_when_a_wait_state_begins(tmp_path: Path,
