@@ -6,7 +6,8 @@ import builtins
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any
 
 import typer
 import typer.core
@@ -137,6 +138,18 @@ def _json_text(data) -> str:  # noqa: ANN001
 
 def _print(data) -> None:  # noqa: ANN001
     print(_json_text(data))
+
+
+def _show(data: Any, as_json: bool, lines: Callable[[Any], Iterable[str]], empty: str | None = None) -> None:
+    """``data`` as indented JSON (``--json``, for machines), or as the human ``lines(data)``, each
+    made visible (``empty``: the line said instead when ``data`` is an empty list)."""
+    if as_json:
+        _print(data)
+        return
+    if empty is not None and not data:
+        print(empty)
+    for line in lines(data):
+        _say(line)
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (for machines) instead of text.")]
@@ -293,23 +306,15 @@ def task(room: str, to: str, title: str, body: Annotated[str, typer.Option(help=
          as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Create a task for an agent of the room."""
     t = _run(lambda: _client(url, token).task(room, to, title, body))
-    if as_json:
-        _print(t)
-        return
-    _say(f"task {t['id']} [{t['status']}] \"{t['title']}\" for {t['to']}")
+    _show(t, as_json, lambda t: [f"task {t['id']} [{t['status']}] \"{t['title']}\" for {t['to']}"])
 
 
 @app.command()
 def approvals(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Pending approval requests of your company's agents in a room (decided ones: `quay room ROOM`)."""
     items = _run(lambda: _client(url, token).approvals(room))
-    if as_json:
-        _print(items)
-        return
-    if not items:
-        print("no pending approval requests")
-    for a in items:
-        print(visible(f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, {a['created_at']})"))
+    _show(items, as_json, lambda items: [f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, "
+                                         f"{a['created_at']})" for a in items], empty="no pending approval requests")
 
 
 def _decided(a: dict) -> None:
@@ -363,11 +368,7 @@ def room_create(name: Annotated[str | None, typer.Argument(help="A label for peo
                 as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Create a room (your company is always a member); prints its generated id."""
     r = _run(lambda: _client(url, token).create_room(name, member or [], hop_limit=hop_limit))
-    if as_json:
-        _print(r)
-        return
-    for line in _room_head(r):
-        _say(line)
+    _show(r, as_json, _room_head)
 
 
 @room_app.command("list")
@@ -375,13 +376,8 @@ def room_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenO
     """The rooms your company is a member of: id, name, members."""
     client = _client(url, token)
     rooms = [_run(lambda rid=rid: client.room(rid)) for rid in _run(client.rooms)]
-    if as_json:
-        _print(rooms)
-        return
-    if not rooms:
-        print("no rooms")
-    for r in rooms:
-        _say(f"{r['id']}  {r.get('name') or '-'}  members: {', '.join(r.get('members') or [])}")
+    _show(rooms, as_json, lambda rooms: [f"{r['id']}  {r.get('name') or '-'}  members: "
+                                         f"{', '.join(r.get('members') or [])}" for r in rooms], empty="no rooms")
 
 
 def _approval_line(a: dict) -> str:
@@ -438,22 +434,14 @@ def member_add(room: str,
         info = _run(lambda c=c: client.add_member(room, c))
     for a in agent or []:
         info = _run(lambda a=a: client.add_agent(room, a))
-    if as_json:
-        _print(info)
-        return
-    for line in _room_head(info):
-        _say(line)
+    _show(info, as_json, _room_head)
 
 
 @member_app.command("list")
 def member_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """A room's member companies and agents."""
     info = _run(lambda: _client(url, token).room(room))
-    if as_json:
-        _print(info)
-        return
-    for line in _room_head(info):
-        _say(line)
+    _show(info, as_json, _room_head)
 
 
 agent_app = typer.Typer(no_args_is_help=True, help="Your company's agents.")
@@ -482,23 +470,14 @@ def agent_register(agent_id: Annotated[str, typer.Argument(
     """Register an always-on agent of your company."""
     a = _run(lambda: _client(url, token).register_agent(agent_id, provider, model, instructions=instructions,
                                                          api_key=api_key, base_url=base_url))
-    if as_json:
-        _print(a)
-        return
-    _say(_agent_line(a))
+    _show(a, as_json, lambda a: [_agent_line(a)])
 
 
 @agent_app.command("list")
 def agent_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Your company's agents."""
     agents = _run(lambda: _client(url, token).agents())
-    if as_json:
-        _print(agents)
-        return
-    if not agents:
-        print("no agents")
-    for a in agents:
-        _say(_agent_line(a))
+    _show(agents, as_json, lambda agents: map(_agent_line, agents), empty="no agents")
 
 
 # ----------------------------------------------------------------------------- rights policy
@@ -530,11 +509,7 @@ def _rule(option: str, item: str, *, agent: bool = False) -> tuple[str | None, s
 def policy_show(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Your company's rights policy (the most specific rule wins: agent, cross-company, action, default)."""
     p = _run(lambda: _client(url, token).policy(company))
-    if as_json:
-        _print(p)
-        return
-    for line in _policy_lines(company, p):
-        _say(line)
+    _show(p, as_json, lambda p: _policy_lines(company, p))
 
 
 #: The largest policy file ``quay policy set --file`` reads (a policy is a few KiB).
@@ -585,11 +560,7 @@ def policy_set(company: str,
         who, kind, rule = _rule("--agent", item, agent=True)
         policy.setdefault("agents", {}).setdefault(who, {})[kind] = rule
     p = _run(lambda: client.set_policy(company, policy))
-    if as_json:
-        _print(p)
-        return
-    for line in _policy_lines(company, p):
-        _say(line)
+    _show(p, as_json, lambda p: _policy_lines(company, p))
 
 
 # ----------------------------------------------------------------------------- room files
@@ -687,13 +658,7 @@ def file_add(room: str, path: Annotated[Path, typer.Argument(help="The file to u
 def file_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """A room's files: id, name, size, kind, status (with the reason of a failed one), uploader."""
     files = _run(lambda: _client(url, token).files(room))
-    if as_json:
-        _print(files)
-        return
-    if not files:
-        print("no files")
-    for f in files:
-        _say(_file_line(f))
+    _show(files, as_json, lambda files: map(_file_line, files), empty="no files")
 
 
 @file_app.command("rm")
@@ -701,10 +666,7 @@ def file_rm(room: str, file_id: Annotated[str, typer.Argument(metavar="FILE", he
             as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Delete a file (your company's uploads only); it leaves the room's index."""
     f = _run(lambda: _client(url, token).delete_file(room, file_id))["file"]
-    if as_json:
-        _print(f)
-        return
-    _say(f"deleted {f['name']} ({f['id']})")
+    _show(f, as_json, lambda f: [f"deleted {f['name']} ({f['id']})"])
 
 
 @app.command()
