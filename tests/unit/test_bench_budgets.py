@@ -53,3 +53,13 @@ def test_the_api_handler_is_not_a_phase_handler(bench):
     slow_api = {h: 130.0 for h in bench.HANDLERS} | {"api": 400.0}
     report = bench.budget_report(figures(bench, cold_import_ms=slow_api), pydantic_floor_ms=120.0)
     assert report["cold_import_ratio_phase_handlers"]["met"]
+
+
+def test_the_local_engine_figures_are_judged_when_measured(bench):
+    local = {"local_idle_cpu_percent": 0.9, "local_rss_start_mib": 150.0, "local_rss_after_burst_quiet_mib": 240.0,
+             "local_burst": {"burst_post_answer_median_s": 0.19}, "local_demo_s": 6.5}
+    report = bench.budget_report(figures(bench, **local), pydantic_floor_ms=120.0)
+    assert report["local_idle_cpu_percent"]["met"] and report["local_burst_post_answer_median_s"]["met"]
+    assert report["local_rss_after_burst_ratio"] == {"value": 1.6, "budget": 1.5, "met": False}
+    assert report["local_demo_overhead_s"] == {"value": 3.5, "budget": 3.0, "met": False}
+    assert "local_demo_overhead_s" not in bench.budget_report(figures(bench), pydantic_floor_ms=120.0)
