@@ -113,8 +113,11 @@ def _run(fn):  # noqa: ANN001, ANN202
                      else " (the API refused this token: revoked, mistyped, or issued by another stack?)")
         raise _fail(f"quay: {exc}{more}", 1) from None
     except (OSError, ValueError) as exc:  # refused, unreachable, a URL urllib cannot use
+        from urllib.error import URLError
+
         where = f" at {_TARGET['url']}" if _TARGET.get("url") else ""
-        raise _fail(f"quay: cannot reach the API{where}: {exc} (is `quay dev` running? --url or QUAY_URL "
+        why = exc.reason if isinstance(exc, URLError) else exc  # "[Errno 111] Connection refused"
+        raise _fail(f"quay: cannot reach the API{where}: {why} (is `quay dev` running? --url or QUAY_URL "
                     "names the API)", 2) from None
 
 
@@ -766,7 +769,7 @@ def cost(room: Annotated[str, typer.Option(help="The room whose runs to sum.")],
     if as_json:
         _print(out)
         return
-    _say(f"room {out['room_id']}: {out['runs']} runs" + (f" since {out['since']}" if out.get("since") else "")
+    _say(f"room {out['room_id']}: {_count(out['runs'], 'run', 'runs')}" + (f" since {out['since']}" if out.get("since") else "")
          + (f", {out['without_cost']} without a cost line" if out.get("without_cost") else ""))
     for line in cost_lines(out["cost"]):
         _say("  " + line)

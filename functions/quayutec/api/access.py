@@ -40,9 +40,11 @@ def services() -> Services:
 
 def member_room(svc: Services, room_id: str, who: Caller) -> Room:
     """The room when the caller's company is a member; NotFound otherwise (also for a room that
-    exists but the caller's company is not in)."""
-    room = svc.deps.room.get_room(room_id) if who.company else None
-    if room is None or who.company not in room.members:
+    exists but the caller's company is not in). Forbidden for an operator token, whatever the
+    room (operators administer companies; they read no room)."""
+    company = who.require_company()
+    room = svc.deps.room.get_room(room_id)
+    if room is None or company not in room.members:
         raise NotFound(f"room {room_id!r} does not exist")
     return room
 
@@ -58,7 +60,9 @@ def own_company(svc: Services, company_id: str, who: Caller) -> Company:
 def own_agent(svc: Services, agent_ref: str, who: Caller) -> Agent:
     """An agent of the caller's company, by its id or its name (``planner`` → ``acme.planner``);
     another company's agent is NotFound, worded as an unknown one (its configuration is never
-    shown, SPEC §5)."""
+    shown, SPEC §5). Forbidden for an operator token, whatever the agent."""
+    who.require_company()
+
     def candidates() -> Iterator[str]:
         if "." in agent_ref or not who.company:
             yield agent_ref

@@ -61,7 +61,8 @@ def _instant(text: str) -> datetime:
 def get_run(run_id: RunId) -> RunDetail:
     who = caller()
     svc = services()
-    run = svc.deps.ledger.get_run(run_id) if who.company else None
-    if run is None or run.company != who.company:
+    company = who.require_company()  # operators read no run (403, whatever the id)
+    run = svc.deps.ledger.get_run(run_id)
+    if run is None or run.company != company:
         raise NotFound(f"run {run_id!r} does not exist")
     return RunDetail(run=run, requests=svc.deps.ledger.model_requests(run_id), actions=svc.deps.ledger.actions(run_id))
