@@ -154,8 +154,10 @@ def field_problems(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for e in errors:
         loc = [str(x) for x in e.get("loc", ())]
-        out.append({"field": ".".join(loc) or "body", "problem": str(e.get("msg") or e.get("type", "invalid")),
-                    "type": str(e.get("type", "invalid"))})
+        problem = str(e.get("msg") or e.get("type", "invalid"))
+        if e.get("type") == "value_error":  # a validator's own words, without pydantic's "Value error, "
+            problem = problem.removeprefix("Value error, ")
+        out.append({"field": ".".join(loc) or "body", "problem": problem, "type": str(e.get("type", "invalid"))})
     return out
 
 

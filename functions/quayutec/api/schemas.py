@@ -140,7 +140,7 @@ class AgentIn(_In):
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("base_url must start with http:// or https://")
+            raise ValueError("must start with http:// or https://")
         return value
 
     @field_validator("api_key")
@@ -151,7 +151,7 @@ class AgentIn(_In):
         if value is not None:
             problem = key_problem(value.get_secret_value())
             if problem:
-                raise ValueError(f"api_key: {problem}")
+                raise ValueError(problem)
         return value
 
 
