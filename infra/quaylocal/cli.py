@@ -301,7 +301,9 @@ def post(room: str, text: str, to: Annotated[list[str] | None, typer.Option("--t
         _print(m)
         return
     woken = list(dict.fromkeys([*(m.get("to") or []), *(m.get("mentions") or [])]))
-    _say(f"posted {m['id']}" + (f"; wakes {', '.join(woken)}" if woken else "; wakes no agent"))
+    _say(f"posted {m['id']}" + (f"; wakes {', '.join(woken)}" if woken else
+                                "; wakes no agent (@name or --to wakes an agent placed in the room: "
+                                f"quay member list {room})"))
 
 
 @app.command()

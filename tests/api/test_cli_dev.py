@@ -70,7 +70,9 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     assert [a["id"] for a in _json(url, dora, "member", "list", rid)["agents"]] == ["cato.a1", "dune.d1"]
 
     # an @mention wakes the agent; its held action waits for cato's yes
-    _quay(url, carl, "post", rid, "@a1 please remember the launch date →")
+    assert "; wakes cato.a1" in _quay(url, carl, "post", rid, "@a1 please remember the launch date →").stdout
+    said = _quay(url, carl, "post", rid, "a note for people, @nobody in particular").stdout
+    assert "wakes no agent" in said and f"quay member list {rid}" in said
     _quay(url, dora, "post", rid, "hello @d1")
 
     def pending():  # noqa: ANN202
