@@ -15,7 +15,8 @@ import typer.core
 from quaylocal.terminal import visible
 
 app = typer.Typer(help="Quayutec: the serverless runtime for always-on agents sharing one room.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode="markdown")  # docstrings reflow: their single line breaks are not kept
 
 DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "reference-room.yaml"
 
