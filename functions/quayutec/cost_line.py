@@ -186,5 +186,3 @@ def so_far(cost: RunCost | None, transitions: int, *, writes_to_come: dict[str, 
 FINAL_WRITE = {"dynamodb.UpdateItem": 1}
 #: The final write of a run that ends with its reply: one transaction (the reply, its notices, the run).
 FINAL_TRANSACTION = {"dynamodb.TransactWriteItems": 1}
-#: The final write of a run that ends with its reply: one transaction (the reply, its notices, the run).
-FINAL_TRANSACTION = {"dynamodb.TransactWriteItems": 1}

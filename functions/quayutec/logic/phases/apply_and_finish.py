@@ -25,7 +25,7 @@ from quayutec.models import (
 
 from quayutec.seams import part
 from quayutec.logic.phases.common import (
-    _iso, _need_run, _load_run, _Started, _hop_limit_of, hop_limit, budget, finish,
+    _iso, _need_run, _load_run, _Started, _hop_limit_of, budget, finish,
     metrics,
 )
 
@@ -120,7 +120,8 @@ def _run_hop_limit(deps: Deps, state: RunState) -> int:
     the reply's wakes used it); a state from before the facts carried it reads the room."""
     if state.facts is not None and state.facts.agents is not None:
         return _hop_limit_of(deps, state.facts.hop_limit)
-    return hop_limit(deps, deps.room.get_room(state.run.room_id if state.run else ""))
+    room = deps.room.get_room(state.run.room_id if state.run else "")
+    return _hop_limit_of(deps, room.hop_limit if room is not None else None)
 
 
 def _task_event_targets(task: Task, event_id: str) -> list[tuple]:

@@ -122,12 +122,9 @@ def remaining_seconds(deps: Deps, run: Any) -> float:
 
 
 def _hop_limit_of(deps: Deps, room_limit: int | None) -> int:
+    """The room's hop limit (``room_limit``), or the runtime's setting when the room names none
+    (SPEC §3)."""
     return room_limit if room_limit is not None else deps.settings.hop_limit
-
-
-def hop_limit(deps: Deps, room: Any) -> int:
-    """The room's hop limit, or the runtime's setting when the room names none (SPEC §3)."""
-    return room.hop_limit if room is not None and room.hop_limit is not None else deps.settings.hop_limit
 
 
 def budget(deps: Deps, run: Any) -> Budget:
