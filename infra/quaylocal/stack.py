@@ -208,22 +208,30 @@ def _poke(execution: Any = None, *, pollers: frozenset[str] | None = ALL_POLLERS
         stack._poke(execution, pollers=pollers)
 
 
-def _wakes_pollers(request: Any) -> bool:
-    """Whether ``request`` (a botocore request moto just answered) may give a poller work."""
+def _request_parts(request: Any) -> tuple[str | None, bytes, str]:
+    """A botocore request's ``X-Amz-Target`` (text), body (bytes) and URL."""
     target = request.headers.get("X-Amz-Target")
-    if target:
-        if isinstance(target, bytes):
-            target = target.decode()
-        return target.rsplit(".", 1)[-1] in _WAKING_OPERATIONS
-    method = (request.method or "GET").upper()
-    if method in ("GET", "HEAD"):
-        return False
-    url = request.url or ""
-    if ".s3." in url or "//s3." in url or "s3.amazonaws.com" in url:
-        return True  # a write to a bucket: its event notification (uploads/ -> the ingest queue)
+    if isinstance(target, bytes):
+        target = target.decode()
     body = request.body or b""
     if isinstance(body, str):
         body = body.encode()
+    return target or None, body if isinstance(body, bytes) else b"", request.url or ""
+
+
+def _is_s3(url: str) -> bool:
+    return ".s3." in url or "//s3." in url or "s3.amazonaws.com" in url
+
+
+def _wakes_pollers(request: Any) -> bool:
+    """Whether ``request`` (a botocore request moto just answered) may give a poller work."""
+    target, body, url = _request_parts(request)
+    if target:
+        return target.rsplit(".", 1)[-1] in _WAKING_OPERATIONS
+    if (request.method or "GET").upper() in ("GET", "HEAD"):
+        return False
+    if _is_s3(url):
+        return True  # a write to a bucket: its event notification (uploads/ -> the ingest queue)
     match = re.search(rb"(?:^|&)Action=([A-Za-z]+)", body)  # the query protocol (SQS before JSON)
     return bool(match) and match.group(1).decode() in _WAKING_OPERATIONS
 
@@ -234,22 +242,14 @@ def _pollers_fed(request: Any) -> frozenset[str] | None:
     started stack reads: the claim, ledger and idempotency tables have none, and their writes
     were half of a run's pokes, each a pump round beside the run. An SQS call or an S3 write
     (its notification) feeds the queue pollers; Step Functions calls, the executions poller."""
-    target = request.headers.get("X-Amz-Target")
-    if isinstance(target, bytes):
-        target = target.decode()
-    body = request.body
-    if isinstance(body, str):
-        body = body.encode()
-    if target and target.startswith("DynamoDB_") and isinstance(body, bytes):
+    target, body, url = _request_parts(request)
+    if target and target.startswith("DynamoDB_"):
         with _ACTIVE_LOCK:
             names = [stack._stream_table for stack in _ACTIVE]
         return frozenset({STREAM}) if any(name is None or name in body for name in names) else None
     if target and target.startswith("AWSStepFunctions."):
         return frozenset()
-    if (target and target.startswith("AmazonSQS.")) or (isinstance(body, bytes) and body.startswith(b"Action=")):
-        return frozenset({QUEUES})
-    url = request.url or ""
-    if ".s3." in url or "//s3." in url or "s3.amazonaws.com" in url:
+    if (target and target.startswith("AmazonSQS.")) or body.startswith(b"Action=") or _is_s3(url):
         return frozenset({QUEUES})
     return ALL_POLLERS
 
