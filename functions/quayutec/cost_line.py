@@ -171,9 +171,7 @@ def so_far(cost: RunCost | None, transitions: int, *, writes_to_come: dict[str, 
         for k, n in counter.capacity_unknown.items():
             unknown[k] = unknown.get(k, 0) + n
         for m, t in counter.tokens.items():
-            s = tokens.setdefault(m, TokenCount(provider=t.provider))
-            s.input, s.output = s.input + t.input, s.output + t.output
-            s.replies, s.unreported = s.replies + t.replies, s.unreported + t.unreported
+            tokens.setdefault(m, TokenCount(provider=t.provider)).add(t)
     for k, n in (writes_to_come or {}).items():
         if k.startswith("dynamodb."):
             unknown[k] = unknown.get(k, 0) + n

@@ -322,6 +322,11 @@ class TokenCount(_Model):
     replies: int = 0  # replies whose usage fields were counted
     unreported: int = 0  # replies without usage fields: their tokens are not counted (never guessed)
 
+    def add(self, other: TokenCount) -> None:
+        """Add ``other``'s counts to these (one run's phases, or several runs' lines)."""
+        self.input, self.output = self.input + other.input, self.output + other.output
+        self.replies, self.unreported = self.replies + other.replies, self.unreported + other.unreported
+
 
 class RunCost(_Model):
     """A run's cost line (SPEC §10): its counted operations and estimated cost. Counted by the

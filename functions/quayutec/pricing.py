@@ -188,9 +188,7 @@ def total(costs: Iterable["RunCost"]) -> "RunCost":
         for k, n in c.capacity_unknown.items():
             out.capacity_unknown[k] = out.capacity_unknown.get(k, 0) + n
         for m, t in c.tokens.items():
-            s = out.tokens.setdefault(m, TokenCount(provider=t.provider))
-            s.input, s.output = s.input + t.input, s.output + t.output
-            s.replies, s.unreported = s.replies + t.replies, s.unreported + t.unreported
+            out.tokens.setdefault(m, TokenCount(provider=t.provider)).add(t)
         out.usd = round(out.usd + c.usd, 8)
         # A cost line from before the model's share was priced: its usd was the AWS side alone.
         out.usd_model_excluded = round(out.usd_model_excluded + (c.usd_model_excluded or c.usd), 8)
