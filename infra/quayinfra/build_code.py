@@ -50,10 +50,11 @@ def _files(package: Path) -> list[Path]:
     return sorted(out)
 
 
-def source_digest(package: Path, kind: str) -> str:
-    """SHA-256 (hex) of ``kind`` and every shipped file's relative path and bytes."""
+def source_digest(package: Path, kind: str, files: list[Path] | None = None) -> str:
+    """SHA-256 (hex) of ``kind`` and every shipped file's relative path and bytes (``files``:
+    :func:`_files` of ``package``, listed by the caller when it has them already)."""
     digest = hashlib.sha256(kind.encode())
-    for path in _files(package):
+    for path in _files(package) if files is None else files:
         digest.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -69,7 +70,8 @@ def stage_code(functions_dir: Path = FUNCTIONS_DIR, code_dir: Path = CODE_DIR, *
     package = functions_dir / PACKAGE
     python = python or (runtime_python() if find_python else None)
     kind = ABI if python else "src"
-    target = code_dir / f"{source_digest(package, kind)[:20]}-{kind}"
+    files = _files(package)
+    target = code_dir / f"{source_digest(package, kind, files)[:20]}-{kind}"
     if target.is_dir():
         return target
     with _locked():
@@ -78,7 +80,10 @@ def stage_code(functions_dir: Path = FUNCTIONS_DIR, code_dir: Path = CODE_DIR, *
         code_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="staging.", dir=code_dir))
         try:
-            shutil.copytree(package, tmp / PACKAGE, ignore=shutil.ignore_patterns(*IGNORE))
+            for path in files:  # the files the digest names, no second walk
+                copy = tmp / PACKAGE / path.relative_to(package)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, copy)
             if python:
                 compile_bytecode(tmp, python)
             tmp.rename(target)

@@ -53,6 +53,11 @@ def _dec(value: Any) -> Any:
     return value
 
 
+def _request_item(run_id: str, req: ModelRequestRecord) -> dict[str, Any]:
+    """The ledger item of model request ``req.n`` of run ``run_id``: pending, or with its outcome."""
+    return _dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}", **req.model_dump(mode="json", exclude_none=True)})
+
+
 class ClaimOutcome:
     CLAIMED = "claimed"  # this execution made the claim now
     OWN = "own"  # the claim already belongs to this execution (a retried Claim step)
@@ -184,8 +189,7 @@ class LedgerStore:
 
     def record_request(self, run_id: str, req: ModelRequestRecord) -> bool:
         """Record request ``req.n`` before it is sent; ``False`` if that number exists already."""
-        return put_new(self.db, self.table, _dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}",
-                                                  **req.model_dump(mode="json", exclude_none=True)}))
+        return put_new(self.db, self.table, _request_item(run_id, req))
 
     def finish_request(self, run_id: str, req: ModelRequestRecord, reply_json: str | None = None,
                        reply_at: str | None = None) -> None:
@@ -193,8 +197,7 @@ class LedgerStore:
         it brought (``reply_json``: its JSON text, at most :data:`MAX_INLINE_REPLY_BYTES` UTF-8
         bytes), or where that reply is stored (``reply_at``), in the same write. Raises
         ValueError for a reply text too large for an item."""
-        item = {"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}", **req.model_dump(mode="json", exclude_none=True)}
-        item = _dec(item)
+        item = _request_item(run_id, req)
         if reply_json is not None:
             if len(reply_json.encode()) > MAX_INLINE_REPLY_BYTES:
                 raise ValueError(f"a reply of {len(reply_json.encode())} bytes does not fit a ledger item")
