@@ -77,6 +77,30 @@ def test_a_body_that_is_not_json_is_415(light_world: World, content_type: str, k
     _is_error(r, 415, "unsupported_media_type")
 
 
+@pytest.mark.parametrize("content_type", ["APPLICATION/JSON", "Application/Json; charset=UTF-8", "application/JSON"])
+def test_the_json_media_type_in_any_letter_case_is_json(light_world: World, content_type: str) -> None:
+    # media types are case-insensitive (RFC 9110 §8.3.1); Powertools' own check answered 500
+    room = _room(light_world)
+    r = light_world.api.call("POST", f"/rooms/{room}/messages", light_world.tokens["ann"], {"text": "cased"},
+                             headers={"Content-Type": content_type})
+    assert r.status == 201, (r.status, r.body)
+    assert r.body["text"] == "cased"
+    r = light_world.api.call("PUT", "/companies/acme/policy", light_world.tokens["ann"], {"default": "allow"},
+                             headers={"Content-Type": content_type})
+    assert r.status == 200, (r.status, r.body)
+
+
+def test_a_trailing_slash_is_the_same_request_for_the_idempotency_key(light_world: World) -> None:
+    room, ann = _room(light_world), light_world.tokens["ann"]
+    first = light_world.api.call("POST", f"/rooms/{room}/messages", ann, {"text": "once"}, key="k-slash")
+    again = light_world.api.call("POST", f"/rooms/{room}/messages/", ann, {"text": "once"}, key="k-slash")
+    assert first.status == again.status == 201, (first.body, again.body)
+    assert again.body["id"] == first.body["id"]
+    assert again.headers.get("Idempotent-Replayed") == "true"
+    texts = [m["text"] for m in light_world.api.ok("GET", f"/rooms/{room}/messages", ann)["messages"]]
+    assert texts.count("once") == 1
+
+
 def test_broken_json_is_400_naming_line_and_column(light_world: World) -> None:
     raw = b'{"text": "hi",\n "to": }'
     r = light_world.api.call("POST", f"/rooms/{_room(light_world)}/messages", light_world.tokens["ann"], raw=raw)

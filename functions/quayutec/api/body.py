@@ -65,12 +65,17 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
-def require_json(content_type: str | None) -> None:
-    """Raise :class:`UnsupportedMediaType` unless the body's media type is application/json."""
+def require_json(content_type: str | None) -> str:
+    """The ``Content-Type`` with its media type in lower case (``"Application/JSON; charset=utf-8"``
+    → ``"application/json; charset=utf-8"``: media types are case-insensitive, RFC 9110 §8.3.1,
+    and Powertools' validation compares them as written). Raises :class:`UnsupportedMediaType`
+    unless the body's media type is application/json."""
     kind = media_type(content_type)
     if kind != JSON_MEDIA_TYPE:
         shown = kind or "none"
         raise UnsupportedMediaType(f"Content-Type {shown!r} is not supported: send the body as {JSON_MEDIA_TYPE}")
+    _, sep, parameters = (content_type or "").partition(";")
+    return JSON_MEDIA_TYPE + sep + parameters
 
 
 def parse_json(text: str | bytes, *, field: str = "body") -> Any:

@@ -30,7 +30,7 @@ from aws_lambda_powertools.utilities.idempotency.serialization.base import BaseI
 
 from quayutec.api import errors
 from quayutec.api.body import parse_json
-from quayutec.api.context import IDEMPOTENCY_HEADER, Caller, header
+from quayutec.api.context import IDEMPOTENCY_HEADER, Caller, header, request_path
 from quayutec.dal import aws
 from quayutec.deps import Deps
 from quayutec.errors import InvalidInput, TransientError
@@ -130,7 +130,7 @@ def run_idempotent(deps: Deps, event: dict[str, Any], context: Any, who: Caller,
         return response
 
     request = {"company": who.company or "", "member": who.member, "method": "POST",
-               "path": str(event.get("path", "")), "key": key, "fingerprint": request_fingerprint(event)}
+               "path": request_path(event), "key": key, "fingerprint": request_fingerprint(event)}
     try:
         return _once(request=request)
     except _ServerError as exc:

@@ -43,7 +43,10 @@ def _check_body(event: dict[str, Any]) -> None:
         raise errors.PayloadTooLarge(f"request body larger than {MAX_BODY_BYTES} bytes")
     if not body:
         return
-    require_json(header(event, "content-type"))
+    canonical = require_json(header(event, "content-type"))
+    for name in ("headers", "multiValueHeaders"):  # what the resolver reads is what was checked
+        for key in [k for k in (event.get(name) or {}) if isinstance(k, str) and k.lower() == "content-type"]:
+            event[name][key] = canonical if name == "headers" else [canonical]
     if raw is not None:
         try:
             raw.decode("utf-8")
