@@ -42,8 +42,8 @@ MATRIX = [
     ("GET", "/rooms/r1/memory", None, 200, 404, 403),
     ("POST", "/rooms/r1/memory", {"text": "a room line", "visibility": "room"}, 201, 404, 403),
     ("GET", "/rooms/r1/approvals", None, 200, 404, 403),
-    ("POST", "/rooms/r1/approvals/{approval}/approve", None, 403, 404, 403),
-    ("POST", "/rooms/r1/approvals/{approval}/deny", None, 403, 404, 403),
+    ("POST", "/rooms/r1/approvals/{approval}/approve", None, 404, 404, 403),
+    ("POST", "/rooms/r1/approvals/{approval}/deny", None, 404, 404, 403),
     ("GET", "/rooms/r1/runs", None, 200, 404, 403),
     ("GET", "/rooms/r1/cost", None, 200, 404, 403),  # exactly the runs listing's visibility
     ("GET", "/runs/{run}", None, 404, 404, 403),
@@ -145,7 +145,12 @@ def test_a_revoked_token_is_refused(world: World) -> None:
 def test_only_the_owner_decides_then_the_run_completes(world: World, stack_env) -> None:
     stack = stack_env[0]
     api, path = world.api, f"/rooms/r1/approvals/{world.ids['approval']}"
-    assert api.call("POST", f"{path}/approve", world.tokens["bob"]).status == 403
+    # to another company in the room, a held action answers as an unknown approval id (SPEC §5)
+    outsider = api.call("POST", f"{path}/approve", world.tokens["bob"])
+    unknown = api.call("POST", "/rooms/r1/approvals/no-such-run:0/approve", world.tokens["bob"])
+    assert outsider.status == unknown.status == 404
+    assert outsider.body["message"].replace(world.ids["approval"], "ID") == \
+        unknown.body["message"].replace("no-such-run:0", "ID")
     decided = api.call("POST", f"{path}/approve", world.tokens["amy"])  # any person of the owning company
     assert decided.status == 200 and decided.body["status"] == "approved" and decided.body["decided_by"] == "amy"
     assert api.call("POST", f"{path}/deny", world.tokens["ann"]).status == 409  # decided already

@@ -81,7 +81,7 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     [held] = _wait(pending, 60, "a1's approval request")
     assert "pending: quay approve|deny ROOM " + held["id"] in _quay(url, carl, "room", "show", rid).stdout
     assert _json(url, dora, "room", "show", rid)["approvals"] == []  # another company's request is hidden
-    _one_line_error(CliRunner().invoke(cli, ["approve", rid, held["id"], "--url", url, "--token", dora]), "HTTP 403")
+    _one_line_error(CliRunner().invoke(cli, ["approve", rid, held["id"], "--url", url, "--token", dora]), "HTTP 404")
     assert _json(url, carl, "approve", rid, held["id"])["status"] == "approved"
     _wait(lambda: any(m["kind"] == "reply" and m["author"]["id"] == "dune.d1"
                       for m in _json(url, dora, "room", "show", rid)["messages"])

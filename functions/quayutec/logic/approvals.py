@@ -29,7 +29,7 @@ from botocore.exceptions import (
 
 from quayutec.dal.aws import TRANSIENT_CODES, error_code
 from quayutec.deps import Deps
-from quayutec.errors import ApprovalRejected, Conflict, Forbidden, NotFound, TransientError
+from quayutec.errors import ApprovalRejected, Conflict, NotFound, TransientError
 from quayutec.models import FINAL_STATUSES, ApprovalRequest, Author
 
 #: Step Functions errors meaning the token can no longer be answered (SendTaskSuccess API reference).
@@ -71,17 +71,16 @@ def _run_outcome(deps: Deps, run_id: str, index: int) -> str | None:
 def decide_approval(deps: Deps, room_id: str, approval_id: str, person: Author, approve: bool) -> ApprovalRequest:
     """Approve (``approve=True``) or deny a pending approval request ``"{run_id}:{index}"``.
 
-    Raises NotFound (no such request in the room), Forbidden (the person is not of the owning
-    company), Conflict (already decided, or expired before the answer arrived),
+    Raises NotFound (no such request in the room, or the person is not of the owning company: to
+    anyone else its held actions do not exist, SPEC §5 "nothing answers differently for what a
+    caller cannot see"), Conflict (already decided, or expired before the answer arrived),
     :class:`DecisionUnavailable` (Step Functions did not take it now: retry).
     """
     run_id, index = _approval_id(approval_id)
     found = deps.room.get_approval(room_id, run_id, index)
-    if found is None:
+    if found is None or person.company != found[0].company:
         raise NotFound(f"approval {approval_id!r} does not exist in room {room_id!r}")
     approval, token = found
-    if person.company != approval.company:
-        raise Forbidden("only the agent's owning company can decide its held actions")
     if approval.status in _FINAL:
         raise Conflict(f"approval {approval_id!r} is already {approval.status}")
     status = "approved" if approve else "rejected"
