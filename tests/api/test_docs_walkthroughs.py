@@ -62,7 +62,7 @@ def test_docs_api_walkthrough_reaches_an_approved_held_action(tmp_path: Path) ->
     assert '"author": "bolt.b1"' in out  # b1's reply was there after the pause (ids: COMPANY.NAME)
     assert "idempotent-replayed" in out.lower()
     assert '"error": "idempotency_key_reused"' in out.replace('":"', '": "')
-    assert '"forbidden"' in out  # bob may not decide acme's held action
+    assert '"not_found"' in out  # bob may not decide acme's held action: to him it does not exist
     assert '"Launch on the 12th"' in out  # approved: the memory line is written
 
 
