@@ -27,6 +27,9 @@ APPROVAL_STATUSES = ("pending", "deciding", "approved", "rejected", "expired")
 
 MAX_REPLY_BYTES = 32 * 1024
 MAX_ACTIONS = 25
+#: A pattern for text that must say something: at least one character that is not white space
+#: (the API refuses a blank message or task title the same way).
+NOT_BLANK = r"\S"
 
 
 def now_iso() -> str:
@@ -210,21 +213,21 @@ class ApprovalRequest(_Model):
 # ----------------------------------------------------------------------------- actions
 class RememberAction(_Model):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(min_length=1, max_length=4096)
+    text: str = Field(min_length=1, max_length=4096, pattern=NOT_BLANK)
     visibility: Visibility
 
 
 class CreateTaskAction(_Model):
     model_config = ConfigDict(extra="forbid")
     to: str = Field(min_length=1, max_length=128)
-    title: str = Field(min_length=1, max_length=512)
+    title: str = Field(min_length=1, max_length=512, pattern=NOT_BLANK)
     body: str = Field(max_length=16 * 1024)
 
 
 class UpdateTaskAction(_Model):
     model_config = ConfigDict(extra="forbid")
     task: str = Field(min_length=1, max_length=256)
-    note: str = Field(min_length=1, max_length=8192)
+    note: str = Field(min_length=1, max_length=8192, pattern=NOT_BLANK)
 
 
 class CloseTaskAction(_Model):

@@ -4,7 +4,9 @@ Each tool call of the model's reply is validated (kind, fields, targets) and dec
 owning company's policy: the most specific rule wins — per agent and kind, then
 ``cross_company`` (when the action targets another company), then ``actions``, then ``default``;
 an absent policy allows. A malformed action is denied with a reason, never raised. Reasons name
-fields and ids, never values the model wrote (they may quote company-only text).
+fields and ids, never the model's text (it may quote company-only text); an id or kind the model
+wrote is shown through :func:`shown` (bounded, line breaks and control characters escaped), so it
+cannot add lines of its own to the reply's notes (SPEC §2.5, §5).
 """
 
 from __future__ import annotations
@@ -49,13 +51,22 @@ def _validation_reason(exc: ValidationError) -> str:
             parts.append(f"missing field '{loc}'")
         elif err["type"] == "extra_forbidden":
             parts.append(f"unexpected field '{loc}'")
+        elif err["type"] == "string_pattern_mismatch":  # the actions' only pattern: models.NOT_BLANK
+            parts.append(f"blank field '{loc}'")
         else:
             parts.append(f"invalid field '{loc}' ({err['type']})")
     return "malformed: " + "; ".join(parts)
 
 
+def shown(value: str, limit: int = 64) -> str:
+    """``value`` as a note or reason may show it: its first ``limit`` characters, each one that is
+    not printable (line breaks, controls, escapes, bidirectional overrides) as its Python escape
+    (``"\\n"``, ``"\\x1b"``, ``"\\u202e"``)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in value[:limit])
+
+
 def _deny(index: int, kind: str, reason: str, fields: dict[str, Any] | None = None, target: str = "") -> ActionRecord:
-    return ActionRecord(index=index, kind=kind[:64], fields=fields or {}, decision="deny", reason=reason,
+    return ActionRecord(index=index, kind=shown(kind), fields=fields or {}, decision="deny", reason=reason,
                         target=target, outcome="denied")
 
 
@@ -64,9 +75,11 @@ def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent
     """Validate and decide one declared action. Never raises for bad model output."""
     model = ACTION_MODELS.get(name)
     if model is None:
-        return _deny(index, name or "?", f"unknown action kind '{name[:64]}'")
+        if not name:
+            return _deny(index, "?", "malformed: the action has no kind (tool name)")
+        return _deny(index, name, f"unknown action kind '{shown(name)}'")
     if not isinstance(arguments, dict):
-        return _deny(index, name, "malformed: arguments are not a JSON object")
+        return _deny(index, name, "malformed: arguments are not a JSON object (or nest too deep)")
     try:
         action = model.model_validate(arguments)
     except ValidationError as exc:
@@ -78,17 +91,17 @@ def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent
     elif name == "create_task":
         to = resolve_agent(fields["to"], room.agent_company)  # an id, or the name of one agent
         if to is None:
-            return _deny(index, name, f"agent '{fields['to'][:64]}' is not in the room", fields,
-                         f"task for {fields['to']}")
+            return _deny(index, name, f"agent '{shown(fields['to'])}' is not in the room", fields,
+                         f"task for {shown(fields['to'])}")
         fields["to"] = to
         target = f"task for {to}"
         target_company = room.agent_company[to]
     else:
         task_id = fields["task"]
-        target = f"task {task_id[:80]}"
+        target = f"task {shown(task_id, 80)}"
         task = room.tasks.get(task_id)
         if task is None:
-            return _deny(index, name, f"task '{task_id[:80]}' is not in this room", fields, target)
+            return _deny(index, name, f"task '{shown(task_id, 80)}' is not in this room", fields, target)
         if task.status != "open":
             return _deny(index, name, f"task '{task_id}' is closed", fields, target)
         # Typed: the assignee is always an agent; the creator counts only when it is this agent

@@ -104,18 +104,47 @@ def _token_count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _tool_call(id_: str | None, name: str, raw: Any) -> ToolCall:
-    """A :class:`ToolCall` from arguments received either as JSON text or as a parsed value."""
+#: How deep a tool call's arguments may nest (objects and arrays) to be read as arguments.
+MAX_ARGUMENT_DEPTH = 32
+
+
+def _nested_within(value: Any, depth: int) -> bool:
+    """Whether ``value``'s objects and arrays nest at most ``depth`` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            if level > depth:
+                return False
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return True
+
+
+def _tool_call(id_: Any, name: Any, raw: Any) -> ToolCall:
+    """A :class:`ToolCall` from arguments received either as JSON text or as a parsed value.
+
+    What the SDKs hand over unvalidated is taken as it comes, never raised on: a name that is
+    not a string is ``""`` and an id that is not one ``None`` (the rights check denies the action
+    as malformed, SPEC §4); arguments that do not parse, nesting too deep for the parser
+    included, are ``input=None`` (denied the same way), while the rest of the reply stands.
+    So are arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH` (an action's are one object
+    of strings): every later step walks them recursively."""
     if isinstance(raw, str):
         raw_text = raw
         try:
             parsed = json.loads(raw) if raw.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
     else:
         parsed = raw
-        raw_text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
-    return ToolCall(id=id_, name=name, input=parsed if isinstance(parsed, dict) else None, raw_input=raw_text)
+        try:
+            raw_text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+        except (ValueError, TypeError, RecursionError):
+            raw_text = ""
+    if not _nested_within(parsed, MAX_ARGUMENT_DEPTH):
+        parsed = None
+    return ToolCall(id=id_ if isinstance(id_, str) else None, name=name if isinstance(name, str) else "",
+                    input=parsed if isinstance(parsed, dict) else None, raw_input=raw_text)
 
 
 def _sdk_kwargs(call: ModelCall, key: str) -> dict[str, Any]:
@@ -220,6 +249,8 @@ def _call_anthropic(call: ModelCall) -> ModelReply:
             _raise(call, failure)
         try:
             message = raw.parse()
+            if not isinstance(message.content, list):  # the SDK parses without validating
+                raise ValueError("reply content is not a list of blocks")
             text = "".join(b.text for b in message.content if getattr(b, "type", None) == "text")
             tools = [
                 _tool_call(b.id, b.name, b.input)
@@ -436,7 +467,7 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
         content = resp["output"]["message"]["content"]
         text = "".join(block["text"] for block in content if "text" in block)
         tools = [
-            _tool_call(block["toolUse"].get("toolUseId"), block["toolUse"]["name"], block["toolUse"].get("input"))
+            _tool_call(block["toolUse"].get("toolUseId"), block["toolUse"].get("name"), block["toolUse"].get("input"))
             for block in content
             if "toolUse" in block
         ]

@@ -350,13 +350,24 @@ def _strip_tags(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- scrubbing answers
+#: A UTF-16 surrogate code point: in a Python string only when a JSON text escaped one alone
+#: (``"\\ud800"``), which no UTF-8 store, the room or the ledger, can hold.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def scrub_reply(reply: ModelReply, secret: str) -> ModelReply:
     """``reply`` with every form of ``secret`` removed from its text, every string of its tool
     calls (name, id, arguments: keys and values, and the raw arguments) and its request id and
     stop reason. A model server the owner runs sees the key (it is sent the ``Authorization``
     header) and can echo it anywhere in its answer, which the run would post in the room and
-    keep in the ledger (SPEC §5)."""
-    clean = scrubber(secret)
+    keep in the ledger (SPEC §5). In the same strings, a lone surrogate becomes U+FFFD (the
+    replacement character): stored as sent, it failed every write of the run (SPEC §4: model
+    output never crashes a run)."""
+    scrub = scrubber(secret)
+
+    def clean(text: str) -> str:
+        return _SURROGATE.sub("\ufffd", scrub(text))
+
     return reply.model_copy(update={
         "text": clean(reply.text),
         "tool_calls": [ToolCall(id=clean(c.id) if c.id else c.id, name=clean(c.name),
