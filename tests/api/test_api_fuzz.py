@@ -14,6 +14,11 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+# At collection, before any test starts the local stack's threads: pytest rewrites the asserts
+# of schemathesis' modules (a pytest plugin) as they are imported, and CPython 3.11's AST
+# validation can fail spuriously when that happens beside running threads
+# (python/cpython#106905, "AST constructor recursion depth mismatch"), as it did once in CI.
+from apifuzz import fuzz, gateway_wsgi
 from apihelpers import World
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -198,8 +203,6 @@ def test_schemathesis_through_the_handler(light_world: World, stack_env) -> None
     """Every operation of the served OpenAPI document, valid and invalid data, through the API
     Gateway emulation to the deployed handler: 0 5xx, every status and body the document
     declares, most cases authenticated (they reach the handler)."""
-    from apifuzz import fuzz, gateway_wsgi
-
     stack = stack_env[0]
     with stack.paused():
         report = fuzz(cases=FUZZ_CASES, token=light_world.tokens["ann"], ids=_known_ids(light_world),
@@ -240,8 +243,6 @@ def dev_world(tmp_path_factory) -> Iterator[tuple[str, str, dict[str, list[str]]
 def test_schemathesis_through_quay_dev_over_http(dev_world) -> None:
     """The same fuzzing through the real HTTP path: `quay dev`'s HTTP server, its API Gateway
     emulation (authorizer first) and the deployed handlers on moto's Lambda."""
-    from apifuzz import fuzz
-
     url, token, ids = dev_world
     report = fuzz(cases=FUZZ_HTTP_CASES, token=token, ids=ids, base_url=url, seed_value=FUZZ_SEED)
     print("\n" + report.render("schemathesis through quay dev over HTTP"))
