@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from quaylocal import calls
 
@@ -45,16 +45,24 @@ def _form(content_type: str, body: bytes) -> dict[str, bytes]:
 
 
 def handle(stack: Any, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
-    rest = unquote(urlsplit(path).path)[len(PREFIX):]
+    url = urlsplit(path)
+    rest = unquote(url.path)[len(PREFIX):]
     bucket, _, key = rest.partition("/")
     s3 = stack.client("s3")
     if method == "GET" and key:
+        # the signed URL's response-* overrides, as S3 applies them (GetObject)
+        query = dict(parse_qsl(url.query))
         with calls.owner("local:s3-presigned-get"):
             try:
                 obj = s3.get_object(Bucket=bucket, Key=key)
             except s3.exceptions.NoSuchKey:
                 return _error(404, "NoSuchKey", "The specified key does not exist.")
-        return _result(200, obj["Body"].read(), obj.get("ContentType") or "application/octet-stream")
+        status, headers, data = _result(200, obj["Body"].read(), query.get("response-content-type")
+                                        or obj.get("ContentType") or "application/octet-stream")
+        if "response-content-disposition" in query:
+            headers["Content-Disposition"] = query["response-content-disposition"]
+        headers["X-Content-Type-Options"] = "nosniff"
+        return status, headers, data
     if method != "POST" or key:
         return _error(405, "MethodNotAllowed", "POST a presigned form to /_s3/<bucket>, GET /_s3/<bucket>/<key>")
     ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), "")

@@ -41,6 +41,8 @@ def test_upload_flow_and_rules(stack_env, light_world) -> None:
     assert [(x["name"], x["status"], x["chunks"]) for x in listed] == [("brief.md", "ready", 1)]
     one = api.ok("GET", f"/rooms/r1/files/{f['id']}", w.tokens["bob"])
     assert one["download_url"] and f["id"] in one["download_url"]
+    # signed as a download (S3 applies the response-* override): never rendered where it opens
+    assert "response-content-disposition=attachment%3B%20filename%3D%22brief.md%22" in one["download_url"]
     assert api.call("GET", f"/rooms/r1/files/{f['id']}", w.tokens["carl"]).status == 404
     assert api.call("DELETE", f"/rooms/r1/files/{f['id']}", w.tokens["bob"]).status == 403
     api.ok("DELETE", f"/rooms/r1/files/{f['id']}", w.tokens["amy"])

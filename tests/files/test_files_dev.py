@@ -55,6 +55,19 @@ def test_upload_through_quay_dev_becomes_ready() -> None:
         one = _call(url, "GET", f"/rooms/{room}/files/{files[0]['id']}", tok)
         with urllib.request.urlopen(one["download_url"], timeout=30) as resp:
             assert resp.read() == text
+            # a download, never a page on quay dev's origin (an uploaded HTML file must not run)
+            assert resp.headers["Content-Disposition"].startswith('attachment; filename="plan.md"')
+            assert resp.headers["X-Content-Type-Options"] == "nosniff"
+        # a content type that is not a media type (it becomes a signed header) is refused first
+        for bad_type in ("text/plain\r\nX-Injected: 1", "text/plain\nX: y", "plain", "text/plain; a=\x07"):
+            req = urllib.request.Request(url + f"/rooms/{room}/files", method="POST", data=json.dumps(
+                {"name": "a.txt", "content_type": bad_type, "size": 3}).encode(),
+                headers={"Authorization": f"Bearer {tok}", "Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(req, timeout=30)
+                raise AssertionError(f"{bad_type!r} was accepted")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 422 and "content_type" in exc.read().decode(), bad_type
         # the signed content type is enforced, like S3 does
         bad = dict(out["upload"]["fields"], **{"Content-Type": "text/html"})
         assert _post_form(out["upload"]["url"], bad, text) == 403

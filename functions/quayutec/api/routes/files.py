@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
@@ -31,10 +32,16 @@ FileId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_
 URL_EXPIRES_S = 900
 
 
+#: A media type as RFC 6838 §4.2 names one (``type/subtype``), with optional parameters of
+#: printable ASCII: never a line break or control character (it becomes a signed header).
+MEDIA_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*( *;[ -~]*)?$"
+
+
 class FileIn(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00-\x1f]+$")
-    content_type: str = Field(min_length=1, max_length=100)
+    content_type: str = Field(min_length=1, max_length=100, pattern=MEDIA_TYPE,
+                              description="The file's media type, e.g. text/markdown")
     size: StrictInt = Field(ge=1, description=f"bytes; at most {R.MAX_UPLOAD_BYTES}")  # never true/false
 
 
@@ -125,6 +132,13 @@ def list_files(room_id: RoomId) -> FileList:
     return FileList(files=svc.deps.files.list_files(room_id))
 
 
+def attachment(name: str) -> str:
+    """A ``Content-Disposition`` that saves the file under ``name`` (RFC 6266 §4.3: an ASCII
+    ``filename`` fallback and the UTF-8 ``filename*``, RFC 8187)."""
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
 def _file(room_id: str, file_id: str) -> RoomFile:
     svc = services()
     member_room(svc, room_id, caller())
@@ -139,8 +153,11 @@ def get_file(room_id: RoomId, file_id: FileId) -> FileOut:
     f = _file(room_id, file_id)
     url = None
     if f.status != "uploading":
+        # Served as a download, never rendered where the URL opens: an uploaded HTML file must
+        # not run as a page (S3 applies response-* overrides on signed requests, GetObject API).
         url = _signer().generate_presigned_url(
-            "get_object", Params={"Bucket": services().deps.files.bucket, "Key": upload_key(room_id, file_id)},
+            "get_object", Params={"Bucket": services().deps.files.bucket, "Key": upload_key(room_id, file_id),
+                                  "ResponseContentDisposition": attachment(f.name)},
             ExpiresIn=URL_EXPIRES_S)
     return FileOut(file=f, download_url=url)
 
