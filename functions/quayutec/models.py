@@ -32,9 +32,15 @@ MAX_ACTIONS = 25
 NOT_BLANK = r"\S"
 
 
+def iso(value: datetime) -> str:
+    """``value`` (a UTC time) as ISO-8601 with microseconds and ``Z``; the year always has four
+    digits (``strftime("%Y")`` writes year 1 as ``"1"``), so the text sorts as the time."""
+    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
 def now_iso() -> str:
     """Current UTC time, ISO-8601 with microseconds (sortable as text)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return iso(datetime.now(UTC))
 
 
 def parse_iso(value: str) -> datetime:

@@ -290,6 +290,9 @@ def test_room_cost_sums_the_runs_of_the_callers_company_like_the_runs_listing(en
     since = api.ok("GET", f"/rooms/r1/cost?since={newest}", tokens["ann"])
     assert since["runs"] == 1 and since["since"] == newest
     assert api.ok("GET", "/rooms/r1/cost?since=2999-01-01", tokens["ann"])["runs"] == 0
+    early = api.ok("GET", "/rooms/r1/cost?since=0001-01-01T00:00:00Z", tokens["ann"])  # echoed as ISO-8601
+    assert early["since"] == "0001-01-01T00:00:00.000000Z"
+    assert early["runs"] == api.ok("GET", "/rooms/r1/cost", tokens["ann"])["runs"]
     bad = api.call("GET", "/rooms/r1/cost?since=yesterday", tokens["ann"])
     assert bad.status == 400 and bad.body["error"] == "invalid_input" and "since" in bad.body["message"]
     d = quay_deps.default_deps()

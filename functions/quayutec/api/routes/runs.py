@@ -15,7 +15,7 @@ from quayutec.api.context import caller
 from quayutec.api.routes._params import Limit, RoomId, RunId
 from quayutec.api.schemas import RoomCost, RunDetail, RunList
 from quayutec.errors import InvalidInput, NotFound
-from quayutec.models import parse_iso
+from quayutec.models import iso, parse_iso
 
 Since = Annotated[str | None, Query(min_length=1, max_length=64,
                                     description="Only runs started at or after this instant: an ISO-8601 "
@@ -43,7 +43,7 @@ def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
     member_room(svc, room_id, who)
     runs = [r for r in svc.deps.ledger.runs_in_room(room_id) if r.company == who.company
             and (start is None or parse_iso(r.started_at) >= start)]
-    return RoomCost(room_id=room_id, since=start.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if start else None,
+    return RoomCost(room_id=room_id, since=iso(start) if start else None,
                     runs=len(runs), without_cost=sum(1 for r in runs if r.cost is None),
                     cost=pricing.total(r.cost for r in runs if r.cost is not None))
 

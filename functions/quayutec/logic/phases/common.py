@@ -25,6 +25,7 @@ from quayutec.models import (
     RunRecord,
     RunRef,
     RunState,
+    iso,
     parse_iso,
 )
 
@@ -69,7 +70,7 @@ MAX_ERROR_BODY = 4096
 
 # ----------------------------------------------------------------------------- helpers
 def _iso(deps: Deps) -> str:
-    return deps.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return iso(deps.clock())
 
 
 def _need_run(state: RunState) -> RunRef:
