@@ -81,6 +81,7 @@ def test_the_scrubber_covers_every_encoding(encode: Callable[[str], str]) -> Non
     "https://[::1]/v1", "https://[fd00::1]/v1", "https://[fe80::1]/v1", "https://[::ffff:10.0.0.1]/v1",
     "https://localhost/v1", "https://api.localhost/v1", "https://0.0.0.0/v1", "https://100.64.0.1/v1",
     "http://api.example.com/v1", "ftp://api.example.com/v1", "https://user:pw@api.example.com/v1",
+    "https://api.example.com:0/v1",
 ])
 def test_owner_addresses_must_be_https_to_public_hosts(url: str) -> None:
     assert url_problem(url, allow_loopback=False), url

@@ -104,9 +104,11 @@ def url_problem(url: str, *, allow_loopback: bool = False) -> str | None:
     try:
         parts = urlsplit(url)
         host = (parts.hostname or "").lower().rstrip(".")
-        _ = parts.port  # a malformed port raises here
+        port = parts.port  # a malformed port raises here
     except ValueError:
         return "base_url is not a valid URL"
+    if port == 0:  # no server listens on port 0: a typo, refused now rather than at each request
+        return "base_url port must be 1 to 65535"
     if parts.username or parts.password:
         return "base_url must not carry credentials"
     if not host:
