@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import errno
 import json
 import sys
 from pathlib import Path
@@ -98,8 +99,9 @@ def _client(url: str, token: str):  # noqa: ANN202
     return QuayClient(url, token or None)
 
 
-def _run(fn):  # noqa: ANN001, ANN202
-    """Call the API; an HTTP error is printed (status and the API's message) with exit status 1."""
+def _run(fn, not_found: str = ""):  # noqa: ANN001, ANN202
+    """Call the API; an HTTP error is printed (status and the API's message) with exit status 1.
+    ``not_found``: a hint added to a 404."""
     from quaylocal.client import ApiError
 
     try:
@@ -112,6 +114,8 @@ def _run(fn):  # noqa: ANN001, ANN202
             more += (" (no token given: pass --token or set QUAY_TOKEN; on quay dev, `quay admin issue-token "
                      "COMPANY MEMBER` with the admin token gives one)" if _TARGET.get("token") is False
                      else " (the API refused this token: revoked, mistyped, or issued by another stack?)")
+        if exc.status == 404 and not_found:
+            more += f" ({not_found})"
         raise _fail(f"quay: {exc}{more}", 1) from None
     except (OSError, ValueError) as exc:  # refused, unreachable, a URL urllib cannot use
         from urllib.error import URLError
@@ -188,8 +192,13 @@ def dev(
     try:
         server = DevServer(host, port, admin_token=admin_token, scripts=loaded, settings=settings)
         server.serve_forever(banner=lambda line: print(line, flush=True))
-    except (OSError, ValueError) as exc:  # a taken port, a bad --admin-token
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise _fail(f"quay dev: {host}:{port} is in use (another quay dev?): stop it, or choose another "
+                        "with --port (0: a free one)", 2) from None
         raise _fail(f"quay dev: {exc}", 2) from None
+    except ValueError as exc:  # the operator token's rule (dal.auth), or a setting's
+        raise _fail(f"quay dev: {'--admin-token: ' if admin_token else ''}{exc}", 2) from None
 
 
 def _dev_settings(items: list[str]) -> dict[str, str]:
@@ -398,7 +407,8 @@ def room_show(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
     """A room: its members and agents, then the transcript, oldest first, with your agents'
     approval requests and their outcomes (approved, denied, pending) in place."""
     client = _client(url, token)
-    info = _run(lambda: client.room(room))
+    info = _run(lambda: client.room(room), not_found="a room is named by its id, not its label: `quay room list` "
+                                                      "shows yours; `quay room --help` the commands")
     messages = _run(lambda: client.transcript(room))
     approvals = _run(lambda: client.approvals(room, "all"))
     if as_json:
@@ -818,12 +828,24 @@ def version() -> None:
     print(v("quayutec"))
 
 
+def _version_option(value: bool) -> None:
+    if value:
+        version()
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(show_version: Annotated[bool, typer.Option("--version", callback=_version_option, is_eager=True,
+                                                        help="Print the version and exit.")] = False) -> None:
+    """Options of `quay` itself; every other option goes after its command (`quay room list --token T`)."""
+
+
 def main() -> None:
     """The `quay` command: every error is one line on stderr and a non-zero exit, never a traceback."""
     from quaylocal import calls
 
     # typer runs on its own copy of click (typer._click); its usage errors are TyperExceptions
-    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+    from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
 
     calls.install_from_environment()  # only when the test suite asks (QUAY_CALL_LOG)
     try:
@@ -835,6 +857,8 @@ def main() -> None:
         from quaylocal.terminal import visible
 
         where = f" (see: {exc.ctx.command_path} --help)" if exc.ctx else ""
+        if isinstance(exc, NoSuchOption) and exc.ctx is not None and exc.ctx.parent is None:
+            where = " (a command's options go after it, e.g. `quay room list --token T`; see: quay --help)"
         print(visible(" ".join(f"quay: {exc.format_message()}{where}".split())), file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

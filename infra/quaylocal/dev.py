@@ -435,6 +435,7 @@ class DevServer:
             signal.signal(sig, _stop)
         self.start()
         banner(f"quay dev: the room API on {self.url} (OpenAPI {self.url}/openapi.json, Swagger UI {self.url}/docs)")
+        banner(f"the room page: {self.url}/app/ (sign in with a person's token)")
         banner(f"operator token: {self.admin_token}")
         banner(f"local model provider: {self.provider.root_url} (echo replies unless scripted); "
                f"openai-compatible base_url: {self.compat_base_url()}")

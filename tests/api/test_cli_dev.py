@@ -64,6 +64,9 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     assert room["name"] == "Harbour → launch" and room["members"] == ["cato", "dune"]
     listed = _quay(url, dora, "room", "list").stdout
     assert f"{rid}  Harbour → launch  members: cato, dune" in listed and "\\u" not in listed
+    # a room asked for by its label is a 404 that says how rooms are named
+    _one_line_error(CliRunner().invoke(cli, ["room", "Harbour", "--url", url, "--token", carl]),
+                    "HTTP 404", "quay room list")
     placed = _quay(url, carl, "member", "add", rid, "--agent", "a1").stdout
     assert "agents: @a1 (cato.a1)" in placed
     _quay(url, dora, "member", "add", rid, "--agent", "d1")

@@ -114,9 +114,22 @@ def test_dev_with_malformed_scripts_or_settings_is_one_line(tmp_path: Path) -> N
     _one_line_error(_quay("dev", "--port", "0", "--setting", "BOGUS=1"), "BOGUS", "not a runtime setting")
 
 
+def test_dev_on_a_taken_port_or_with_a_bad_admin_token_is_one_line() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        _one_line_error(_quay("dev", "--port", port), f"127.0.0.1:{port} is in use", "--port")
+    _one_line_error(_quay("dev", "--port", "0", "--admin-token", "short"), "--admin-token", "16 to 512")
+
+
 def test_usage_errors_are_one_line_too() -> None:
     """Options in the wrong place, an unknown command: one line naming where to look, exit 2."""
-    assert "--help" in _one_line_error(_quay("--token", "x", "room", "list"), "No such option: --token")
+    assert "--help" in _one_line_error(_quay("--token", "x", "room", "list"), "No such option: --token",
+                                       "options go after it")
+    assert _quay("--version").stdout.strip() == _quay("version").stdout.strip() != ""
     assert _quay("--token", "x", "room", "list").returncode == 2
     _one_line_error(_quay("no-such-command"), "no-such-command", "--help")
     assert "Usage: " in _quay("room").stdout and "COMMAND" in _quay("room").stdout  # no arguments: its help
