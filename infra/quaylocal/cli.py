@@ -399,7 +399,9 @@ def _approval_line(a: dict) -> str:
     decided = f" by {a['decided_by']}" if a.get("decided_by") else ""
     state = {"pending": "pending: quay approve|deny ROOM " + a["id"], "deciding": "deciding (an answer is on its way)",
              "approved": "approved", "rejected": "denied", "expired": "expired"}.get(a["status"], a["status"])
-    return f"[{a['created_at'][:19]}] approval {a['id']} {a['agent_id']}: {a['summary']} -> {state}{decided}"
+    what = "; ".join(f"{k}: {v}" for k, v in (a.get("fields") or {}).items())  # what a yes writes
+    what = f" ({what[:200]}{'…' if len(what) > 200 else ''})" if what else ""
+    return f"[{a['created_at'][:19]}] approval {a['id']} {a['agent_id']}: {a['summary']}{what} -> {state}{decided}"
 
 
 @room_app.command("show")

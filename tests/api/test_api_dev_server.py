@@ -63,6 +63,7 @@ def test_quay_dev_over_http(dev_url: str) -> None:
     pending = _wait(lambda: ann.approvals(r1), 60, "a1's approval request")
     assert bob.approvals(r1) == []
     approval_id = pending[0]["id"]
+    assert pending[0]["fields"] == {"text": HELD, "visibility": "company"}  # what a yes writes, for acme only
     denied = bob.request("POST", f"/rooms/{r1}/approvals/{approval_id}/approve")
     assert denied.status == 404 and denied.body["error"] == "not_found"  # to bolt, acme's held action does not exist
     approved = ann.request("POST", f"/rooms/{r1}/approvals/{approval_id}/approve")

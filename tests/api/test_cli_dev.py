@@ -82,7 +82,9 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
         return [a for a in _json(url, carl, "room", "show", rid)["approvals"] if a["status"] == "pending"]
 
     [held] = _wait(pending, 60, "a1's approval request")
-    assert "pending: quay approve|deny ROOM " + held["id"] in _quay(url, carl, "room", "show", rid).stdout
+    shown = _quay(url, carl, "room", "show", rid).stdout
+    assert "pending: quay approve|deny ROOM " + held["id"] in shown
+    assert f"(text: {HELD}; visibility: company) -> pending" in shown  # what a yes writes
     assert _json(url, dora, "room", "show", rid)["approvals"] == []  # another company's request is hidden
     _one_line_error(CliRunner().invoke(cli, ["approve", rid, held["id"], "--url", url, "--token", dora]), "HTTP 404")
     assert _json(url, carl, "approve", rid, held["id"])["status"] == "approved"

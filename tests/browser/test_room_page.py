@@ -165,6 +165,8 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             expect(page.locator("#transcript .note.held")).to_contain_text("held for approval", timeout=WAIT_MS)
             approve = page.locator("#approvals").get_by_role("button", name="Approve")
             expect(approve).to_have_count(1, timeout=WAIT_MS)
+            # the person deciding sees what a yes writes (the request is acme's only)
+            expect(page.locator("#approvals .detail").filter(has_text="text: " + HELD)).to_have_count(1)
             page.screenshot(path=str(ARTIFACTS / "room-page-1440-held.png"), full_page=True)
             approve.click()
             expect(page.locator("#approvals .badge").first).to_have_text("approved", timeout=WAIT_MS)

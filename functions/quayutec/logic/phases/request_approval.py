@@ -31,6 +31,7 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
         raise RunStateInvalid(f"action {index} of run {run_id} is not held for approval")
     approval = ApprovalRequest(id=f"{run_id}:{index}", room_id=run.room_id, run_id=run_id, index=index,
                                agent_id=run.agent_id, company=run.company, summary=rights.describe(action),
+                               fields=action.fields,
                                created_at=_iso(deps))
     if deps.room.put_approval(approval, task_token) is approval:  # recorded now, not a retry
         metrics.add_metric(name="ApprovalRequested", unit=MetricUnit.Count, value=1)

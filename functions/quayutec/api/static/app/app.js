@@ -394,6 +394,8 @@
     for (const a of sorted) {
       const item = el("li", { "data-approval": a.id },
         el("p", { class: "line" }, badge(a.status), a.summary),
+        ...Object.entries(a.fields || {}).map(([k, v]) =>  // what a yes writes: text, never markup
+          el("p", { class: "detail", text: k + ": " + (typeof v === "string" ? v : JSON.stringify(v)) })),
         el("p", { class: "meta", text: "agent " + a.agent_id + " · run " + a.run_id + " · " + when(a.created_at) +
                                           (a.decided_by ? " · decided by " + a.decided_by : "") }));
       if (a.status === "pending") {
