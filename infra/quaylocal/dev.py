@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -277,6 +278,20 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet; the API logs
             pass
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """The HTTP server's own refusals (a request line or URL too long, headers too large, a
+            malformed request) in the API's error shape, not http.server's HTML page."""
+            said = message or HTTPStatus(code).phrase
+            body = json.dumps(error_payload(code, "bad_request", said)).encode()
+            self.close_connection = True
+            self.send_response(code, message)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+                self.wfile.write(body)
 
         def _serve(self) -> None:
             raw_length = (self.headers.get("Content-Length") or "0").strip()
