@@ -711,13 +711,12 @@ def ledger(run: Annotated[str | None, typer.Argument(help="A run id: show that r
             print(f"  reply {r['reply_message_id']}" + ("  (truncated)" if r.get("reply_truncated") else ""))
         if r.get("error_class"):
             print(f"  error {r['error_class']}: {r.get('error_message') or ''}")
-        from quaylocal.render import request_line
+        from quaylocal.render import action_line, request_line
 
         for q in detail["requests"]:
             print("  " + request_line(q))
         for a in detail["actions"]:
-            print(f"  action {a['index']} {a['kind']} -> {a['target']}: {a['decision']} / {a['outcome']}"
-                  + (f" ({a['reason']})" if a.get("reason") else ""))
+            print("  " + action_line(a))
         for item in r.get("not_done") or []:
             print(f"  not done: {item}")
         for line in cost_lines(r.get("cost")):

@@ -14,6 +14,16 @@ def _who(author: dict[str, Any]) -> str:
     return f"{author['id']} ({author.get('company') or '?'})"
 
 
+def action_line(a: dict[str, Any]) -> str:
+    """One declared action of a run's ledger entry (``quay ledger RUN`` and the demo alike): kind
+    and target, the decision, the approval's answer when it was held, the outcome, and why (the
+    decision's reason, the outcome's note); untrusted parts made visible."""
+    approval = f" → {a['approval']}" if a.get("approval") else ""
+    why = "; ".join(x for x in (a.get("reason"), a.get("outcome_note")) if x)
+    return visible(f"action {a['index']} {a['kind']} → {a.get('target') or '?'}: {a['decision']}{approval} → "
+                   f"{a['outcome']}" + (f" ({why})" if why else ""))
+
+
 def request_line(q: dict[str, Any]) -> str:
     """One model request of the ledger on one line: number, time sent, provider, HTTP status,
     the provider's request id, its error type/code, the classification, the wait chosen and why.
@@ -88,10 +98,7 @@ def render(result: PlayResult) -> str:
         for q in run["requests"]:
             add("    " + request_line(q))
         for a in run["actions"]:
-            approval = f" → {a['approval']}" if a.get("approval") else ""
-            note = f" ({a['outcome_note']})" if a.get("outcome_note") else ""
-            add(f"    action {a['index']} {a['kind']} → {a['target'] or '?'}: {a['decision']}{approval} → "
-                f"{a['outcome']}{note}")
+            add("    " + action_line(a))
         if run.get("reply_message_id"):
             add(f"    reply: {run['reply_message_id']}")
         if run.get("error_class"):
