@@ -88,6 +88,8 @@ def test_quay_dev_over_http(dev_url: str) -> None:
     assert room.exit_code == 0 and "exactly once" in room.output and "echo:" in room.output
     ledger = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", ann.token])
     assert ledger.exit_code == 0 and "completed" in ledger.output and "remember" in ledger.output
+    assert "action 0 remember → memory (company): ask → approved → written (acme policy: rule actions.remember = ask" \
+        in ledger.output  # the approval's answer and why, as the demo prints it
     other = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", bob.token])
     assert other.exit_code == 1
     post = runner.invoke(cli, ["post", r1, "from the cli", "--json", "--url", dev_url, "--token", bob.token])
