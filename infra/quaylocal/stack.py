@@ -577,6 +577,9 @@ FALLBACK_POLL_S = 1.0
 #: How often the executions poller lists every ended execution instead of only those whose end
 #: it was told about.
 FULL_SCAN_S = 5.0
+#: The ends the reconciler is fed (the EventBridge rule's statuses, quayinfra.reconciler): a
+#: SUCCEEDED execution needs nothing, so no scan lists those, which only grow with history.
+RECONCILED_STATUSES = ("FAILED", "TIMED_OUT", "ABORTED")
 #: :meth:`LocalStack.wait_quiet`: the least time between two looks when the first found work.
 LOOK_GAP_S = 0.05
 
@@ -1158,17 +1161,13 @@ class LocalStack:
                 did = True
         if time.monotonic() - self._last_full_scan >= FULL_SCAN_S:
             self._last_full_scan = time.monotonic()
-            for status in ("FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"):
-                for ex in sfn.list_executions(stateMachineArn=self.state_machine_arn,
-                                              statusFilter=status)["executions"]:
-                    arn = ex["executionArn"]
-                    if arn in self._finished_executions:
-                        continue
-                    self._finished_executions.add(arn)
-                    if status == "SUCCEEDED":
-                        continue
-                    self._reconcile(arn, ex["name"], status, sfn.describe_execution(executionArn=arn))
-                    did = True
+            for ex in self._executions(*RECONCILED_STATUSES):
+                arn = ex["executionArn"]
+                if arn in self._finished_executions:
+                    continue
+                self._finished_executions.add(arn)
+                self._reconcile(arn, ex["name"], ex["status"], sfn.describe_execution(executionArn=arn))
+                did = True
         return did
 
     def _reconcile(self, arn: str, name: str, status: str, desc: dict[str, Any]) -> None:
@@ -1194,6 +1193,14 @@ class LocalStack:
                 with _MOTO_LOCK:
                     worker.env = None
 
+    def _executions(self, *statuses: str) -> list[dict[str, Any]]:
+        """The state machine's executions in ``statuses``, every page (ListExecutions filters by
+        one status at a time)."""
+        pages = self.client("stepfunctions").get_paginator("list_executions")
+        return [ex for status in statuses
+                for page in pages.paginate(stateMachineArn=self.state_machine_arn, statusFilter=status)
+                for ex in page["executions"]]
+
     # ------------------------------------------------------------------ quiet
     def running_executions(self) -> list[dict[str, Any]]:
         return self.client("stepfunctions").list_executions(
@@ -1216,21 +1223,15 @@ class LocalStack:
 
     def quiet(self) -> bool:
         """No stream record, SQS message or execution in progress, but executions parked on a
-        recorded approval request, and every ended execution handled. The executions first (one
-        listing): while runs go on, that is what is not quiet."""
+        recorded approval request, and every failed, timed-out or aborted execution fed to the
+        reconciler. The running executions first: while runs go on, that is what is not quiet.
+        Each listing is filtered by status, so none grows with the succeeded ones of the past."""
         if self._pending_stream:
             return False
-        ended = set()
-        pages = self.client("stepfunctions").get_paginator("list_executions").paginate(
-            stateMachineArn=self.state_machine_arn)
-        for ex in (ex for page in pages for ex in page["executions"]):
-            if ex["status"] == "RUNNING":
-                if not self.is_parked(ex["name"]):
-                    return False
-            elif ex["status"] in ("FAILED", "TIMED_OUT", "ABORTED", "SUCCEEDED"):
-                ended.add(ex["executionArn"])
-        if not ended <= self._finished_executions:
+        if not all(self.is_parked(ex["name"]) for ex in self._executions("RUNNING")):
             return False
+        if not {ex["executionArn"] for ex in self._executions(*RECONCILED_STATUSES)} <= self._finished_executions:
+            return False  # an end the reconciler has not been fed yet
         sqs = self.client("sqs")
         for queue in (r.WAKE_QUEUE, r.INGEST_QUEUE):
             attrs = sqs.get_queue_attributes(QueueUrl=self.queue_urls[queue.logical_id],

@@ -12,8 +12,13 @@ import time
 from moto.core.serialize import JSONSerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
 
+from quaylocal import calls as C
 from quaylocal import moto_patches
 from quaylocal import stack as st
+from quayutec.logic.room_service import RoomService
+from quayutec.models import Author
+
+from runhelpers import Env
 
 ITEM = {"pk": {"S": "room#r1"}, "sk": {"S": "msg#0001"}, "n": {"N": "12.5"}, "ok": {"BOOL": True},
         "none": {"NULL": True}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]},
@@ -122,3 +127,29 @@ class _nothing:  # noqa: N801
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_execution_scans_list_no_succeeded_execution(env: Env) -> None:
+    """quay dev's backstop scan (every FULL_SCAN_S) and the quiet check list executions by the
+    statuses they act on: a succeeded execution needs nothing, and listing those grew with the
+    history (3,000 runs: ~0.4 s a scan) into the idle CPU of a long-lived `quay dev`."""
+    env.server.set_script("a1", [{"reply": {"text": "Done.", "actions": []}}])
+    with C.owner(C.SETUP):
+        RoomService(env.deps.room).post_message("r1", Author(kind="person", id="ann", company="acme"), "@a1 hello", [])
+    env.stack.wait_quiet()
+    sfn = env.stack.client("stepfunctions")
+    assert [e["status"] for e in env.stack._executions("SUCCEEDED")] == ["SUCCEEDED"]
+    asked: list[str | None] = []
+
+    def record(params: dict, **_: object) -> None:
+        asked.append(params.get("statusFilter"))
+
+    sfn.meta.events.register("provide-client-params.sfn.ListExecutions", record)
+    try:
+        env.stack._last_full_scan = 0.0  # the backstop scan is due
+        env.stack.pump_once()
+        assert env.stack.quiet()
+    finally:
+        sfn.meta.events.unregister("provide-client-params.sfn.ListExecutions", record)
+    assert asked and "SUCCEEDED" not in asked and None not in asked, asked
+    assert set(asked) == {"RUNNING", "FAILED", "TIMED_OUT", "ABORTED"}
