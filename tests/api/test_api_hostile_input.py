@@ -90,6 +90,12 @@ def test_the_json_media_type_in_any_letter_case_is_json(light_world: World, cont
     assert r.status == 200, (r.status, r.body)
 
 
+def test_a_query_parameter_given_twice_says_so(light_world: World) -> None:
+    r = light_world.api.call("GET", f"/rooms/{_room(light_world)}/messages?limit=1&limit=2", light_world.tokens["ann"])
+    _is_error(r, 422, "validation_error")
+    assert r.body["fields"][0]["field"] == "query.limit" and "given 2 times" in r.body["message"], r.body
+
+
 def test_a_trailing_slash_is_the_same_request_for_the_idempotency_key(light_world: World) -> None:
     room, ann = _room(light_world), light_world.tokens["ann"]
     first = light_world.api.call("POST", f"/rooms/{room}/messages", ann, {"text": "once"}, key="k-slash")

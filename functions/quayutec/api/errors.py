@@ -157,6 +157,8 @@ def field_problems(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
         problem = str(e.get("msg") or e.get("type", "invalid"))
         if e.get("type") == "value_error":  # a validator's own words, without pydantic's "Value error, "
             problem = problem.removeprefix("Value error, ")
+        elif loc[:1] == ["query"] and isinstance(e.get("input"), list):  # Powertools: a repeated parameter
+            problem = f"given {len(e['input'])} times: give it once"
         out.append({"field": ".".join(loc) or "body", "problem": problem, "type": str(e.get("type", "invalid"))})
     return out
 
