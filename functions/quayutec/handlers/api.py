@@ -55,6 +55,14 @@ def _check_body(event: dict[str, Any]) -> None:
     parse_json(raw if raw is not None else body)
 
 
+def _check_path(event: dict[str, Any]) -> None:
+    """400 for a path holding a line break or another non-printable character (``%0a``): the
+    resolver's route patterns end in ``$``, which matches before a final newline, so
+    ``/rooms/%0a`` answered as ``/rooms``."""
+    if not str(event.get("path") or "").isprintable():
+        raise InvalidInput("path: holds a line break or another non-printable character")
+
+
 def _resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return resolve(event, context)
 
@@ -64,6 +72,7 @@ def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = N
     try:
         if not isinstance(event, dict):
             raise errors.Unauthenticated("not an API Gateway proxy event")
+        _check_path(event)
         _check_body(event)
         if is_public(str(event.get("httpMethod", "")), str(event.get("path") or "")):
             return _resolve(event, context)
