@@ -79,6 +79,29 @@ def test_extraction_kinds_and_reasons() -> None:
         extract("json", b"{nope")
 
 
+def test_a_hostile_file_fails_with_its_reason_never_the_ingest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nesting past the recursion limit, a pypdf limit (a decompression bomb): ``Unreadable``
+    with the reason, never another exception (which failed the ingest three times, sent the
+    file's event to the dead-letter queue and left it ``uploading`` for good)."""
+    from pypdf.errors import LimitReachedError
+
+    from quayutec.logic import extract as ex
+
+    with pytest.raises(Unreadable, match="nested too deep"):
+        extract("json", b"[" * 100_000 + b"]" * 100_000)
+
+    def bomb(_: object) -> None:
+        raise LimitReachedError("Limit reached while decompressing: 75000001 bytes")
+
+    for name in ("PdfReader", "_html"):
+        target = ex if name == "_html" else __import__("pypdf")
+        monkeypatch.setattr(target, name, bomb)
+    with pytest.raises(Unreadable, match="LimitReachedError"):
+        extract("pdf", _pdf("x"))
+    with pytest.raises(Unreadable, match="LimitReachedError"):
+        extract("html", b"<p>x</p>")
+
+
 def test_passages_carry_file_name_and_position() -> None:
     chunks = retrieval.chunk_text("r", "log.txt", big_text(), file_id="f1")
     top = retrieval.top_passages(chunks, "What is the vault code?", 5)

@@ -39,21 +39,34 @@ def kind_of(name: str, content_type: str) -> str | None:
 
 
 def extract(kind: str, data: bytes) -> list[tuple[int | None, str]]:
-    if kind == "pdf":
-        parts = _pdf(data)
-    else:
-        text = _decode(data)
-        if kind == "html":
-            text = _html(text)
-        elif kind == "json":
-            try:
-                json.loads(text)
-            except ValueError as exc:
-                raise Unreadable(f"unreadable: not valid JSON ({exc})") from exc
-        parts = [(None, text)]
+    """The text of a file of ``kind`` (:data:`KINDS`). Raises :class:`Unreadable`, and only that:
+    whatever else a hostile file makes a parser raise (nesting past the recursion limit, a pypdf
+    limit such as a decompression bomb's ``LimitReachedError``) fails the file with its reason,
+    never the ingest (which would redeliver it to the dead-letter queue and leave it
+    ``uploading`` for good, SPEC §8)."""
+    try:
+        parts = _pdf(data) if kind == "pdf" else [(None, _text(kind, data))]
+    except Unreadable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see the docstring: every failure is the file's
+        raise Unreadable(f"unreadable: {type(exc).__name__}: {exc}"[:300]) from exc
     if not any(t.strip() for _, t in parts):
         raise Unreadable("no text")
     return parts
+
+
+def _text(kind: str, data: bytes) -> str:
+    text = _decode(data)
+    if kind == "html":
+        return _html(text)
+    if kind == "json":
+        try:
+            json.loads(text)
+        except RecursionError as exc:
+            raise Unreadable("unreadable: not valid JSON (nested too deep)") from exc
+        except ValueError as exc:
+            raise Unreadable(f"unreadable: not valid JSON ({exc})") from exc
+    return text
 
 
 def _decode(data: bytes) -> str:
