@@ -139,3 +139,23 @@ def test_model_written_kinds_and_ids_cannot_add_lines_to_the_notes(env: Env) -> 
     assert not [line for line in lines if line.startswith("⏸")], lines
     assert "\x1b" not in reply and "\\x1b" in reply and "\\n" in reply
     assert all(a.decision == "deny" and "\n" not in a.reason + a.kind + a.target for a in actions), actions
+
+
+def test_a_policy_denial_in_the_room_names_the_policy_not_its_rule(env: Env) -> None:
+    """The room (and so the other company's agents and people) reads that acme's policy denied
+    an action; which rule did stays in acme's ledger: its policy answers 404 to others (SPEC §5)."""
+    from quayutec.models import RightsPolicy
+
+    d = env.deps
+    acme = d.room.get_company("acme")
+    assert acme is not None
+    d.room.put_company(acme.model_copy(update={"rights": RightsPolicy(cross_company={"create_task": "deny"})}))
+    run, actions, replies = _run(env, "a1", {"reply": {"text": "Asked.", "actions": [
+        {"kind": "create_task", "to": "b1", "title": "t", "body": "b"},
+        {"kind": "teleport"}]}})
+    assert run.status == "completed", (run.status, run.error_message)
+    [reply] = replies
+    assert "✗ denied: create_task → task for b1 (by acme's policy)" in reply, reply
+    assert "cross_company" not in reply and "rule" not in reply
+    assert "✗ denied: teleport (unknown action kind 'teleport')" in reply  # not the policy's: said as it is
+    assert actions[0].reason == "acme policy: rule cross_company.create_task = deny; the target is bolt's"

@@ -128,6 +128,12 @@ def decide_all(tool_calls: list[dict[str, Any]], agent: Agent, policy: RightsPol
     return records, max(0, len(tool_calls) - MAX_ACTIONS)
 
 
+def by_policy(record: ActionRecord) -> bool:
+    """Whether the company's policy decided ``record`` (a valid action), not its validation (a
+    malformed or impossible one, denied before any rule: those carry no target company)."""
+    return record.target_company is not None
+
+
 def describe(record: ActionRecord) -> str:
     """A one-line, safe description of an action: kind and target, never its text."""
     return f"{record.kind} → {record.target}" if record.target else record.kind

@@ -92,14 +92,17 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
 
 
 # ----------------------------------------------------------------------------- 5. post the reply
-def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, truncated: bool) -> str:
-    """The reply text plus notes on held and denied actions (kind and target, never quoted text)."""
+def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, truncated: bool, company: str) -> str:
+    """The reply text plus notes on held and denied actions (kind and target, never quoted text).
+    A denial by the policy of ``company`` (the agent's) says so, not which rule: the policy is
+    the company's own (its page answers 404 to others); the rule stays in its ledger (SPEC §2.5)."""
     notes = []
     for a in actions:
         if a.decision == "ask":
             notes.append(f"⏸ held for approval: {rights.describe(a)}")
         elif a.decision == "deny":
-            notes.append(f"✗ denied: {rights.describe(a)} ({a.reason})")
+            why = f"by {company}'s policy" if rights.by_policy(a) else a.reason
+            notes.append(f"✗ denied: {rights.describe(a)} ({why})")
     if over_limit:
         notes.append(f"✗ denied: {over_limit} more action(s) over the limit of 25")
     if truncated:
@@ -127,7 +130,7 @@ def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None,
         if room is None:
             raise RunStateInvalid("room missing")
         facts = facts.model_copy(update={"hop_limit": room.hop_limit, "agents": deps.room.room_agents(ref.room_id)})
-    text = compose_reply(reply["text"], actions, over, bool(reply.get("truncated")))
+    text = compose_reply(reply["text"], actions, over, bool(reply.get("truncated")), facts.company)
     msg_id = ids.reply_message_id(ref.run_id)
     mentioned = wake_rules.mentions(reply["text"], list(facts.agents or {}))
     wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="reply",
