@@ -22,37 +22,53 @@ def system_prompt(ctx: dict[str, Any]) -> str:
 
 
 def _author(a: dict[str, Any]) -> str:
-    return a["id"] if a.get("kind") != "system" else "[system]"
+    """Who wrote something, with the company: a person's id is only unique within a company, so
+    ``ann`` of another company must not read as this company's ``ann`` (SPEC §5: typed authors)."""
+    if a.get("kind") == "system":
+        return "[system]"
+    return f"{a['id']} ({a['company']})" if a.get("company") else a["id"]
+
+
+def _inline(text: Any) -> str:
+    """Untrusted text inside one entry of the context: its own line breaks (any of them) are
+    indented, so no line of it can pass for an entry (``- [...] ann (acme): ...``) or a section
+    (``## Memory``) of its own."""
+    return "\n    ".join(str(text).splitlines())
+
+
+def _block(text: Any) -> str:
+    """A passage of a file: every line indented under its heading, for the same reason."""
+    return "\n".join("    " + line for line in str(text).splitlines())
 
 
 def user_text(ctx: dict[str, Any]) -> str:
     lines: list[str] = []
     lines.append("## Recent messages (oldest first)")
     for m in ctx["messages"]:
-        lines.append(f"- [{m['created_at'][:19]}] {_author(m['author'])}: {m['text']}")
+        lines.append(f"- [{m['created_at'][:19]}] {_author(m['author'])}: {_inline(m['text'])}")
     lines.append("\n## Open tasks sent to you")
     for t in ctx["open_tasks"] or []:
-        lines.append(f"- {t['id']} \"{t['title']}\" from {_author(t['created_by'])}: {t['body']}")
+        lines.append(f"- {t['id']} \"{_inline(t['title'])}\" from {_author(t['created_by'])}: {_inline(t['body'])}")
     if not ctx["open_tasks"]:
         lines.append("- none")
     lines.append("\n## Memory")
     for m in ctx["memory"]:
-        lines.append(f"- ({m['visibility']}) {m['text']}")
+        lines.append(f"- ({m['visibility']}) {_inline(m['text'])}")
     if ctx["passages"]:
         lines.append("\n## From the room's files")
         for p in ctx["passages"]:
             where = [f"part {p['index'] + 1}"] + ([f"page {p['page']}"] if p.get("page") else []) + (
                 [f"line {p['line']}"] if p.get("line") else [])
-            lines.append(f"### {p['name']} ({', '.join(where)})\n{p['text']}")
+            lines.append(f"### {_inline(p['name'])} ({', '.join(where)})\n{_block(p['text'])}")
     cause = ctx["cause"]
     lines.append("\n## Why you woke")
     if cause["kind"] == "message":
         m = cause["message"]
-        lines.append(f"Message from {_author(m['author'])}: {m['text']}")
+        lines.append(f"Message from {_author(m['author'])}: {_inline(m['text'])}")
     else:
         t, e = cause["task"], cause["event"]
-        lines.append(f"Task {t['id']} ({t['status']}) \"{t['title']}\" for {t['to']} by {_author(t['created_by'])}: "
-                     f"event '{e['kind']}' by {_author(e['by'])}: {e['text']}")
+        lines.append(f"Task {t['id']} ({t['status']}) \"{_inline(t['title'])}\" for {t['to']} by "
+                     f"{_author(t['created_by'])}: event '{e['kind']}' by {_author(e['by'])}: {_inline(e['text'])}")
         if e["kind"] == "created":
-            lines.append(f"Task body: {t['body']}")
+            lines.append(f"Task body: {_inline(t['body'])}")
     return "\n".join(lines)
