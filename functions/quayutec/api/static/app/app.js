@@ -251,11 +251,23 @@
     const body = el("div", { class: "body" });
     const plain = [];
     const flush = () => { if (plain.length) { body.append(el("p", { class: "text", text: plain.join("\n") })); plain.length = 0; } };
-    for (const line of String(m.text || "").split("\n")) {
-      if (/^⏸ held for approval/.test(line)) { flush(); body.append(el("p", { class: "note held", text: line })); }
-      else if (/^✗ denied/.test(line)) { flush(); body.append(el("p", { class: "note denied", text: line })); }
-      else plain.push(line);
+    // The service's notes close a reply: its last lines after a blank one. Only those are shown as
+    // notes; the same words anywhere else (a person's message, mid-reply) stay plain text.
+    const lines = String(m.text || "").split("\n");
+    const isNote = (line) => /^(⏸ held for approval|✗ denied|\(reply truncated)/.test(line);
+    let first = lines.length;
+    if (m.kind === "reply") {
+      while (first > 0 && isNote(lines[first - 1])) first--;
+      if (first === lines.length || first === 0 || lines[first - 1] !== "") first = lines.length;
     }
+    lines.forEach((line, i) => {
+      if (i < first) plain.push(line);
+      else {
+        flush();
+        const kind = /^⏸/.test(line) ? " held" : /^✗/.test(line) ? " denied" : "";
+        body.append(el("p", { class: "note" + kind, text: line }));
+      }
+    });
     flush();
     const item = el("li", { class: "msg " + (m.kind || "message"), "data-id": m.id },
       el("div", { class: "meta" }, el("span", { class: "author", text: who }), " · ", when(m.created_at),
