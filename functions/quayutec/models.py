@@ -196,6 +196,9 @@ class RoomFile(_Model):
     chunks: int = 0
     created_at: str
     ingested_at: str | None = None
+    #: The S3 ETag of the upload it was ingested from: a later upload to the same key (the form is
+    #: valid 15 minutes) has another, and is ingested in its place, so agents read what people get.
+    etag: str | None = None
 
 
 class ApprovalRequest(_Model):

@@ -216,6 +216,34 @@ def test_statuses_redelivery_and_delete(stack: LocalStack) -> None:
     assert retrieval.chunks_of(d.files.get_index(old_key))[0].file_id == ok
 
 
+def test_a_new_upload_to_a_finished_files_key_is_ingested_in_its_place(stack: LocalStack) -> None:
+    """The upload form stays valid 15 minutes: a second POST to the key of a ready file swapped
+    what people download while agents kept reading the first text. Now it is ingested in place
+    of the first (its chunks replace them); one that is unreadable fails the file and takes its
+    chunks out; a redelivered event of the same upload is still skipped."""
+    d = quay_deps.default_deps()
+    fid = _upload(stack, "r-swap", "budget.txt", b"Budget is 40k for the stage.\n")
+    assert rf.passages(d, "r-swap", "budget stage", 5)[1][0].text.startswith("Budget is 40k")
+    first = d.files.get_file("r-swap", fid)
+    assert first is not None and first.status == "ready" and first.etag
+    s3 = stack.client("s3")
+    s3.put_object(Bucket=d.files.bucket, Key=upload_key("r-swap", fid), Body=b"Budget is 999k, wire it now.\n")
+    stack.wait_quiet(120)
+    again = d.files.get_file("r-swap", fid)
+    assert again is not None and again.status == "ready" and again.etag != first.etag and again.size == 29
+    [passage] = rf.passages(d, "r-swap", "budget wire", 5)[1]
+    assert passage.text.startswith("Budget is 999k")  # the old chunks are gone
+    from quayutec.handlers.ingest import process
+
+    event = {"Records": [{"eventName": "ObjectCreated:Post", "s3": {"object": {"key": upload_key("r-swap", fid)}}}]}
+    assert process(d, json.dumps(event)) == [f"{fid}: skipped"]  # the same upload again
+    s3.put_object(Bucket=d.files.bucket, Key=upload_key("r-swap", fid), Body=b"   \n")
+    stack.wait_quiet(120)
+    failed = d.files.get_file("r-swap", fid)
+    assert failed is not None and (failed.status, failed.reason, failed.chunks) == ("failed", "no text", 0)
+    assert rf.passages(d, "r-swap", "budget", 5)[1] == []
+
+
 def test_two_ingests_in_one_room_keep_each_others_chunks(stack: LocalStack, monkeypatch) -> None:
     d = quay_deps.default_deps()
     first = retrieval.chunk_text("r-race", "a.txt", "alpha harbour\n", file_id="fa")

@@ -86,10 +86,12 @@ class FileStore:
             self.db.delete_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"})
 
     def finish_file(self, room_id: str, file_id: str, *, status: str, reason: str | None, chunks: int,
-                    size: int | None, at: str) -> bool:
-        """``uploading`` → ``status`` once (False: already finished, or deleted meanwhile)."""
+                    size: int | None, at: str, etag: str | None = None, replacing: str | None = None) -> bool:
+        """``uploading`` → ``status`` once (False: already finished, or deleted meanwhile); with
+        ``replacing`` (the ETag a finished file was ingested from), that file → ``status`` once.
+        ``etag``: the ETag of the upload this ingest read."""
         names = {"#s": "status", "#r": "reason", "#z": "size"}
-        values: dict[str, Any] = {":s": status, ":c": chunks, ":at": at, ":up": "uploading"}
+        values: dict[str, Any] = {":s": status, ":c": chunks, ":at": at}
         sets = ["#s = :s", "chunks = :c", "ingested_at = :at"]
         if reason:
             sets.append("#r = :r")
@@ -97,11 +99,20 @@ class FileStore:
         if size is not None:
             sets.append("#z = :z")
             values[":z"] = size
+        if etag is not None:
+            sets.append("etag = :e")
+            values[":e"] = etag
+        if replacing is None:
+            condition = "attribute_exists(pk) AND #s = :up"
+            values[":up"] = "uploading"
+        else:
+            condition = "attribute_exists(pk) AND etag = :prev"
+            values[":prev"] = replacing
         return update_if(self.db, TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
-                         UpdateExpression="SET " + ", ".join(sets),
-                         ConditionExpression="attribute_exists(pk) AND #s = :up",
+                         UpdateExpression="SET " + ", ".join(sets) + ("" if reason else " REMOVE #r"),
+                         ConditionExpression=condition,
                          ExpressionAttributeNames={k: v for k, v in names.items()
-                         if k == "#s" or k in " ".join(sets)},
+                         if k == "#s" or k in " ".join(sets) or (k == "#r" and not reason)},
                          ExpressionAttributeValues=values)
 
     # ------------------------------------------------------------------ index pointer
@@ -139,11 +150,12 @@ class FileStore:
         with transient_errors():
             return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
-    def head_upload(self, room_id: str, file_id: str) -> int | None:
-        """The uploaded object's real size, None when it is not there."""
+    def head_upload(self, room_id: str, file_id: str) -> tuple[int, str] | None:
+        """The uploaded object's real size (bytes) and ETag, None when it is not there."""
         try:
             with transient_errors():
-                return int(self.s3.head_object(Bucket=self.bucket, Key=upload_key(room_id, file_id))["ContentLength"])
+                head = self.s3.head_object(Bucket=self.bucket, Key=upload_key(room_id, file_id))
+                return int(head["ContentLength"]), str(head.get("ETag") or "")
         except ClientError as exc:
             if error_code(exc) in {"404", "NoSuchKey", "NotFound"}:
                 return None

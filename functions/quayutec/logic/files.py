@@ -49,38 +49,49 @@ def declare_upload(deps: Any, room_id: str, *, name: str, content_type: str, siz
 # ----------------------------------------------------------------------------- ingest
 def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
     """Ingest an uploaded file once: ``ready`` with its chunks in the room's index, or
-    ``failed`` with a reason. Returns what happened (``ready``, ``failed: ...``, ``skipped``)."""
+    ``failed`` with a reason. Returns what happened (``ready``, ``failed: ...``, ``skipped``).
+
+    An upload to the key of a finished file (its form stays valid 15 minutes: the same file id,
+    another ETag) is ingested in place of the one before, its chunks replacing the old ones, so
+    what agents read is what people download; a redelivered event (the same ETag) is skipped."""
     files = deps.files
     meta = files.get_file(room_id, file_id)
-    if meta is None or meta.status != "uploading":
-        return "skipped"  # deleted, unknown, or a redelivered event of a finished ingest
-    size = files.head_upload(room_id, file_id)
-    if size is None:
+    if meta is None:
+        return "skipped"  # deleted or unknown
+    head = files.head_upload(room_id, file_id)
+    if head is None:
         return "skipped"  # removed before it was read
+    size, etag = head
+    replacing = meta.etag if meta.status != "uploading" else None
+    if meta.status != "uploading" and (replacing is None or replacing == etag):
+        return "skipped"  # a redelivered event of a finished ingest
+
+    def fail(reason: str) -> str:
+        if files.finish_file(room_id, file_id, status="failed", reason=reason, chunks=0, size=size, at=at,
+                             etag=etag, replacing=replacing) and meta.status == "ready":
+            update_index(deps, room_id, add=[], remove=file_id, limit=deps.settings.max_file_chunks)
+        return f"failed: {reason}"
+
     if size > R.MAX_UPLOAD_BYTES:
-        files.finish_file(room_id, file_id, status="failed", reason=f"too large ({size} bytes; the limit "
-                          f"is {R.MAX_UPLOAD_BYTES})", chunks=0, size=size, at=at)
-        return "failed: too large"
+        return fail(f"too large ({size} bytes; the limit is {R.MAX_UPLOAD_BYTES})")
     data = files.read_upload(room_id, file_id, R.MAX_UPLOAD_BYTES + 1)
     try:
         parts = extract(meta.kind, data)
     except Unreadable as exc:
-        files.finish_file(room_id, file_id, status="failed", reason=str(exc), chunks=0, size=size, at=at)
-        return f"failed: {exc}"
+        return fail(str(exc))
     chunks: list[FileChunk] = []
     for page, text in parts:
         chunks += retrieval.chunk_text(room_id, meta.name, text, file_id=file_id, page=page,
                                        start_index=len(chunks))
     if not chunks:
-        files.finish_file(room_id, file_id, status="failed", reason="no text", chunks=0, size=size, at=at)
-        return "failed: no text"
+        return fail("no text")
     limit = deps.settings.max_file_chunks
     try:
         update_index(deps, room_id, add=chunks, remove=file_id, limit=limit)
     except TooManyChunks as exc:
-        files.finish_file(room_id, file_id, status="failed", reason=str(exc), chunks=0, size=size, at=at)
-        return f"failed: {exc}"
-    if not files.finish_file(room_id, file_id, status="ready", reason=None, chunks=len(chunks), size=size, at=at):
+        return fail(str(exc))
+    if not files.finish_file(room_id, file_id, status="ready", reason=None, chunks=len(chunks), size=size, at=at,
+                             etag=etag, replacing=replacing):
         if files.get_file(room_id, file_id) is None:  # deleted while ingesting: take it out again
             update_index(deps, room_id, add=[], remove=file_id, limit=limit)
         return "skipped"
