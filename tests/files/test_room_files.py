@@ -125,6 +125,21 @@ def test_chunks_read_lines_one_at_a_time_and_cut_long_lines_by_offsets() -> None
     assert peak < 24 * 2**20, peak  # the chunks (~2 MB of text) and their models; the lines list was ~60 MB
 
 
+def test_an_upload_that_never_arrived_reads_failed_once_its_form_and_ingest_time_are_over() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from quayutec.models import RoomFile
+
+    declared = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    f = RoomFile(id="f1", room_id="r", name="a.txt", content_type="text/plain", size=3, kind="text",
+                 uploader=ANN, created_at=declared.isoformat().replace("+00:00", "Z"))
+    assert rf.as_seen(f, declared + timedelta(seconds=rf.UPLOAD_GRACE_S)).status == "uploading"
+    late = rf.as_seen(f, declared + timedelta(seconds=rf.UPLOAD_GRACE_S + 1))
+    assert (late.status, late.reason) == ("failed", "the upload never arrived (its form expired)")
+    ready = f.model_copy(update={"status": "ready"})
+    assert rf.as_seen(ready, declared + timedelta(days=30)) is ready
+
+
 def test_passages_carry_file_name_and_position() -> None:
     chunks = retrieval.chunk_text("r", "log.txt", big_text(), file_id="f1")
     top = retrieval.top_passages(chunks, "What is the vault code?", 5)

@@ -10,6 +10,7 @@ read version N keeps reading version N's object.
 from __future__ import annotations
 
 import secrets
+from datetime import datetime
 from typing import Any
 
 from quayutec import resources as R
@@ -44,6 +45,22 @@ def declare_upload(deps: Any, room_id: str, *, name: str, content_type: str, siz
     if not deps.files.put_file(f):
         raise RuntimeError(f"file id {f.id} collision")
     return f
+
+
+#: How long after its declaration a file may still be ``uploading``: the upload form's life
+#: plus the ingest's own time with its redeliveries (3 receives of a 300 s function). Past it,
+#: the upload never arrived, and the file is shown ``failed`` (:func:`as_seen`).
+UPLOAD_GRACE_S = 15 * 60 + 3 * 300
+
+
+def as_seen(f: RoomFile, now: datetime) -> RoomFile:
+    """``f`` as people see it (SPEC §8: ``uploading`` → ``ready`` | ``failed``): a declared
+    upload that never arrived, past :data:`UPLOAD_GRACE_S`, reads ``failed`` with the reason,
+    rather than ``uploading`` for good (``now``: an aware UTC time)."""
+    declared = datetime.fromisoformat(f.created_at.replace("Z", "+00:00"))  # stored with or without µs
+    if f.status != "uploading" or (now - declared).total_seconds() <= UPLOAD_GRACE_S:
+        return f
+    return f.model_copy(update={"status": "failed", "reason": "the upload never arrived (its form expired)"})
 
 
 # ----------------------------------------------------------------------------- ingest

@@ -129,7 +129,8 @@ def add_file(room_id: RoomId, body: Annotated[FileIn, Body()]) -> FileUploadOut:
 def list_files(room_id: RoomId) -> FileList:
     svc = services()
     member_room(svc, room_id, caller())
-    return FileList(files=svc.deps.files.list_files(room_id))
+    now = svc.deps.clock()
+    return FileList(files=[room_files.as_seen(f, now) for f in svc.deps.files.list_files(room_id)])
 
 
 def attachment(name: str) -> str:
@@ -152,14 +153,14 @@ def _file(room_id: str, file_id: str) -> RoomFile:
 def get_file(room_id: RoomId, file_id: FileId) -> FileOut:
     f = _file(room_id, file_id)
     url = None
-    if f.status != "uploading":
+    if f.status != "uploading":  # stored status: an upload that never arrived has nothing to download
         # Served as a download, never rendered where the URL opens: an uploaded HTML file must
         # not run as a page (S3 applies response-* overrides on signed requests, GetObject API).
         url = _signer().generate_presigned_url(
             "get_object", Params={"Bucket": services().deps.files.bucket, "Key": upload_key(room_id, file_id),
                                   "ResponseContentDisposition": attachment(f.name)},
             ExpiresIn=URL_EXPIRES_S)
-    return FileOut(file=f, download_url=url)
+    return FileOut(file=room_files.as_seen(f, services().deps.clock()), download_url=url)
 
 
 @router.delete("/rooms/<room_id>/files/<file_id>", tags=["files"],
