@@ -8,7 +8,6 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +21,7 @@ from quayutec.logic.ids import new_room_id
 from quayutec.dal.files import upload_key
 from quayutec.logic import files as room_files
 from quayutec.logic.room_service import RoomService
-from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Wake
+from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Wake, now_iso
 
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, warm_during_waits
@@ -334,7 +333,7 @@ class Player:
             data = f.data()
             meta = room_files.declare_upload(d, self.room_id, name=f.name, content_type=f.media_type(),
                                              size=len(data), uploader=uploader,
-                                             at=datetime.now(UTC).isoformat().replace("+00:00", "Z"))
+                                             at=now_iso())
             s3.put_object(Bucket=d.files.bucket, Key=upload_key(self.room_id, meta.id), Body=data,
                           ContentType=f.media_type())
         stack.wait_quiet(self.quiet_timeout_s)

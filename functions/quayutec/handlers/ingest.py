@@ -18,6 +18,7 @@ from quayutec.dal.files import parse_upload_key
 from quayutec.deps import Deps, default_deps
 from quayutec.handlers._batch import partial_response, sqs_id
 from quayutec.logic import files as room_files
+from quayutec.models import iso
 
 logger = Logger()
 metrics = Metrics()
@@ -39,7 +40,7 @@ def process(deps: Deps, body: str) -> list[str]:
             room_files.remove(deps, room_id, file_id)
             out.append(f"removed {file_id}")
         elif name.startswith("ObjectCreated"):
-            at = deps.clock().isoformat().replace("+00:00", "Z")
+            at = iso(deps.clock())
             result = room_files.ingest(deps, room_id, file_id, at)
             logger.info("ingest", extra={"room_id": room_id, "file_id": file_id, "result": result})
             out.append(f"{file_id}: {result}")

@@ -23,7 +23,7 @@ from quayutec.dal.files import upload_key
 from quayutec.errors import Forbidden, InvalidInput, NotFound
 from quayutec.logic import files as room_files
 from quayutec.logic.extract import kind_of
-from quayutec.models import RoomFile
+from quayutec.models import RoomFile, iso
 
 router = APIGatewayRouter()
 
@@ -96,7 +96,7 @@ def regional_s3(region: str) -> Any:
 
 
 def _now() -> str:
-    return services().deps.clock().isoformat().replace("+00:00", "Z")
+    return iso(services().deps.clock())
 
 
 @router.post("/rooms/<room_id>/files", status_code=201, tags=["files"],
