@@ -41,7 +41,10 @@ def test_upload_flow_and_rules(stack_env, light_world) -> None:
     assert [(x["name"], x["status"], x["chunks"]) for x in listed] == [("brief.md", "ready", 1)]
     one = api.ok("GET", f"/rooms/r1/files/{f['id']}", w.tokens["bob"])
     assert one["download_url"] and f["id"] in one["download_url"]
-    # signed as a download (S3 applies the response-* override): never rendered where it opens
+    # SigV4 (moto takes any signature; S3 refuses SigV2 on buckets made since 2020), and signed as a
+    # download (S3 applies the response-* override): never rendered where it opens
+    assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in one["download_url"] and "AWSAccessKeyId=" not in one["download_url"]
+    assert out["upload"]["fields"]["x-amz-algorithm"] == "AWS4-HMAC-SHA256"
     assert "response-content-disposition=attachment%3B%20filename%3D%22brief.md%22" in one["download_url"]
     assert api.call("GET", f"/rooms/r1/files/{f['id']}", w.tokens["carl"]).status == 404
     assert api.call("DELETE", f"/rooms/r1/files/{f['id']}", w.tokens["bob"]).status == 403
@@ -49,3 +52,21 @@ def test_upload_flow_and_rules(stack_env, light_world) -> None:
     stack.wait_quiet(60)
     assert api.ok("GET", "/rooms/r1/files", w.tokens["ann"])["files"] == []
     assert api.call("GET", f"/rooms/r1/files/{f['id']}", w.tokens["ann"]).status == 404
+
+
+def test_the_deployed_signer_presigns_sigv4_for_the_regional_virtual_host(monkeypatch) -> None:  # noqa: ANN001
+    """What the deployed API hands out (no AWS call: presigning is local). botocore presigns
+    with SigV2 when given an endpoint URL unless told s3v4; S3 refuses SigV2 for buckets created
+    since June 2020, and a SigV2 URL signed with a Lambda role's credentials dies with the session."""
+    from quayutec.api.routes.files import regional_s3
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example-secret")
+    s3 = regional_s3("eu-west-1")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "quayutec-files-x1", "Key": "uploads/r/f"},
+                                    ExpiresIn=900)
+    assert url.startswith("https://quayutec-files-x1.s3.eu-west-1.amazonaws.com/uploads/r/f?"), url
+    assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in url and "X-Amz-Expires=900" in url and "Signature=" in url
+    post = s3.generate_presigned_post("quayutec-files-x1", "uploads/r/f", ExpiresIn=900)
+    assert post["url"] == "https://quayutec-files-x1.s3.eu-west-1.amazonaws.com/"
+    assert post["fields"]["x-amz-algorithm"] == "AWS4-HMAC-SHA256" and "signature" not in post["fields"]

@@ -58,6 +58,31 @@ def test_upload_through_quay_dev_becomes_ready() -> None:
             # a download, never a page on quay dev's origin (an uploaded HTML file must not run)
             assert resp.headers["Content-Disposition"].startswith('attachment; filename="plan.md"')
             assert resp.headers["X-Content-Type-Options"] == "nosniff"
+        # the endpoint serves signed downloads of uploads only: not the run data, not unsigned,
+        # never inline; and, as S3 does, it ignores the form fields after `file`
+        signed = one["download_url"]
+        base = signed.split("?")[0]
+        for refused in (url + "/_s3/quayutec-run-data/runs/x/context.json?" + signed.split("?")[1], base,
+                        url + "/_s3/quayutec-files/index/" + room + "/1.json?" + signed.split("?")[1]):
+            try:
+                urllib.request.urlopen(refused, timeout=30)
+                raise AssertionError(f"{refused} was served")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 403, (refused, exc.code)
+        with urllib.request.urlopen(signed.replace("attachment", "inline"), timeout=30) as resp:
+            assert resp.headers["Content-Disposition"] == "attachment"
+        boundary = uuid.uuid4().hex  # `file` first: the signed fields after it are ignored, as on S3
+        parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n'.encode()
+                 + text + b"\r\n"]
+        parts += [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+                  for k, v in out["upload"]["fields"].items()]
+        req = urllib.request.Request(out["upload"]["url"], method="POST", data=b"".join(parts) + f"--{boundary}--\r\n".encode(),
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        try:
+            urllib.request.urlopen(req, timeout=30)
+            raise AssertionError("a form with file first was taken")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400 and b"file last" in exc.read()
         # a content type that is not a media type (it becomes a signed header) is refused first
         for bad_type in ("text/plain\r\nX-Injected: 1", "text/plain\nX: y", "plain", "text/plain; a=\x07"):
             req = urllib.request.Request(url + f"/rooms/{room}/files", method="POST", data=json.dumps(

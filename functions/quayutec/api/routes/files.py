@@ -76,7 +76,8 @@ def _signer(observed: bool = True) -> Any:
     from botocore.config import Config
 
     if endpoint:
-        client = boto3.client("s3", endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"}))
+        client = boto3.client("s3", endpoint_url=endpoint,
+                              config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
     else:
         client = regional_s3(boto3.session.Session().region_name or os.environ.get("AWS_REGION") or "us-east-1")
     return aws.observe(client) if observed else client
@@ -87,12 +88,17 @@ def regional_s3(region: str) -> Any:
     ``https://{bucket}.s3.{region}.amazonaws.com`` (the origin the room page's connect-src names:
     quayutec.api.routes.page.upload_origins). Left to itself boto3 signs the global
     ``https://{bucket}.s3.amazonaws.com``, which the page's policy would block (and which a new
-    bucket outside us-east-1 answers with a redirect)."""
+    bucket outside us-east-1 answers with a redirect).
+
+    Signed with SigV4 (``s3v4``): given an endpoint URL, botocore presigns with S3's legacy SigV2
+    (``AWSAccessKeyId``/``Signature``/``Expires``), which S3 refuses for buckets created since
+    June 2020 and which expires with the role's session, not at ``ExpiresIn`` (Amazon S3 User
+    Guide, "Authenticating Requests (AWS Signature Version 4)")."""
     import boto3
     from botocore.config import Config
 
     return boto3.client("s3", region_name=region, endpoint_url=f"https://s3.{region}.amazonaws.com",
-                        config=Config(s3={"addressing_style": "virtual"}))
+                        config=Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
 
 
 def _now() -> str:
