@@ -142,6 +142,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "".join(f"{o}: {a} on {res}\n" for o, a, res in sorted(_PAIRS)))
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
+        reporter.ensure_newline()
         reporter.write_sep("=", "IAM: grants no recorded call used (information, not failures)")
         reporter.write_line(report.text)
     if report.unexplained and session.exitstatus == 0:

@@ -332,6 +332,9 @@ def approvals(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
                                          f"{a['created_at']})" for a in items], empty="no pending approval requests")
 
 
+_APPROVAL_IDS = "an approval's id is RUN_ID:INDEX: `quay approvals ROOM` lists your company's"
+
+
 def _decided(a: dict) -> None:
     _say(f"approval {a['id']} {a['agent_id']}: {a['summary']} -> {a['status']}"
          + (f" by {a['decided_by']}" if a.get("decided_by") else ""))
@@ -341,7 +344,7 @@ def _decided(a: dict) -> None:
 def approve(room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
             token: TokenOpt = "") -> None:
     """Approve a held action (your company's agents only)."""
-    a = _run(lambda: _client(url, token).approve(room, approval_id))
+    a = _run(lambda: _client(url, token).approve(room, approval_id), not_found=_APPROVAL_IDS)
     _print(a) if as_json else _decided(a)
 
 
@@ -349,7 +352,7 @@ def approve(room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt =
 def deny(room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
          token: TokenOpt = "") -> None:
     """Deny a held action (your company's agents only)."""
-    a = _run(lambda: _client(url, token).deny(room, approval_id))
+    a = _run(lambda: _client(url, token).deny(room, approval_id), not_found=_APPROVAL_IDS)
     _print(a) if as_json else _decided(a)
 
 
@@ -601,7 +604,7 @@ def _size(n: int) -> str:
 def _file_line(f: dict) -> str:
     status = f["status"] + (f": {f['reason']}" if f.get("reason") else "")
     if f["status"] == "ready":
-        status += f" ({f.get('chunks', 0)} chunks)"
+        status += f" ({_count(f.get('chunks', 0), 'chunk', 'chunks')})"
     who = f["uploader"]["id"] + (f" ({f['uploader']['company']})" if f["uploader"].get("company") else "")
     return f"{f['id']}  {f['name']}  {_size(int(f['size']))}  {f['kind']}  {status}  by {who}"
 

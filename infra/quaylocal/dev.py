@@ -452,8 +452,11 @@ class DevServer:
         banner(f"quay dev: the room API on {self.url} (OpenAPI {self.url}/openapi.json, Swagger UI {self.url}/docs)")
         banner(f"the room page: {self.url}/app/ (sign in with a person's token)")
         banner(f"operator token: {self.admin_token}")
+        scripted = ", ".join(f"{a} ({len(s)} replies)" for a, s in sorted(self.provider.scripts.items()))
         banner(f"local model provider: {self.provider.root_url} (echo replies unless scripted); "
                f"openai-compatible base_url: {self.compat_base_url()}")
+        if scripted:
+            banner(f"scripted agents (--scripts): {scripted}")
         banner("Ctrl-C stops it; everything lives in memory and is gone after.")
         try:
             while True:

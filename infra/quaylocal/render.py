@@ -65,8 +65,9 @@ def render(result: PlayResult) -> str:
                 add(f"    {line}")
         else:
             ordinal[item["agent_id"]] = ordinal.get(item["agent_id"], 0) + 1
+            # AGENT:N is the scenario's name for it (docs/scenarios.md, `approve`); the API's id follows
             add(f"[{item['created_at'][11:19]}] approval request {item['agent_id']}:{ordinal[item['agent_id']]} "
-                f"(visible to {item['company']} only): {item['summary']} → {item['status']}"
+                f"(id {item['id']}, visible to {item['company']} only): {item['summary']} → {item['status']}"
                 + (f" by {item['decided_by']}" if item.get("decided_by") else ""))
     if result.events:
         add("")

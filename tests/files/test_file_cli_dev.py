@@ -78,7 +78,7 @@ def test_markdown_and_pdf_become_ready_and_reach_the_agent(dev, tmp_path: Path) 
     pdf = tmp_path / "tugs.pdf"
     pdf.write_bytes(_pdf(PDF_PASSAGE))
     out = _quay(url, ann.token, "file", "add", room, str(md), "--wait").stdout
-    assert " berths.md " in out and " markdown  ready (1 chunks)  by ann (acme)" in out, out
+    assert " berths.md " in out and " markdown  ready (1 chunk)  by ann (acme)" in out, out
     added = json.loads(_quay(url, ann.token, "file", "add", room, str(pdf), "--wait", "--json").stdout)
     assert (added["name"], added["kind"], added["status"], added["content_type"]) == (
         "tugs.pdf", "pdf", "ready", "application/pdf")

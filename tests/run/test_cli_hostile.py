@@ -63,13 +63,19 @@ def test_quay_room_ledger_and_approvals_print_untrusted_text_visibly(monkeypatch
 
 
 def test_the_demo_rendering_shows_untrusted_text_visibly() -> None:
-    from quaylocal.render import render, request_line
+    from quaylocal.render import action_line, request_line
 
     line = request_line({"n": 1, "sent_at": "", "provider": "openai", "status": 500, "outcome": "error",
                          "error_type": "t\x1b[2J", "category": "server_error", "decision": HOSTILE})
     _no_raw_controls(line)
     assert "\n" not in line
-    assert callable(render)
+    action = action_line({"index": 2, "kind": "create_task", "target": "task for b1", "decision": "ask",
+                          "approval": "approved", "outcome": "written", "reason": "acme policy: rule x = ask",
+                          "outcome_note": HOSTILE})
+    _no_raw_controls(action)
+    assert "\n" not in action
+    assert action.startswith("action 2 create_task → task for b1: ask → approved → written (acme policy: rule x = "
+                             "ask; title")
 
 
 # ----------------------------------------------------------------------------- finding 10
