@@ -60,6 +60,9 @@ def test_docs_api_walkthrough_reaches_an_approved_held_action(tmp_path: Path) ->
     with quay_dev(tmp_path, "--scripts", str(tmp_path / "scripts.json"), admin_token=admin) as url:
         out = _run("\n".join(_blocks(doc, "## Walk-through with curl on `quay dev`", "sh")), url, admin, tmp_path)
     assert '"author": "bolt.b1"' in out  # b1's reply was there after the pause (ids: COMPANY.NAME)
+    # the room file: uploaded through the presigned form, ingested, downloaded as an attachment
+    assert "\n204\n" in out and 'content-disposition: attachment; filename="stalls.md"' in out.lower()
+    assert "x-content-type-options: nosniff" in out.lower()
     assert "idempotent-replayed" in out.lower()
     assert '"error": "idempotency_key_reused"' in out.replace('":"', '": "')
     assert '"not_found"' in out  # bob may not decide acme's held action: to him it does not exist
