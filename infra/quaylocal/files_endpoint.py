@@ -58,7 +58,8 @@ def _form(content_type: str, body: bytes) -> dict[str, bytes]:
 def _signed_query_problem(query: dict[str, str]) -> str | None:
     """Why a download's query string is not a live SigV4 presigned one (None: it is)."""
     if not all(query.get(k) for k in ("X-Amz-Signature", "X-Amz-Date", "X-Amz-Expires", "X-Amz-Credential")):
-        return "Query-string authentication requires the X-Amz-Signature, X-Amz-Date and X-Amz-Expires parameters"
+        return ("Query-string authentication requires the X-Amz-Credential, X-Amz-Signature, X-Amz-Date and "
+                "X-Amz-Expires parameters")
     try:
         signed = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
         expires = int(query["X-Amz-Expires"])

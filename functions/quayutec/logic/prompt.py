@@ -37,8 +37,9 @@ def _inline(text: Any) -> str:
 
 
 def _block(text: Any) -> str:
-    """A passage of a file: every line indented under its heading, for the same reason."""
-    return "\n".join("    " + line for line in str(text).splitlines())
+    """A passage of a file: every line indented under its heading, for the same reason (a
+    passage is never empty: chunks hold text)."""
+    return "    " + _inline(text)
 
 
 def user_text(ctx: dict[str, Any]) -> str:
