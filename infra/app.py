@@ -25,7 +25,9 @@ from quayinfra.stack import build_app  # noqa: E402
 
 if __name__ == "__main__":
     if "CDK_OUTDIR" not in os.environ:  # set by the CDK CLI, with cdk.json's context
-        sys.exit("infra/app.py runs under the CDK CLI, which applies cdk.json's context and "
-                 "feature flags: `make synth` or `npx cdk synth|deploy`.")
+        sys.exit(
+            "infra/app.py runs under the CDK CLI, which applies cdk.json's context and "
+            "feature flags: `make synth` or `npx cdk synth|deploy`."
+        )
     app, _stack = build_app(App())  # outdir and context from the CLI
     app.synth()

@@ -20,8 +20,8 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -31,15 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
 
 from runhelpers import make_room  # noqa: E402
 
+from quaylocal import calls  # noqa: E402
+from quaylocal.costs import RunFigures, plain_runs, retrieval_reads  # noqa: E402
+from quaylocal.provider_server import ProviderServer  # noqa: E402
+from quaylocal.stack import LocalStack  # noqa: E402
 from quayutec import deps as quay_deps  # noqa: E402
 from quayutec import pricing  # noqa: E402
 from quayutec.logic.room_service import RoomService  # noqa: E402
 from quayutec.models import Author, parse_iso  # noqa: E402
 from quayutec.settings import FIELD_BY_ENV, HANDLER_ENV  # noqa: E402
-from quaylocal import calls  # noqa: E402
-from quaylocal.costs import RunFigures, plain_runs, retrieval_reads  # noqa: E402
-from quaylocal.provider_server import ProviderServer  # noqa: E402
-from quaylocal.stack import LocalStack  # noqa: E402
 
 #: An estimate, labelled as such: billed duration per invocation (512 MB) is not measured here.
 ESTIMATED_MS_PER_INVOCATION = 100
@@ -48,17 +48,31 @@ MEMORY_GB = 0.5
 #: the request's two ledger writes, the reply, the final ledger write, StartExecution.
 MINIMUM_AWS_CALLS_PER_PLAIN_RUN = 8
 
-HANDLERS = ("claim_and_read", "call_model", "decide_and_post", "request_approval", "apply_and_finish",
-            "record_failure", "api", "authorizer", "wake_consumer", "stream_dispatch")
+HANDLERS = (
+    "claim_and_read",
+    "call_model",
+    "decide_and_post",
+    "request_approval",
+    "apply_and_finish",
+    "record_failure",
+    "api",
+    "authorizer",
+    "wake_consumer",
+    "stream_dispatch",
+)
 
 
 def cost_per_run(f: RunFigures) -> float:
     """USD of one run's counted operations, from the runtime's one price table
     (:func:`quayutec.pricing.estimate_usd`, model tokens excluded); Lambda duration estimated
     (``ESTIMATED_MS_PER_INVOCATION`` per invocation), DynamoDB one request unit per request."""
-    return pricing.estimate_usd(transitions=f.transitions, lambda_invocations=f.lambda_invocations,
-                                billed_ms=ESTIMATED_MS_PER_INVOCATION * f.lambda_invocations,
-                                memory_mb=int(MEMORY_GB * 1024), aws_requests=f.by_operation)
+    return pricing.estimate_usd(
+        transitions=f.transitions,
+        lambda_invocations=f.lambda_invocations,
+        billed_ms=ESTIMATED_MS_PER_INVOCATION * f.lambda_invocations,
+        memory_mb=int(MEMORY_GB * 1024),
+        aws_requests=f.by_operation,
+    )
 
 
 #: The settings a function reads from its environment (and ``_HANDLER``): left out of the measured
@@ -82,19 +96,25 @@ def import_ms(statement: str, repeat: int = 5, handler: str | None = None) -> fl
     model is the one validated, as on Lambda)."""
     import tempfile
 
-    code = ("import time; t = time.perf_counter()\n" + statement +
-            "\nprint((time.perf_counter() - t) * 1000)")
+    code = "import time; t = time.perf_counter()\n" + statement + "\nprint((time.perf_counter() - t) * 1000)"
     env = {k: v for k, v in os.environ.items() if k not in _SETTINGS_ENV and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update({"AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_METRICS_DISABLED": "true",
-                "POWERTOOLS_LOG_LEVEL": "WARNING"})
+    env.update(
+        {"AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    )
     if handler:
         env[HANDLER_ENV] = handler
     with tempfile.TemporaryDirectory(prefix="quay-bench-pyc.") as own:
         env["PYTHONPYCACHEPREFIX"] = own
         out = []
         for i in range(repeat + 1):
-            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                                  timeout=120, cwd=tempfile.gettempdir())
+            done = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                cwd=tempfile.gettempdir(),
+            )
             if done.returncode != 0:
                 raise RuntimeError(f"bench statement failed: {done.stderr[-2000:]}")
             if i:  # the first run writes the bytecode cache: not measured
@@ -108,24 +128,65 @@ def import_ms(statement: str, repeat: int = 5, handler: str | None = None) -> fl
 #: pydantic models a real first invocation builds are built here too). The API gets an
 #: authorized POST with a JSON body: parsed, through the resolver and the route's validation.
 FIRST_EVENTS: dict[str, dict] = {
-    **{h: {"state": {}, "run_id": "bench-run", "execution_arn": "arn:aws:states:us-east-1:1:execution:m:bench"}
-       for h in ("claim_and_read", "call_model", "decide_and_post", "apply_and_finish", "record_failure")},
+    **{
+        h: {"state": {}, "run_id": "bench-run", "execution_arn": "arn:aws:states:us-east-1:1:execution:m:bench"}
+        for h in ("claim_and_read", "call_model", "decide_and_post", "apply_and_finish", "record_failure")
+    },
     "request_approval": {"run_id": "bench-run", "index": 0, "task_token": "bench-token"},
-    "api": {"httpMethod": "POST", "path": "/rooms/r1/messages", "resource": "/{proxy+}",
-            "headers": {"Content-Type": "application/json"}, "queryStringParameters": None,
-            "pathParameters": {"proxy": "rooms/r1/messages"}, "body": json.dumps({"text": "@a1 hello"}),
-            "isBase64Encoded": False, "requestContext": {"requestId": "bench", "stage": "v1", "authorizer": {
-                "company": "acme", "member": "ann", "admin": "false", "token_id": "t1"}}},
-    "authorizer": {"type": "TOKEN", "authorizationToken": "Bearer qyt_bench_token_0001",
-                   "methodArn": "arn:aws:execute-api:us-east-1:1:api/v1/GET/rooms"},
-    "wake_consumer": {"Records": [{"messageId": "m1", "receiptHandle": "h", "body": json.dumps({
-        "agent_id": "a1", "wake_id": "w1", "room_id": "r1", "hop": 0, "cause_kind": "message", "cause_id": "m1"}),
-        "attributes": {
-        "ApproximateReceiveCount": "1"}, "messageAttributes": {}, "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:1:wakes", "awsRegion": "us-east-1"}]},
-    "stream_dispatch": {"Records": [{"eventID": "e1", "eventName": "INSERT", "eventSource": "aws:dynamodb",
-                                     "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/quayutec-room/stream/s",
-                                     "dynamodb": {"SequenceNumber": "1", "NewImage": {"pk": {"S": "x"}}}}]},
+    "api": {
+        "httpMethod": "POST",
+        "path": "/rooms/r1/messages",
+        "resource": "/{proxy+}",
+        "headers": {"Content-Type": "application/json"},
+        "queryStringParameters": None,
+        "pathParameters": {"proxy": "rooms/r1/messages"},
+        "body": json.dumps({"text": "@a1 hello"}),
+        "isBase64Encoded": False,
+        "requestContext": {
+            "requestId": "bench",
+            "stage": "v1",
+            "authorizer": {"company": "acme", "member": "ann", "admin": "false", "token_id": "t1"},
+        },
+    },
+    "authorizer": {
+        "type": "TOKEN",
+        "authorizationToken": "Bearer qyt_bench_token_0001",
+        "methodArn": "arn:aws:execute-api:us-east-1:1:api/v1/GET/rooms",
+    },
+    "wake_consumer": {
+        "Records": [
+            {
+                "messageId": "m1",
+                "receiptHandle": "h",
+                "body": json.dumps(
+                    {
+                        "agent_id": "a1",
+                        "wake_id": "w1",
+                        "room_id": "r1",
+                        "hop": 0,
+                        "cause_kind": "message",
+                        "cause_id": "m1",
+                    }
+                ),
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:1:wakes",
+                "awsRegion": "us-east-1",
+            }
+        ]
+    },
+    "stream_dispatch": {
+        "Records": [
+            {
+                "eventID": "e1",
+                "eventName": "INSERT",
+                "eventSource": "aws:dynamodb",
+                "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/quayutec-room/stream/s",
+                "dynamodb": {"SequenceNumber": "1", "NewImage": {"pk": {"S": "x"}}},
+            }
+        ]
+    },
 }
 
 
@@ -133,33 +194,42 @@ def first_invocation(handler: str) -> str:
     """``import boto3`` (every handler needs it on a real invocation: one that defers it must not
     look cheaper), import the handler, invoke it once with :data:`FIRST_EVENTS`' event and a
     Lambda context (Powertools' ``inject_lambda_context`` reads it). The refusal is expected."""
-    return ("import boto3\n"
-            f"import quayutec.handlers.{handler} as h\n"
-            "class Context:\n"
-            "    function_name = 'bench'; memory_limit_in_mb = 512; aws_request_id = 'bench'\n"
-            "    invoked_function_arn = 'arn:aws:lambda:us-east-1:1:function:bench'\n"
-            "    def get_remaining_time_in_millis(self): return 60000\n"
-            "try:\n"
-            f"    h.handler({FIRST_EVENTS[handler]!r}, Context())\n"
-            "except Exception:\n"
-            "    pass")
+    return (
+        "import boto3\n"
+        f"import quayutec.handlers.{handler} as h\n"
+        "class Context:\n"
+        "    function_name = 'bench'; memory_limit_in_mb = 512; aws_request_id = 'bench'\n"
+        "    invoked_function_arn = 'arn:aws:lambda:us-east-1:1:function:bench'\n"
+        "    def get_remaining_time_in_millis(self): return 60000\n"
+        "try:\n"
+        f"    h.handler({FIRST_EVENTS[handler]!r}, Context())\n"
+        "except Exception:\n"
+        "    pass"
+    )
 
 
 #: The floor pydantic sets under every handler that validates with it: ``import boto3``, then one
 #: constrained model defined and validated (pydantic loads its schema machinery, ``pydantic.types``
 #: and ``annotated_types`` on the first such model, whatever the project's own models are).
-PYDANTIC_FLOOR = ("import boto3\n"
-                  "from typing import Annotated\n"
-                  "from pydantic import BaseModel, Field\n"
-                  "class M(BaseModel):\n"
-                  "    x: Annotated[str, Field(min_length=1, max_length=9, pattern='^a')]\n"
-                  "M.model_validate({'x': 'a'})")
+PYDANTIC_FLOOR = (
+    "import boto3\n"
+    "from typing import Annotated\n"
+    "from pydantic import BaseModel, Field\n"
+    "class M(BaseModel):\n"
+    "    x: Annotated[str, Field(min_length=1, max_length=9, pattern='^a')]\n"
+    "M.model_validate({'x': 'a'})"
+)
 
 #: Issue 13's budgets (upper bounds; ``retrieval_reads_per_run`` must be the same for both rooms).
 #: The cold-import budget is a ratio to ``import boto3``; see :func:`budget_report` for its floor.
-BUDGETS = {"aws_calls_per_plain_run": 12, "writes_per_plain_run": 5, "transitions_per_plain_run": 7,
-           "lambda_invocations_per_plain_run": 6, "cost_per_1k_plain_runs_usd": 0.25,
-           "cold_import_ratio_phase_handlers": 1.4}
+BUDGETS = {
+    "aws_calls_per_plain_run": 12,
+    "writes_per_plain_run": 5,
+    "transitions_per_plain_run": 7,
+    "lambda_invocations_per_plain_run": 6,
+    "cost_per_1k_plain_runs_usd": 0.25,
+    "cold_import_ratio_phase_handlers": 1.4,
+}
 #: Issue 13 item 4 (local engine): idle CPU in % of a core; the median POST answer under the
 #: burst; RSS once quiet after the burst over RSS at start ("back near its start": the first
 #: run's one-time imports, the provider SDK above all, stay); the demo's wall time beyond its
@@ -168,8 +238,14 @@ LOCAL_IDLE_CPU_PERCENT = 2.0
 LOCAL_POST_MEDIAN_S = 1.0
 LOCAL_RSS_RATIO = 1.5
 DEMO_SCRIPTED_WAITS_S = 3.0
-PHASE_HANDLERS = ("claim_and_read", "call_model", "decide_and_post", "request_approval", "apply_and_finish",
-                  "record_failure")
+PHASE_HANDLERS = (
+    "claim_and_read",
+    "call_model",
+    "decide_and_post",
+    "request_approval",
+    "apply_and_finish",
+    "record_failure",
+)
 
 
 def budget_report(figures: dict, pydantic_floor_ms: float) -> dict:
@@ -187,17 +263,21 @@ def budget_report(figures: dict, pydantic_floor_ms: float) -> dict:
     values["cold_import_ratio_phase_handlers"] = round(worst / boto3_ms, 2)
     report = {k: {"value": v, "budget": BUDGETS[k], "met": v <= BUDGETS[k]} for k, v in values.items()}
     report["cold_import_ratio_phase_handlers"].update(
-        floor_with_pydantic=round(pydantic_floor_ms / boto3_ms, 2), own_ms=round(worst - pydantic_floor_ms, 1))
+        floor_with_pydantic=round(pydantic_floor_ms / boto3_ms, 2), own_ms=round(worst - pydantic_floor_ms, 1)
+    )
     reads = figures["retrieval_reads_per_run"]
-    report["retrieval_reads_per_run"] = {"value": reads, "budget": "constant",
-                                         "met": len(set(reads.values())) == 1}
+    report["retrieval_reads_per_run"] = {"value": reads, "budget": "constant", "met": len(set(reads.values())) == 1}
     if "local_demo_s" in figures:  # issue 13 item 4's targets for the local engine
         local = {
             "local_idle_cpu_percent": (figures["local_idle_cpu_percent"], LOCAL_IDLE_CPU_PERCENT),
-            "local_burst_post_answer_median_s": (figures["local_burst"]["burst_post_answer_median_s"],
-                                                 LOCAL_POST_MEDIAN_S),
-            "local_rss_after_burst_ratio": (round(figures["local_rss_after_burst_quiet_mib"]
-                                                  / figures["local_rss_start_mib"], 2), LOCAL_RSS_RATIO),
+            "local_burst_post_answer_median_s": (
+                figures["local_burst"]["burst_post_answer_median_s"],
+                LOCAL_POST_MEDIAN_S,
+            ),
+            "local_rss_after_burst_ratio": (
+                round(figures["local_rss_after_burst_quiet_mib"] / figures["local_rss_start_mib"], 2),
+                LOCAL_RSS_RATIO,
+            ),
             "local_demo_overhead_s": (round(figures["local_demo_s"] - DEMO_SCRIPTED_WAITS_S, 2), DEMO_SCRIPTED_WAITS_S),
         }
         report.update({k: {"value": v, "budget": b, "met": v <= b} for k, (v, b) in local.items()})
@@ -214,15 +294,24 @@ def file_rooms(stack: LocalStack) -> list[str]:
     d = quay_deps.default_deps()
     ann = Author(kind="person", id="ann", company="acme")
     para = "Harbour log {i}: the ferries left quay three at dawn and came back before dusk.\n\n"
-    texts = {"small_room": "".join(f"line {i} about the quay\n" for i in range(10)),
-             "large_file_room": "".join(para.format(i=i) for i in range(37000)) + "The vault code is PELICAN-4242.\n"}
+    texts = {
+        "small_room": "".join(f"line {i} about the quay\n" for i in range(10)),
+        "large_file_room": "".join(para.format(i=i) for i in range(37000)) + "The vault code is PELICAN-4242.\n",
+    }
     with calls.owner(calls.SETUP):
         for room, text in texts.items():
             d.room.put_room(Room(id=room, members=["acme"]))
             d.room.add_room_agent(room, "a1")
             data = text.encode()
-            f = room_files.declare_upload(d, room, name=f"{room}.txt", content_type="text/plain", size=len(data),
-                                          uploader=ann, at="2026-11-30T00:00:00Z")
+            f = room_files.declare_upload(
+                d,
+                room,
+                name=f"{room}.txt",
+                content_type="text/plain",
+                size=len(data),
+                uploader=ann,
+                at="2026-11-30T00:00:00Z",
+            )
             stack.client("s3").put_object(Bucket=d.files.bucket, Key=upload_key(room, f.id), Body=data)
     stack.wait_quiet(180)
     return list(texts)
@@ -268,9 +357,13 @@ def local_dev_figures(idle_s: float, posts: int, clients: int) -> dict:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     admin_token = "qyt_admin_bench_local_0001"
-    proc = subprocess.Popen([sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port),
-                             "--admin-token", admin_token], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port), "--admin-token", admin_token],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         probe = QuayClient(url, retries=0, timeout_s=2)
@@ -304,8 +397,9 @@ def local_dev_figures(idle_s: float, posts: int, clients: int) -> dict:
                     answers.append(time.perf_counter() - t)
 
         started, started_at = time.perf_counter(), time.time()
-        threads = [threading.Thread(target=client, args=(posts // clients + (k < posts % clients),))
-                   for k in range(clients)]
+        threads = [
+            threading.Thread(target=client, args=(posts // clients + (k < posts % clients),)) for k in range(clients)
+        ]
         for th in threads:
             th.start()
         for th in threads:
@@ -317,8 +411,11 @@ def local_dev_figures(idle_s: float, posts: int, clients: int) -> dict:
                 break
             time.sleep(look)
             look = min(look * 2, 4.0)
-        burst_s = (max(parse_iso(m["created_at"]).timestamp() for m in replied) - started_at if replied
-                   else time.perf_counter() - started)
+        burst_s = (
+            max(parse_iso(m["created_at"]).timestamp() for m in replied) - started_at
+            if replied
+            else time.perf_counter() - started
+        )
         time.sleep(3)  # quiet: the last executions end, the reconciler feed drains
         rss_after = _rss_mib(proc.pid)
         idle_after = _idle_cpu_percent(proc.pid, min(idle_s, 10))
@@ -329,11 +426,18 @@ def local_dev_figures(idle_s: float, posts: int, clients: int) -> dict:
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return {"idle_cpu_percent": round(idle_cpu, 2), "idle_s": idle_s, "rss_start_mib": round(rss_start, 1),
-            "burst_posts": posts, "burst_clients": clients, "burst_replies": replies,
-            "burst_post_answer_median_s": round(statistics.median(answers), 3),
-            "burst_runs_per_s": round(replies / burst_s, 2),
-            "rss_after_burst_quiet_mib": round(rss_after, 1), "idle_cpu_after_burst_percent": round(idle_after, 2)}
+    return {
+        "idle_cpu_percent": round(idle_cpu, 2),
+        "idle_s": idle_s,
+        "rss_start_mib": round(rss_start, 1),
+        "burst_posts": posts,
+        "burst_clients": clients,
+        "burst_replies": replies,
+        "burst_post_answer_median_s": round(statistics.median(answers), 3),
+        "burst_runs_per_s": round(replies / burst_s, 2),
+        "rss_after_burst_quiet_mib": round(rss_after, 1),
+        "idle_cpu_after_burst_percent": round(idle_after, 2),
+    }
 
 
 def demo_seconds() -> float:
@@ -356,8 +460,9 @@ def main() -> None:
     server = ProviderServer()
     server.start()
     t0 = time.perf_counter()
-    stack = LocalStack(settings={"ANTHROPIC_BASE_URL": server.base_url("anthropic"),
-                                 "OPENAI_BASE_URL": server.base_url("openai")})
+    stack = LocalStack(
+        settings={"ANTHROPIC_BASE_URL": server.base_url("anthropic"), "OPENAI_BASE_URL": server.base_url("openai")}
+    )
     stack.start()
     startup = time.perf_counter() - t0
     try:
@@ -366,23 +471,37 @@ def main() -> None:
         plain = plain_runs(stack, server, 3)  # first: the cold first run of the process
         # a run whose reply declares one allowed action (a room memory line), then plain runs in
         # the room that now holds memory (its partition is queried: one read more)
-        with_action = plain_runs(stack, server, 2, actions=[{"kind": "remember", "text": "bench line",
-                                                              "visibility": "room"}])[-1]
+        with_action = plain_runs(
+            stack, server, 2, actions=[{"kind": "remember", "text": "bench line", "visibility": "room"}]
+        )[-1]
         plain_with_memory = plain_runs(stack, server, 2)[-1]
-        retrieval_figures = {room: retrieval_reads(stack, server, room, text="where is the vault code?")
-                             for room in file_rooms(stack)}
+        retrieval_figures = {
+            room: retrieval_reads(stack, server, room, text="where is the vault code?") for room in file_rooms(stack)
+        }
         rooms = RoomService(quay_deps.default_deps().room)
         ann = Author(kind="person", id="ann", company="acme")
         latencies = []
         for i in range(args.runs):
-            server.set_script("a1", [{"reply": {"text": f"ok {i}", "actions": [
-                {"kind": "remember", "text": f"line {i}", "visibility": "room"}]}}])
+            server.set_script(
+                "a1",
+                [
+                    {
+                        "reply": {
+                            "text": f"ok {i}",
+                            "actions": [{"kind": "remember", "text": f"line {i}", "visibility": "room"}],
+                        }
+                    }
+                ],
+            )
             # No polling beside the run: wait for the stack to be quiet (event-driven), then read
             # the latency from the room's own timestamps (the post's and the reply's).
             msg = rooms.post_message("r1", ann, f"@a1 step {i}", [])
             stack.wait_quiet()
-            reply = next(m for m in quay_deps.default_deps().room.recent_messages("r1", 3)
-                         if m.kind == "reply" and m.created_at > msg.created_at)
+            reply = next(
+                m
+                for m in quay_deps.default_deps().room.recent_messages("r1", 3)
+                if m.kind == "reply" and m.created_at > msg.created_at
+            )
             latencies.append((parse_iso(reply.created_at) - parse_iso(msg.created_at)).total_seconds())
         phases: dict[str, list[float]] = defaultdict(list)
         biggest = 0
@@ -404,8 +523,10 @@ def main() -> None:
         stack.stop()
         server.stop()
     print(f"local stack start-up        {startup:8.2f} s")
-    print(f"wake → reply, {len(latencies)} runs       median {statistics.median(latencies):.3f} s, "
-          f"max {max(latencies):.3f} s")
+    print(
+        f"wake → reply, {len(latencies)} runs       median {statistics.median(latencies):.3f} s, "
+        f"max {max(latencies):.3f} s"
+    )
     for name, values in phases.items():
         print(f"  phase {name:<20} median {statistics.median(values) * 1000:7.1f} ms")
     print(f"largest state payload       {biggest:8d} bytes (budget 32768)")
@@ -416,22 +537,30 @@ def main() -> None:
     for name in ("aws_calls", "writes", "transitions", "lambda_invocations"):
         print(f"  {name:<22} {getattr(cold, name):4d} / {getattr(warm, name):4d}")
     print(f"  by operation (warm)    {warm.by_operation}")
-    print(f"counted, one run with one allowed action (remember): {with_action.aws_calls} AWS calls, "
-          f"{with_action.writes} writes, {with_action.transitions} transitions, "
-          f"{with_action.lambda_invocations} Lambda invocations")
+    print(
+        f"counted, one run with one allowed action (remember): {with_action.aws_calls} AWS calls, "
+        f"{with_action.writes} writes, {with_action.transitions} transitions, "
+        f"{with_action.lambda_invocations} Lambda invocations"
+    )
     print(f"  by operation           {with_action.by_operation}")
-    print(f"counted, one plain run in a room holding memory: {plain_with_memory.aws_calls} AWS calls, "
-          f"{plain_with_memory.writes} writes")
+    print(
+        f"counted, one plain run in a room holding memory: {plain_with_memory.aws_calls} AWS calls, "
+        f"{plain_with_memory.writes} writes"
+    )
     print(f"retrieval reads per run (cold index cache): {retrieval_figures}")
     boto3_ms = import_ms("import boto3")
     cold_ms = {h: import_ms(first_invocation(h), handler=f"quayutec.handlers.{h}.handler") for h in HANDLERS}
-    print(f"import boto3 alone           {boto3_ms:7.1f} ms (min of 5 fresh processes, bytecode compiled; "
-          f"load average {os.getloadavg()[0]:.2f})")
+    print(
+        f"import boto3 alone           {boto3_ms:7.1f} ms (min of 5 fresh processes, bytecode compiled; "
+        f"load average {os.getloadavg()[0]:.2f})"
+    )
     for h, ms in cold_ms.items():
         print(f"  {h:<20} import + first invocation {ms:7.1f} ms = {ms / boto3_ms:4.2f}x boto3")
     pydantic_ms = import_ms(PYDANTIC_FLOOR)
-    print(f"  pydantic floor       import boto3 + one constrained model {pydantic_ms:7.1f} ms = "
-          f"{pydantic_ms / boto3_ms:4.2f}x boto3")
+    print(
+        f"  pydantic floor       import boto3 + one constrained model {pydantic_ms:7.1f} ms = "
+        f"{pydantic_ms / boto3_ms:4.2f}x boto3"
+    )
     figures = {
         "aws_calls_per_plain_run": warm.aws_calls,
         "aws_calls_cold_first_run": cold.aws_calls,
@@ -441,12 +570,15 @@ def main() -> None:
         "lambda_invocations_per_plain_run": warm.lambda_invocations,
         "cost_per_1k_plain_runs_usd": round(cost_per_run(warm) * 1000, 4),
         "cost_is_estimated_for": f"Lambda duration ({ESTIMATED_MS_PER_INVOCATION} ms per invocation), "
-                                 "DynamoDB one request unit per request; model tokens excluded",
+        "DynamoDB one request unit per request; model tokens excluded",
         "aws_calls_per_plain_run_room_with_memory": plain_with_memory.aws_calls,
-        "run_with_one_action": {"aws_calls": with_action.aws_calls, "writes": with_action.writes,
-                                "transitions": with_action.transitions,
-                                "lambda_invocations": with_action.lambda_invocations,
-                                "cost_per_1k_usd": round(cost_per_run(with_action) * 1000, 4)},
+        "run_with_one_action": {
+            "aws_calls": with_action.aws_calls,
+            "writes": with_action.writes,
+            "transitions": with_action.transitions,
+            "lambda_invocations": with_action.lambda_invocations,
+            "cost_per_1k_usd": round(cost_per_run(with_action) * 1000, 4),
+        },
         "cold_import_ms": {h: round(ms, 1) for h, ms in cold_ms.items()},
         "boto3_import_ms": round(boto3_ms, 1),
         "pydantic_floor_ms": round(pydantic_ms, 1),
@@ -460,13 +592,19 @@ def main() -> None:
         local = local_dev_figures(args.idle_s, args.burst, args.burst_clients)
         demo_s = demo_seconds()
         print("local-stack figures (quay dev and quay demo on moto in-process, this machine):")
-        print(f"  quay dev idle CPU           {local['idle_cpu_percent']:6.2f} % of a core over {args.idle_s:.0f} s "
-              f"(after the burst: {local['idle_cpu_after_burst_percent']:.2f} %)")
-        print(f"  quay dev RSS                {local['rss_start_mib']:6.1f} MiB at start, "
-              f"{local['rss_after_burst_quiet_mib']:.1f} MiB once quiet after the burst")
-        print(f"  burst {local['burst_posts']} posts / {local['burst_clients']} clients: POST answered in "
-              f"{local['burst_post_answer_median_s']:.3f} s (median), {local['burst_runs_per_s']:.2f} runs/s, "
-              f"{local['burst_replies']} replies")
+        print(
+            f"  quay dev idle CPU           {local['idle_cpu_percent']:6.2f} % of a core over {args.idle_s:.0f} s "
+            f"(after the burst: {local['idle_cpu_after_burst_percent']:.2f} %)"
+        )
+        print(
+            f"  quay dev RSS                {local['rss_start_mib']:6.1f} MiB at start, "
+            f"{local['rss_after_burst_quiet_mib']:.1f} MiB once quiet after the burst"
+        )
+        print(
+            f"  burst {local['burst_posts']} posts / {local['burst_clients']} clients: POST answered in "
+            f"{local['burst_post_answer_median_s']:.3f} s (median), {local['burst_runs_per_s']:.2f} runs/s, "
+            f"{local['burst_replies']} replies"
+        )
         print(f"  quay demo (make demo)       {demo_s:6.2f} s wall")
         print(f"  (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
         figures["local_stack_figures"] = "local_* keys: quay dev / quay demo on moto in-process, not AWS"
@@ -474,13 +612,17 @@ def main() -> None:
         figures["local_idle_cpu_after_burst_percent"] = local["idle_cpu_after_burst_percent"]
         figures["local_rss_start_mib"] = local["rss_start_mib"]
         figures["local_rss_after_burst_quiet_mib"] = local["rss_after_burst_quiet_mib"]
-        figures["local_burst"] = {k: local[k] for k in ("burst_posts", "burst_clients", "burst_replies",
-                                                        "burst_post_answer_median_s", "burst_runs_per_s")}
+        figures["local_burst"] = {
+            k: local[k]
+            for k in ("burst_posts", "burst_clients", "burst_replies", "burst_post_answer_median_s", "burst_runs_per_s")
+        }
         figures["local_demo_s"] = round(demo_s, 2)
     figures["budgets"] = budget_report(figures, pydantic_ms)
     missed = [k for k, v in figures["budgets"].items() if not v["met"]]
-    print(f"issue 13 budgets: {len(figures['budgets']) - len(missed)} met"
-          + (f", missed: {', '.join(missed)}" if missed else ""))
+    print(
+        f"issue 13 budgets: {len(figures['budgets']) - len(missed)} met"
+        + (f", missed: {', '.join(missed)}" if missed else "")
+    )
     print(json.dumps(figures))
 
 

@@ -110,19 +110,25 @@ def _iam_check_each_call(request: pytest.FixtureRequest) -> Any:
     recorded = RECORDER.take()
     others, _call_log_offset = C.read_call_log(str(CALL_LOG), _call_log_offset)
     recorded += others
-    if not any(c.owner and c.owner.startswith("function:") or c.owner == C.STATE_MACHINE
-               or c.owner is None or c.unmapped for c in recorded):
+    if not any(
+        c.owner and c.owner.startswith("function:") or c.owner == C.STATE_MACHINE or c.owner is None or c.unmapped
+        for c in recorded
+    ):
         return
     checker = roles(request.config)
     denials, problems = checker.check(recorded)
     _USED.update(checker.used(recorded))
     _PAIRS.update((c.owner, a, res) for c in recorded if c.owner in checker.role_of for a, res in c.pairs)
     lines = [f"denied: {d}" for d in dict.fromkeys(map(str, denials))]
-    lines += [f"cannot check ({'unmapped operation' if c.unmapped else 'no owner/role'}): {c.describe()}"
-              for c in dict.fromkeys(problems)]
+    lines += [
+        f"cannot check ({'unmapped operation' if c.unmapped else 'no owner/role'}): {c.describe()}"
+        for c in dict.fromkeys(problems)
+    ]
     if lines:
-        pytest.fail("AWS calls the synthesized template's roles would not allow (SPEC §11):\n  "
-                    + "\n  ".join(lines[:40]), pytrace=False)
+        pytest.fail(
+            "AWS calls the synthesized template's roles would not allow (SPEC §11):\n  " + "\n  ".join(lines[:40]),
+            pytrace=False,
+        )
 
 
 # ----------------------------------------------------------------------------- the session
@@ -138,8 +144,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = REPO_ROOT / ".pytest_cache" / "iam-report.txt"
     out.parent.mkdir(exist_ok=True)
     out.write_text(report.text)
-    (out.parent / "iam-calls.txt").write_text(
-        "".join(f"{o}: {a} on {res}\n" for o, a, res in sorted(_PAIRS)))
+    (out.parent / "iam-calls.txt").write_text("".join(f"{o}: {a} on {res}\n" for o, a, res in sorted(_PAIRS)))
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()

@@ -39,8 +39,9 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float = 60.0, what: str = 
 
 
 @contextmanager
-def quay_dev(workdir: Path, *args: str, admin_token: str, port: int | None = None,
-             env: dict[str, str] | None = None) -> Iterator[str]:
+def quay_dev(
+    workdir: Path, *args: str, admin_token: str, port: int | None = None, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """``quay dev --port P --admin-token T *args`` until it answers ``GET /openapi.json``; yields
     its base URL; SIGTERM (then kill) on exit. Its output goes to ``workdir/quay-dev.log`` (shown
     when it dies early)."""
@@ -51,8 +52,12 @@ def quay_dev(workdir: Path, *args: str, admin_token: str, port: int | None = Non
     log = log_path.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port), "--admin-token", admin_token, *args],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         probe = QuayClient(url, retries=0, timeout_s=2)

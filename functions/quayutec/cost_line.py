@@ -35,8 +35,20 @@ ESTIMATED = ["billed_ms", "transitions", "usd", "usd_model_excluded", "model_usd
 #: The run phases' memory (resources.FunctionDef's default): the GB-seconds of the estimate.
 PHASE_MEMORY_MB = 512
 #: DynamoDB operations that take ``ReturnConsumedCapacity`` (DynamoDB API reference).
-CAPACITY_OPERATIONS = frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan",
-                                 "BatchGetItem", "BatchWriteItem", "TransactGetItems", "TransactWriteItems"})
+CAPACITY_OPERATIONS = frozenset(
+    {
+        "GetItem",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "Query",
+        "Scan",
+        "BatchGetItem",
+        "BatchWriteItem",
+        "TransactGetItems",
+        "TransactWriteItems",
+    }
+)
 
 
 class _Counter:
@@ -134,8 +146,10 @@ def model_prices_of(settings: Any) -> pricing.Overrides | None:
     prices = getattr(settings, "model_prices", None)
     if not prices:
         return None
-    return {m: (float(p.input), float(p.output)) if hasattr(p, "input") else (float(p["input"]), float(p["output"]))
-            for m, p in prices.items()}
+    return {
+        m: (float(p.input), float(p.output)) if hasattr(p, "input") else (float(p["input"]), float(p["output"]))
+        for m, p in prices.items()
+    }
 
 
 @contextmanager
@@ -175,9 +189,16 @@ def so_far(cost: RunCost | None, transitions: int, *, writes_to_come: dict[str, 
     for k, n in (writes_to_come or {}).items():
         if k.startswith("dynamodb."):
             unknown[k] = unknown.get(k, 0) + n
-    out = RunCost(lambda_invocations=base.lambda_invocations + 1, billed_ms=ms,
-                  transitions=base.transitions + transitions, aws_requests=calls, capacity=capacity,
-                  capacity_unknown=unknown, tokens=tokens, estimated=list(ESTIMATED))
+    out = RunCost(
+        lambda_invocations=base.lambda_invocations + 1,
+        billed_ms=ms,
+        transitions=base.transitions + transitions,
+        aws_requests=calls,
+        capacity=capacity,
+        capacity_unknown=unknown,
+        tokens=tokens,
+        estimated=list(ESTIMATED),
+    )
     return pricing.price_cost(out, memory_mb=PHASE_MEMORY_MB, overrides=counter.model_prices if counter else None)
 
 

@@ -88,9 +88,11 @@ class _Undeclared:
     """Stands in for a store the running function does not declare: any use raises."""
 
     def __init__(self, store: str, env_var: str, settings: Any) -> None:
-        self._message = (f"{type(settings).__name__.removesuffix('Settings') or 'this function'} "
-                         f"uses the {store} but does not read {env_var}: add it to its "
-                         "FunctionDef.reads in quayutec/resources.py")
+        self._message = (
+            f"{type(settings).__name__.removesuffix('Settings') or 'this function'} "
+            f"uses the {store} but does not read {env_var}: add it to its "
+            "FunctionDef.reads in quayutec/resources.py"
+        )
 
     def __getattr__(self, name: str) -> Any:
         raise UndeclaredResource(self._message)
@@ -111,12 +113,20 @@ def build_deps(settings: Settings | None = None) -> Deps:
     return Deps(
         settings=s,
         room=store("room_table", r.ROOM_TABLE.env_var, "room table", RoomStore),
-        ledger=store("ledger_table", r.LEDGER_TABLE.env_var, "ledger",
-                     lambda table: LedgerStore(table, name("claim_table") or "")),
-        rundata=store("run_data_bucket", r.RUN_DATA_BUCKET.env_var, "run data bucket",
-                      RunDataStore),
-        files=store("files_bucket", r.FILES_BUCKET.env_var, "files bucket",
-                    lambda bucket: FileStore(name("room_table") or "", bucket)))
+        ledger=store(
+            "ledger_table",
+            r.LEDGER_TABLE.env_var,
+            "ledger",
+            lambda table: LedgerStore(table, name("claim_table") or ""),
+        ),
+        rundata=store("run_data_bucket", r.RUN_DATA_BUCKET.env_var, "run data bucket", RunDataStore),
+        files=store(
+            "files_bucket",
+            r.FILES_BUCKET.env_var,
+            "files bucket",
+            lambda bucket: FileStore(name("room_table") or "", bucket),
+        ),
+    )
 
 
 _DEFAULT: dict[int, tuple[Any, Deps]] = {}

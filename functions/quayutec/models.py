@@ -20,8 +20,9 @@ Visibility = Literal["company", "room"]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")]
 
 FINAL_STATUSES = frozenset({"completed", "failed_before_reply", "failed_after_reply", "timed_out"})
-RunStatus = Literal["running", "waiting_approval", "completed", "failed_before_reply",
-                    "failed_after_reply", "timed_out"]
+RunStatus = Literal[
+    "running", "waiting_approval", "completed", "failed_before_reply", "failed_after_reply", "timed_out"
+]
 
 APPROVAL_STATUSES = ("pending", "deciding", "approved", "rejected", "expired")
 
@@ -256,8 +257,7 @@ ACTION_MODELS: dict[str, type[_Model]] = {
     "close_task": CloseTaskAction,
 }
 
-ActionOutcome = Literal["pending", "written", "denied", "held", "approved", "rejected", "expired",
-                        "not_reached"]
+ActionOutcome = Literal["pending", "written", "denied", "held", "approved", "rejected", "expired", "not_reached"]
 
 
 class ActionRecord(_Model):

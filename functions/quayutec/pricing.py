@@ -18,16 +18,28 @@ PRICES: dict[str, tuple[float, str, str, str]] = {
     "transition": (0.025 / 1000, "state transition (Standard)", "aws.amazon.com/step-functions/pricing/", "2026-11-30"),
     "lambda_request": (0.20 / 1_000_000, "request", "aws.amazon.com/lambda/pricing/", "2026-11-30"),
     "lambda_gb_second": (0.0000133334, "GB-second (arm64)", "aws.amazon.com/lambda/pricing/", "2026-11-30"),
-    "ddb_write": (0.625 / 1_000_000, "write request unit (on-demand)", "aws.amazon.com/dynamodb/pricing/on-demand/",
-                  "2026-11-30"),
-    "ddb_read": (0.125 / 1_000_000, "read request unit (on-demand)", "aws.amazon.com/dynamodb/pricing/on-demand/",
-                 "2026-11-30"),
+    "ddb_write": (
+        0.625 / 1_000_000,
+        "write request unit (on-demand)",
+        "aws.amazon.com/dynamodb/pricing/on-demand/",
+        "2026-11-30",
+    ),
+    "ddb_read": (
+        0.125 / 1_000_000,
+        "read request unit (on-demand)",
+        "aws.amazon.com/dynamodb/pricing/on-demand/",
+        "2026-11-30",
+    ),
     "s3_put": (0.005 / 1000, "PUT request (S3 Standard)", "aws.amazon.com/s3/pricing/", "2026-11-30"),
     "s3_get": (0.0004 / 1000, "GET request (S3 Standard)", "aws.amazon.com/s3/pricing/", "2026-11-30"),
     "sqs_request": (0.40 / 1_000_000, "request (standard queue)", "aws.amazon.com/sqs/pricing/", "2026-11-30"),
     "secret_call": (0.05 / 10_000, "API call", "aws.amazon.com/secrets-manager/pricing/", "2026-11-30"),
-    "sfn_request": (0.0, "API call (not billed apart from transitions)", "aws.amazon.com/step-functions/pricing/",
-                    "2026-11-30"),
+    "sfn_request": (
+        0.0,
+        "API call (not billed apart from transitions)",
+        "aws.amazon.com/step-functions/pricing/",
+        "2026-11-30",
+    ),
 }
 
 #: Model prices, USD per million tokens: model id → (provider kind, input, output, source, date
@@ -84,9 +96,16 @@ def ddb_kind(operation: str) -> str | None:
     return "write" if operation in _DDB_WRITES else "read" if operation in _DDB_READS else None
 
 
-def estimate_usd(*, transitions: int, lambda_invocations: int, billed_ms: int, memory_mb: int,
-                 aws_requests: dict[str, int], capacity: Mapping[str, float] | None = None,
-                 capacity_unknown: Mapping[str, int] | None = None) -> float:
+def estimate_usd(
+    *,
+    transitions: int,
+    lambda_invocations: int,
+    billed_ms: int,
+    memory_mb: int,
+    aws_requests: dict[str, int],
+    capacity: Mapping[str, float] | None = None,
+    capacity_unknown: Mapping[str, int] | None = None,
+) -> float:
     """The estimated cost of counted operations, the model's tokens excluded. DynamoDB: the
     consumed capacity the responses reported (``capacity``: read and write units, on-demand
     request units) plus one request unit for each call whose response reported none
@@ -120,9 +139,17 @@ def ceil_ms(seconds: float) -> int:
 
 def table() -> list[dict[str, Any]]:
     """The price table as data (for ``quay ledger`` and the docs)."""
-    return ([{"name": k, "usd": v[0], "unit": v[1], "source": v[2], "date": v[3]} for k, v in PRICES.items()]
-            + [{"name": f"model:{m}", "provider": v[0], "usd_per_million_input": v[1],
-                "usd_per_million_output": v[2], "source": v[3], "date": v[4]} for m, v in MODEL_PRICES.items()])
+    return [{"name": k, "usd": v[0], "unit": v[1], "source": v[2], "date": v[3]} for k, v in PRICES.items()] + [
+        {
+            "name": f"model:{m}",
+            "provider": v[0],
+            "usd_per_million_input": v[1],
+            "usd_per_million_output": v[2],
+            "source": v[3],
+            "date": v[4],
+        }
+        for m, v in MODEL_PRICES.items()
+    ]
 
 
 _DATED = re.compile(r"^(claude-[a-z0-9-]+?)-\d{8}$")
@@ -147,11 +174,16 @@ def price_cost(cost: "RunCost", *, memory_mb: int, overrides: Overrides | None =
     """``cost`` with its USD figures: ``usd_model_excluded`` (the AWS side), ``model_usd`` (the
     tokens' cost, ``None`` when a model's price is unknown: ``model_price_unknown`` names it) and
     ``usd``, their sum (the AWS side alone when the model's price is unknown)."""
-    aws_usd = estimate_usd(transitions=cost.transitions, lambda_invocations=cost.lambda_invocations,
-                           billed_ms=cost.billed_ms, memory_mb=memory_mb, aws_requests=cost.aws_requests,
-                           # a cost line counted before capacity was: one unit per request
-                           capacity=cost.capacity if cost.capacity or cost.capacity_unknown else None,
-                           capacity_unknown=cost.capacity_unknown)
+    aws_usd = estimate_usd(
+        transitions=cost.transitions,
+        lambda_invocations=cost.lambda_invocations,
+        billed_ms=cost.billed_ms,
+        memory_mb=memory_mb,
+        aws_requests=cost.aws_requests,
+        # a cost line counted before capacity was: one unit per request
+        capacity=cost.capacity if cost.capacity or cost.capacity_unknown else None,
+        capacity_unknown=cost.capacity_unknown,
+    )
     model_usd: float | None = 0.0
     unknown: list[str] = []
     for model, t in sorted(cost.tokens.items()):
@@ -162,10 +194,14 @@ def price_cost(cost: "RunCost", *, memory_mb: int, overrides: Overrides | None =
             model_usd = (model_usd or 0.0) + t.input * p[0] / 1e6 + t.output * p[1] / 1e6
     if unknown:
         model_usd = None
-    return cost.model_copy(update={"usd_model_excluded": round(aws_usd, 8),
-                                   "model_usd": None if model_usd is None else round(model_usd, 8),
-                                   "model_price_unknown": unknown,
-                                   "usd": round(aws_usd + (model_usd or 0.0), 8)})
+    return cost.model_copy(
+        update={
+            "usd_model_excluded": round(aws_usd, 8),
+            "model_usd": None if model_usd is None else round(model_usd, 8),
+            "model_price_unknown": unknown,
+            "usd": round(aws_usd + (model_usd or 0.0), 8),
+        }
+    )
 
 
 def total(costs: Iterable["RunCost"]) -> "RunCost":

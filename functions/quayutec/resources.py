@@ -117,8 +117,7 @@ WAKE_DLQ = QueueDef("WakeDeadLetterQueue", None, "quayutec-wakes-dlq")
 # Visibility: AWS asks for at least 6x the consumer's timeout (WakeConsumerFunction: 30 s), so
 # that a batch retried after throttling is not handed to a second consumer meanwhile.
 WAKE_QUEUE = QueueDef(
-    "WakeQueue", "WAKE_QUEUE_URL", "quayutec-wakes", visibility_timeout_s=180,
-    dead_letter="WakeDeadLetterQueue"
+    "WakeQueue", "WAKE_QUEUE_URL", "quayutec-wakes", visibility_timeout_s=180, dead_letter="WakeDeadLetterQueue"
 )
 # Failure records (stream batches, EventBridge deliveries, reconciler invocations that keep
 # failing): never redriven to the wake consumer.
@@ -127,8 +126,14 @@ FAILED_EVENTS_QUEUE = QueueDef("FailedEventsQueue", None, "quayutec-failed-event
 # gives redelivery and a dead-letter queue (S3 -> Lambda directly gives neither on moto).
 # Visibility: 6x the ingest function's timeout (300 s).
 INGEST_DLQ = QueueDef("IngestDeadLetterQueue", None, "quayutec-ingest-dlq")
-INGEST_QUEUE = QueueDef("IngestQueue", None, "quayutec-ingest", visibility_timeout_s=1800,
-                        dead_letter="IngestDeadLetterQueue", max_receive_count=3)
+INGEST_QUEUE = QueueDef(
+    "IngestQueue",
+    None,
+    "quayutec-ingest",
+    visibility_timeout_s=1800,
+    dead_letter="IngestDeadLetterQueue",
+    max_receive_count=3,
+)
 QUEUES: tuple[QueueDef, ...] = (WAKE_DLQ, WAKE_QUEUE, FAILED_EVENTS_QUEUE, INGEST_DLQ, INGEST_QUEUE)
 
 STATE_MACHINE_ENV = "STATE_MACHINE_ARN"
@@ -170,6 +175,7 @@ FILES_ENDPOINT_ENV = "FILES_ENDPOINT_URL"
 # ALLOW_LOOPBACK_ENV and FILES_ENDPOINT_ENV are optional too: off unless the local stack sets them.
 OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV})
 
+
 @dataclass(frozen=True)
 class FunctionDef:
     logical_id: str
@@ -199,61 +205,164 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
     # Adjacent phases whose order is kept inside one invocation share a function (issue 13):
     # claim then read the room; decide then post; apply then finish. CallModel stays alone: the
     # only function that reads provider keys.
-    FunctionDef("ClaimAndReadFunction", "quayutec.handlers.claim_and_read.handler", "ClaimAndReadFunctionArn",
-                touches=("claims:get", "claims:put", "ledger:get", "ledger:put", "room:get", "room:batchget", "room:query",
-                         "room:query@by_time", "room:query@open_tasks", "rundata:put", "index:get"),
-                reads=(CLAIM_TABLE.env_var, LEDGER_TABLE.env_var, ROOM_TABLE.env_var, RUN_DATA_BUCKET.env_var,
-                       FILES_BUCKET.env_var, *_RUN_BUDGET, *_CONTEXT_SIZES, "APPROVAL_TIMEOUT_SECONDS", *_COST)),
-    FunctionDef("CallModelFunction", "quayutec.handlers.call_model.handler",
-                "CallModelFunctionArn", timeout_s=300,
-                touches=("room:get", "ledger:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put",
-                         "secrets:read"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
-                       "MODEL_TIMEOUT_SECONDS", *_SECRET_NAMES, *ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, *_COST)),
-    FunctionDef("DecideAndPostFunction", "quayutec.handlers.decide_and_post.handler",
-                "DecideAndPostFunctionArn",
-                touches=("room:get", "room:query", "room:put", "ledger:get", "ledger:query", "ledger:put",
-                         "ledger:update", "rundata:get"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET,
-                       "HOP_LIMIT", *_COST)),
-    FunctionDef("RequestApprovalFunction", "quayutec.handlers.request_approval.handler",
-                "RequestApprovalFunctionArn", touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST)),
-    FunctionDef("ApplyAndFinishFunction", "quayutec.handlers.apply_and_finish.handler",
-                "ApplyAndFinishFunctionArn",
-                touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_COST)),
-    FunctionDef("RecordFailureFunction", "quayutec.handlers.record_failure.handler",
-                "RecordFailureFunctionArn", touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST)),
-    FunctionDef("StreamDispatchFunction", "quayutec.handlers.stream_dispatch.handler",
-                touches=("room:stream", "queue:send"),
-                reads=(WAKE_QUEUE.env_var, ROOM_TABLE.env_var)),  # records of the room table's stream only
-    FunctionDef("WakeConsumerFunction", "quayutec.handlers.wake_consumer.handler",
-                touches=("queue:consume", "states:start", "ledger:update"),
-                reads=(LEDGER_TABLE.env_var, STATE_MACHINE_ENV)),
-    FunctionDef("ReconcilerFunction", "quayutec.handlers.reconciler.handler",
-                touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:update"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var)),
+    FunctionDef(
+        "ClaimAndReadFunction",
+        "quayutec.handlers.claim_and_read.handler",
+        "ClaimAndReadFunctionArn",
+        touches=(
+            "claims:get",
+            "claims:put",
+            "ledger:get",
+            "ledger:put",
+            "room:get",
+            "room:batchget",
+            "room:query",
+            "room:query@by_time",
+            "room:query@open_tasks",
+            "rundata:put",
+            "index:get",
+        ),
+        reads=(
+            CLAIM_TABLE.env_var,
+            LEDGER_TABLE.env_var,
+            ROOM_TABLE.env_var,
+            RUN_DATA_BUCKET.env_var,
+            FILES_BUCKET.env_var,
+            *_RUN_BUDGET,
+            *_CONTEXT_SIZES,
+            "APPROVAL_TIMEOUT_SECONDS",
+            *_COST,
+        ),
+    ),
+    FunctionDef(
+        "CallModelFunction",
+        "quayutec.handlers.call_model.handler",
+        "CallModelFunctionArn",
+        timeout_s=300,
+        touches=("room:get", "ledger:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put", "secrets:read"),
+        reads=(
+            ROOM_TABLE.env_var,
+            LEDGER_TABLE.env_var,
+            RUN_DATA_BUCKET.env_var,
+            *_RUN_BUDGET,
+            "MODEL_TIMEOUT_SECONDS",
+            *_SECRET_NAMES,
+            *ENDPOINT_OVERRIDE_ENVS,
+            ALLOW_LOOPBACK_ENV,
+            *_COST,
+        ),
+    ),
+    FunctionDef(
+        "DecideAndPostFunction",
+        "quayutec.handlers.decide_and_post.handler",
+        "DecideAndPostFunctionArn",
+        touches=(
+            "room:get",
+            "room:query",
+            "room:put",
+            "ledger:get",
+            "ledger:query",
+            "ledger:put",
+            "ledger:update",
+            "rundata:get",
+        ),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_COST),
+    ),
+    FunctionDef(
+        "RequestApprovalFunction",
+        "quayutec.handlers.request_approval.handler",
+        "RequestApprovalFunctionArn",
+        touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST),
+    ),
+    FunctionDef(
+        "ApplyAndFinishFunction",
+        "quayutec.handlers.apply_and_finish.handler",
+        "ApplyAndFinishFunctionArn",
+        touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_COST),
+    ),
+    FunctionDef(
+        "RecordFailureFunction",
+        "quayutec.handlers.record_failure.handler",
+        "RecordFailureFunctionArn",
+        touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST),
+    ),
+    FunctionDef(
+        "StreamDispatchFunction",
+        "quayutec.handlers.stream_dispatch.handler",
+        touches=("room:stream", "queue:send"),
+        reads=(WAKE_QUEUE.env_var, ROOM_TABLE.env_var),
+    ),  # records of the room table's stream only
+    FunctionDef(
+        "WakeConsumerFunction",
+        "quayutec.handlers.wake_consumer.handler",
+        touches=("queue:consume", "states:start", "ledger:update"),
+        reads=(LEDGER_TABLE.env_var, STATE_MACHINE_ENV),
+    ),
+    FunctionDef(
+        "ReconcilerFunction",
+        "quayutec.handlers.reconciler.handler",
+        touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:update"),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var),
+    ),
     # The room API behind API Gateway (issue 4). API Gateway's integration timeout is 29 s.
     # It sets or rotates provider keys ("secrets:write": create / put / describe, never
     # GetSecretValue: only CallModel reads keys); infra/quayinfra/api.py also grants it the
     # answers to approval task tokens.
-    FunctionDef("ApiFunction", "quayutec.handlers.api.handler", timeout_s=29,
-                touches=("room:get", "room:query", "room:query@by_time", "room:put", "room:update", "ledger:get",
-                         "ledger:query", "ledger:query@runs_by_room", "idempotency:get", "idempotency:put",
-                         "idempotency:update", "idempotency:delete", "secrets:write", "states:answer",
-                         "files:get", "files:put", "files:delete", "room:delete"),
-                reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, IDEMPOTENCY_TABLE.env_var, FILES_BUCKET.env_var,
-                       *_SECRET_NAMES, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV)),
+    FunctionDef(
+        "ApiFunction",
+        "quayutec.handlers.api.handler",
+        timeout_s=29,
+        touches=(
+            "room:get",
+            "room:query",
+            "room:query@by_time",
+            "room:put",
+            "room:update",
+            "ledger:get",
+            "ledger:query",
+            "ledger:query@runs_by_room",
+            "idempotency:get",
+            "idempotency:put",
+            "idempotency:update",
+            "idempotency:delete",
+            "secrets:write",
+            "states:answer",
+            "files:get",
+            "files:put",
+            "files:delete",
+            "room:delete",
+        ),
+        reads=(
+            ROOM_TABLE.env_var,
+            LEDGER_TABLE.env_var,
+            IDEMPOTENCY_TABLE.env_var,
+            FILES_BUCKET.env_var,
+            *_SECRET_NAMES,
+            ALLOW_LOOPBACK_ENV,
+            FILES_ENDPOINT_ENV,
+        ),
+    ),
     # Room files (SPEC §8): S3 events of uploads/ through the ingest queue. Extracts the text,
     # chunks it and writes the room's next index version (a conditional version pointer).
-    FunctionDef("IngestFunction", "quayutec.handlers.ingest.handler", timeout_s=300, memory_mb=1024,
-                touches=("ingest:consume", "files:get", "index:get", "index:put", "room:get", "room:update"),
-                reads=(ROOM_TABLE.env_var, FILES_BUCKET.env_var, "MAX_FILE_CHUNKS")),
-    FunctionDef("AuthorizerFunction", "quayutec.handlers.authorizer.handler", timeout_s=10, memory_mb=256,
-                touches=("room:get",),
-                reads=(ROOM_TABLE.env_var,)),
+    FunctionDef(
+        "IngestFunction",
+        "quayutec.handlers.ingest.handler",
+        timeout_s=300,
+        memory_mb=1024,
+        touches=("ingest:consume", "files:get", "index:get", "index:put", "room:get", "room:update"),
+        reads=(ROOM_TABLE.env_var, FILES_BUCKET.env_var, "MAX_FILE_CHUNKS"),
+    ),
+    FunctionDef(
+        "AuthorizerFunction",
+        "quayutec.handlers.authorizer.handler",
+        timeout_s=10,
+        memory_mb=256,
+        touches=("room:get",),
+        reads=(ROOM_TABLE.env_var,),
+    ),
 )
 
 FUNCTIONS_BY_ID = {f.logical_id: f for f in FUNCTIONS}

@@ -14,13 +14,13 @@ comes from ``_HANDLER``, the handler string the Lambda runtime sets for every fu
 from __future__ import annotations
 
 import copy
+import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-import json
-import math
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
@@ -60,8 +60,9 @@ def _json_object(value: Any) -> Any:
 
 #: ``MODEL_PRICES``: ``{"model-id": {"input": usd, "output": usd}}`` per million tokens; overrides
 #: (and adds to) the built-in model prices of the cost line (quayutec.pricing.MODEL_PRICES).
-ModelPrices = Annotated[dict[Annotated[str, Field(min_length=1, max_length=200)], ModelPrice],
-                        BeforeValidator(_json_object)]
+ModelPrices = Annotated[
+    dict[Annotated[str, Field(min_length=1, max_length=200)], ModelPrice], BeforeValidator(_json_object)
+]
 
 
 class Settings(BaseModel):
@@ -75,8 +76,9 @@ class Settings(BaseModel):
     state_machine_arn: str = Field(default="", alias=r.STATE_MACHINE_ENV)
 
     hop_limit: int = Field(default=8, ge=0, alias="HOP_LIMIT")
-    approval_timeout_s: int = Field(default=86400, ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS,
-                                    alias="APPROVAL_TIMEOUT_SECONDS")
+    approval_timeout_s: int = Field(
+        default=86400, ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS, alias="APPROVAL_TIMEOUT_SECONDS"
+    )
     run_time_limit_s: int = Field(default=300, ge=1, alias="RUN_TIME_LIMIT_SECONDS")
     model_timeout_s: float = Field(default=120, gt=0, alias="MODEL_TIMEOUT_SECONDS")
     recent_messages: int = Field(default=50, ge=1, le=1000, alias="RECENT_MESSAGES")
@@ -106,8 +108,7 @@ FIELD_BY_ENV: dict[str, str] = {f.alias or n: n for n, f in Settings.model_field
 #: Set by the Lambda runtime to the function's handler string (``quayutec.handlers.x.handler``).
 HANDLER_ENV = "_HANDLER"
 
-_ENVIRONMENT: ContextVar[Mapping[str, str] | None] = ContextVar("quayutec_environment",
-                                                                default=None)
+_ENVIRONMENT: ContextVar[Mapping[str, str] | None] = ContextVar("quayutec_environment", default=None)
 
 
 @contextmanager
@@ -143,8 +144,9 @@ def settings_model(function_id: str) -> type[BaseModel]:
         fields[name] = (info.annotation, info)
     from pydantic import create_model
 
-    return create_model(f"{function_id}Settings", __config__={"extra": "ignore", "frozen": True},
-                        __module__=__name__, **fields)
+    return create_model(
+        f"{function_id}Settings", __config__={"extra": "ignore", "frozen": True}, __module__=__name__, **fields
+    )
 
 
 def function_id(env: Mapping[str, str] | None = None) -> str | None:
@@ -177,7 +179,7 @@ get_settings.cache_clear = _validated.cache_clear  # type: ignore[attr-defined]
 def validate_settings(values: Mapping[str, str]) -> Settings:
     """Synth: the runtime settings ``values`` (``SETTING_DEFAULTS`` names, no resource names)
     through :class:`Settings`, as a function would read them. Raises ``ValidationError``."""
-    placeholders = {f.alias: "validated-at-synth" for f in Settings.model_fields.values()
-                    if f.is_required() and f.alias}
-    return Settings.model_validate({**placeholders,
-                                    **{k: v for k, v in values.items() if v != ""}})
+    placeholders = {
+        f.alias: "validated-at-synth" for f in Settings.model_fields.values() if f.is_required() and f.alias
+    }
+    return Settings.model_validate({**placeholders, **{k: v for k, v in values.items() if v != ""}})

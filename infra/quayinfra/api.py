@@ -64,12 +64,20 @@ RETRY_AFTER = {"429": "1", "502": "1", "504": "1"}
 
 def gateway_response_template(code: str) -> str:
     """The body API Gateway sends: $context.error.messageString is already a quoted JSON string."""
-    return ('{"error": "' + code + '", "message": $context.error.messageString, "fields": []}')
+    return '{"error": "' + code + '", "message": $context.error.messageString, "fields": []}'
 
 
 class Api(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, storage: Storage,
-                 functions: Functions, state_machine: sfn.IStateMachine) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        storage: Storage,
+        functions: Functions,
+        state_machine: sfn.IStateMachine,
+    ) -> None:
         super().__init__(scope, construct_id)
         # The idempotency table is granted through the ApiFunction's "idempotency:write" touch
         # (Functions), like every other table.
@@ -82,15 +90,19 @@ class Api(Construct):
         # (Task token answers: the ApiFunction's "states:answer" touch, Functions.bind_state_machine.)
 
         # -------------------------------------------------------------- the REST API
-        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=settings.log_retention,
-                                         removal_policy=settings.removal_policy)
+        self.access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=settings.log_retention, removal_policy=settings.removal_policy
+        )
         self.authorizer = apigw.TokenAuthorizer(
-            self, "BearerAuthorizer", handler=authorizer_fn,
+            self,
+            "BearerAuthorizer",
+            handler=authorizer_fn,
             identity_source=apigw.IdentitySource.header("Authorization"),
             results_cache_ttl=AUTHORIZER_CACHE_TTL,
         )
         self.rest_api = apigw.RestApi(
-            self, "RestApi",
+            self,
+            "RestApi",
             rest_api_name=f"quayutec-{settings.stage}",
             description="Quayutec room API: rooms, members, agents, messages, tasks, memory, approvals, runs",
             endpoint_types=[apigw.EndpointType.REGIONAL],
@@ -105,76 +117,109 @@ class Api(Construct):
                 stage_name=settings.stage,
                 access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=False, http_method=True, ip=True, protocol=True, request_time=True,
-                    resource_path=True, response_length=True, status=True, user=True),
+                    caller=False,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
                 tracing_enabled=True,
                 metrics_enabled=True,
                 throttling_rate_limit=THROTTLE_RATE,
                 throttling_burst_limit=THROTTLE_BURST,
             ),
             default_method_options=apigw.MethodOptions(
-                authorization_type=apigw.AuthorizationType.CUSTOM, authorizer=self.authorizer),
+                authorization_type=apigw.AuthorizationType.CUSTOM, authorizer=self.authorizer
+            ),
         )
         self.validator = self.rest_api.add_request_validator(
-            "RequestValidator", validate_request_parameters=True, validate_request_body=False)
+            "RequestValidator", validate_request_parameters=True, validate_request_body=False
+        )
         integration = apigw.LambdaIntegration(api_fn, proxy=True, timeout=Duration.seconds(29))
         proxy = self.rest_api.root.add_proxy(any_method=False)  # (any_method would also put a MOCK on "/")
-        proxy.add_method("ANY", integration, authorization_type=apigw.AuthorizationType.CUSTOM,
-                         authorizer=self.authorizer, request_validator=self.validator,
-                         request_parameters={"method.request.header.Authorization": True})
+        proxy.add_method(
+            "ANY",
+            integration,
+            authorization_type=apigw.AuthorizationType.CUSTOM,
+            authorizer=self.authorizer,
+            request_validator=self.validator,
+            request_parameters={"method.request.header.Authorization": True},
+        )
         for http_method, path in PUBLIC_ROUTES:
             method = self.rest_api.root.resource_for_path(path).add_method(
-                http_method, integration, authorization_type=apigw.AuthorizationType.NONE, authorizer=None)
+                http_method, integration, authorization_type=apigw.AuthorizationType.NONE, authorizer=None
+            )
             nag.acknowledge(
-                method, "APIG4",
+                method,
+                "APIG4",
                 "The OpenAPI document, Swagger UI and the room page's static files hold no data: public "
                 "on purpose; every data route (and every call the page makes) requires the bearer-token "
-                "authorizer.")
+                "authorizer.",
+            )
             nag.acknowledge(
-                method, "COG4",
+                method,
+                "COG4",
                 "The OpenAPI document, Swagger UI and the room page's static files are public on purpose "
-                "(no data); every other route uses the Lambda authorizer.")
+                "(no data); every other route uses the Lambda authorizer.",
+            )
         for type_name, (status, code) in GATEWAY_RESPONSES.items():
             headers = {"Content-Type": "'application/json'"}
             if status in RETRY_AFTER:
                 headers["Retry-After"] = f"'{RETRY_AFTER[status]}'"
             self.rest_api.add_gateway_response(
-                f"{type_name}Response", type=apigw.ResponseType.of(type_name), status_code=status,
+                f"{type_name}Response",
+                type=apigw.ResponseType.of(type_name),
+                status_code=status,
                 response_headers=headers,
-                templates={"application/json": gateway_response_template(code)})
+                templates={"application/json": gateway_response_template(code)},
+            )
         cw_role = self.rest_api.node.try_find_child("CloudWatchRole")
         if cw_role is not None:
             nag.acknowledge(
-                cw_role, "IAM4",
+                cw_role,
+                "IAM4",
                 "API Gateway's account-level CloudWatch role: AWS documents the managed policy "
                 "AmazonAPIGatewayPushToCloudWatchLogs for it (the service writes every API's "
                 "execution and access logs of the region through this one role, so no "
                 "narrower resource is known here).",
-                "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                "AmazonAPIGatewayPushToCloudWatchLogs")
+                "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs",
+            )
 
         nag.acknowledge(
-            self.rest_api, "APIG2",
+            self.rest_api,
+            "APIG2",
             "Requests are validated in the API function against the pydantic models of the served "
             "OpenAPI document (422 naming the field); the gateway validator checks the Authorization "
-            "header only, as bodies are proxied.")
+            "header only, as bodies are proxied.",
+        )
         nag.acknowledge(
-            self.rest_api, "APIG3",
+            self.rest_api,
+            "APIG3",
             "No WAF web ACL in this stack: every route needs a bearer token checked by the Lambda "
             "authorizer, and the stage throttles (rate and burst). Attach an account WAF ACL to the "
-            "stage where one exists.")
+            "stage where one exists.",
+        )
         nag.acknowledge(
-            self.rest_api, "APIG6",
+            self.rest_api,
+            "APIG6",
             "Execution logging (per-method INFO/ERROR logs of the gateway itself) is left off: "
             "every request is in the stage's JSON access log (status, path, latency, caller) and "
             "the API function logs each one with its error. The account CloudWatch role this "
             "stack sets (cloud_watch_role) lets an operator turn it on for the stage when "
-            "debugging the gateway.")
+            "debugging the gateway.",
+        )
         nag.acknowledge(
-            self.rest_api, "COG4",
+            self.rest_api,
+            "COG4",
             "Callers are companies' people with bearer tokens stored hashed and checked by a Lambda "
-            "authorizer (SPEC §5), not Cognito users.")
+            "authorizer (SPEC §5), not Cognito users.",
+        )
 
-        self.url_output = CfnOutput(self, "Url", value=self.rest_api.url,
-                                    description="The room API's base URL (the stage)")
+        self.url_output = CfnOutput(
+            self, "Url", value=self.rest_api.url, description="The room API's base URL (the stage)"
+        )
         self.url_output.override_logical_id("ApiUrl")

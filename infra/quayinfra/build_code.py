@@ -27,8 +27,17 @@ from .config import FUNCTIONS_DIR
 CODE_DIR = BUILD_DIR / "code"
 PACKAGE = "quayutec"
 #: What never ships (caches, tests, packaging metadata): the package's own files do.
-IGNORE = ("__pycache__", "*.pyc", "tests", "test_*.py", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-          "*.egg-info", ".DS_Store")
+IGNORE = (
+    "__pycache__",
+    "*.pyc",
+    "tests",
+    "test_*.py",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "*.egg-info",
+    ".DS_Store",
+)
 #: Staged directories kept (the newest); older ones are removed when a new one is staged.
 KEEP = 4
 
@@ -60,8 +69,13 @@ def source_digest(package: Path, kind: str, files: list[Path] | None = None) -> 
     return digest.hexdigest()
 
 
-def stage_code(functions_dir: Path = FUNCTIONS_DIR, code_dir: Path = CODE_DIR, *,
-               python: str | None = None, find_python: bool = True) -> Path:
+def stage_code(
+    functions_dir: Path = FUNCTIONS_DIR,
+    code_dir: Path = CODE_DIR,
+    *,
+    python: str | None = None,
+    find_python: bool = True,
+) -> Path:
     """The staged asset directory (it holds ``quayutec/`` only), staging it when missing.
 
     ``python``: the interpreter that compiles the bytecode (default: :func:`runtime_python`
@@ -90,8 +104,11 @@ def stage_code(functions_dir: Path = FUNCTIONS_DIR, code_dir: Path = CODE_DIR, *
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        staged = sorted((p for p in code_dir.iterdir() if p.is_dir() and not p.name.startswith("staging.")),
-                        key=lambda p: p.stat().st_mtime, reverse=True)
+        staged = sorted(
+            (p for p in code_dir.iterdir() if p.is_dir() and not p.name.startswith("staging.")),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
         for old in staged[KEEP:]:
             if old != target:
                 shutil.rmtree(old, ignore_errors=True)

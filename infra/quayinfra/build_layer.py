@@ -67,9 +67,13 @@ ELF_MACHINE_AARCH64 = 183  # e_machine of every native library in the layer
 
 #: The Lambda runtime's environment, for the lock's markers (PEP 508).
 TARGET_MARKERS = {
-    "implementation_name": "cpython", "platform_python_implementation": "CPython",
-    "python_version": PYTHON_VERSION, "python_full_version": f"{PYTHON_VERSION}.0",
-    "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "python_version": PYTHON_VERSION,
+    "python_full_version": f"{PYTHON_VERSION}.0",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "os_name": "posix",
     "platform_machine": ARCH,
 }
 
@@ -89,8 +93,12 @@ def runtime_python() -> str | None:
     candidates += [str(p) for p in sorted(pyenv.glob(f"versions/{PYTHON_VERSION}*/bin/python{PYTHON_VERSION}"))]
     for exe in filter(None, candidates):
         try:
-            out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                 capture_output=True, text=True, timeout=30)
+            out = subprocess.run(
+                [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
         except OSError:
             continue
         if out.returncode == 0 and out.stdout.strip() == PYTHON_VERSION:
@@ -109,8 +117,10 @@ def compile_bytecode(site: Path, python: str | None = None) -> str | None:
         return None
     # A few files of some packages are not Python 3.13 (templates, py2 fixtures): compileall
     # reports them and goes on; they were never importable anyway.
-    subprocess.run([python, "-m", "compileall", "-q", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
-                    str(site)], check=False)
+    subprocess.run(
+        [python, "-m", "compileall", "-q", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash", str(site)],
+        check=False,
+    )
     return python
 
 
@@ -141,22 +151,31 @@ def requirements() -> list[str]:
 def pip_command(target: Path, reqs: list[str]) -> list[str]:
     platforms = [arg for tag in PLATFORMS for arg in ("--platform", tag)]
     return [
-        sys.executable, "-m", "pip", "install",
-        "--quiet", "--disable-pip-version-check", "--no-compile", "--no-deps",
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-compile",
+        "--no-deps",
         *platforms,
-        "--implementation", "cp",
-        "--python-version", PYTHON_VERSION,
-        "--abi", ABI,
+        "--implementation",
+        "cp",
+        "--python-version",
+        PYTHON_VERSION,
+        "--abi",
+        ABI,
         "--only-binary=:all:",
-        "--target", str(target),
+        "--target",
+        str(target),
         *reqs,
     ]
 
 
 def build_key(reqs: list[str]) -> str:
     blob = json.dumps(
-        {"format": BUILD_FORMAT, "reqs": reqs, "py": PYTHON_VERSION, "abi": ABI,
-         "platforms": PLATFORMS},
+        {"format": BUILD_FORMAT, "reqs": reqs, "py": PYTHON_VERSION, "abi": ABI, "platforms": PLATFORMS},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -184,11 +203,9 @@ def write_zip(site: Path, zip_path: Path) -> str:
     """Zip ``site`` as ``python/...`` (the layer layout), deterministically: sorted entries,
     fixed timestamps, so the same files give the same bytes and the same CDK asset hash.
     Returns the zip's sha256."""
-    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED,
-                         compresslevel=6) as zf:
+    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
         for path in sorted(p for p in site.rglob("*") if p.is_file()):
-            info = zipfile.ZipInfo(f"python/{path.relative_to(site).as_posix()}",
-                                   date_time=(1980, 1, 1, 0, 0, 0))
+            info = zipfile.ZipInfo(f"python/{path.relative_to(site).as_posix()}", date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = (0o755 if os.access(path, os.X_OK) else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             with open(path, "rb") as src, zf.open(info, "w") as dst:
@@ -214,8 +231,7 @@ def ensure_layer(layer_dir: Path = LAYER_DIR, *, force: bool = False, log=print)
 
     def fresh() -> bool:
         current = stamp(layer_dir)
-        return (not force and current is not None and current.get("key") == key
-                and (layer_dir / ZIP_NAME).is_file())
+        return not force and current is not None and current.get("key") == key and (layer_dir / ZIP_NAME).is_file()
 
     if fresh():
         return layer_dir
@@ -233,13 +249,26 @@ def ensure_layer(layer_dir: Path = LAYER_DIR, *, force: bool = False, log=print)
             compiled_with = compile_bytecode(site)
             zip_sha = write_zip(site, tmp / ZIP_NAME)
             seconds = round(time.monotonic() - started, 1)
-            (tmp / STAMP_NAME).write_text(json.dumps(
-                {"key": key, "zip_sha256": zip_sha, "requirements": reqs, "platform": PLATFORM,
-                 "platforms": list(PLATFORMS),
-                 "python_version": PYTHON_VERSION, "abi": ABI, "build_seconds": seconds,
-                 "bytecode": (f"cpython-{ABI[2:]} unchecked-hash" if compiled_with else
-                              f"none: no CPython {PYTHON_VERSION} on the build machine")},
-                indent=2))
+            (tmp / STAMP_NAME).write_text(
+                json.dumps(
+                    {
+                        "key": key,
+                        "zip_sha256": zip_sha,
+                        "requirements": reqs,
+                        "platform": PLATFORM,
+                        "platforms": list(PLATFORMS),
+                        "python_version": PYTHON_VERSION,
+                        "abi": ABI,
+                        "build_seconds": seconds,
+                        "bytecode": (
+                            f"cpython-{ABI[2:]} unchecked-hash"
+                            if compiled_with
+                            else f"none: no CPython {PYTHON_VERSION} on the build machine"
+                        ),
+                    },
+                    indent=2,
+                )
+            )
             if layer_dir.exists():
                 shutil.rmtree(layer_dir)
             tmp.rename(layer_dir)
@@ -248,8 +277,10 @@ def ensure_layer(layer_dir: Path = LAYER_DIR, *, force: bool = False, log=print)
             raise
         log(f"layer built in {seconds} s")
         if not compiled_with:
-            log(f"no CPython {PYTHON_VERSION} here (PATH or {RUNTIME_PYTHON_ENV}): the layer ships source, which "
-                "Lambda compiles on every cold start (its /opt is read-only); see docs/deploy.md step 1")
+            log(
+                f"no CPython {PYTHON_VERSION} here (PATH or {RUNTIME_PYTHON_ENV}): the layer ships source, which "
+                "Lambda compiles on every cold start (its /opt is read-only); see docs/deploy.md step 1"
+            )
     return layer_dir
 
 

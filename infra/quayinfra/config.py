@@ -64,14 +64,22 @@ DEFAULT_LOG_RETENTION_DAYS = 30
 DEFAULT_RUN_DATA_EXPIRY_DAYS = 30
 
 _RETENTION_BY_DAYS: dict[int, logs.RetentionDays] = {
-    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS,
-    5: logs.RetentionDays.FIVE_DAYS, 7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
-    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS,
-    120: logs.RetentionDays.FOUR_MONTHS, 150: logs.RetentionDays.FIVE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
-    400: logs.RetentionDays.THIRTEEN_MONTHS, 545: logs.RetentionDays.EIGHTEEN_MONTHS,
-    731: logs.RetentionDays.TWO_YEARS, 1827: logs.RetentionDays.FIVE_YEARS,
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
     3653: logs.RetentionDays.TEN_YEARS,
 }
 
@@ -149,19 +157,18 @@ class Settings:
         if policy_name.lower() not in policies:
             raise SettingsError(f"context removalPolicy={policy_name!r}: retain | destroy")
 
-        days = _as_int("logRetentionDays", get("logRetentionDays", DEFAULT_LOG_RETENTION_DAYS),
-                       minimum=1)
+        days = _as_int("logRetentionDays", get("logRetentionDays", DEFAULT_LOG_RETENTION_DAYS), minimum=1)
         if days not in _RETENTION_BY_DAYS:
-            raise SettingsError(
-                f"context logRetentionDays={days}: one of {sorted(_RETENTION_BY_DAYS)}")
+            raise SettingsError(f"context logRetentionDays={days}: one of {sorted(_RETENTION_BY_DAYS)}")
 
         # A JSON setting (MODEL_PRICES) may be given as an object in cdk.json: its JSON text.
-        runtime = {name: (json.dumps(v) if isinstance(v := get(context_key(name), default), (dict, list)) else str(v))
-                   for name, default in R.SETTING_DEFAULTS.items()}
+        runtime = {
+            name: (json.dumps(v) if isinstance(v := get(context_key(name), default), (dict, list)) else str(v))
+            for name, default in R.SETTING_DEFAULTS.items()
+        }
         runtime[R.STAGE_ENV] = stage  # secret names carry the stage (SPEC §5)
         cls._validate_runtime(runtime)
-        expiry = _as_int("runDataExpiryDays",
-                         get("runDataExpiryDays", DEFAULT_RUN_DATA_EXPIRY_DAYS), minimum=1)
+        expiry = _as_int("runDataExpiryDays", get("runDataExpiryDays", DEFAULT_RUN_DATA_EXPIRY_DAYS), minimum=1)
         email = str(get("alarmEmail", "")).strip() or None
         if email is not None and ("@" not in email or any(c.isspace() for c in email)):
             raise SettingsError(f"context alarmEmail={email!r}: an email address")
@@ -184,20 +191,21 @@ class Settings:
             problems = []
             for err in exc.errors():
                 name = str(err["loc"][0]) if err["loc"] else "?"
-                problems.append(f"context {context_key(name)}={runtime.get(name)!r} "
-                                f"({name}): {err['msg']}")
+                problems.append(f"context {context_key(name)}={runtime.get(name)!r} ({name}): {err['msg']}")
             raise SettingsError("; ".join(problems)) from None
         execution_timeout = asl_execution_timeout()
         if model.approval_timeout_s + model.run_time_limit_s > execution_timeout:
             raise SettingsError(
                 f"context approvalTimeoutSeconds + runTimeLimitSeconds = "
                 f"{model.approval_timeout_s + model.run_time_limit_s} exceeds the state "
-                f"machine's TimeoutSeconds {execution_timeout}")
+                f"machine's TimeoutSeconds {execution_timeout}"
+            )
         call_model = R.FUNCTIONS_BY_ID["CallModelFunction"].timeout_s
         if model.model_timeout_s >= call_model:
             raise SettingsError(
                 f"context modelTimeoutSeconds={runtime['MODEL_TIMEOUT_SECONDS']!r}: must be below "
-                f"CallModelFunction's Lambda timeout ({call_model} s)")
+                f"CallModelFunction's Lambda timeout ({call_model} s)"
+            )
         prefix = model.secret_prefix
         if not prefix or "*" in prefix or prefix.startswith("/") or prefix.endswith("/"):
             raise SettingsError(f"context secretPrefix={prefix!r}: a plain name prefix")

@@ -27,34 +27,59 @@ EVENTS = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
 
 
 class Files(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, storage: Storage,
-                 queues: dict[str, sqs.Queue], functions: Functions) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        storage: Storage,
+        queues: dict[str, sqs.Queue],
+        functions: Functions,
+    ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         bucket = storage.bucket(R.FILES_BUCKET)
         queue = queues[R.INGEST_QUEUE.logical_id]
         fdef = R.FUNCTIONS_BY_ID["IngestFunction"]
         if R.INGEST_QUEUE.visibility_timeout_s < 6 * fdef.timeout_s:
-            raise ValueError("the ingest queue's visibility timeout must be at least 6x the "
-                             "IngestFunction's timeout")
-        policy = queue.add_to_resource_policy(iam.PolicyStatement(
-            actions=["sqs:SendMessage"], resources=[queue.queue_arn],
-            principals=[iam.ServicePrincipal("s3.amazonaws.com")],
-            conditions={"StringEquals": {"aws:SourceAccount": stack.account},
-                        "ArnLike": {"aws:SourceArn":
-                                    f"arn:{stack.partition}:s3:::{stack.stack_name.lower()}-"
-                                    f"{R.FILES_BUCKET.logical_id.lower()}-*"}}))
+            raise ValueError("the ingest queue's visibility timeout must be at least 6x the IngestFunction's timeout")
+        policy = queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["sqs:SendMessage"],
+                resources=[queue.queue_arn],
+                principals=[iam.ServicePrincipal("s3.amazonaws.com")],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{stack.partition}:s3:::{stack.stack_name.lower()}-"
+                        f"{R.FILES_BUCKET.logical_id.lower()}-*"
+                    },
+                },
+            )
+        )
         cfn_bucket: s3.CfnBucket = bucket.node.default_child  # type: ignore[assignment]
         cfn_bucket.notification_configuration = s3.CfnBucket.NotificationConfigurationProperty(
-            queue_configurations=[s3.CfnBucket.QueueConfigurationProperty(
-                event=event, queue=queue.queue_arn,
-                filter=s3.CfnBucket.NotificationFilterProperty(
-                    s3_key=s3.CfnBucket.S3KeyFilterProperty(rules=[
-                        s3.CfnBucket.FilterRuleProperty(name="prefix", value=R.UPLOADS_PREFIX)])))
-                for event in EVENTS])
+            queue_configurations=[
+                s3.CfnBucket.QueueConfigurationProperty(
+                    event=event,
+                    queue=queue.queue_arn,
+                    filter=s3.CfnBucket.NotificationFilterProperty(
+                        s3_key=s3.CfnBucket.S3KeyFilterProperty(
+                            rules=[s3.CfnBucket.FilterRuleProperty(name="prefix", value=R.UPLOADS_PREFIX)]
+                        )
+                    ),
+                )
+                for event in EVENTS
+            ]
+        )
         if policy.policy_dependable is not None:
             cfn_bucket.node.add_dependency(policy.policy_dependable)
         # A plain mapping (as the wake consumer's): the "ingest:consume" touch grants what it uses.
         lambda_.EventSourceMapping(
-            self, "IngestMapping", target=functions[fdef], event_source_arn=queue.queue_arn,
-            batch_size=INGEST_BATCH_SIZE, report_batch_item_failures=True)
+            self,
+            "IngestMapping",
+            target=functions[fdef],
+            event_source_arn=queue.queue_arn,
+            batch_size=INGEST_BATCH_SIZE,
+            report_batch_item_failures=True,
+        )

@@ -24,29 +24,55 @@ from .build_layer import ZIP_NAME, ensure_layer
 from .config import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, Settings
 from .storage import RUN_DATA_PREFIX, Storage
 
-
 # touch -> table whose name it concerns; op -> the one DynamoDB action it grants. Conditional
 # puts and updates (SPEC §2.1); DeleteItem only where Powertools idempotency deletes its
 # in-progress record after a failed request. No BatchWriteItem, no Scan.
-_TABLE_TOUCHES = {"claims": R.CLAIM_TABLE, "ledger": R.LEDGER_TABLE, "room": R.ROOM_TABLE,
-                  "idempotency": R.IDEMPOTENCY_TABLE}
-_TABLE_OPS = {"get": "dynamodb:GetItem", "batchget": "dynamodb:BatchGetItem", "query": "dynamodb:Query",
-              "put": "dynamodb:PutItem",
-              "update": "dynamodb:UpdateItem", "delete": "dynamodb:DeleteItem"}
+_TABLE_TOUCHES = {
+    "claims": R.CLAIM_TABLE,
+    "ledger": R.LEDGER_TABLE,
+    "room": R.ROOM_TABLE,
+    "idempotency": R.IDEMPOTENCY_TABLE,
+}
+_TABLE_OPS = {
+    "get": "dynamodb:GetItem",
+    "batchget": "dynamodb:BatchGetItem",
+    "query": "dynamodb:Query",
+    "put": "dynamodb:PutItem",
+    "update": "dynamodb:UpdateItem",
+    "delete": "dynamodb:DeleteItem",
+}
 _INDEXES = {(t, i.name) for t, tdef in _TABLE_TOUCHES.items() for i in tdef.indexes}
 
-KNOWN_TOUCHES = frozenset({
-    *(f"{t}:{op}" for t in _TABLE_TOUCHES for op in _TABLE_OPS),
-    *(f"{t}:query@{i}" for t, i in _INDEXES),
-    "room:stream", "rundata:get", "rundata:put", "secrets:read", "secrets:write",
-    "queue:send", "queue:consume", "states:start", "states:answer",
-    "files:get", "files:put", "files:delete", "index:get", "index:put", "ingest:consume",
-})
+KNOWN_TOUCHES = frozenset(
+    {
+        *(f"{t}:{op}" for t in _TABLE_TOUCHES for op in _TABLE_OPS),
+        *(f"{t}:query@{i}" for t, i in _INDEXES),
+        "room:stream",
+        "rundata:get",
+        "rundata:put",
+        "secrets:read",
+        "secrets:write",
+        "queue:send",
+        "queue:consume",
+        "states:start",
+        "states:answer",
+        "files:get",
+        "files:put",
+        "files:delete",
+        "index:get",
+        "index:put",
+        "ingest:consume",
+    }
+)
 # Room files (SPEC §8): uploads and index versions are keyed by room and file/version, unknown
 # at deploy time; each touch is one action on one prefix of the files bucket.
-_FILE_TOUCHES = {"files:get": ("s3:GetObject", R.UPLOADS_PREFIX), "files:put": ("s3:PutObject", R.UPLOADS_PREFIX),
-                 "files:delete": ("s3:DeleteObject", R.UPLOADS_PREFIX),
-                 "index:get": ("s3:GetObject", R.INDEX_PREFIX), "index:put": ("s3:PutObject", R.INDEX_PREFIX)}
+_FILE_TOUCHES = {
+    "files:get": ("s3:GetObject", R.UPLOADS_PREFIX),
+    "files:put": ("s3:PutObject", R.UPLOADS_PREFIX),
+    "files:delete": ("s3:DeleteObject", R.UPLOADS_PREFIX),
+    "index:get": ("s3:GetObject", R.INDEX_PREFIX),
+    "index:put": ("s3:PutObject", R.INDEX_PREFIX),
+}
 
 STATE_MACHINE_TOUCH = "states:start"
 TASK_ANSWER_TOUCH = "states:answer"
@@ -55,43 +81,52 @@ TASK_ANSWER_TOUCH = "states:answer"
 # reading them (create, on ResourceExistsException put a new version; describe for
 # "key_stored").
 SECRETS_READ = ["secretsmanager:GetSecretValue"]
-SECRETS_WRITE = ["secretsmanager:CreateSecret", "secretsmanager:PutSecretValue",
-                 "secretsmanager:DescribeSecret"]
+SECRETS_WRITE = ["secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"]
 
 
 def secret_arn_pattern(scope: Construct, settings: Settings) -> str:
     """The ARN of every provider key of this stage: ``<prefix>/<stage>/*``."""
     return Stack.of(scope).format_arn(
-        service="secretsmanager", resource="secret",
+        service="secretsmanager",
+        resource="secret",
         resource_name=f"{settings.secret_prefix}/{settings.stage}/*",
-        arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
 
 
 def secret_finding(settings: Settings) -> str:
     """The cdk-nag IAM5 finding id of :func:`secret_arn_pattern`."""
-    return (f"Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:"
-            f"secret:{settings.secret_prefix}/{settings.stage}/*")
+    return (
+        f"Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:"
+        f"secret:{settings.secret_prefix}/{settings.stage}/*"
+    )
+
 
 # Why not the newest runtime (python3.14): not a wheel gap (every locked package has cp314
 # manylinux aarch64 wheels too, checked when locking). The suite runs on CPython 3.11, the only
 # Python installable on the development machine; 3.13 is the runtime nearest to what was tested
 # that still gets the lock's wheels, so no more untested interpreter distance than needed.
-L1_REASON = ("Python 3.13, not the newest 3.14, on purpose: the tests run on CPython 3.11 (the "
-             "only Python installable where they run), and 3.13 keeps the runtime nearer to the "
-             "tested interpreter; every locked dependency also has cp314 aarch64 wheels, so "
-             "moving up is config.LAMBDA_RUNTIME and build_layer.PYTHON_VERSION/ABI together.")
+L1_REASON = (
+    "Python 3.13, not the newest 3.14, on purpose: the tests run on CPython 3.11 (the "
+    "only Python installable where they run), and 3.13 keeps the runtime nearer to the "
+    "tested interpreter; every locked dependency also has cp314 aarch64 wheels, so "
+    "moving up is config.LAMBDA_RUNTIME and build_layer.PYTHON_VERSION/ABI together."
+)
 
-XRAY_REASON = ("Active tracing: xray:PutTraceSegments/PutTelemetryRecords support no "
-               "resource-level permissions, AWS requires Resource '*' "
-               "(https://docs.aws.amazon.com/service-authorization/latest/reference/"
-               "list_awsx-ray.html).")
+XRAY_REASON = (
+    "Active tracing: xray:PutTraceSegments/PutTelemetryRecords support no "
+    "resource-level permissions, AWS requires Resource '*' "
+    "(https://docs.aws.amazon.com/service-authorization/latest/reference/"
+    "list_awsx-ray.html)."
+)
 
 
 class Functions(Construct):
     """``self.functions[logical_id]`` for every FunctionDef; roles from ``touches``."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings,
-                 storage: Storage, queues: dict[str, sqs.Queue]) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: Settings, storage: Storage, queues: dict[str, sqs.Queue]
+    ) -> None:
         super().__init__(scope, construct_id)
         self._settings = settings
         self._storage = storage
@@ -100,13 +135,14 @@ class Functions(Construct):
         self.code = lambda_.Code.from_asset(str(stage_code()))
         layer_dir = ensure_layer()
         self.layer = lambda_.LayerVersion(
-            self, "DependenciesLayer",
+            self,
+            "DependenciesLayer",
             # A ready zip: CDK neither copies ~100 MB of files nor zips them at each synth.
             code=lambda_.Code.from_asset(str(layer_dir / ZIP_NAME)),
             compatible_runtimes=[LAMBDA_RUNTIME],
             compatible_architectures=[LAMBDA_ARCHITECTURE],
             description="quayutec runtime dependencies (requirements/runtime.lock, boto3 "
-                        "included), cp313 manylinux_2_34_aarch64 wheels",
+            "included), cp313 manylinux_2_34_aarch64 wheels",
         )
         self.environment = self._environment()
         self.functions: dict[str, lambda_.Function] = {}
@@ -149,22 +185,27 @@ class Functions(Construct):
         """Log group, role (from touches), function; registered under fdef.logical_id."""
         settings = self._settings
         log_group = logs.LogGroup(
-            self, f"{fdef.logical_id}Logs",
+            self,
+            f"{fdef.logical_id}Logs",
             retention=settings.log_retention,
             removal_policy=settings.removal_policy,
         )
         role = iam.Role(
-            self, f"{fdef.logical_id}Role",
+            self,
+            f"{fdef.logical_id}Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"quayutec {fdef.logical_id}: {', '.join(fdef.touches)}",
         )
         # Instead of AWSLambdaBasicExecutionRole: write to its own log group only.
-        role.add_to_policy(iam.PolicyStatement(
-            actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-            resources=[log_group.log_group_arn],
-        ))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[log_group.log_group_arn],
+            )
+        )
         fn = lambda_.Function(
-            self, fdef.logical_id,
+            self,
+            fdef.logical_id,
             runtime=LAMBDA_RUNTIME,
             architecture=LAMBDA_ARCHITECTURE,
             handler=fdef.handler,
@@ -202,69 +243,94 @@ class Functions(Construct):
             by_resource.setdefault((what, index or None), []).append(_TABLE_OPS[op])
         for (what, index), actions in by_resource.items():
             arn = self._storage.table(_TABLE_TOUCHES[what]).table_arn
-            role.add_to_policy(iam.PolicyStatement(
-                actions=sorted(actions), resources=[f"{arn}/index/{index}" if index else arn]))
+            role.add_to_policy(
+                iam.PolicyStatement(actions=sorted(actions), resources=[f"{arn}/index/{index}" if index else arn])
+            )
 
     def _grant(self, fdef: R.FunctionDef, touch: str, role: iam.Role) -> None:
         what, mode = touch.split(":")
         if touch == "room:stream":
             self._storage.table(R.ROOM_TABLE).grant_stream_read(role)
             nag.acknowledge(
-                role, "IAM5",
+                role,
+                "IAM5",
                 "dynamodb:ListStreams has no resource-level permission: AWS requires "
                 "Resource '*' (the stream reads themselves are scoped to the room table's "
-                "stream ARN).", "Resource::*")
+                "stream ARN).",
+                "Resource::*",
+            )
         elif what == "rundata":
             bucket = self._storage.bucket(R.RUN_DATA_BUCKET)
             objects = bucket.arn_for_objects(f"{RUN_DATA_PREFIX}*")
             actions = ["s3:GetObject"] if mode == "get" else ["s3:PutObject"]
             role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[objects]))
             if mode == "get":  # so a missing object is a 404, not a 403
-                role.add_to_policy(iam.PolicyStatement(
-                    actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
-                    conditions={"StringLike": {"s3:prefix": f"{RUN_DATA_PREFIX}*"}}))
+                role.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=["s3:ListBucket"],
+                        resources=[bucket.bucket_arn],
+                        conditions={"StringLike": {"s3:prefix": f"{RUN_DATA_PREFIX}*"}},
+                    )
+                )
             nag.acknowledge(
-                role, "IAM5",
+                role,
+                "IAM5",
                 f"Run data objects are keyed by run id under the '{RUN_DATA_PREFIX}' prefix: "
                 "the run ids are not known at deploy time, the prefix is the narrowest scope.",
-                f"Resource::<{R.RUN_DATA_BUCKET.logical_id}.Arn>/{RUN_DATA_PREFIX}*")
+                f"Resource::<{R.RUN_DATA_BUCKET.logical_id}.Arn>/{RUN_DATA_PREFIX}*",
+            )
         elif what == "secrets":
             scope = f"{self._settings.secret_prefix}/{self._settings.stage}/"
-            role.add_to_policy(iam.PolicyStatement(
-                actions=SECRETS_READ if mode == "read" else SECRETS_WRITE,
-                resources=[secret_arn_pattern(self, self._settings)]))
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=SECRETS_READ if mode == "read" else SECRETS_WRITE,
+                    resources=[secret_arn_pattern(self, self._settings)],
+                )
+            )
             reason = (
                 f"Provider keys are one secret per company and provider under '{scope}' "
                 "(SPEC §5), created when agents are registered: the names are not known at "
-                "deploy time, the prefix and stage are the narrowest scope. ")
-            reason += ("The handler reads only its agent's company's secret." if mode == "read"
-                       else "The API creates or rotates a key (never reads one), only for the "
-                            "caller's own company.")
+                "deploy time, the prefix and stage are the narrowest scope. "
+            )
+            reason += (
+                "The handler reads only its agent's company's secret."
+                if mode == "read"
+                else "The API creates or rotates a key (never reads one), only for the caller's own company."
+            )
             nag.acknowledge(role, "IAM5", reason, secret_finding(self._settings))
         elif touch in _FILE_TOUCHES:
             action, prefix = _FILE_TOUCHES[touch]
             bucket = self._storage.bucket(R.FILES_BUCKET)
-            role.add_to_policy(iam.PolicyStatement(actions=[action],
-                                                   resources=[bucket.arn_for_objects(f"{prefix}*")]))
+            role.add_to_policy(iam.PolicyStatement(actions=[action], resources=[bucket.arn_for_objects(f"{prefix}*")]))
             nag.acknowledge(
-                role, "IAM5",
+                role,
+                "IAM5",
                 f"Room files are keyed by room and file id (uploads) or room and version (index) "
                 f"under '{prefix}': not known at deploy time, the prefix is the narrowest scope.",
-                f"Resource::<{R.FILES_BUCKET.logical_id}.Arn>/{prefix}*")
+                f"Resource::<{R.FILES_BUCKET.logical_id}.Arn>/{prefix}*",
+            )
         elif touch == "ingest:consume":
-            role.add_to_policy(iam.PolicyStatement(
-                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
-                resources=[self._queues[R.INGEST_QUEUE.logical_id].queue_arn]))
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+                    resources=[self._queues[R.INGEST_QUEUE.logical_id].queue_arn],
+                )
+            )
         elif touch == "queue:send":
-            role.add_to_policy(iam.PolicyStatement(
-                actions=["sqs:SendMessage"],
-                resources=[self._queues[R.WAKE_QUEUE.logical_id].queue_arn]))
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["sqs:SendMessage"], resources=[self._queues[R.WAKE_QUEUE.logical_id].queue_arn]
+                )
+            )
         elif touch == "queue:consume":
             # What an SQS event source mapping needs (Lambda developer guide, "Execution role
             # permissions" for Amazon SQS): no GetQueueUrl, no ChangeMessageVisibility.
-            role.add_to_policy(iam.PolicyStatement(
-                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
-                resources=[self._queues[R.WAKE_QUEUE.logical_id].queue_arn]))
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+                    resources=[self._queues[R.WAKE_QUEUE.logical_id].queue_arn],
+                )
+            )
         elif touch in (STATE_MACHINE_TOUCH, TASK_ANSWER_TOUCH):
             pass  # bind_state_machine(), once the state machine exists
         else:  # pragma: no cover - KNOWN_TOUCHES guards this
@@ -278,18 +344,22 @@ class Functions(Construct):
         giving them its ARN would make a dependency cycle."""
         for fdef in R.FUNCTIONS:
             if (STATE_MACHINE_TOUCH in fdef.touches) != (R.STATE_MACHINE_ENV in fdef.reads):
-                raise ValueError(f"{fdef.logical_id}: starts runs ({STATE_MACHINE_TOUCH}) if and "
-                                 f"only if it reads {R.STATE_MACHINE_ENV}")
+                raise ValueError(
+                    f"{fdef.logical_id}: starts runs ({STATE_MACHINE_TOUCH}) if and "
+                    f"only if it reads {R.STATE_MACHINE_ENV}"
+                )
             if STATE_MACHINE_TOUCH in fdef.touches:
                 fn = self.functions[fdef.logical_id]
                 fn.add_environment(R.STATE_MACHINE_ENV, state_machine.state_machine_arn)
                 state_machine.grant_start_execution(self.roles[fdef.logical_id])
             if TASK_ANSWER_TOUCH in fdef.touches:  # approve / deny a held action (SPEC §2.6)
-                self.roles[fdef.logical_id].add_to_policy(iam.PolicyStatement(
-                    actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
-                    resources=[state_machine.state_machine_arn]))
+                self.roles[fdef.logical_id].add_to_policy(
+                    iam.PolicyStatement(
+                        actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
+                        resources=[state_machine.state_machine_arn],
+                    )
+                )
 
     def __getitem__(self, fdef: R.FunctionDef | str) -> lambda_.Function:
         key = fdef if isinstance(fdef, str) else fdef.logical_id
         return self.functions[key]
-

@@ -28,9 +28,11 @@ CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAN
 def stack_artifact(assembly: Path, stack_name: str | None = None) -> tuple[str, Path, Path]:
     """(stack name, template path, assets manifest path) of the assembly's (only) stack."""
     manifest = json.loads((assembly / "manifest.json").read_text())
-    stacks = [(name, a) for name, a in manifest["artifacts"].items()
-              if a["type"] == "aws:cloudformation:stack"
-              and (stack_name is None or name == stack_name)]
+    stacks = [
+        (name, a)
+        for name, a in manifest["artifacts"].items()
+        if a["type"] == "aws:cloudformation:stack" and (stack_name is None or name == stack_name)
+    ]
     if len(stacks) != 1:
         raise ValueError(f"expected one stack in {assembly}, found {[n for n, _ in stacks]}")
     name, artifact = stacks[0]
@@ -39,8 +41,11 @@ def stack_artifact(assembly: Path, stack_name: str | None = None) -> tuple[str, 
 
 
 def _sub(text: str, account: str, region: str, partition: str = "aws") -> str:
-    return (text.replace("${AWS::AccountId}", account).replace("${AWS::Region}", region)
-            .replace("${AWS::Partition}", partition))
+    return (
+        text.replace("${AWS::AccountId}", account)
+        .replace("${AWS::Region}", region)
+        .replace("${AWS::Partition}", partition)
+    )
 
 
 def zip_directory(path: Path) -> bytes:
@@ -53,11 +58,11 @@ def zip_directory(path: Path) -> bytes:
 
 def bootstrap(ssm: Any, s3: Any, *, account: str, region: str) -> str:
     """What `cdk bootstrap` leaves that a deploy needs. Returns the asset bucket name."""
-    ssm.put_parameter(Name=f"/cdk-bootstrap/{QUALIFIER}/version", Value=BOOTSTRAP_VERSION,
-                      Type="String", Overwrite=True)
+    ssm.put_parameter(
+        Name=f"/cdk-bootstrap/{QUALIFIER}/version", Value=BOOTSTRAP_VERSION, Type="String", Overwrite=True
+    )
     bucket = f"cdk-{QUALIFIER}-assets-{account}-{region}"
-    kwargs = {} if region == "us-east-1" else {
-        "CreateBucketConfiguration": {"LocationConstraint": region}}
+    kwargs = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
     try:
         s3.create_bucket(Bucket=bucket, **kwargs)
     except s3.exceptions.BucketAlreadyOwnedByYou:
@@ -85,8 +90,7 @@ def publish_assets(s3: Any, assets_manifest: Path, *, account: str, region: str)
 
 
 def create_stack(cfn: Any, stack_name: str, template: Path) -> dict[str, Any]:
-    cfn.create_stack(StackName=stack_name, TemplateBody=template.read_text(),
-                     Capabilities=CAPABILITIES)
+    cfn.create_stack(StackName=stack_name, TemplateBody=template.read_text(), Capabilities=CAPABILITIES)
     return cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
 
 
@@ -101,8 +105,9 @@ def physical_ids(cfn: Any, stack_name: str) -> dict[str, str]:
     return out
 
 
-def resolve(value: Any, template: dict[str, Any], lambda_client: Any,
-            ids: dict[str, str], partition: str = "aws") -> str:
+def resolve(
+    value: Any, template: dict[str, Any], lambda_client: Any, ids: dict[str, str], partition: str = "aws"
+) -> str:
     """Resolve the intrinsics CDK uses in DefinitionSubstitutions (Ref, Ref AWS::Partition,
     Fn::GetAtt X.Arn of a Lambda function, plain strings)."""
     if isinstance(value, str):
@@ -115,13 +120,13 @@ def resolve(value: Any, template: dict[str, Any], lambda_client: Any,
         logical, attr = value["Fn::GetAtt"]
         rtype = template["Resources"][logical]["Type"]
         if rtype == "AWS::Lambda::Function" and attr == "Arn":
-            return lambda_client.get_function(
-                FunctionName=ids[logical])["Configuration"]["FunctionArn"]
+            return lambda_client.get_function(FunctionName=ids[logical])["Configuration"]["FunctionArn"]
     raise ValueError(f"cannot resolve {value!r} locally")
 
 
-def apply_definition_substitutions(cfn: Any, sfn: Any, lambda_client: Any, stack_name: str,
-                                   template_path: Path) -> dict[str, str]:
+def apply_definition_substitutions(
+    cfn: Any, sfn: Any, lambda_client: Any, stack_name: str, template_path: Path
+) -> dict[str, str]:
     """Put the substituted definition on every state machine of the stack (moto leaves the
     ``${...}`` placeholders). Returns state machine ARN -> definition."""
     template = json.loads(template_path.read_text())
@@ -135,16 +140,24 @@ def apply_definition_substitutions(cfn: Any, sfn: Any, lambda_client: Any, stack
         if not isinstance(definition, str):
             raise ValueError(f"{logical}: DefinitionString is not a plain string")
         for key, value in props.get("DefinitionSubstitutions", {}).items():
-            definition = definition.replace("${" + key + "}",
-                                            resolve(value, template, lambda_client, ids))
+            definition = definition.replace("${" + key + "}", resolve(value, template, lambda_client, ids))
         arn = ids[logical]
         sfn.update_state_machine(stateMachineArn=arn, definition=definition)
         done[arn] = definition
     return done
 
 
-def deploy(assembly: Path, *, cfn: Any, s3: Any, ssm: Any, sfn: Any, lambda_client: Any,
-           account: str, region: str | None = None) -> dict[str, Any]:
+def deploy(
+    assembly: Path,
+    *,
+    cfn: Any,
+    s3: Any,
+    ssm: Any,
+    sfn: Any,
+    lambda_client: Any,
+    account: str,
+    region: str | None = None,
+) -> dict[str, Any]:
     """Bootstrap, publish, create the stack, apply the definition substitutions."""
     region = region or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
     name, template, assets = stack_artifact(assembly)

@@ -52,29 +52,41 @@ APPROVAL_CLOSED = "ApprovalClosed"
 
 
 class Observability(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings,
-                 queues: dict[str, sqs.IQueue], state_machine: sfn.StateMachine,
-                 functions: dict[str, lambda_.IFunction]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        queues: dict[str, sqs.IQueue],
+        state_machine: sfn.StateMachine,
+        functions: dict[str, lambda_.IFunction],
+    ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: dict[str, cw.Alarm] = {}
         self._settings = settings
 
         # ------------------------------------------------------------------ the alarm topic
         self.key = kms.Key(
-            self, "AlarmTopicKey",
+            self,
+            "AlarmTopicKey",
             description=f"quayutec {settings.stage}: alarm topic encryption",
             enable_key_rotation=True,
-            removal_policy=(RemovalPolicy.RETAIN if settings.removal_policy == RemovalPolicy.RETAIN
-                            else RemovalPolicy.DESTROY),
+            removal_policy=(
+                RemovalPolicy.RETAIN if settings.removal_policy == RemovalPolicy.RETAIN else RemovalPolicy.DESTROY
+            ),
         )
         # CloudWatch publishes alarm notifications to the encrypted topic.
-        self.key.add_to_resource_policy(iam.PolicyStatement(
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-            resources=["*"],  # in a key policy, "*" is this key
-        ))
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+            )
+        )
         self.topic = sns.Topic(
-            self, "AlarmTopic",
+            self,
+            "AlarmTopic",
             display_name=f"Quayutec {settings.stage} alarms",
             master_key=self.key,
             enforce_ssl=True,
@@ -87,21 +99,27 @@ class Observability(Construct):
         for name, queue in queues.items():
             self._alarm(
                 f"{name}Depth",
-                queue.metric_approximate_number_of_messages_visible(
-                    period=PERIOD, statistic=cw.Stats.MAXIMUM),
-                f"{name} holds messages: inspect them (SPEC §3: poison wakes go there)")
+                queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic=cw.Stats.MAXIMUM),
+                f"{name} holds messages: inspect them (SPEC §3: poison wakes go there)",
+            )
 
-        self._alarm("ExecutionsFailed",
-                    state_machine.metric_failed(period=PERIOD, statistic=cw.Stats.SUM),
-                    "Agent-run executions failed (the reconciler finalises their ledger)")
-        self._alarm("ExecutionsTimedOut",
-                    state_machine.metric_timed_out(period=PERIOD, statistic=cw.Stats.SUM),
-                    "Agent-run executions hit the execution TimeoutSeconds")
+        self._alarm(
+            "ExecutionsFailed",
+            state_machine.metric_failed(period=PERIOD, statistic=cw.Stats.SUM),
+            "Agent-run executions failed (the reconciler finalises their ledger)",
+        )
+        self._alarm(
+            "ExecutionsTimedOut",
+            state_machine.metric_timed_out(period=PERIOD, statistic=cw.Stats.SUM),
+            "Agent-run executions hit the execution TimeoutSeconds",
+        )
 
         for logical_id, fn in functions.items():
-            self._alarm(f"{logical_id}Errors",
-                        fn.metric_errors(period=PERIOD, statistic=cw.Stats.SUM),
-                        f"{logical_id} raised errors")
+            self._alarm(
+                f"{logical_id}Errors",
+                fn.metric_errors(period=PERIOD, statistic=cw.Stats.SUM),
+                f"{logical_id} raised errors",
+            )
 
         # ------------------------------------------------------------------ dashboard
         self.dashboard = self._dashboard(queues, state_machine, functions)
@@ -109,7 +127,8 @@ class Observability(Construct):
     # ---------------------------------------------------------------------- helpers
     def _alarm(self, name: str, metric: cw.IMetric, description: str) -> cw.Alarm:
         alarm = cw.Alarm(
-            self, name,
+            self,
+            name,
             metric=metric,
             threshold=1,
             evaluation_periods=1,
@@ -125,55 +144,82 @@ class Observability(Construct):
         """A metric the runtime emits through Powertools Metrics (EMF)."""
         runtime = self._settings.runtime
         return cw.Metric(
-            namespace=runtime["POWERTOOLS_METRICS_NAMESPACE"], metric_name=name,
+            namespace=runtime["POWERTOOLS_METRICS_NAMESPACE"],
+            metric_name=name,
             dimensions_map={"service": runtime["POWERTOOLS_SERVICE_NAME"]},
-            statistic=cw.Stats.SUM, period=PERIOD, label=label)
+            statistic=cw.Stats.SUM,
+            period=PERIOD,
+            label=label,
+        )
 
-    def _dashboard(self, queues: dict[str, sqs.IQueue], state_machine: sfn.StateMachine,
-                   functions: dict[str, lambda_.IFunction]) -> cw.Dashboard:
+    def _dashboard(
+        self, queues: dict[str, sqs.IQueue], state_machine: sfn.StateMachine, functions: dict[str, lambda_.IFunction]
+    ) -> cw.Dashboard:
         phases = [f.logical_id for f in R.FUNCTIONS if f.asl_placeholder]
         dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.days(1))
         requested = self._app_metric(APPROVAL_REQUESTED, "requested")
         closed = self._app_metric(APPROVAL_CLOSED, "closed")
         dashboard.add_widgets(
             cw.GraphWidget(
-                title="Runs by final status", width=12, stacked=True,
-                left=[self._app_metric(m, status) for status, m in RUN_STATUS_METRICS.items()]),
+                title="Runs by final status",
+                width=12,
+                stacked=True,
+                left=[self._app_metric(m, status) for status, m in RUN_STATUS_METRICS.items()],
+            ),
             cw.GraphWidget(
-                title="Model requests by outcome", width=12, stacked=True,
-                left=[self._app_metric(f"ModelRequest_{o}", o) for o in MODEL_REQUEST_OUTCOMES]),
+                title="Model requests by outcome",
+                width=12,
+                stacked=True,
+                left=[self._app_metric(f"ModelRequest_{o}", o) for o in MODEL_REQUEST_OUTCOMES],
+            ),
         )
         dashboard.add_widgets(
             cw.GraphWidget(
                 title="Pending approvals (requested - closed, summed over the shown range)",
                 width=12,
-                left=[cw.MathExpression(
-                    expression="RUNNING_SUM(FILL(requested, 0) - FILL(closed, 0))",
-                    using_metrics={"requested": requested, "closed": closed},
-                    label="pending", period=PERIOD)],
-                right=[requested, closed]),
+                left=[
+                    cw.MathExpression(
+                        expression="RUNNING_SUM(FILL(requested, 0) - FILL(closed, 0))",
+                        using_metrics={"requested": requested, "closed": closed},
+                        label="pending",
+                        period=PERIOD,
+                    )
+                ],
+                right=[requested, closed],
+            ),
             cw.GraphWidget(
-                title="Wake DLQ and failed-events depth", width=12,
-                left=[q.metric_approximate_number_of_messages_visible(
-                    period=PERIOD, statistic=cw.Stats.MAXIMUM, label=name)
-                    for name, q in queues.items()]),
+                title="Wake DLQ and failed-events depth",
+                width=12,
+                left=[
+                    q.metric_approximate_number_of_messages_visible(
+                        period=PERIOD, statistic=cw.Stats.MAXIMUM, label=name
+                    )
+                    for name, q in queues.items()
+                ],
+            ),
         )
         dashboard.add_widgets(
             cw.GraphWidget(
-                title="Phase errors", width=12,
-                left=[functions[p].metric_errors(period=PERIOD, statistic=cw.Stats.SUM, label=p)
-                      for p in phases]),
+                title="Phase errors",
+                width=12,
+                left=[functions[p].metric_errors(period=PERIOD, statistic=cw.Stats.SUM, label=p) for p in phases],
+            ),
             cw.GraphWidget(
-                title="Phase durations (p90)", width=12,
-                left=[functions[p].metric_duration(period=PERIOD, statistic="p90", label=p)
-                      for p in phases]),
+                title="Phase durations (p90)",
+                width=12,
+                left=[functions[p].metric_duration(period=PERIOD, statistic="p90", label=p) for p in phases],
+            ),
         )
         dashboard.add_widgets(
             cw.GraphWidget(
-                title="Agent-run executions", width=24,
-                left=[state_machine.metric_started(period=PERIOD, label="started"),
-                      state_machine.metric_succeeded(period=PERIOD, label="succeeded"),
-                      state_machine.metric_failed(period=PERIOD, label="failed"),
-                      state_machine.metric_timed_out(period=PERIOD, label="timed out")]),
+                title="Agent-run executions",
+                width=24,
+                left=[
+                    state_machine.metric_started(period=PERIOD, label="started"),
+                    state_machine.metric_succeeded(period=PERIOD, label="succeeded"),
+                    state_machine.metric_failed(period=PERIOD, label="failed"),
+                    state_machine.metric_timed_out(period=PERIOD, label="timed out"),
+                ],
+            ),
         )
         return dashboard

@@ -23,9 +23,15 @@ EVENT_DETAIL_TYPE = "Step Functions Execution Status Change"
 
 
 class Reconciler(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *,
-                 state_machine: sfn.IStateMachine, function: lambda_.Function,
-                 failed_events: sqs.IQueue) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        state_machine: sfn.IStateMachine,
+        function: lambda_.Function,
+        failed_events: sqs.IQueue,
+    ) -> None:
         super().__init__(scope, construct_id)
         function.configure_async_invoke(
             retry_attempts=2,
@@ -33,9 +39,10 @@ class Reconciler(Construct):
             on_failure=destinations.SqsDestination(failed_events),
         )
         self.rule = events.Rule(
-            self, "ExecutionEndedRule",
+            self,
+            "ExecutionEndedRule",
             description="Agent-run executions that ended outside the state machine's own "
-                        "Catch: finalise their ledger entries",
+            "Catch: finalise their ledger entries",
             event_pattern=events.EventPattern(
                 source=[EVENT_SOURCE],
                 detail_type=[EVENT_DETAIL_TYPE],
@@ -44,10 +51,12 @@ class Reconciler(Construct):
                     "stateMachineArn": [state_machine.state_machine_arn],
                 },
             ),
-            targets=[targets.LambdaFunction(
-                function,
-                dead_letter_queue=failed_events,
-                retry_attempts=185,
-                max_event_age=Duration.hours(24),
-            )],
+            targets=[
+                targets.LambdaFunction(
+                    function,
+                    dead_letter_queue=failed_events,
+                    retry_attempts=185,
+                    max_event_age=Duration.hours(24),
+                )
+            ],
         )

@@ -39,8 +39,7 @@ def asl_placeholders(text: str | None = None) -> set[str]:
 
 
 class RunEngine(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings,
-                 functions: Functions) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, functions: Functions) -> None:
         super().__init__(scope, construct_id)
         phases = [f for f in R.FUNCTIONS if f.asl_placeholder]
         substitutions = {f.asl_placeholder: functions[f].function_arn for f in phases}
@@ -49,21 +48,24 @@ class RunEngine(Construct):
         missing = asl_placeholders() - set(substitutions)
         unused = set(substitutions) - asl_placeholders()
         if missing or unused:
-            raise ValueError(f"ASL placeholders without a function: {sorted(missing)}; "
-                             f"functions whose placeholder is not in the ASL: {sorted(unused)}")
+            raise ValueError(
+                f"ASL placeholders without a function: {sorted(missing)}; "
+                f"functions whose placeholder is not in the ASL: {sorted(unused)}"
+            )
 
         self.log_group = logs.LogGroup(
-            self, "StateMachineLogs",
+            self,
+            "StateMachineLogs",
             # Under /aws/vendedlogs/ (keeps the account's CloudWatch Logs resource policy
             # small), ending in a piece of the stack id: a retained (prod) group never blocks
             # re-creating the stack after `cdk destroy`.
-            log_group_name=Fn.join("", [f"/aws/vendedlogs/states/{settings.stack_name}-agent-run-",
-                                        stack_id_suffix()]),
+            log_group_name=Fn.join("", [f"/aws/vendedlogs/states/{settings.stack_name}-agent-run-", stack_id_suffix()]),
             retention=settings.log_retention,
             removal_policy=settings.removal_policy,
         )
         self.state_machine = sfn.StateMachine(
-            self, "AgentRun",
+            self,
+            "AgentRun",
             state_machine_type=sfn.StateMachineType.STANDARD,
             # The ASL file, inline (DefinitionString), not DefinitionBody.from_file: that one
             # ships the file as an S3 asset (DefinitionS3Location), which hides ASL changes
@@ -85,27 +87,35 @@ class RunEngine(Construct):
             "cfn-lint's definition schema matches Task Resources against ARNs of the aws "
             "partition only; the ASL names the partition through the ${Partition} "
             "DefinitionSubstitution (AWS::Partition). The definition is checked by "
-            "asl-validator (tests/infra) instead.")
+            "asl-validator (tests/infra) instead."
+        )
         self._allow_literal_dollar_braces(set(substitutions))
-        self.state_machine.node.default_child.add_metadata("cfn-lint", {
-            "config": {"ignore_checks": sorted(self._lint_ignores)},
-            "reason": " ".join(f"{k}: {v}" for k, v in sorted(self._lint_ignores.items()))})
+        self.state_machine.node.default_child.add_metadata(
+            "cfn-lint",
+            {
+                "config": {"ignore_checks": sorted(self._lint_ignores)},
+                "reason": " ".join(f"{k}: {v}" for k, v in sorted(self._lint_ignores.items())),
+            },
+        )
         # Invoke exactly the phase functions (unqualified ARNs, as the ASL names them): no
         # "<arn>:*" version wildcard, as fn.grant_invoke would add.
-        self.state_machine.add_to_role_policy(iam.PolicyStatement(
-            actions=["lambda:InvokeFunction"],
-            resources=[functions[f].function_arn for f in phases],
-        ))
+        self.state_machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[functions[f].function_arn for f in phases],
+            )
+        )
         nag.acknowledge(
-            self.state_machine, "IAM5",
+            self.state_machine,
+            "IAM5",
             "Logging to CloudWatch Logs (logs:CreateLogDelivery, GetLogDelivery, "
             "UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, "
             "DescribeResourcePolicies, DescribeLogGroups) and X-Ray tracing "
             "(xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules, "
             "GetSamplingTargets) support no resource-level permissions: AWS requires Resource "
-            "'*' (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html). "
-            + XRAY_REASON,
-            "Resource::*")
+            "'*' (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html). " + XRAY_REASON,
+            "Resource::*",
+        )
 
     def _allow_literal_dollar_braces(self, keys: set[str]) -> None:
         """``${...}`` in the ASL that is no substitution key (text in a Comment) makes
@@ -115,8 +125,11 @@ class RunEngine(Construct):
         stray = sorted(set(ANY_DOLLAR_BRACES.findall(STATE_MACHINE_PATH.read_text())) - keys)
         if not stray:
             return
-        reason = (f"Literal {', '.join('${' + s + '}' for s in stray)} in the ASL text (not a "
-                  "placeholder); the real placeholders are DefinitionSubstitutions.")
+        reason = (
+            f"Literal {', '.join('${' + s + '}' for s in stray)} in the ASL text (not a "
+            "placeholder); the real placeholders are DefinitionSubstitutions."
+        )
         Validations.of(self.state_machine).acknowledge(
-            Acknowledgment(id="CloudFormation-Validate::E1029", reason=reason))
+            Acknowledgment(id="CloudFormation-Validate::E1029", reason=reason)
+        )
         self._lint_ignores["E1029"] = reason

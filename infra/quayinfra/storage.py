@@ -35,9 +35,7 @@ class Storage(Construct):
         self.tables: dict[str, dynamodb.Table] = {}
         for tdef in R.TABLES:
             self.tables[tdef.logical_id] = self._table(tdef, settings.removal_policy)
-        self.buckets: dict[str, s3.Bucket] = {
-            bdef.logical_id: self._bucket(bdef, settings) for bdef in R.BUCKETS
-        }
+        self.buckets: dict[str, s3.Bucket] = {bdef.logical_id: self._bucket(bdef, settings) for bdef in R.BUCKETS}
 
     def table(self, tdef: R.TableDef) -> dynamodb.Table:
         return self.tables[tdef.logical_id]
@@ -47,13 +45,15 @@ class Storage(Construct):
 
     def _table(self, tdef: R.TableDef, removal: RemovalPolicy) -> dynamodb.Table:
         table = dynamodb.Table(
-            self, tdef.logical_id,
+            self,
+            tdef.logical_id,
             partition_key=_attr(tdef.partition_key),
             sort_key=_attr(tdef.sort_key) if tdef.sort_key else None,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True),
+                point_in_time_recovery_enabled=True
+            ),
             stream=dynamodb.StreamViewType(tdef.stream) if tdef.stream else None,
             time_to_live_attribute=tdef.ttl_attribute,
             deletion_protection=removal == RemovalPolicy.RETAIN,
@@ -62,36 +62,43 @@ class Storage(Construct):
         for index in tdef.indexes:
             if index.local:
                 if index.partition_key != tdef.partition_key:
-                    raise ValueError(f"{tdef.logical_id}.{index.name}: an LSI keeps the "
-                                     "table's partition key")
+                    raise ValueError(f"{tdef.logical_id}.{index.name}: an LSI keeps the table's partition key")
                 table.add_local_secondary_index(
-                    index_name=index.name, sort_key=_attr(index.sort_key),
-                    projection_type=dynamodb.ProjectionType.ALL)
+                    index_name=index.name, sort_key=_attr(index.sort_key), projection_type=dynamodb.ProjectionType.ALL
+                )
             else:
                 table.add_global_secondary_index(
-                    index_name=index.name, partition_key=_attr(index.partition_key),
+                    index_name=index.name,
+                    partition_key=_attr(index.partition_key),
                     sort_key=_attr(index.sort_key),
-                    projection_type=dynamodb.ProjectionType.ALL)
+                    projection_type=dynamodb.ProjectionType.ALL,
+                )
         # Template logical id = the shared definition's id (the local stack finds it by that).
         table.node.default_child.override_logical_id(tdef.logical_id)
         return table
 
     @staticmethod
     def _lifecycle(bdef: R.BucketDef, settings: Settings) -> list[s3.LifecycleRule]:
-        rules = [s3.LifecycleRule(id="abort-incomplete-uploads",
-                                  abort_incomplete_multipart_upload_after=Duration.days(1))]
+        rules = [
+            s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1))
+        ]
         if bdef is R.RUN_DATA_BUCKET:
             # Run data is per-run working state (context, model replies): the ledger keeps
             # the record, the objects expire (context value runDataExpiryDays).
-            rules.append(s3.LifecycleRule(
-                id="expire-run-data", prefix=RUN_DATA_PREFIX,
-                expiration=Duration.days(settings.run_data_expiry_days)))
+            rules.append(
+                s3.LifecycleRule(
+                    id="expire-run-data",
+                    prefix=RUN_DATA_PREFIX,
+                    expiration=Duration.days(settings.run_data_expiry_days),
+                )
+            )
         return rules
 
     def _bucket(self, bdef: R.BucketDef, settings: Settings) -> s3.Bucket:
         removal = settings.removal_policy
         bucket = s3.Bucket(
-            self, bdef.logical_id,
+            self,
+            bdef.logical_id,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
@@ -100,9 +107,16 @@ class Storage(Construct):
             lifecycle_rules=self._lifecycle(bdef, settings),
             # Room files are uploaded from browsers with a presigned POST (SPEC §8) and
             # downloaded with a presigned GET: only the files bucket answers cross-origin.
-            cors=[s3.CorsRule(allowed_methods=[s3.HttpMethods.POST, s3.HttpMethods.GET],
-                              allowed_origins=["*"], allowed_headers=["*"], max_age=3000)]
-            if bdef is R.FILES_BUCKET else None,
+            cors=[
+                s3.CorsRule(
+                    allowed_methods=[s3.HttpMethods.POST, s3.HttpMethods.GET],
+                    allowed_origins=["*"],
+                    allowed_headers=["*"],
+                    max_age=3000,
+                )
+            ]
+            if bdef is R.FILES_BUCKET
+            else None,
             # No auto_delete_objects: it is a custom resource (a Node Lambda outside the
             # package). With "destroy", empty the bucket before `cdk destroy`.
             removal_policy=removal,
@@ -110,14 +124,18 @@ class Storage(Construct):
         bucket.node.default_child.override_logical_id(bdef.logical_id)
         if bdef is R.FILES_BUCKET:
             nag.acknowledge(
-                bucket, "S1",
+                bucket,
+                "S1",
                 "Room files are written only through presigned POSTs the API signs for members "
                 "and read by the runtime's own roles; object access is audited through "
-                "CloudTrail data events when the account enables them, not a second log bucket.")
+                "CloudTrail data events when the account enables them, not a second log bucket.",
+            )
             return bucket
         nag.acknowledge(
-            bucket, "S1",
+            bucket,
+            "S1",
             "Run data is transient per-run working state written and read only by the runtime's "
             "own Lambda roles (scoped to the run prefix); object access is audited through "
-            "CloudTrail data events when the account enables them, not a second log bucket.")
+            "CloudTrail data events when the account enables them, not a second log bucket.",
+        )
         return bucket

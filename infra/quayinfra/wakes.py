@@ -45,9 +45,11 @@ class Wakes(Construct):
             self.queues[qdef.logical_id] = self._queue(qdef)
         self.failed_events = self.queues[FAILED_EVENTS_QUEUE.logical_id]
         nag.acknowledge(
-            self.failed_events, "SQS3",
+            self.failed_events,
+            "SQS3",
             "This queue is itself a failure destination (stream on-failure, EventBridge target "
-            "DLQ, Lambda async on-failure): a DLQ of a DLQ would only move the problem.")
+            "DLQ, Lambda async on-failure): a DLQ of a DLQ would only move the problem.",
+        )
 
     @property
     def wake_queue(self) -> sqs.Queue:
@@ -55,16 +57,15 @@ class Wakes(Construct):
 
     @property
     def dead_letter_queues(self) -> list[sqs.Queue]:
-        return [self.queues[q.logical_id] for q in R.QUEUES
-                if any(o.dead_letter == q.logical_id for o in R.QUEUES)]
+        return [self.queues[q.logical_id] for q in R.QUEUES if any(o.dead_letter == q.logical_id for o in R.QUEUES)]
 
     def _queue(self, qdef: R.QueueDef) -> sqs.Queue:
         dlq = None
         if qdef.dead_letter:
-            dlq = sqs.DeadLetterQueue(queue=self.queues[qdef.dead_letter],
-                                      max_receive_count=qdef.max_receive_count)
+            dlq = sqs.DeadLetterQueue(queue=self.queues[qdef.dead_letter], max_receive_count=qdef.max_receive_count)
         queue = sqs.Queue(
-            self, qdef.logical_id,
+            self,
+            qdef.logical_id,
             visibility_timeout=Duration.seconds(qdef.visibility_timeout_s),
             retention_period=RETENTION,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
@@ -78,23 +79,26 @@ class Wakes(Construct):
         dispatch = functions[R.FUNCTIONS_BY_ID["StreamDispatchFunction"]]
         consumer = functions[R.FUNCTIONS_BY_ID["WakeConsumerFunction"]]
         self._check_visibility()
-        dispatch.add_event_source(sources.DynamoEventSource(
-            self._storage.table(R.ROOM_TABLE),
-            # TRIM_HORIZON: records written while the mapping is created or replaced are
-            # still dispatched (LATEST would skip them); a repeat is harmless (SPEC §3).
-            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            batch_size=STREAM_BATCH_SIZE,
-            bisect_batch_on_error=True,
-            retry_attempts=STREAM_RETRY_ATTEMPTS,
-            max_record_age=STREAM_MAX_RECORD_AGE,
-            report_batch_item_failures=True,
-            on_failure=sources.SqsDlq(self.failed_events),
-        ))
+        dispatch.add_event_source(
+            sources.DynamoEventSource(
+                self._storage.table(R.ROOM_TABLE),
+                # TRIM_HORIZON: records written while the mapping is created or replaced are
+                # still dispatched (LATEST would skip them); a repeat is harmless (SPEC §3).
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=STREAM_BATCH_SIZE,
+                bisect_batch_on_error=True,
+                retry_attempts=STREAM_RETRY_ATTEMPTS,
+                max_record_age=STREAM_MAX_RECORD_AGE,
+                report_batch_item_failures=True,
+                on_failure=sources.SqsDlq(self.failed_events),
+            )
+        )
         # A plain mapping, not sources.SqsEventSource: that one also grants the queue's whole
         # consume set (GetQueueUrl, ChangeMessageVisibility); the consumer's "queue:consume"
         # touch grants what the mapping uses (ReceiveMessage, DeleteMessage, GetQueueAttributes).
         lambda_.EventSourceMapping(
-            self, "WakeConsumerMapping",
+            self,
+            "WakeConsumerMapping",
             target=consumer,
             event_source_arn=self.wake_queue.queue_arn,
             batch_size=WAKE_BATCH_SIZE,
@@ -109,4 +113,5 @@ class Wakes(Construct):
             raise ValueError(
                 f"the wake queue's visibility timeout ({R.WAKE_QUEUE.visibility_timeout_s} s) must "
                 f"be at least {VISIBILITY_TO_TIMEOUT}x the WakeConsumer's timeout "
-                f"({fdef.timeout_s} s), as AWS asks for SQS event sources")
+                f"({fdef.timeout_s} s), as AWS asks for SQS event sources"
+            )

@@ -140,11 +140,17 @@ def _ddb(action: str) -> Callable[[dict], Pairs]:
         if p.get("IndexName"):  # a query on an index needs the index ARN
             out = [(f"dynamodb:{action}", f"{table_arn(p['TableName'])}/index/{p['IndexName']}")]
         return out
+
     return pairs
 
 
-_TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
-                     "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+_TRANSACT_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+    "Get": "GetItem",
+}
 
 
 def _transact(p: dict) -> Pairs:
@@ -250,6 +256,7 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict], Pairs]] = {
     ("sts", "GetCallerIdentity"): lambda p: [],
 }
 
+
 def _iterator_stream(params: dict) -> str:
     """GetRecords names only the shard iterator; moto's (like AWS's) begins with the stream ARN
     (``<stream arn>|1|<id>``)."""
@@ -284,15 +291,20 @@ class Recorder:
         """The client factory's hook (``quayutec.dal.aws.add_call_observer``)."""
         self.record(service, operation, params)
 
-    def record(self, service: str, operation: str, params: dict[str, Any],
-               default_owner: str | None = None) -> Call:
+    def record(self, service: str, operation: str, params: dict[str, Any], default_owner: str | None = None) -> Call:
         mapper = OPERATIONS.get((service, operation))
         try:
             pairs = tuple(mapper(params)) if mapper else ()
         except (KeyError, TypeError, IndexError):  # a call missing its resource parameter
             pairs, mapper = (), None
-        call = Call(owner=OWNER.get() or default_owner, service=service, operation=operation,
-                    pairs=pairs, unmapped=mapper is None, thread=threading.current_thread().name)
+        call = Call(
+            owner=OWNER.get() or default_owner,
+            service=service,
+            operation=operation,
+            pairs=pairs,
+            unmapped=mapper is None,
+            thread=threading.current_thread().name,
+        )
         with self._lock:
             self.calls.append(call)
         if self.listener is not None:
@@ -364,8 +376,16 @@ def install_from_environment() -> None:
     lock = threading.Lock()
 
     def append(call: Call) -> None:
-        line = json.dumps({"owner": call.owner, "service": call.service, "operation": call.operation,
-                           "pairs": call.pairs, "unmapped": call.unmapped, "thread": call.thread})
+        line = json.dumps(
+            {
+                "owner": call.owner,
+                "service": call.service,
+                "operation": call.operation,
+                "pairs": call.pairs,
+                "unmapped": call.unmapped,
+                "thread": call.thread,
+            }
+        )
         with lock, open(path, "a") as out:
             out.write(line + "\n")
 
@@ -382,8 +402,17 @@ def read_call_log(path: str, offset: int = 0) -> tuple[list[Call], int]:
             text = src.read()
     except FileNotFoundError:
         return [], offset
-    complete = text[:text.rfind("\n") + 1]
-    found = [Call(owner=d["owner"], service=d["service"], operation=d["operation"],
-                  pairs=tuple(tuple(p) for p in d["pairs"]), unmapped=d["unmapped"], thread=d["thread"])
-             for d in map(json.loads, complete.splitlines()) if d]
+    complete = text[: text.rfind("\n") + 1]
+    found = [
+        Call(
+            owner=d["owner"],
+            service=d["service"],
+            operation=d["operation"],
+            pairs=tuple(tuple(p) for p in d["pairs"]),
+            unmapped=d["unmapped"],
+            thread=d["thread"],
+        )
+        for d in map(json.loads, complete.splitlines())
+        if d
+    ]
     return found, offset + len(complete.encode())

@@ -32,16 +32,15 @@ from typing import Any
 
 from moto.awslambda.models import LambdaFunction
 
-from quayutec import deps as quay_deps
 from quaylocal import faults
+from quaylocal.provider_server import ProviderServer
+from quaylocal.stack import LocalStack, install_seams
+from quayutec import deps as quay_deps
 from quayutec import resources as r
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import action_write_id, execution_name, reply_message_id
 from quayutec.logic.room_service import RoomService
-from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Task, TaskEvent, Wake
-
-from quaylocal.provider_server import ProviderServer
-from quaylocal.stack import LocalStack, install_seams
+from quayutec.models import FINAL_STATUSES, Agent, Author, Company, RightsPolicy, Room, Task, TaskEvent, Wake
 
 CHAOS_SETTINGS = {faults.ENV_VAR: "1"}
 PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
@@ -59,8 +58,17 @@ PLAIN_END_WRITE = "post_reply:after:tx room:MSG+room:MSG+ledger:RUN"
 
 # ----------------------------------------------------------------------------- the seam
 def _error_shape(exc: BaseException, error_type: str | None = None) -> tuple[str, bool, str]:
-    return json.dumps({"errorMessage": str(exc), "errorType": error_type or type(exc).__name__,
-                       "stackTrace": traceback.format_exception(exc)}), True, ""
+    return (
+        json.dumps(
+            {
+                "errorMessage": str(exc),
+                "errorType": error_type or type(exc).__name__,
+                "stackTrace": traceback.format_exception(exc),
+            }
+        ),
+        True,
+        "",
+    )
 
 
 def install_chaos_seam() -> None:
@@ -182,6 +190,7 @@ def standard_matrix() -> list[Point]:
     full run with a held action, a redelivered wake and a next run, about 2 s of CPU on moto,
     and this keeps the matrix under a minute. The expected statuses come from the traced clean
     run (a point the run does not pass is reported as never fired)."""
+
     def case(at: str, kind: str, *dies: str, expect: str | None = None, wakes: bool = False) -> Point:
         return Point(at, kind, expect, also=tuple(_die(d) for d in dies), wakes=wakes)
 
@@ -191,32 +200,57 @@ def standard_matrix() -> list[Point]:
     claim_w, ctx_w = "claim:after:tx claims:CLAIM+ledger:RUN", "load_context:after:s3put s3:context"
     req_w, reply_w = "call_model:after:put ledger:REQ", "call_model:after:put ledger:REQ#2"  # reply: with its outcome
     return [
-        case("claim:before:tx claims:CLAIM+ledger:RUN", "crash"),     # nothing claimed: no run at all
+        case("claim:before:tx claims:CLAIM+ledger:RUN", "crash"),  # nothing claimed: no run at all
         case(claim_w, "crash"),
-        case(ctx_w, "crash", claim_w),                               # the claim retried: its own
-        case(req_w, "crash", "load_context:end"),                    # recorded, never sent
+        case(ctx_w, "crash", claim_w),  # the claim retried: its own
+        case(req_w, "crash", "load_context:end"),  # recorded, never sent
         case(reply_w, "crash", "claim:end"),
         case("decide_rights:after:put ledger:ACT#2", "crash", req_w),  # retried: request 1 is lost
-        case("post_reply:before:put room:MSG", "crash",
-             "call_model:before:put ledger:REQ#2", "decide_rights:after:put ledger:ACT#2"),  # answer lost
+        case(
+            "post_reply:before:put room:MSG",
+            "crash",
+            "call_model:before:put ledger:REQ#2",
+            "decide_rights:after:put ledger:ACT#2",
+        ),  # answer lost
         case("post_reply:end", "stop", "call_model:end", "decide_rights:end"),  # the reply reused
         case(REPLY_WRITE, "crash", "decide_rights:after:put ledger:ACT", "record_failure:after:update ledger:RUN"),
         case("request_approval:after:put room:APPROVAL", "crash", REPLY_WRITE),  # still one reply
-        case("request_approval:end", "stop", "post_reply:end"),      # parked, then stopped
+        case("request_approval:end", "stop", "post_reply:end"),  # parked, then stopped
         # RecordFailure crashes too: the execution fails outside any Catch, the reconciler closes
-        Point("apply_actions:before:update ledger:RUN", "crash", also=(
-            _die("request_approval:after:put room:APPROVAL"), ("record_failure:start", "crash"))),
+        Point(
+            "apply_actions:before:update ledger:RUN",
+            "crash",
+            also=(_die("request_approval:after:put room:APPROVAL"), ("record_failure:start", "crash")),
+        ),
         case("apply_actions:after:tx room:MEM+room:META", "crash", "request_approval:end"),  # written, unrecorded
-        case("apply_actions:after:tx room:TEV+room:TASK#2", "crash",  # the approved close landed
-             "post_reply:end", "request_approval:after:update ledger:RUN"),
+        case(
+            "apply_actions:after:tx room:TEV+room:TASK#2",
+            "crash",  # the approved close landed
+            "post_reply:end",
+            "request_approval:after:update ledger:RUN",
+        ),
         case("finish:before:update ledger:RUN", "crash", "apply_actions:after:tx room:MEM+room:META", ctx_w),
-        case("finish:after:update ledger:RUN", "crash",               # already completed
-             "apply_actions:after:tx room:TASK+room:TEV", "decide_rights:after:put ledger:ACT#3"),
+        case(
+            "finish:after:update ledger:RUN",
+            "crash",  # already completed
+            "apply_actions:after:tx room:TASK+room:TEV",
+            "decide_rights:after:put ledger:ACT#3",
+        ),
         # deaths only
-        case("apply_actions:after:put room:MSG", "die", "finish:after:update ledger:RUN",  # the notice: once
-             "call_model:after:put ledger:REQ#2", "post_reply:before:put room:MSG"),
-        case("apply_actions:after:update ledger:ACT", "die", "apply_actions:after:tx room:TEV+room:TASK",
-             "finish:end", "request_approval:before:put room:APPROVAL"),
+        case(
+            "apply_actions:after:put room:MSG",
+            "die",
+            "finish:after:update ledger:RUN",  # the notice: once
+            "call_model:after:put ledger:REQ#2",
+            "post_reply:before:put room:MSG",
+        ),
+        case(
+            "apply_actions:after:update ledger:ACT",
+            "die",
+            "apply_actions:after:tx room:TEV+room:TASK",
+            "finish:end",
+            "request_approval:before:put room:APPROVAL",
+        ),
         case("apply_actions:after:put room:OUTBOX", "die", "apply_actions:end", wakes=True),  # the wakes: once
         # a plain reply: the reply, its notice and the final write land in one transaction
         plain(PLAIN_END_WRITE.replace(":after:", ":before:"), "crash", "failed_before_reply", "call_model:end"),
@@ -226,8 +260,15 @@ def standard_matrix() -> list[Point]:
         # the wake paths: a stream batch whose first wake is sent 5 times and whose second record's
         # processing is dropped (the batch is retried from it), read by a wake consumer that dies
         # after starting the execution (the batch comes back)
-        Point("stream_dispatch:before:send sqs:wakes", "dup", "completed", arg=5, run_scoped=False, wakes=True,
-              also=(("stream_dispatch:before:send sqs:wakes#2", "drop"), ("wake_consumer:end", "die_end"))),
+        Point(
+            "stream_dispatch:before:send sqs:wakes",
+            "dup",
+            "completed",
+            arg=5,
+            run_scoped=False,
+            wakes=True,
+            also=(("stream_dispatch:before:send sqs:wakes#2", "drop"), ("wake_consumer:end", "die_end")),
+        ),
     ]
 
 
@@ -244,18 +285,29 @@ def full_matrix(trace: list[str]) -> list[Point]:
     return points + [
         Point(REPLY_WRITE, "crash", also=(("record_failure:start", "crash"),)),
         Point("decide_rights:start", "crash", also=(("record_failure:after:update ledger:RUN", "die"),)),
-        *[p for p in standard_matrix() if not p.run_scoped]]
+        *[p for p in standard_matrix() if not p.run_scoped],
+    ]
 
 
 # ----------------------------------------------------------------------------- the lab
 def matrix_reply(case: Case) -> dict[str, Any]:
     """The reply of a matrix case: memory, a task update, a new task, one held close."""
-    return {"reply": {"text": f"Plan for {case.room}: agreed.", "actions": [
-        {"kind": "remember", "text": f"Launch in {case.room} on Friday.", "visibility": "room"},
-        {"kind": "update_task", "task": case.t1, "note": "Half done."},
-        {"kind": "create_task", "to": case.b, "title": "Check the draft", "body": f"Check {case.room}'s draft."},
-        {"kind": "close_task", "task": case.t2, "result": "Closed by the agent."},  # held: acme asks
-    ]}}
+    return {
+        "reply": {
+            "text": f"Plan for {case.room}: agreed.",
+            "actions": [
+                {"kind": "remember", "text": f"Launch in {case.room} on Friday.", "visibility": "room"},
+                {"kind": "update_task", "task": case.t1, "note": "Half done."},
+                {
+                    "kind": "create_task",
+                    "to": case.b,
+                    "title": "Check the draft",
+                    "body": f"Check {case.room}'s draft.",
+                },
+                {"kind": "close_task", "task": case.t2, "result": "Closed by the agent."},  # held: acme asks
+            ],
+        }
+    }
 
 
 def plain_reply(case: Case) -> dict[str, Any]:
@@ -325,8 +377,9 @@ class ChaosLab:
     Each case gets its own room and agents (``a-N`` of acme on anthropic, ``b-N`` of bolt on
     openai), so cases run side by side."""
 
-    def __init__(self, settings: dict[str, str] | None = None, time_scale: float | None = 0.01,
-                 quiet_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, settings: dict[str, str] | None = None, time_scale: float | None = 0.01, quiet_timeout_s: float = 60.0
+    ) -> None:
         self.server = ProviderServer(scripts={}, keys={})
         self.settings = settings or {}
         self.time_scale = time_scale
@@ -346,7 +399,9 @@ class ChaosLab:
             d.room.put_company(Company(id="acme", people=["ann"], rights=RightsPolicy(actions={"close_task": "ask"})))
             d.room.put_company(Company(id="bolt", people=["bob"]))
             sm = self.stack.client("secretsmanager")
-            sm.create_secret(Name=quay_deps.secret_name(d.settings, "acme", "anthropic"), SecretString=self.keys["acme"])
+            sm.create_secret(
+                Name=quay_deps.secret_name(d.settings, "acme", "anthropic"), SecretString=self.keys["acme"]
+            )
             sm.create_secret(Name=quay_deps.secret_name(d.settings, "bolt", "openai"), SecretString=self.keys["bolt"])
         except BaseException:
             self.__exit__()
@@ -376,9 +431,12 @@ class ChaosLab:
         self.cases_made += 1
         case = Case(self.cases_made, point)
         d = self.deps
-        d.room.put_agent(Agent(id=case.a, company="acme", provider="anthropic", model="claude-test",
-                               instructions="Be brief."))
-        d.room.put_agent(Agent(id=case.b, company="bolt", provider="openai", model="gpt-test", instructions="Be brief."))
+        d.room.put_agent(
+            Agent(id=case.a, company="acme", provider="anthropic", model="claude-test", instructions="Be brief.")
+        )
+        d.room.put_agent(
+            Agent(id=case.b, company="bolt", provider="openai", model="gpt-test", instructions="Be brief.")
+        )
         self.server.keys.update({case.a: self.keys["acme"], case.b: self.keys["bolt"]})
         wakes = point is not None and point.wakes
         d.room.put_room(Room(id=case.room, members=["acme", "bolt"], hop_limit=None if wakes else 0))
@@ -386,10 +444,27 @@ class ChaosLab:
         d.room.add_room_agent(case.room, case.b)
         for tid, title in ((case.t1, "Draft the plan"), (case.t2, "Book the hall")):
             now = _now()
-            d.room.create_task(Task(id=tid, room_id=case.room, title=title, body=title + ".", to=case.a,
-                                    created_by=BOB, created_at=now, updated_at=now),
-                               TaskEvent(id=f"tev-{tid}-created", room_id=case.room, task_id=tid, kind="created",
-                                         text=title, by=BOB, created_at=now))  # no wakes: set-up only
+            d.room.create_task(
+                Task(
+                    id=tid,
+                    room_id=case.room,
+                    title=title,
+                    body=title + ".",
+                    to=case.a,
+                    created_by=BOB,
+                    created_at=now,
+                    updated_at=now,
+                ),
+                TaskEvent(
+                    id=f"tev-{tid}-created",
+                    room_id=case.room,
+                    task_id=tid,
+                    kind="created",
+                    text=title,
+                    by=BOB,
+                    created_at=now,
+                ),
+            )  # no wakes: set-up only
         reply = plain_reply(case) if point is not None and point.plain else matrix_reply(case)
         self.server.set_script(case.a, [reply] * 3)
         return case
@@ -397,8 +472,9 @@ class ChaosLab:
     def post(self, case: Case, text: str, key: str) -> tuple[Wake, str]:
         """A message of ann to the case's agent; returns its wake and the run id it will get."""
         msg = self.rooms.post_message(case.room, ANN, text, [case.a], idempotency_key=key)
-        wake = Wake(agent_id=case.a, wake_id=f"msg:{msg.id}", room_id=case.room, hop=0, cause_kind="message",
-                    cause_id=msg.id)
+        wake = Wake(
+            agent_id=case.a, wake_id=f"msg:{msg.id}", room_id=case.room, hop=0, cause_kind="message", cause_id=msg.id
+        )
         return wake, execution_name(case.a, wake.wake_id)
 
     def message_id(self, key: str) -> str:
@@ -430,8 +506,9 @@ class ChaosLab:
 
     def redeliver(self, wake: Wake) -> None:
         assert self.stack is not None
-        self.stack.client("sqs").send_message(QueueUrl=self.stack.queue_urls[r.WAKE_QUEUE.logical_id],
-                                              MessageBody=wake.model_dump_json())
+        self.stack.client("sqs").send_message(
+            QueueUrl=self.stack.queue_urls[r.WAKE_QUEUE.logical_id], MessageBody=wake.model_dump_json()
+        )
 
     # ------------------------------------------------------------------ cases
     def start_case(self, case: Case) -> None:
@@ -440,18 +517,22 @@ class ChaosLab:
         p = case.point
         if p is not None:
             scope = case.run_id if p.run_scoped else None
-            case.faults = [faults.Fault(p.at, p.kind, run_id=scope, arg=p.arg),
-                           *(faults.Fault(at, kind, run_id=scope) for at, kind in p.also)]
+            case.faults = [
+                faults.Fault(p.at, p.kind, run_id=scope, arg=p.arg),
+                *(faults.Fault(at, kind, run_id=scope) for at, kind in p.also),
+            ]
             faults.add(*case.faults)
         if p is not None and not p.run_scoped:
             # a busy stream batch: the message, then two more records with wakes (for b-N)
             assert self.stack is not None
             with self.stack.paused():
                 case.wake, _ = self.post(case, f"Please plan {case.room}.", key)
-                self.rooms.create_task(case.room, BOB, case.b, "Print it", "Print the plan.",
-                                       idempotency_key=f"{case.room}-bt")
-                self.rooms.post_message(case.room, BOB, f"@{case.b} print {case.room} too", [],
-                                        idempotency_key=f"{case.room}-bm")
+                self.rooms.create_task(
+                    case.room, BOB, case.b, "Print it", "Print the plan.", idempotency_key=f"{case.room}-bt"
+                )
+                self.rooms.post_message(
+                    case.room, BOB, f"@{case.b} print {case.room} too", [], idempotency_key=f"{case.room}-bm"
+                )
             return
         case.wake, _ = self.post(case, f"Please plan {case.room}.", key)
 
@@ -487,17 +568,27 @@ class ChaosLab:
         room_items = _room_items(self, case.room)
         mine = [i for i in room_items if i.get("run_id") == case.run_id or case.run_id in str(i.get("id", ""))]
         fired = [f.fired for f in case.faults]
-        res = CaseResult(point=p.name if p else "(clean)", expect=expect, status=status, writes=len(mine),
-                         fired=sum(fired), faults=len(fired))
+        res = CaseResult(
+            point=p.name if p else "(clean)",
+            expect=expect,
+            status=status,
+            writes=len(mine),
+            fired=sum(fired),
+            faults=len(fired),
+        )
         res.duplicates += _duplicates_by_content(room_items)
         res.duplicates += _duplicates_by_key(self, case.room, rewrites)
         if not all(fired):
-            res.problems.append("a fault never fired: " + ", ".join(f"{f.kind}@{f.point}" for f in case.faults
-                                                                   if not f.fired))
+            res.problems.append(
+                "a fault never fired: " + ", ".join(f"{f.kind}@{f.point}" for f in case.faults if not f.fired)
+            )
         if status != expect:
             res.problems.append(f"ledger status {status}, expected {expect}")
-        replies = [i for i in room_items if i.get("type") == "message" and i.get("kind") == "reply"
-                   and i.get("run_id") == case.run_id]
+        replies = [
+            i
+            for i in room_items
+            if i.get("type") == "message" and i.get("kind") == "reply" and i.get("run_id") == case.run_id
+        ]
         if len(replies) > 1:
             res.duplicates.append(f"{len(replies)} replies of run {case.run_id}")
         want_reply = status in ("completed", "failed_after_reply")
@@ -513,8 +604,11 @@ class ChaosLab:
             res.duplicates.append("an approval request recorded twice")
         if case.approvals_given > max(1, len(approvals)):
             res.duplicates.append(f"held action decided {case.approvals_given} times")
-        closes = [i for i in room_items if i.get("type") == "task_event" and i.get("kind") == "close"
-                  and i.get("task_id") == case.t2]
+        closes = [
+            i
+            for i in room_items
+            if i.get("type") == "task_event" and i.get("kind") == "close" and i.get("task_id") == case.t2
+        ]
         if len(closes) > 1:
             res.duplicates.append(f"held close written {len(closes)} times")
         if run is not None:
@@ -523,8 +617,10 @@ class ChaosLab:
             for a in d.ledger.actions(case.run_id):
                 landed = _action_write_id(case.run_id, a.index, a.kind) in in_room
                 if landed != (a.outcome == "written"):
-                    res.problems.append(f"action {a.index} ({a.kind}) is {'' if landed else 'not '}in the room "
-                                        f"but the ledger says {a.outcome}")
+                    res.problems.append(
+                        f"action {a.index} ({a.kind}) is {'' if landed else 'not '}in the room "
+                        f"but the ledger says {a.outcome}"
+                    )
                 if status in FINAL_STATUSES and a.outcome in ("pending", "held"):
                     res.problems.append(f"action {a.index} of a final run is still {a.outcome}")
             reqs = d.ledger.model_requests(case.run_id)
@@ -561,15 +657,36 @@ def _room_items(lab: ChaosLab, room_id: str) -> list[dict[str, Any]]:
 
     d = lab.deps
     items: list[dict[str, Any]] = []
-    for pk in (f"ROOM#{room_id}", f"ROOM#{room_id}#MEM#room", f"ROOM#{room_id}#MEM#company#acme",
-               f"ROOM#{room_id}#MEM#company#bolt"):
-        items += paginate_query(d.room.db.query, TableName=d.room.table, KeyConditionExpression="pk = :pk",
-                                ExpressionAttributeValues={":pk": pk})
+    for pk in (
+        f"ROOM#{room_id}",
+        f"ROOM#{room_id}#MEM#room",
+        f"ROOM#{room_id}#MEM#company#acme",
+        f"ROOM#{room_id}#MEM#company#bolt",
+    ):
+        items += paginate_query(
+            d.room.db.query,
+            TableName=d.room.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": pk},
+        )
     return items
 
 
-_VOLATILE = {"pk", "sk", "lsi1sk", "gsi1pk", "gsi1sk", "id", "created_at", "updated_at", "task_token", "status",
-             "decided_by", "result", "wakes"}
+_VOLATILE = {
+    "pk",
+    "sk",
+    "lsi1sk",
+    "gsi1pk",
+    "gsi1sk",
+    "id",
+    "created_at",
+    "updated_at",
+    "task_token",
+    "status",
+    "decided_by",
+    "result",
+    "wakes",
+}
 
 
 def _duplicates_by_content(items: list[dict[str, Any]]) -> list[str]:
@@ -611,8 +728,9 @@ def stream_rewrites(stack: LocalStack) -> dict[str, list[str]]:
     streams = stack.client("dynamodbstreams")
     counts: Counter[tuple[str, str]] = Counter()
     for shard in streams.describe_stream(StreamArn=stack.stream_arn)["StreamDescription"]["Shards"]:
-        it = streams.get_shard_iterator(StreamArn=stack.stream_arn, ShardId=shard["ShardId"],
-                                        ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        it = streams.get_shard_iterator(
+            StreamArn=stack.stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
         while it:
             resp = streams.get_records(ShardIterator=it, Limit=1000)
             for rec in resp.get("Records", []):
@@ -655,8 +773,12 @@ def _sees(lab: ChaosLab, case: Case, written: list[dict[str, Any]]) -> list[str]
 # ----------------------------------------------------------------------------- driving
 def non_final_runs(lab: ChaosLab) -> list[str]:
     d = lab.deps
-    return [f"{x.run_id}: {x.status}" for n in range(1, lab.cases_made + 1)
-            for x in d.ledger.runs_in_room(f"room-{n}") if x.status not in FINAL_STATUSES]
+    return [
+        f"{x.run_id}: {x.status}"
+        for n in range(1, lab.cases_made + 1)
+        for x in d.ledger.runs_in_room(f"room-{n}")
+        if x.status not in FINAL_STATUSES
+    ]
 
 
 def play(lab: ChaosLab, points: list[Point], trace: list[str] | None = None) -> tuple[list[CaseResult], list[str]]:
@@ -677,8 +799,9 @@ def play(lab: ChaosLab, points: list[Point], trace: list[str] | None = None) -> 
     return out, trace
 
 
-def run_matrix(points: list[Point] | None = None, *, full: bool = False, wave: int = 16,
-               progress: Any = None) -> tuple[Report, list[str]]:
+def run_matrix(
+    points: list[Point] | None = None, *, full: bool = False, wave: int = 16, progress: Any = None
+) -> tuple[Report, list[str]]:
     """Play the matrix (``points``, else :func:`standard_matrix`, or with ``full`` every point
     of the traced clean run, :func:`full_matrix`): waves of ``wave`` cases side by side, a fresh
     local stack per wave (moto copies a whole table for each transaction: small tables stay
@@ -697,7 +820,7 @@ def run_matrix(points: list[Point] | None = None, *, full: bool = False, wave: i
     points = points if points is not None else standard_matrix()
     scoped = [p for p in points if p.run_scoped]
     alone = [p for p in points if not p.run_scoped]
-    batches = [scoped[i:i + wave] for i in range(0, len(scoped), wave)] or [[]]
+    batches = [scoped[i : i + wave] for i in range(0, len(scoped), wave)] or [[]]
     for n, batch in enumerate(batches):
         with ChaosLab() as lab:
             out, trace = play(lab, batch, trace)
@@ -712,8 +835,9 @@ def run_matrix(points: list[Point] | None = None, *, full: bool = False, wave: i
             assert lab.stack is not None
             errors += [e for e in lab.stack.stats.errors if "injected" not in e]  # a consumer made to die
             runs += sum(len(lab.deps.ledger.runs_in_room(f"room-{k}")) for k in range(1, lab.cases_made + 1))
-    report = Report(cases=results, seconds=time.monotonic() - started, non_final=non_final, stack_errors=errors,
-                    runs=runs)
+    report = Report(
+        cases=results, seconds=time.monotonic() - started, non_final=non_final, stack_errors=errors, runs=runs
+    )
     return report, trace or []
 
 
@@ -730,10 +854,13 @@ def render(report: Report) -> str:
     head = f"{'injection point':<{w}}  {'status':<19} {'expected':<19} {'writes':>6} {'dups':>4}  result"
     lines = [head, "-" * len(head)]
     lines += [f"{a:<{w}}  {b:<19} {c:<19} {d:>6} {e:>4}  {f}".rstrip() for a, b, c, d, e, f in rows]
-    lines += ["", f"points tried: {sum(c.faults for c in report.cases)}   cases: {len(report.cases)}   "
-                  f"runs: {report.runs}   duplicates: {report.duplicates}   "
-                  f"non-final ledger entries: {len(report.non_final)}   "
-                  f"failed cases: {sum(not c.ok for c in report.cases)}   time: {report.seconds:.1f} s"]
+    lines += [
+        "",
+        f"points tried: {sum(c.faults for c in report.cases)}   cases: {len(report.cases)}   "
+        f"runs: {report.runs}   duplicates: {report.duplicates}   "
+        f"non-final ledger entries: {len(report.non_final)}   "
+        f"failed cases: {sum(not c.ok for c in report.cases)}   time: {report.seconds:.1f} s",
+    ]
     lines += [f"non-final: {x}" for x in report.non_final]
     lines += [f"local stack error: {e}" for e in report.stack_errors]
     return "\n".join(lines)

@@ -6,8 +6,8 @@ import builtins
 import errno
 import json
 import sys
-from pathlib import Path
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,9 +15,13 @@ import typer.core
 
 from quaylocal.terminal import visible
 
-app = typer.Typer(help="Quayutec: the serverless runtime for always-on agents sharing one room.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  rich_markup_mode="markdown")  # docstrings reflow: their single line breaks are not kept
+app = typer.Typer(
+    help="Quayutec: the serverless runtime for always-on agents sharing one room.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)  # docstrings reflow: their single line breaks are not kept
 
 DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "reference-room.yaml"
 
@@ -64,7 +68,9 @@ def demo(
 
 
 # ----------------------------------------------------------------------------- the room API
-UrlOpt = Annotated[str, typer.Option("--url", envvar="QUAY_URL", help="The API's base URL (quay dev or a deployed stage).")]
+UrlOpt = Annotated[
+    str, typer.Option("--url", envvar="QUAY_URL", help="The API's base URL (quay dev or a deployed stage).")
+]
 TokenOpt = Annotated[str, typer.Option("--token", envvar="QUAY_TOKEN", help="Your bearer token.")]
 DEFAULT_URL = "http://127.0.0.1:8787"
 
@@ -107,13 +113,23 @@ def _run(fn, not_found: str = ""):  # noqa: ANN001, ANN202
     try:
         return fn()
     except ApiError as exc:
-        problems = [f"{f.get('field')}: {f.get('problem')}" for f in (exc.body or {}).get("fields") or []
-                    if isinstance(f, dict)] if isinstance(exc.body, dict) else []
+        problems = (
+            [
+                f"{f.get('field')}: {f.get('problem')}"
+                for f in (exc.body or {}).get("fields") or []
+                if isinstance(f, dict)
+            ]
+            if isinstance(exc.body, dict)
+            else []
+        )
         more = f" ({'; '.join(problems)})" if len(problems) > 1 else ""
         if exc.status == 401:
-            more += (" (no token given: pass --token or set QUAY_TOKEN; on quay dev, `quay admin issue-token "
-                     "COMPANY MEMBER` with the admin token gives one)" if _TARGET.get("token") is False
-                     else " (the API refused this token: revoked, mistyped, or issued by another stack?)")
+            more += (
+                " (no token given: pass --token or set QUAY_TOKEN; on quay dev, `quay admin issue-token "
+                "COMPANY MEMBER` with the admin token gives one)"
+                if _TARGET.get("token") is False
+                else " (the API refused this token: revoked, mistyped, or issued by another stack?)"
+            )
         if exc.status == 404 and not_found:
             more += f" ({not_found})"
         raise _fail(f"quay: {exc}{more}", 1) from None
@@ -122,8 +138,9 @@ def _run(fn, not_found: str = ""):  # noqa: ANN001, ANN202
 
         where = f" at {_TARGET['url']}" if _TARGET.get("url") else ""
         why = exc.reason if isinstance(exc, URLError) else exc  # "[Errno 111] Connection refused"
-        raise _fail(f"quay: cannot reach the API{where}: {why} (is `quay dev` running? --url or QUAY_URL "
-                    "names the API)", 2) from None
+        raise _fail(
+            f"quay: cannot reach the API{where}: {why} (is `quay dev` running? --url or QUAY_URL names the API)", 2
+        ) from None
 
 
 def _json_text(data) -> str:  # noqa: ANN001
@@ -172,17 +189,30 @@ def _say(line: str) -> None:
 def dev(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: a free one).")] = 8787,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    admin_token: Annotated[str | None, typer.Option("--admin-token", envvar="QUAY_ADMIN_TOKEN",
-                                                    help="The operator token to create (default: a random one, printed).")] = None,
-    scripts: Annotated[Path | None, typer.Option(help="Model replies per agent id (JSON or YAML, the scenario "
-                                                      "model_replies format); unscripted agents get echo replies.")] = None,
-    setting: Annotated[list[str] | None, typer.Option(help="A runtime setting, NAME=VALUE (e.g. HOP_LIMIT=3); repeatable.")] = None,
+    admin_token: Annotated[
+        str | None,
+        typer.Option(
+            "--admin-token",
+            envvar="QUAY_ADMIN_TOKEN",
+            help="The operator token to create (default: a random one, printed).",
+        ),
+    ] = None,
+    scripts: Annotated[
+        Path | None,
+        typer.Option(
+            help="Model replies per agent id (JSON or YAML, the scenario "
+            "model_replies format); unscripted agents get echo replies."
+        ),
+    ] = None,
+    setting: Annotated[
+        list[str] | None, typer.Option(help="A runtime setting, NAME=VALUE (e.g. HOP_LIMIT=3); repeatable.")
+    ] = None,
 ) -> None:
     """Serve the room API on the local stack (moto in-process: no AWS account, no Docker). Wakes and
     runs happen in the background; the model provider is the local provider server."""
-    from quaylocal.dev import DevServer, load_scripts
-
     import yaml
+
+    from quaylocal.dev import DevServer, load_scripts
 
     settings = _dev_settings(setting or [])
     try:
@@ -194,8 +224,11 @@ def dev(
         server.serve_forever(banner=lambda line: print(line, flush=True))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise _fail(f"quay dev: {host}:{port} is in use (another quay dev?): stop it, or choose another "
-                        "with --port (0: a free one)", 2) from None
+            raise _fail(
+                f"quay dev: {host}:{port} is in use (another quay dev?): stop it, or choose another "
+                "with --port (0: a free one)",
+                2,
+            ) from None
         raise _fail(f"quay dev: {exc}", 2) from None
     except ValueError as exc:  # the operator token's rule (dal.auth), or a setting's
         raise _fail(f"quay dev: {'--admin-token: ' if admin_token else ''}{exc}", 2) from None
@@ -206,9 +239,8 @@ def _dev_settings(items: list[str]) -> dict[str, str]:
     the runtime's own Settings model); anything else is one line and exit status 2."""
     from pydantic import ValidationError
 
-    from quayutec.settings import Settings
-
     from quaylocal.stack import local_environment
+    from quayutec.settings import Settings
 
     known = {f.alias or n for n, f in Settings.model_fields.items()} | set(local_environment())
     settings: dict[str, str] = {}
@@ -228,39 +260,47 @@ def _dev_settings(items: list[str]) -> dict[str, str]:
     return settings
 
 
-admin = typer.Typer(help="Operator commands: companies, people and tokens (need an operator token). "
-                         "Their answer is always JSON (a token is for piping, e.g. to jq -r .token).",
-                    no_args_is_help=True)
+admin = typer.Typer(
+    help="Operator commands: companies, people and tokens (need an operator token). "
+    "Their answer is always JSON (a token is for piping, e.g. to jq -r .token).",
+    no_args_is_help=True,
+)
 AdminJsonOpt = Annotated[bool, typer.Option("--json", help="JSON (the default and only form here).")]
 app.add_typer(admin, name="admin")
 
 
 @admin.command("create-company")
-def admin_create_company(company: str, person: Annotated[list[str] | None, typer.Option(
-        "--person", help="A person of the company; repeatable.")] = None,
-        url: UrlOpt = DEFAULT_URL, token: TokenOpt = "",
-        as_json: AdminJsonOpt = False) -> None:
+def admin_create_company(
+    company: str,
+    person: Annotated[list[str] | None, typer.Option("--person", help="A person of the company; repeatable.")] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+    as_json: AdminJsonOpt = False,
+) -> None:
     """Create a company with its people."""
     _print(_run(lambda: _client(url, token).create_company(company, person or [])))
 
 
 @admin.command("add-person")
-def admin_add_person(company: str, person: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "",
-        as_json: AdminJsonOpt = False) -> None:
+def admin_add_person(
+    company: str, person: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "", as_json: AdminJsonOpt = False
+) -> None:
     """Add a person to a company."""
     _print(_run(lambda: _client(url, token).add_person(company, person)))
 
 
 @admin.command("issue-token")
-def admin_issue_token(company: str, member: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "",
-        as_json: AdminJsonOpt = False) -> None:
+def admin_issue_token(
+    company: str, member: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "", as_json: AdminJsonOpt = False
+) -> None:
     """Issue a bearer token for a person of a company (printed once; only its hash is stored)."""
     _print(_run(lambda: _client(url, token).issue_token(company, member)))
 
 
 @admin.command("revoke-token")
-def admin_revoke_token(company: str, token_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "",
-        as_json: AdminJsonOpt = False) -> None:
+def admin_revoke_token(
+    company: str, token_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "", as_json: AdminJsonOpt = False
+) -> None:
     """Revoke a token by its id."""
     _print(_run(lambda: _client(url, token).revoke_token(company, token_id)))
 
@@ -289,21 +329,30 @@ def _bootstrap(session, stack: str | None, table: str | None) -> dict:  # noqa: 
 
     api_url = None
     if stack:
-        outputs = {o["OutputKey"]: o["OutputValue"] for o in session.client("cloudformation").describe_stacks(
-            StackName=stack)["Stacks"][0].get("Outputs", [])}
+        outputs = {
+            o["OutputKey"]: o["OutputValue"]
+            for o in session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+        }
         table = outputs.get("RoomTableName")
         api_url = outputs.get("ApiUrl")
         if not table:
             raise _fail(f"quay admin bootstrap-token: stack {stack} has no RoomTableName output", 2)
     secret, principal = TokenStore(str(table), client=session.resource("dynamodb").meta.client).issue(
-        None, "admin", admin=True)
+        None, "admin", admin=True
+    )
     return {"token": secret, "token_id": principal.token_id, "admin": True, "url": api_url}
 
 
 @app.command()
-def post(room: str, text: str, to: Annotated[list[str] | None, typer.Option("--to", help="An agent to wake; repeatable.")] = None,
-         idempotency_key: Annotated[str | None, typer.Option(help="Reuse a key to make a retry safe.")] = None,
-         as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def post(
+    room: str,
+    text: str,
+    to: Annotated[list[str] | None, typer.Option("--to", help="An agent to wake; repeatable.")] = None,
+    idempotency_key: Annotated[str | None, typer.Option(help="Reuse a key to make a retry safe.")] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Post a message into a room (as the token's person); it wakes the agents in --to and those
     it @mentions (their replies arrive a few seconds later: `quay room ROOM`)."""
     m = _run(lambda: _client(url, token).post(room, text, to or [], idempotency_key=idempotency_key))
@@ -311,46 +360,68 @@ def post(room: str, text: str, to: Annotated[list[str] | None, typer.Option("--t
         _print(m)
         return
     woken = list(dict.fromkeys([*(m.get("to") or []), *(m.get("mentions") or [])]))
-    _say(f"posted {m['id']}" + (f"; wakes {', '.join(woken)}" if woken else
-                                "; wakes no agent (@name or --to wakes an agent placed in the room: "
-                                f"quay member list {room})"))
+    _say(
+        f"posted {m['id']}"
+        + (
+            f"; wakes {', '.join(woken)}"
+            if woken
+            else f"; wakes no agent (@name or --to wakes an agent placed in the room: quay member list {room})"
+        )
+    )
 
 
 @app.command()
-def task(room: str, to: str, title: str, body: Annotated[str, typer.Option(help="The task's body.")] = "",
-         as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def task(
+    room: str,
+    to: str,
+    title: str,
+    body: Annotated[str, typer.Option(help="The task's body.")] = "",
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Create a task for an agent of the room."""
     t = _run(lambda: _client(url, token).task(room, to, title, body))
-    _show(t, as_json, lambda t: [f"task {t['id']} [{t['status']}] \"{t['title']}\" for {t['to']}"])
+    _show(t, as_json, lambda t: [f'task {t["id"]} [{t["status"]}] "{t["title"]}" for {t["to"]}'])
 
 
 @app.command()
 def approvals(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Pending approval requests of your company's agents in a room (decided ones: `quay room ROOM`)."""
     items = _run(lambda: _client(url, token).approvals(room))
-    _show(items, as_json, lambda items: [f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, "
-                                         f"{a['created_at']})" for a in items], empty="no pending approval requests")
+    _show(
+        items,
+        as_json,
+        lambda items: [
+            f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, {a['created_at']})" for a in items
+        ],
+        empty="no pending approval requests",
+    )
 
 
 _APPROVAL_IDS = "an approval's id is RUN_ID:INDEX: `quay approvals ROOM` lists your company's"
 
 
 def _decided(a: dict) -> None:
-    _say(f"approval {a['id']} {a['agent_id']}: {a['summary']} -> {a['status']}"
-         + (f" by {a['decided_by']}" if a.get("decided_by") else ""))
+    _say(
+        f"approval {a['id']} {a['agent_id']}: {a['summary']} -> {a['status']}"
+        + (f" by {a['decided_by']}" if a.get("decided_by") else "")
+    )
 
 
 @app.command()
-def approve(room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
-            token: TokenOpt = "") -> None:
+def approve(
+    room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = ""
+) -> None:
     """Approve a held action (your company's agents only)."""
     a = _run(lambda: _client(url, token).approve(room, approval_id), not_found=_APPROVAL_IDS)
     _print(a) if as_json else _decided(a)
 
 
 @app.command()
-def deny(room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
-         token: TokenOpt = "") -> None:
+def deny(
+    room: str, approval_id: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = ""
+) -> None:
     """Deny a held action (your company's agents only)."""
     a = _run(lambda: _client(url, token).deny(room, approval_id), not_found=_APPROVAL_IDS)
     _print(a) if as_json else _decided(a)
@@ -366,24 +437,35 @@ class _RoomGroup(typer.core.TyperGroup):
         return super().parse_args(ctx, args)
 
 
-room_app = typer.Typer(cls=_RoomGroup, no_args_is_help=True,
-                       help="Rooms: create one, list yours, show one (members, agents, transcript, approvals).")
+room_app = typer.Typer(
+    cls=_RoomGroup,
+    no_args_is_help=True,
+    help="Rooms: create one, list yours, show one (members, agents, transcript, approvals).",
+)
 app.add_typer(room_app, name="room")
 
 
 def _room_head(r: dict) -> list[str]:
     agents = ", ".join(f"@{a.get('name') or a['id']} ({a['id']})" for a in r.get("agents") or []) or "none"
     hop = f"  hop limit {r['hop_limit']}" if r.get("hop_limit") is not None else ""
-    return [f"room {r['id']}" + (f"  \"{r['name']}\"" if r.get("name") else "") + hop,
-            f"  members: {', '.join(r.get('members') or []) or 'none'}",
-            f"  agents: {agents}"]
+    return [
+        f"room {r['id']}" + (f'  "{r["name"]}"' if r.get("name") else "") + hop,
+        f"  members: {', '.join(r.get('members') or []) or 'none'}",
+        f"  agents: {agents}",
+    ]
 
 
 @room_app.command("create")
-def room_create(name: Annotated[str | None, typer.Argument(help="A label for people (the service generates the id).")] = None,
-                member: Annotated[list[str] | None, typer.Option("--member", help="Another member company; repeatable.")] = None,
-                hop_limit: Annotated[int | None, typer.Option(help="How many hops of agent-to-agent wakes the room allows.")] = None,
-                as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def room_create(
+    name: Annotated[str | None, typer.Argument(help="A label for people (the service generates the id).")] = None,
+    member: Annotated[list[str] | None, typer.Option("--member", help="Another member company; repeatable.")] = None,
+    hop_limit: Annotated[
+        int | None, typer.Option(help="How many hops of agent-to-agent wakes the room allows.")
+    ] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Create a room (your company is always a member); prints its generated id."""
     r = _run(lambda: _client(url, token).create_room(name, member or [], hop_limit=hop_limit))
     _show(r, as_json, _room_head)
@@ -394,14 +476,25 @@ def room_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenO
     """The rooms your company is a member of: id, name, members."""
     client = _client(url, token)
     rooms = [_run(lambda rid=rid: client.room(rid)) for rid in _run(client.rooms)]
-    _show(rooms, as_json, lambda rooms: [f"{r['id']}  {r.get('name') or '-'}  members: "
-                                         f"{', '.join(r.get('members') or [])}" for r in rooms], empty="no rooms")
+    _show(
+        rooms,
+        as_json,
+        lambda rooms: [
+            f"{r['id']}  {r.get('name') or '-'}  members: {', '.join(r.get('members') or [])}" for r in rooms
+        ],
+        empty="no rooms",
+    )
 
 
 def _approval_line(a: dict) -> str:
     decided = f" by {a['decided_by']}" if a.get("decided_by") else ""
-    state = {"pending": "pending: quay approve|deny ROOM " + a["id"], "deciding": "deciding (an answer is on its way)",
-             "approved": "approved", "rejected": "denied", "expired": "expired"}.get(a["status"], a["status"])
+    state = {
+        "pending": "pending: quay approve|deny ROOM " + a["id"],
+        "deciding": "deciding (an answer is on its way)",
+        "approved": "approved",
+        "rejected": "denied",
+        "expired": "expired",
+    }.get(a["status"], a["status"])
     what = "; ".join(f"{k}: {v}" for k, v in (a.get("fields") or {}).items())  # what a yes writes
     what = f" ({what[:200]}{'…' if len(what) > 200 else ''})" if what else ""
     return f"[{a['created_at'][:19]}] approval {a['id']} {a['agent_id']}: {a['summary']}{what} -> {state}{decided}"
@@ -412,8 +505,11 @@ def room_show(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
     """A room: its members and agents, then the transcript, oldest first, with your agents'
     approval requests and their outcomes (approved, denied, pending) in place."""
     client = _client(url, token)
-    info = _run(lambda: client.room(room), not_found="a room is named by its id, not its label: `quay room list` "
-                                                      "shows yours; `quay room --help` the commands")
+    info = _run(
+        lambda: client.room(room),
+        not_found="a room is named by its id, not its label: `quay room list` "
+        "shows yours; `quay room --help` the commands",
+    )
     messages = _run(lambda: client.transcript(room))
     approvals = _run(lambda: client.approvals(room, "all"))
     if as_json:
@@ -421,8 +517,10 @@ def room_show(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
         return
     for line in _room_head(info):
         _say(line)
-    events = sorted([(m["created_at"], 0, m) for m in messages] + [(a["created_at"], 1, a) for a in approvals],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(m["created_at"], 0, m) for m in messages] + [(a["created_at"], 1, a) for a in approvals],
+        key=lambda e: (e[0], e[1]),
+    )
     if not events:
         print("no messages yet")
     for _, kind, item in events:
@@ -442,10 +540,16 @@ app.add_typer(member_app, name="member")
 
 
 @member_app.command("add")
-def member_add(room: str,
-               company: Annotated[list[str] | None, typer.Option("--company", help="A company to add; repeatable.")] = None,
-               agent: Annotated[list[str] | None, typer.Option("--agent", help="One of your agents to place in the room; repeatable.")] = None,
-               as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def member_add(
+    room: str,
+    company: Annotated[list[str] | None, typer.Option("--company", help="A company to add; repeatable.")] = None,
+    agent: Annotated[
+        list[str] | None, typer.Option("--agent", help="One of your agents to place in the room; repeatable.")
+    ] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Add member companies and place your agents in a room."""
     if not company and not agent:
         raise _fail("quay member add: give --company COMPANY or --agent AGENT", 2)
@@ -476,21 +580,38 @@ def _agent_line(a: dict) -> str:
 
 
 @agent_app.command("register")
-def agent_register(agent_id: Annotated[str, typer.Argument(
-                       metavar="NAME", help="The agent's name in your company (letters, digits, _ and -); its id is "
-                                            "COMPANY.NAME, and people mention it as @NAME.")],
-                   provider: Annotated[str, typer.Option(help="anthropic, openai, openai-compatible or bedrock.")],
-                   model: Annotated[str, typer.Option(help="The provider's model id.")],
-                   instructions: Annotated[str, typer.Option(help="The agent's instructions.")] = "",
-                   api_key: Annotated[str | None, typer.Option(
-                       "--api-key", envvar="QUAY_AGENT_API_KEY",
-                       help="The provider key (stored in Secrets Manager, never shown); leave out when your "
-                            "company has one for this provider.")] = None,
-                   base_url: Annotated[str | None, typer.Option(help="An openai-compatible agent's model address.")] = None,
-                   as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def agent_register(
+    agent_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME",
+            help="The agent's name in your company (letters, digits, _ and -); its id is "
+            "COMPANY.NAME, and people mention it as @NAME.",
+        ),
+    ],
+    provider: Annotated[str, typer.Option(help="anthropic, openai, openai-compatible or bedrock.")],
+    model: Annotated[str, typer.Option(help="The provider's model id.")],
+    instructions: Annotated[str, typer.Option(help="The agent's instructions.")] = "",
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="QUAY_AGENT_API_KEY",
+            help="The provider key (stored in Secrets Manager, never shown); leave out when your "
+            "company has one for this provider.",
+        ),
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="An openai-compatible agent's model address.")] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Register an always-on agent of your company."""
-    a = _run(lambda: _client(url, token).register_agent(agent_id, provider, model, instructions=instructions,
-                                                         api_key=api_key, base_url=base_url))
+    a = _run(
+        lambda: _client(url, token).register_agent(
+            agent_id, provider, model, instructions=instructions, api_key=api_key, base_url=base_url
+        )
+    )
     _show(a, as_json, lambda a: [_agent_line(a)])
 
 
@@ -538,14 +659,22 @@ POLICY_FILE_MAX_BYTES = 1024 * 1024
 
 
 @policy_app.command("set")
-def policy_set(company: str,
-               default: Annotated[str | None, typer.Option(help="allow, ask or deny: the rule of any other action.")] = None,
-               action: Annotated[list[str] | None, typer.Option("--action", help="KIND=RULE, e.g. remember=ask; repeatable.")] = None,
-               cross_company: Annotated[list[str] | None, typer.Option(
-                   "--cross-company", help="KIND=RULE for actions aimed at another company; repeatable.")] = None,
-               agent: Annotated[list[str] | None, typer.Option("--agent", help="AGENT:KIND=RULE; repeatable.")] = None,
-               file: Annotated[Path | None, typer.Option(help="A whole policy (JSON or YAML) replacing the current one.")] = None,
-               as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def policy_set(
+    company: str,
+    default: Annotated[str | None, typer.Option(help="allow, ask or deny: the rule of any other action.")] = None,
+    action: Annotated[
+        list[str] | None, typer.Option("--action", help="KIND=RULE, e.g. remember=ask; repeatable.")
+    ] = None,
+    cross_company: Annotated[
+        list[str] | None,
+        typer.Option("--cross-company", help="KIND=RULE for actions aimed at another company; repeatable."),
+    ] = None,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="AGENT:KIND=RULE; repeatable.")] = None,
+    file: Annotated[Path | None, typer.Option(help="A whole policy (JSON or YAML) replacing the current one.")] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Change your company's rights policy: each rule given replaces that rule of the current policy
     (--file replaces the whole policy). Prints the policy now in force."""
     if default is not None and default not in RULES:
@@ -560,13 +689,18 @@ def policy_set(company: str,
             with file.open("rb") as f:  # bounded: --file /dev/zero must not read forever
                 raw = f.read(POLICY_FILE_MAX_BYTES + 1)
             if len(raw) > POLICY_FILE_MAX_BYTES:
-                raise _fail(f"quay policy set: --file {file}: larger than {POLICY_FILE_MAX_BYTES // (1024 * 1024)} MiB, "
-                            "not a policy", 2)
+                raise _fail(
+                    f"quay policy set: --file {file}: larger than {POLICY_FILE_MAX_BYTES // (1024 * 1024)} MiB, "
+                    "not a policy",
+                    2,
+                )
             policy = yaml.safe_load(raw.decode("utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise _fail(f"quay policy set: --file {file}: {exc}", 2) from None
         if not isinstance(policy, dict):
-            raise _fail(f"quay policy set: --file {file}: expected a mapping (default, actions, cross_company, agents)", 2)
+            raise _fail(
+                f"quay policy set: --file {file}: expected a mapping (default, actions, cross_company, agents)", 2
+            )
     else:
         policy = _run(lambda: client.policy(company))
     if default is not None:
@@ -589,9 +723,18 @@ file_app = typer.Typer(no_args_is_help=True, help="A room's files: add (upload),
 app.add_typer(file_app, name="file")
 
 #: Content types by file name suffix (the kinds a room takes: quayutec.logic.extract).
-CONTENT_TYPES = {".txt": "text/plain", ".text": "text/plain", ".log": "text/plain", ".md": "text/markdown",
-                 ".markdown": "text/markdown", ".csv": "text/csv", ".json": "application/json",
-                 ".html": "text/html", ".htm": "text/html", ".pdf": "application/pdf"}
+CONTENT_TYPES = {
+    ".txt": "text/plain",
+    ".text": "text/plain",
+    ".log": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".csv": "text/csv",
+    ".json": "application/json",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".pdf": "application/pdf",
+}
 
 
 def _size(n: int) -> str:
@@ -619,28 +762,37 @@ def _s3_problem(resp) -> str:  # noqa: ANN001
 
 
 @file_app.command("add")
-def file_add(room: str, path: Annotated[Path, typer.Argument(help="The file to upload (text, Markdown, CSV, JSON, "
-                                                                     "HTML or PDF; at most 25 MB).")],
-             content_type: Annotated[str | None, typer.Option(help="Default: from the file name's extension.")] = None,
-             wait: Annotated[bool, typer.Option("--wait", help="Wait until the file is ready or failed "
-                                                                "(exit status 1 when failed).")] = False,
-             timeout: Annotated[float, typer.Option(help="Seconds --wait waits.")] = 120.0,
-             as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def file_add(
+    room: str,
+    path: Annotated[
+        Path, typer.Argument(help="The file to upload (text, Markdown, CSV, JSON, HTML or PDF; at most 25 MB).")
+    ],
+    content_type: Annotated[str | None, typer.Option(help="Default: from the file name's extension.")] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait until the file is ready or failed (exit status 1 when failed).")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds --wait waits.")] = 120.0,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Upload a file into a room: declared to the API, sent straight to the presigned upload URL,
     then ingested (status uploading, then ready or failed with a reason)."""
     import time
 
-    from quayutec.resources import MAX_UPLOAD_BYTES
-
     from quaylocal.client import upload_form
+    from quayutec.resources import MAX_UPLOAD_BYTES
 
     try:
         size = path.stat().st_size
         if not path.is_file():
             raise _fail(f"quay file add: {path} is not a file", 2)
         if size > MAX_UPLOAD_BYTES:
-            raise _fail(f"quay file add: {path.name} is {_size(size)} ({size} bytes), over the 25 MB limit "
-                        "for a room file; nothing uploaded", 2)
+            raise _fail(
+                f"quay file add: {path.name} is {_size(size)} ({size} bytes), over the 25 MB limit "
+                "for a room file; nothing uploaded",
+                2,
+            )
         if size == 0:
             raise _fail(f"quay file add: {path.name} is empty; nothing uploaded", 2)
         data = path.read_bytes()
@@ -648,8 +800,11 @@ def file_add(room: str, path: Annotated[Path, typer.Argument(help="The file to u
         raise _fail(f"quay file add: cannot read {path}: {exc.strerror or exc}", 2) from None
     ctype = content_type or CONTENT_TYPES.get(path.suffix.lower())
     if ctype is None:
-        raise _fail(f"quay file add: {path.name}: unknown kind (extension {path.suffix or 'none'}); the room takes "
-                    f"{', '.join(sorted(set(CONTENT_TYPES)))} files, or give --content-type", 2)
+        raise _fail(
+            f"quay file add: {path.name}: unknown kind (extension {path.suffix or 'none'}); the room takes "
+            f"{', '.join(sorted(set(CONTENT_TYPES)))} files, or give --content-type",
+            2,
+        )
     client = _client(url, token)
     out = _run(lambda: client.add_file(room, path.name, ctype, len(data)))
     f, upload = out["file"], out["upload"]
@@ -669,8 +824,12 @@ def file_add(room: str, path: Annotated[Path, typer.Argument(help="The file to u
     if as_json:
         _print(f)
     else:
-        _say(_file_line(f) if wait else f"uploaded {f['name']} as {f['id']} ({_size(len(data))}, {f['kind']}); "
-             "ingest follows (quay file list ROOM)")
+        _say(
+            _file_line(f)
+            if wait
+            else f"uploaded {f['name']} as {f['id']} ({_size(len(data))}, {f['kind']}); "
+            "ingest follows (quay file list ROOM)"
+        )
     if f["status"] == "failed":
         raise typer.Exit(1)
 
@@ -683,17 +842,26 @@ def file_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
 
 
 @file_app.command("rm")
-def file_rm(room: str, file_id: Annotated[str, typer.Argument(metavar="FILE", help="The file's id.")],
-            as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def file_rm(
+    room: str,
+    file_id: Annotated[str, typer.Argument(metavar="FILE", help="The file's id.")],
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Delete a file (your company's uploads only); it leaves the room's index."""
     f = _run(lambda: _client(url, token).delete_file(room, file_id))["file"]
     _show(f, as_json, lambda f: [f"deleted {f['name']} ({f['id']})"])
 
 
 @app.command()
-def ledger(run: Annotated[str | None, typer.Argument(help="A run id: show that run in full.")] = None,
-           room: Annotated[str | None, typer.Option(help="List your company's runs in this room.")] = None,
-           as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def ledger(
+    run: Annotated[str | None, typer.Argument(help="A run id: show that run in full.")] = None,
+    room: Annotated[str | None, typer.Option(help="List your company's runs in this room.")] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """The run ledger: one run (RUN) or your company's runs in a room (--room)."""
     if run is None and room is None:
         raise _fail("quay ledger: give a RUN id or --room ROOM", 2)
@@ -743,22 +911,31 @@ def cost_lines(cost: dict | None) -> list[str]:
     est = set(cost.get("estimated") or [])
     mark = lambda k: " (estimated)" if k in est else ""  # noqa: E731
     calls = cost.get("aws_requests") or {}
-    lines = [f"cost ${float(cost.get('usd', 0)):.6f}{mark('usd')}: "
-             f"{cost.get('lambda_invocations', 0)} Lambda invocations, {cost.get('billed_ms', 0)} ms billed"
-             f"{mark('billed_ms')}, {cost.get('transitions', 0)} transitions{mark('transitions')}, "
-             f"{sum(int(n) for n in calls.values())} AWS requests"]
+    lines = [
+        f"cost ${float(cost.get('usd', 0)):.6f}{mark('usd')}: "
+        f"{cost.get('lambda_invocations', 0)} Lambda invocations, {cost.get('billed_ms', 0)} ms billed"
+        f"{mark('billed_ms')}, {cost.get('transitions', 0)} transitions{mark('transitions')}, "
+        f"{sum(int(n) for n in calls.values())} AWS requests"
+    ]
     tokens = cost.get("tokens") or {}
     unknown = cost.get("model_price_unknown") or []
     if "usd_model_excluded" in cost:
-        model = ("model price unknown (" + ", ".join(unknown) + "): not in the total" if unknown
-                 else f"model ${float(cost.get('model_usd') or 0):.6f}{mark('model_usd')}")
-        lines.append(f"  model excluded ${float(cost['usd_model_excluded']):.6f}{mark('usd_model_excluded')}; "
-                     + model)
+        model = (
+            "model price unknown (" + ", ".join(unknown) + "): not in the total"
+            if unknown
+            else f"model ${float(cost.get('model_usd') or 0):.6f}{mark('model_usd')}"
+        )
+        lines.append(f"  model excluded ${float(cost['usd_model_excluded']):.6f}{mark('usd_model_excluded')}; " + model)
     for m, t in sorted(tokens.items()):
-        lines.append(f"  tokens {m} ({t.get('provider') or '?'}): {t.get('input', 0)} input, {t.get('output', 0)} "
-                     f"output, from {_count(t.get('replies', 0), 'reply', 'replies')}"
-                     + (f"; {_count(t['unreported'], 'reply', 'replies')} reported no usage (not counted)"
-                        if t.get("unreported") else ""))
+        lines.append(
+            f"  tokens {m} ({t.get('provider') or '?'}): {t.get('input', 0)} input, {t.get('output', 0)} "
+            f"output, from {_count(t.get('replies', 0), 'reply', 'replies')}"
+            + (
+                f"; {_count(t['unreported'], 'reply', 'replies')} reported no usage (not counted)"
+                if t.get("unreported")
+                else ""
+            )
+        )
     if not tokens and "tokens" in cost:
         lines.append("  tokens: none (no model reply was read)")
     by_service: dict[str, int] = {}
@@ -769,33 +946,51 @@ def cost_lines(cost: dict | None) -> list[str]:
     if "capacity" in cost:
         cap = cost.get("capacity") or {}
         gaps = cost.get("capacity_unknown") or {}
-        lines.append(f"  DynamoDB capacity: {float(cap.get('read_units', 0)):g} read units, "
-                     f"{float(cap.get('write_units', 0)):g} write units"
-                     + ("; unknown for " + ", ".join(f"{k} {n}" for k, n in sorted(gaps.items()))
-                        + " (no ConsumedCapacity in the response: priced as one unit a request)" if gaps else ""))
+        lines.append(
+            f"  DynamoDB capacity: {float(cap.get('read_units', 0)):g} read units, "
+            f"{float(cap.get('write_units', 0)):g} write units"
+            + (
+                "; unknown for "
+                + ", ".join(f"{k} {n}" for k, n in sorted(gaps.items()))
+                + " (no ConsumedCapacity in the response: priced as one unit a request)"
+                if gaps
+                else ""
+            )
+        )
     return lines
 
 
 @app.command()
-def cost(room: Annotated[str, typer.Option(help="The room whose runs to sum.")],
-         since: Annotated[str | None, typer.Option(help="Only runs started at or after this ISO-8601 instant.")] = None,
-         as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def cost(
+    room: Annotated[str, typer.Option(help="The room whose runs to sum.")],
+    since: Annotated[str | None, typer.Option(help="Only runs started at or after this ISO-8601 instant.")] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
     """Sum the cost lines of your company's runs in a room: runs, counted operations,
     tokens, estimated USD (model excluded and included)."""
     out = _run(lambda: _client(url, token).room_cost(room, since))
     if as_json:
         _print(out)
         return
-    _say(f"room {out['room_id']}: {_count(out['runs'], 'run', 'runs')}" + (f" since {out['since']}" if out.get("since") else "")
-         + (f", {out['without_cost']} without a cost line" if out.get("without_cost") else ""))
+    _say(
+        f"room {out['room_id']}: {_count(out['runs'], 'run', 'runs')}"
+        + (f" since {out['since']}" if out.get("since") else "")
+        + (f", {out['without_cost']} without a cost line" if out.get("without_cost") else "")
+    )
     for line in cost_lines(out["cost"]):
         _say("  " + line)
 
 
 @app.command()
 def chaos(
-    full: Annotated[bool, typer.Option("--full", help="Every point of every phase alone (slow), "
-                                                      "not the grouped matrix `make test` plays.")] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="Every point of every phase alone (slow), not the grouped matrix `make test` plays."
+        ),
+    ] = False,
     wave: Annotated[int, typer.Option(help="Cases played side by side on one local stack.")] = 16,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -811,14 +1006,26 @@ def chaos(
     out = sys.stdout
     sys.stdout = sys.stderr  # handler logs go to stderr; stdout carries only the result
     try:
-        report, _trace = run_matrix(full=full, wave=wave,
-                                    progress=lambda r: print(f"quay chaos: {len(r)} cases played", file=sys.stderr))
+        report, _trace = run_matrix(
+            full=full, wave=wave, progress=lambda r: print(f"quay chaos: {len(r)} cases played", file=sys.stderr)
+        )
     finally:
         sys.stdout = out
     if as_json:
-        print(json.dumps({"cases": [c.__dict__ for c in report.cases], "points": sum(c.faults for c in report.cases),
-                          "runs": report.runs, "duplicates": report.duplicates, "non_final": report.non_final,
-                          "ok": report.ok, "seconds": round(report.seconds, 1)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "cases": [c.__dict__ for c in report.cases],
+                    "points": sum(c.faults for c in report.cases),
+                    "runs": report.runs,
+                    "duplicates": report.duplicates,
+                    "non_final": report.non_final,
+                    "ok": report.ok,
+                    "seconds": round(report.seconds, 1),
+                },
+                indent=2,
+            )
+        )
     else:
         print(render(report))
     raise typer.Exit(0 if report.ok else 1)
@@ -839,17 +1046,20 @@ def _version_option(value: bool) -> None:
 
 
 @app.callback()
-def _options(show_version: Annotated[bool, typer.Option("--version", callback=_version_option, is_eager=True,
-                                                        help="Print the version and exit.")] = False) -> None:
+def _options(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version_option, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Options of `quay` itself; every other option goes after its command (`quay room list --token T`)."""
 
 
 def main() -> None:
     """The `quay` command: every error is one line on stderr and a non-zero exit, never a traceback."""
-    from quaylocal import calls
-
     # typer runs on its own copy of click (typer._click); its usage errors are TyperExceptions
     from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
+
+    from quaylocal import calls
 
     calls.install_from_environment()  # only when the test suite asks (QUAY_CALL_LOG)
     try:

@@ -66,17 +66,26 @@ class QuayClient:
     """``QuayClient(base_url, token)``; :meth:`request` returns any response, the named methods
     raise :class:`ApiError` on a 3xx (never followed), 4xx or 5xx."""
 
-    def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None, *, timeout_s: float = 30.0,
-                 retries: int = 2) -> None:
+    def __init__(
+        self, base_url: str = DEFAULT_URL, token: str | None = None, *, timeout_s: float = 30.0, retries: int = 2
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
         self.retries = retries
 
     # ------------------------------------------------------------------ transport
-    def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None,
-                idempotency_key: str | None = None, headers: dict[str, str] | None = None,
-                raw_body: bytes | None = None) -> ApiResponse:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        raw_body: bytes | None = None,
+    ) -> ApiResponse:
         url = self.base_url + path
         if query:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
@@ -139,8 +148,16 @@ class QuayClient:
     def set_policy(self, company: str, policy: dict) -> dict:
         return self.call("PUT", f"/companies/{_seg(company)}/policy", policy)
 
-    def register_agent(self, name: str, provider: str, model: str, *, instructions: str = "",
-                       api_key: str | None = None, base_url: str | None = None) -> dict:
+    def register_agent(
+        self,
+        name: str,
+        provider: str,
+        model: str,
+        *,
+        instructions: str = "",
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> dict:
         """Register your company's agent ``name``; its id is ``{company}.{name}``."""
         body: dict[str, Any] = {"name": name, "provider": provider, "model": model, "instructions": instructions}
         if api_key is not None:
@@ -158,8 +175,9 @@ class QuayClient:
         """The ids of the rooms your company is a member of."""
         return self.call("GET", "/rooms")["rooms"]
 
-    def create_room(self, name: str | None = None, members: list[str] | None = None, *,
-                    hop_limit: int | None = None) -> dict:
+    def create_room(
+        self, name: str | None = None, members: list[str] | None = None, *, hop_limit: int | None = None
+    ) -> dict:
         """Create a room; the service generates its id (the answer's ``id``), ``name`` is a label."""
         body: dict[str, Any] = {"members": members or []}
         if name is not None:
@@ -178,12 +196,14 @@ class QuayClient:
         return self.call("POST", f"/rooms/{_seg(room)}/agents", {"agent": agent})
 
     def post(self, room: str, text: str, to: list[str] | None = None, *, idempotency_key: str | None = None) -> dict:
-        return self.call("POST", f"/rooms/{_seg(room)}/messages", {"text": text, "to": to or []},
-                         idempotency_key=idempotency_key)
+        return self.call(
+            "POST", f"/rooms/{_seg(room)}/messages", {"text": text, "to": to or []}, idempotency_key=idempotency_key
+        )
 
     def messages(self, room: str, *, limit: int = 50, cursor: str | None = None, order: str = "asc") -> dict:
-        return self.call("GET", f"/rooms/{_seg(room)}/messages", query={"limit": limit, "cursor": cursor,
-                                                                        "order": order})
+        return self.call(
+            "GET", f"/rooms/{_seg(room)}/messages", query={"limit": limit, "cursor": cursor, "order": order}
+        )
 
     def transcript(self, room: str) -> list[dict]:
         """Every message of the room, oldest first (all pages)."""
@@ -236,8 +256,9 @@ class QuayClient:
     # ------------------------------------------------------------------ files
     def add_file(self, room: str, name: str, content_type: str, size: int) -> dict:
         """Declare an upload: ``{"file": ..., "upload": {"url", "fields", "expires_in", "max_bytes"}}``."""
-        return self.call("POST", f"/rooms/{_seg(room)}/files", {"name": name, "content_type": content_type,
-                                                                "size": size})
+        return self.call(
+            "POST", f"/rooms/{_seg(room)}/files", {"name": name, "content_type": content_type, "size": size}
+        )
 
     def files(self, room: str) -> list[dict]:
         return self.call("GET", f"/rooms/{_seg(room)}/files")["files"]
@@ -249,8 +270,9 @@ class QuayClient:
         return self.call("DELETE", f"/rooms/{_seg(room)}/files/{_seg(file_id)}")
 
 
-def upload_form(url: str, fields: dict[str, str], data: bytes, *, filename: str, content_type: str,
-                timeout_s: float = 120.0) -> ApiResponse:
+def upload_form(
+    url: str, fields: dict[str, str], data: bytes, *, filename: str, content_type: str, timeout_s: float = 120.0
+) -> ApiResponse:
     """POST ``data`` to a presigned S3 POST ``url`` as multipart/form-data: the signed ``fields``
     first, the file last (S3 ignores fields after it). No Authorization header (the signature is
     in the fields), no redirect followed; the answer, whatever its status."""
@@ -262,12 +284,18 @@ def upload_form(url: str, fields: dict[str, str], data: bytes, *, filename: str,
 
     boundary = "quay-" + uuid.uuid4().hex
     safe_name = filename.replace('"', "_").replace("\r", "_").replace("\n", "_")
-    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-             for k, v in fields.items()]
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{safe_name}"\r\n'
-                 f"Content-Type: {content_type}\r\n\r\n".encode() + data + f"\r\n--{boundary}--\r\n".encode())
-    req = Request(url, data=b"".join(parts), method="POST",
-                  headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode() for k, v in fields.items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{safe_name}"\r\n'
+        f"Content-Type: {content_type}\r\n\r\n".encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    req = Request(
+        url, data=b"".join(parts), method="POST", headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    )
     try:
         with build_opener(_NoRedirect).open(req, timeout=timeout_s) as resp:
             return QuayClient._response(resp.status, dict(resp.headers.items()), resp.read())

@@ -18,13 +18,14 @@ from typing import Any
 from quaylocal import calls as C
 
 #: Calls the local pollers make for the event source mappings: not the run's.
-POLLING = frozenset({("dynamodb-streams", op) for op in ("DescribeStream", "GetShardIterator", "GetRecords",
-                                                         "ListStreams")}
-                    | {("sqs", op) for op in ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
-                                              "GetQueueAttributes")})
+POLLING = frozenset(
+    {("dynamodb-streams", op) for op in ("DescribeStream", "GetShardIterator", "GetRecords", "ListStreams")}
+    | {("sqs", op) for op in ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "GetQueueAttributes")}
+)
 #: Write API calls to the tables (a transaction is one; SPEC §10 counts five in a plain run).
-WRITES = frozenset({("dynamodb", op) for op in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems",
-                                                "BatchWriteItem")})
+WRITES = frozenset(
+    {("dynamodb", op) for op in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")}
+)
 
 
 @dataclass
@@ -63,8 +64,9 @@ def transitions(stack: Any, execution_arn: str) -> int:
     return sum(1 for e in events if e["type"].endswith("StateEntered"))
 
 
-def plain_runs(stack: Any, server: Any, n: int, agent: str = "a1", room: str = "r1",
-               actions: list[dict[str, Any]] | None = None) -> list[RunFigures]:
+def plain_runs(
+    stack: Any, server: Any, n: int, agent: str = "a1", room: str = "r1", actions: list[dict[str, Any]] | None = None
+) -> list[RunFigures]:
     """Play ``n`` plain runs one after another (each waits for quiet) and count each one.
     Needs the recorder installed (:func:`quaylocal.calls.install`) and a room with ``agent``
     (tests/run/runhelpers.make_room). ``actions``: what each reply declares (none: a plain run;
@@ -81,16 +83,30 @@ def plain_runs(stack: Any, server: Any, n: int, agent: str = "a1", room: str = "
     sfn = stack.client("stepfunctions")
     out: list[RunFigures] = []
     for i in range(n):
-        server.set_script(agent, [{"reply": {"text": f"plain {i}", "actions": [
-            {**a, **({"text": f"{a['text']} {i}"} if "text" in a else {})} for a in actions or []]}}])
+        server.set_script(
+            agent,
+            [
+                {
+                    "reply": {
+                        "text": f"plain {i}",
+                        "actions": [
+                            {**a, **({"text": f"{a['text']} {i}"} if "text" in a else {})} for a in actions or []
+                        ],
+                    }
+                }
+            ],
+        )
         stack.wait_quiet()
         before = len(recorder.calls)
         known = {e["executionArn"] for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"]}
         contextvars.copy_context().run(_post, rooms, room, person, f"@{agent} plain {i}")
         stack.wait_quiet()
         figures = of_calls(recorder.calls[before:])
-        new = [e["executionArn"] for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"]
-               if e["executionArn"] not in known]
+        new = [
+            e["executionArn"]
+            for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"]
+            if e["executionArn"] not in known
+        ]
         figures.transitions = sum(transitions(stack, arn) for arn in new)
         out.append(figures)
     return out
@@ -105,7 +121,9 @@ def _post(rooms: Any, room: str, person: Any, text: str) -> None:
 RETRIEVAL_OWNER = C.function_owner("ClaimAndReadFunction")
 
 
-def retrieval_reads(stack: Any, server: Any, room: str, agent: str = "a1", text: str = "what does the file say?") -> int:
+def retrieval_reads(
+    stack: Any, server: Any, room: str, agent: str = "a1", text: str = "what does the file say?"
+) -> int:
     """AWS reads retrieval makes in one run of ``agent`` in ``room``, with a cold index cache (a
     cold Lambda): the calls the recorder attributes to ClaimAndReadFunction that read the room's
     index (its version pointer, ``sk = INDEX`` of the files partition — read in the run's one
@@ -129,10 +147,14 @@ def retrieval_reads(stack: Any, server: Any, room: str, agent: str = "a1", text:
         keys = [params.get("Key")] if service == "dynamodb" else []
         for request in (params.get("RequestItems") or {}).values() if service == "dynamodb" else []:
             keys += request.get("Keys", [])  # the pointer read with the run's other keys counts too
-        keys = [{k: v.get("S") if isinstance(v, dict) else v for k, v in key.items()}  # {"S": ...} or plain
-                for key in keys if isinstance(key, dict)]
+        keys = [
+            {k: v.get("S") if isinstance(v, dict) else v for k, v in key.items()}  # {"S": ...} or plain
+            for key in keys
+            if isinstance(key, dict)
+        ]
         if (service == "s3" and params.get("Bucket") == d.files.bucket) or any(
-                key.get("pk") == files_pk(room) and key.get("sk") == "INDEX" for key in keys):
+            key.get("pk") == files_pk(room) and key.get("sk") == "INDEX" for key in keys
+        ):
             reads.append(f"{service}.{operation}")
 
     server.set_script(agent, [{"reply": {"text": "read the files", "actions": []}}])
@@ -140,8 +162,9 @@ def retrieval_reads(stack: Any, server: Any, room: str, agent: str = "a1", text:
     retrieval.CACHE.clear()  # a cold Lambda: no index version held
     aws.add_call_observer(observe)
     try:
-        contextvars.copy_context().run(_post, RoomService(d.room), room,
-                                       Author(kind="person", id="ann", company="acme"), f"@{agent} {text}")
+        contextvars.copy_context().run(
+            _post, RoomService(d.room), room, Author(kind="person", id="ann", company="acme"), f"@{agent} {text}"
+        )
         stack.wait_quiet()
     finally:
         aws.remove_call_observer(observe)

@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from quayutec.api.errors import ERRORS, error_payload
-from quayutec.api.public import is_public
-
 from quaylocal import calls, files_endpoint
 from quaylocal.stack import ACCOUNT, DEV_BACKGROUND_INVOCATIONS, DEV_RETENTION, REGION, LocalStack, foreground
+from quayutec.api.errors import ERRORS, error_payload
+from quayutec.api.public import is_public
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -80,8 +79,9 @@ def stack_invoke(stack: LocalStack) -> Invoke:
         # permission, no role of ours): quaylocal.calls lists these calls, it does not check them.
         # A request's calls go before the background work's (runs, pollers): stack.foreground.
         with calls.owner("local:api-gateway"), foreground():
-            resp = stack.client("lambda").invoke(FunctionName=stack.function_arns[logical_id],
-                                                 Payload=json.dumps(event).encode())
+            resp = stack.client("lambda").invoke(
+                FunctionName=stack.function_arns[logical_id], Payload=json.dumps(event).encode()
+            )
         payload = json.loads(resp["Payload"].read() or b"null")
         if resp.get("FunctionError"):
             return None, payload if isinstance(payload, dict) else {"errorMessage": str(payload)}
@@ -93,9 +93,8 @@ def stack_invoke(stack: LocalStack) -> Invoke:
 def preload_handlers() -> None:
     """Import every function's handler module now, in this thread: importing them for the first
     time from the HTTP and pump threads at once can trip over half-initialised modules."""
-    from quayutec import resources as r
-
     from quaylocal.stack import resolve_handler
+    from quayutec import resources as r
 
     for f in r.FUNCTIONS:
         resolve_handler(f.handler)
@@ -106,9 +105,8 @@ def direct_invoke(context_factory: Callable[[str], Any] | None = None) -> Invoke
     for tests), with the Lambda runtime's error shape."""
     import traceback
 
-    from quayutec import resources as r
-
     from quaylocal.stack import resolve_handler
+    from quayutec import resources as r
 
     def invoke(logical_id: str, event: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         fn = resolve_handler(r.FUNCTIONS_BY_ID[logical_id].handler)
@@ -116,8 +114,11 @@ def direct_invoke(context_factory: Callable[[str], Any] | None = None) -> Invoke
         try:
             return json.loads(json.dumps(fn(json.loads(json.dumps(event)), ctx))), None
         except Exception as exc:  # noqa: BLE001 - the runtime's error contract
-            return None, {"errorMessage": str(exc), "errorType": type(exc).__name__,
-                          "stackTrace": traceback.format_exception(exc)}
+            return None, {
+                "errorMessage": str(exc),
+                "errorType": type(exc).__name__,
+                "stackTrace": traceback.format_exception(exc),
+            }
 
     return invoke
 
@@ -183,8 +184,14 @@ def _policy_allows(policy: Any, method_arn: str) -> bool:
 class Gateway:
     """API Gateway's part of a request (see the module docstring)."""
 
-    def __init__(self, invoke: Invoke, *, api_id: str = "quaylocal", stage: str = "dev",
-                 rate_limit: tuple[float, int] | None = None) -> None:
+    def __init__(
+        self,
+        invoke: Invoke,
+        *,
+        api_id: str = "quaylocal",
+        stage: str = "dev",
+        rate_limit: tuple[float, int] | None = None,
+    ) -> None:
         self.invoke = invoke
         #: (requests per second, burst): API Gateway's stage throttling, answered 429 (off: None).
         self._limiter = _TokenBucket(*rate_limit) if rate_limit else None
@@ -199,8 +206,14 @@ class Gateway:
     def method_arn(self, method: str, path: str) -> str:
         return f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{self.api_id}/{self.stage}/{method}{path}"
 
-    def handle(self, method: str, target: str, headers: dict[str, str] | list[tuple[str, str]],
-               body: bytes = b"", source_ip: str = "127.0.0.1") -> HttpResult:
+    def handle(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str] | list[tuple[str, str]],
+        body: bytes = b"",
+        source_ip: str = "127.0.0.1",
+    ) -> HttpResult:
         method = method.upper()
         pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
         url = urlsplit(target)
@@ -216,8 +229,9 @@ class Gateway:
                 return _json_result(401, UNAUTHORIZED)
             method_arn = self.method_arn(method, path)
             with self._locks[AUTHORIZER_FUNCTION]:
-                result, error = self.invoke(AUTHORIZER_FUNCTION, {"type": "TOKEN", "authorizationToken": token,
-                                                                  "methodArn": method_arn})
+                result, error = self.invoke(
+                    AUTHORIZER_FUNCTION, {"type": "TOKEN", "authorizationToken": token, "methodArn": method_arn}
+                )
             if error is not None:
                 if error.get("errorMessage") == "Unauthorized":
                     return _json_result(401, UNAUTHORIZED)
@@ -238,8 +252,16 @@ class Gateway:
         data = base64.b64decode(raw) if result.get("isBase64Encoded") else str(raw).encode()
         return HttpResult(int(result["statusCode"]), out_headers, data)
 
-    def proxy_event(self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,
-                    authorizer: dict[str, Any] | None, source_ip: str = "127.0.0.1") -> dict[str, Any]:
+    def proxy_event(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        authorizer: dict[str, Any] | None,
+        source_ip: str = "127.0.0.1",
+    ) -> dict[str, Any]:
         """The REST API Lambda proxy event (payload format 1.0) of a ``/{proxy+}`` resource."""
         multi_headers: dict[str, list[str]] = {}
         for k, v in headers:
@@ -251,23 +273,35 @@ class Gateway:
             text, is_b64 = base64.b64encode(body).decode(), True
         now = datetime.now(UTC)
         ctx: dict[str, Any] = {
-            "accountId": ACCOUNT, "apiId": self.api_id, "domainName": "127.0.0.1", "httpMethod": method,
+            "accountId": ACCOUNT,
+            "apiId": self.api_id,
+            "domainName": "127.0.0.1",
+            "httpMethod": method,
             "identity": {"sourceIp": source_ip, "userAgent": dict(headers).get("User-Agent", "")},
-            "path": f"/{self.stage}{path}", "protocol": "HTTP/1.1", "requestId": str(uuid.uuid4()),
-            "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"), "requestTimeEpoch": int(now.timestamp() * 1000),
-            "resourceId": "proxy", "resourcePath": "/{proxy+}", "stage": self.stage,
+            "path": f"/{self.stage}{path}",
+            "protocol": "HTTP/1.1",
+            "requestId": str(uuid.uuid4()),
+            "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "requestTimeEpoch": int(now.timestamp() * 1000),
+            "resourceId": "proxy",
+            "resourcePath": "/{proxy+}",
+            "stage": self.stage,
         }
         if authorizer is not None:
             ctx["authorizer"] = authorizer
         return {
-            "resource": "/{proxy+}", "path": path, "httpMethod": method,
+            "resource": "/{proxy+}",
+            "path": path,
+            "httpMethod": method,
             "headers": {k: v[-1] for k, v in multi_headers.items()} or None,
             "multiValueHeaders": multi_headers or None,
             "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} or None,
             "multiValueQueryStringParameters": multi_query or None,
             "pathParameters": {"proxy": path.lstrip("/")} if path != "/" else None,
-            "stageVariables": None, "requestContext": ctx,
-            "body": text if body else None, "isBase64Encoded": is_b64,
+            "stageVariables": None,
+            "requestContext": ctx,
+            "body": text if body else None,
+            "isBase64Encoded": is_b64,
         }
 
 
@@ -302,8 +336,9 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
                     result = HttpResult(*files_endpoint._error(400, "EntityTooLarge", "over the upload limit"))
                 else:
                     body = self.rfile.read(length) if length > 0 else b""
-                    result = HttpResult(*files_endpoint.handle(gateway.stack, self.command, self.path,
-                                                               dict(self.headers.items()), body))
+                    result = HttpResult(
+                        *files_endpoint.handle(gateway.stack, self.command, self.path, dict(self.headers.items()), body)
+                    )
             elif length < 0:
                 self.close_connection = True
                 result = _json_result(400, gateway_error("bad_request", "Content-Length is not a number"))
@@ -313,8 +348,9 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
             else:
                 body = self.rfile.read(length) if length > 0 else b""
                 try:
-                    result = gateway.handle(self.command, self.path, list(self.headers.items()), body,
-                                            self.client_address[0])
+                    result = gateway.handle(
+                        self.command, self.path, list(self.headers.items()), body, self.client_address[0]
+                    )
                 except Exception:  # noqa: BLE001 - the gateway itself failed: 502, keep serving
                     result = _json_result(502, FUNCTION_FAILED)
             self.send_response(result.status)
@@ -357,9 +393,16 @@ class DevServer:
     (default: a fresh random one, see :attr:`admin_token`); ``scripts``: model replies per agent;
     ``settings``: runtime setting overrides (e.g. ``{"HOP_LIMIT": "3"}``)."""
 
-    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, admin_token: str | None = None,
-                 scripts: dict[str, list[dict[str, Any]]] | None = None, settings: dict[str, str] | None = None,
-                 time_scale: float | None = None) -> None:
+    def __init__(
+        self,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        *,
+        admin_token: str | None = None,
+        scripts: dict[str, list[dict[str, Any]]] | None = None,
+        settings: dict[str, str] | None = None,
+        time_scale: float | None = None,
+    ) -> None:
         from quaylocal.provider_server import ProviderServer
 
         self.host = host
@@ -378,17 +421,20 @@ class DevServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> str:
+        from quaylocal.scenario import PROVIDER_ENV
         from quayutec.dal.auth import TokenStore
         from quayutec.deps import default_deps
-
-        from quaylocal.scenario import PROVIDER_ENV
 
         preload_handlers()
         self.provider.start()
         env = {PROVIDER_ENV[p]: self.provider.base_url(p) for p in PROVIDER_ENV}
         env.update(self.settings)
-        self.stack = LocalStack(settings=env, time_scale=self.time_scale, retention=DEV_RETENTION,
-                                background_invocations=DEV_BACKGROUND_INVOCATIONS)
+        self.stack = LocalStack(
+            settings=env,
+            time_scale=self.time_scale,
+            retention=DEV_RETENTION,
+            background_invocations=DEV_BACKGROUND_INVOCATIONS,
+        )
         self.stack.start()
         try:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=self.admin_token)
@@ -401,8 +447,9 @@ class DevServer:
             self.provider.stop()
             raise
         self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="quay-dev-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1}, name="quay-dev-http", daemon=True
+        )
         self._thread.start()
         return self.url
 
@@ -415,8 +462,10 @@ class DevServer:
         with calls.owner(calls.SETUP):
             arn = self.stack.function_arns["ApiFunction"]
             env = lam.get_function_configuration(FunctionName=arn)["Environment"]["Variables"]
-            lam.update_function_configuration(FunctionName=arn, Environment={"Variables": {
-                **env, r.FILES_ENDPOINT_ENV: f"{url}{files_endpoint.PREFIX.rstrip('/')}"}})
+            lam.update_function_configuration(
+                FunctionName=arn,
+                Environment={"Variables": {**env, r.FILES_ENDPOINT_ENV: f"{url}{files_endpoint.PREFIX.rstrip('/')}"}},
+            )
 
     def stop(self) -> None:
         if self._httpd is not None:
@@ -453,8 +502,10 @@ class DevServer:
         banner(f"the room page: {self.url}/app/ (sign in with a person's token)")
         banner(f"operator token: {self.admin_token}")
         scripted = ", ".join(f"{a} ({len(s)} replies)" for a, s in sorted(self.provider.scripts.items()))
-        banner(f"local model provider: {self.provider.root_url} (echo replies unless scripted); "
-               f"openai-compatible base_url: {self.compat_base_url()}")
+        banner(
+            f"local model provider: {self.provider.root_url} (echo replies unless scripted); "
+            f"openai-compatible base_url: {self.compat_base_url()}"
+        )
         if scripted:
             banner(f"scripted agents (--scripts): {scripted}")
         banner("Ctrl-C stops it; everything lives in memory and is gone after.")

@@ -72,10 +72,15 @@ ENV_VAR = "QUAY_FAULTS_ENABLED"
 KINDS = ("crash", "die", "die_end", "stop", "sleep", "drop", "dup")
 
 _WRITE_OPS = {
-    ("dynamodb", "PutItem"): "put", ("dynamodb", "UpdateItem"): "update", ("dynamodb", "DeleteItem"): "delete",
-    ("dynamodb", "TransactWriteItems"): "tx", ("dynamodb", "BatchWriteItem"): "batch",
-    ("s3", "PutObject"): "s3put", ("s3", "DeleteObject"): "s3delete",
-    ("sqs", "SendMessage"): "send", ("sqs", "SendMessageBatch"): "send",
+    ("dynamodb", "PutItem"): "put",
+    ("dynamodb", "UpdateItem"): "update",
+    ("dynamodb", "DeleteItem"): "delete",
+    ("dynamodb", "TransactWriteItems"): "tx",
+    ("dynamodb", "BatchWriteItem"): "batch",
+    ("s3", "PutObject"): "s3put",
+    ("s3", "DeleteObject"): "s3delete",
+    ("sqs", "SendMessage"): "send",
+    ("sqs", "SendMessageBatch"): "send",
 }
 
 
@@ -285,7 +290,7 @@ def _what(service: str, op: str, params: dict[str, Any]) -> str:
     if op == "TransactWriteItems":
         parts = []
         for t in params.get("TransactItems", []):
-            (_kind, spec), = t.items()
+            ((_kind, spec),) = t.items()
             parts.append(f"{_short_table(spec.get('TableName', ''))}:{_prefix(spec.get('Item') or spec.get('Key'))}")
         return "+".join(parts)
     item = params.get("Item") or params.get("Key")
@@ -332,7 +337,6 @@ def instrument(client: Any) -> Any:
         client.meta.events.register(f"provide-client-params.{service_id}", _before, unique_id="quay-faults-before")
         client.meta.events.register(f"after-call.{service_id}", _after, unique_id="quay-faults-after")
     return client
-
 
 
 # Registered on import: the seams stay inert unless the environment switch is on and a plan or a

@@ -58,8 +58,10 @@ def _form(content_type: str, body: bytes) -> dict[str, bytes]:
 def _signed_query_problem(query: dict[str, str]) -> str | None:
     """Why a download's query string is not a live SigV4 presigned one (None: it is)."""
     if not all(query.get(k) for k in ("X-Amz-Signature", "X-Amz-Date", "X-Amz-Expires", "X-Amz-Credential")):
-        return ("Query-string authentication requires the X-Amz-Credential, X-Amz-Signature, X-Amz-Date and "
-                "X-Amz-Expires parameters")
+        return (
+            "Query-string authentication requires the X-Amz-Credential, X-Amz-Signature, X-Amz-Date and "
+            "X-Amz-Expires parameters"
+        )
     try:
         signed = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
         expires = int(query["X-Amz-Expires"])
@@ -70,9 +72,11 @@ def _signed_query_problem(query: dict[str, str]) -> str | None:
     return None
 
 
-def handle(stack: Any, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+def handle(
+    stack: Any, method: str, path: str, headers: dict[str, str], body: bytes
+) -> tuple[int, dict[str, str], bytes]:
     url = urlsplit(path)
-    rest = unquote(url.path)[len(PREFIX):]
+    rest = unquote(url.path)[len(PREFIX) :]
     bucket, _, key = rest.partition("/")
     s3 = stack.client("s3")
     if bucket != stack.files_bucket or (key and not key.startswith(r.UPLOADS_PREFIX)):
@@ -89,8 +93,11 @@ def handle(stack: Any, method: str, path: str, headers: dict[str, str], body: by
                 return _error(404, "NoSuchKey", "The specified key does not exist.")
         # the signed URL's response-* overrides, as S3 applies them (GetObject); the API signs
         # attachments only, so nothing else is served here
-        status, headers, data = _result(200, obj["Body"].read(), query.get("response-content-type")
-                                        or obj.get("ContentType") or "application/octet-stream")
+        status, headers, data = _result(
+            200,
+            obj["Body"].read(),
+            query.get("response-content-type") or obj.get("ContentType") or "application/octet-stream",
+        )
         disposition = query.get("response-content-disposition", "")
         headers["Content-Disposition"] = disposition if disposition.startswith("attachment") else "attachment"
         headers["X-Content-Type-Options"] = "nosniff"
@@ -102,8 +109,9 @@ def handle(stack: Any, method: str, path: str, headers: dict[str, str], body: by
         return _error(400, "InvalidArgument", "a presigned POST is multipart/form-data")
     form = _form(ctype, body)
     if "file" not in form or "policy" not in form or "key" not in form:
-        return _error(400, "InvalidArgument", "the form needs key, policy and file (file last: S3 ignores "
-                                              "the fields after it)")
+        return _error(
+            400, "InvalidArgument", "the form needs key, policy and file (file last: S3 ignores the fields after it)"
+        )
     if not form["key"].decode(errors="replace").startswith(r.UPLOADS_PREFIX):
         return _error(403, "AccessDenied", "Access Denied")
     try:
@@ -118,14 +126,21 @@ def handle(stack: Any, method: str, path: str, headers: dict[str, str], body: by
     for cond in policy.get("conditions", []):
         if isinstance(cond, list) and cond[0] == "content-length-range":
             if not cond[1] <= size <= cond[2]:
-                return _error(400, "EntityTooLarge" if size > cond[2] else "EntityTooSmall",
-                              f"Your proposed upload size {size} is outside {cond[1]}..{cond[2]} bytes")
+                return _error(
+                    400,
+                    "EntityTooLarge" if size > cond[2] else "EntityTooSmall",
+                    f"Your proposed upload size {size} is outside {cond[1]}..{cond[2]} bytes",
+                )
         elif isinstance(cond, dict):
             for name, want in cond.items():
                 got = bucket if name == "bucket" else fields.get(name, fields.get(name.title()))
                 if got != want:
                     return _error(403, "AccessDenied", f"Invalid according to Policy: Policy Condition failed: {name}")
     with calls.owner("local:s3-presigned-post"):  # the uploader's signed request, no role
-        s3.put_object(Bucket=bucket, Key=fields["key"], Body=form["file"],
-                      ContentType=fields.get("Content-Type", "application/octet-stream"))
+        s3.put_object(
+            Bucket=bucket,
+            Key=fields["key"],
+            Body=form["file"],
+            ContentType=fields.get("Content-Type", "application/octet-stream"),
+        )
     return _result(204, b"")

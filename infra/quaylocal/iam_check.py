@@ -65,7 +65,7 @@ class Resolver:
             return value
         if not isinstance(value, dict) or len(value) != 1:
             raise TemplateError(f"cannot resolve {value!r}")
-        (fn, arg), = value.items()
+        ((fn, arg),) = value.items()
         if fn == "Ref":
             return self.ref(arg)
         if fn == "Fn::GetAtt":
@@ -88,15 +88,20 @@ class Resolver:
             while "${" in text:
                 start = text.index("${")
                 end = text.index("}", start)
-                name = text[start + 2:end]
+                name = text[start + 2 : end]
                 repl = self.ref(name) if "." not in name else self.get_att(*name.split(".", 1))
-                text = text[:start] + repl + text[end + 1:]
+                text = text[:start] + repl + text[end + 1 :]
             return text
         raise TemplateError(f"unsupported intrinsic {fn}")
 
     def ref(self, name: str) -> str:
-        pseudo = {"AWS::Partition": C.PARTITION, "AWS::Region": C.REGION, "AWS::AccountId": C.ACCOUNT,
-                  "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "Quayutec"}
+        pseudo = {
+            "AWS::Partition": C.PARTITION,
+            "AWS::Region": C.REGION,
+            "AWS::AccountId": C.ACCOUNT,
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::StackName": "Quayutec",
+        }
         if name in pseudo:
             return pseudo[name]
         rtype = self._type(name)
@@ -104,8 +109,14 @@ class Resolver:
             return f"https://sqs.{C.REGION}.amazonaws.com/{C.ACCOUNT}/{name}"
         if rtype == "AWS::StepFunctions::StateMachine":
             return C.state_machine_arn(name)
-        if rtype in ("AWS::S3::Bucket", "AWS::DynamoDB::Table", "AWS::Lambda::Function",
-                     "AWS::Logs::LogGroup", "AWS::IAM::Role", "AWS::SNS::Topic"):
+        if rtype in (
+            "AWS::S3::Bucket",
+            "AWS::DynamoDB::Table",
+            "AWS::Lambda::Function",
+            "AWS::Logs::LogGroup",
+            "AWS::IAM::Role",
+            "AWS::SNS::Topic",
+        ):
             if rtype == "AWS::SNS::Topic":
                 return f"arn:{C.PARTITION}:sns:{C.REGION}:{C.ACCOUNT}:{name}"
             return name
@@ -145,8 +156,10 @@ class Denial:
 
     def __str__(self) -> str:
         who = self.call.owner or "UNOWNED"
-        return (f"{who} (role {self.role or '?'}) may not {self.action} on {self.resource} "
-                f"[{self.call.service}.{self.call.operation}]")
+        return (
+            f"{who} (role {self.role or '?'}) may not {self.action} on {self.resource} "
+            f"[{self.call.service}.{self.call.operation}]"
+        )
 
 
 class Roles:
@@ -187,8 +200,15 @@ class Roles:
                 if raw.get("Effect") != "Allow":
                     raise TemplateError(f"{role}: only Allow statements are read ({raw})")
                 resources = tuple(resolve(r) for r in _as_list(raw.get("Resource", raw.get("NotResource", []))))
-                out.append(Statement(role=role, actions=tuple(_as_list(raw.get("Action", []))),
-                                     resources=resources, raw=raw, policy=policy))
+                out.append(
+                    Statement(
+                        role=role,
+                        actions=tuple(_as_list(raw.get("Action", []))),
+                        resources=resources,
+                        raw=raw,
+                        policy=policy,
+                    )
+                )
         return out
 
     # ------------------------------------------------------------------ evaluation
@@ -196,8 +216,7 @@ class Roles:
         """A copy with statement ``index`` of ``role`` removed (to prove the check can fail)."""
         copy = object.__new__(Roles)
         copy.resources, copy.role_of = self.resources, self.role_of
-        copy.statements = {**self.statements,
-                           role: [s for i, s in enumerate(self.statements[role]) if i != index]}
+        copy.statements = {**self.statements, role: [s for i, s in enumerate(self.statements[role]) if i != index]}
         return copy
 
     def granting(self, role: str, action: str, resource: str) -> list[int]:
@@ -250,15 +269,24 @@ class Roles:
                     for a in st.actions:
                         if fnmatch.fnmatchcase(action, a):
                             for r in st.resources:
-                                if IAMPolicyStatement({"Effect": "Allow", "Action": a, "Resource": r}) \
-                                        .is_action_permitted(action, resource) == PermissionResult.PERMITTED:
+                                if (
+                                    IAMPolicyStatement(
+                                        {"Effect": "Allow", "Action": a, "Resource": r}
+                                    ).is_action_permitted(action, resource)
+                                    == PermissionResult.PERMITTED
+                                ):
                                     out.add((role, i, a, r))
         return out
 
     def grants(self) -> set[tuple[str, int, str, str]]:
         """Every ``(role, statement index, action, resource)`` of the checked roles."""
-        return {(role, i, a, r) for role, sts in self.statements.items()
-                for i, st in enumerate(sts) for a in st.actions for r in st.resources}
+        return {
+            (role, i, a, r)
+            for role, sts in self.statements.items()
+            for i, st in enumerate(sts)
+            for a in st.actions
+            for r in st.resources
+        }
 
     def owners_of(self, role: str) -> list[str]:
         return sorted(o for o, r in self.role_of.items() if r == role)
@@ -274,32 +302,49 @@ def grant_key(roles: Roles, grant: tuple[str, int, str, str]) -> tuple[str, str,
 #: Grants no recorded call uses, kept on purpose: ``(owner glob, action glob, resource glob) ->
 #: reason``. The session report fails on an unused grant that matches none of these.
 UNUSED_GRANT_REASONS: dict[tuple[str, str, str], str] = {
-    ("function:*", "logs:*", "*"):
-        "The Lambda runtime writes the function's own log group with its role; no SDK call of "
-        "ours does, so no recorded call can show it.",
-    ("*", "xray:*", "*"):
-        "Active tracing: the Lambda and Step Functions services send trace segments with the "
-        "role; no SDK call of ours does.",
-    ("function:*", "s3:ListBucket", "arn:aws:s3:::RunDataBucket"):
-        "A GetObject of a run-data object that is not stored must answer 404 NoSuchKey (which "
-        "the code reads as 'not stored'); without s3:ListBucket S3 answers 403 AccessDenied "
-        "(S3 API reference, GetObject permissions). moto answers 404 either way.",
-    ("function:ApiFunction", "dynamodb:GetItem", "*:table/IdempotencyTable"):
-        "Powertools idempotency reads the record with GetItem when a failed conditional put "
-        "returns no old item (DynamoDBPersistenceLayer._get_record); DynamoDB and moto always "
-        "return it, so the suite never takes that path.",
-    ("function:StreamDispatchFunction", "dynamodb:ListStreams", "*"):
-        "The DynamoDB event source mapping needs ListStreams with the function's role (Lambda "
-        "developer guide, DynamoDB execution role permissions); the local poller stands in "
-        "for the mapping and does not list streams.",
-    ("function:*", "sqs:*", "*:FailedEventsQueue"):
-        "The on-failure destination (stream mapping, asynchronous invocations): the Lambda "
-        "service sends the failure record with the function's role; CDK's SQS destination "
-        "grants the queue's send set. The local stack records failures itself.",
-    ("state-machine", "logs:*", "*"):
-        "Step Functions logging to CloudWatch Logs: the log-delivery actions AWS requires on "
-        "Resource '*' (Step Functions developer guide, IAM policies for logging); the service "
-        "uses them, no call of ours.",
+    (
+        "function:*",
+        "logs:*",
+        "*",
+    ): "The Lambda runtime writes the function's own log group with its role; no SDK call of "
+    "ours does, so no recorded call can show it.",
+    ("*", "xray:*", "*"): "Active tracing: the Lambda and Step Functions services send trace segments with the "
+    "role; no SDK call of ours does.",
+    (
+        "function:*",
+        "s3:ListBucket",
+        "arn:aws:s3:::RunDataBucket",
+    ): "A GetObject of a run-data object that is not stored must answer 404 NoSuchKey (which "
+    "the code reads as 'not stored'); without s3:ListBucket S3 answers 403 AccessDenied "
+    "(S3 API reference, GetObject permissions). moto answers 404 either way.",
+    (
+        "function:ApiFunction",
+        "dynamodb:GetItem",
+        "*:table/IdempotencyTable",
+    ): "Powertools idempotency reads the record with GetItem when a failed conditional put "
+    "returns no old item (DynamoDBPersistenceLayer._get_record); DynamoDB and moto always "
+    "return it, so the suite never takes that path.",
+    (
+        "function:StreamDispatchFunction",
+        "dynamodb:ListStreams",
+        "*",
+    ): "The DynamoDB event source mapping needs ListStreams with the function's role (Lambda "
+    "developer guide, DynamoDB execution role permissions); the local poller stands in "
+    "for the mapping and does not list streams.",
+    (
+        "function:*",
+        "sqs:*",
+        "*:FailedEventsQueue",
+    ): "The on-failure destination (stream mapping, asynchronous invocations): the Lambda "
+    "service sends the failure record with the function's role; CDK's SQS destination "
+    "grants the queue's send set. The local stack records failures itself.",
+    (
+        "state-machine",
+        "logs:*",
+        "*",
+    ): "Step Functions logging to CloudWatch Logs: the log-delivery actions AWS requires on "
+    "Resource '*' (Step Functions developer guide, IAM policies for logging); the service "
+    "uses them, no call of ours.",
 }
 
 
@@ -311,8 +356,11 @@ class UnusedReport:
 
 def reason_for(key: tuple[str, str, str]) -> str | None:
     for (owner, action, resource), why in UNUSED_GRANT_REASONS.items():
-        if (fnmatch.fnmatchcase(key[0], owner) and fnmatch.fnmatchcase(key[1], action)
-                and fnmatch.fnmatchcase(key[2], resource)):
+        if (
+            fnmatch.fnmatchcase(key[0], owner)
+            and fnmatch.fnmatchcase(key[1], action)
+            and fnmatch.fnmatchcase(key[2], resource)
+        ):
             return why
     return None
 

@@ -77,7 +77,8 @@ def _session_on_default_loader(cls: type) -> Any:
 
     session = boto3.Session()
     session._session.register_component(  # noqa: SLF001 - botocore's documented component registry
-        "data_loader", boto3._get_default_session()._session.get_component("data_loader"))  # noqa: SLF001
+        "data_loader", boto3._get_default_session()._session.get_component("data_loader")
+    )  # noqa: SLF001
     return session
 
 

@@ -22,7 +22,6 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from quaylocal import moto_imports  # noqa: F401,I001 - before moto's modules: defers what they need not import
 from moto.core.common_models import BaseModel
 from moto.core.serialize import JSONSerializer
 from moto.dynamodb import models as dynamodb_models
@@ -30,6 +29,8 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+from quaylocal import moto_imports  # noqa: F401,I001 - before moto's modules: defers what they need not import
 
 _threads_lock = threading.Lock()
 
@@ -148,8 +149,11 @@ def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[s
     whole (a malformed key) gets the old shard back, without those records."""
     backup, uncopied = _backup_items(self, transact_items)
     names = {op.get("TableName") for item in transact_items for op in item.values() if isinstance(op, dict)}
-    before = {n: (self.tables[n], len(self.tables[n].stream_shard.items)) for n in names
-              if n in self.tables and self.tables[n].stream_shard is not None}
+    before = {
+        n: (self.tables[n], len(self.tables[n].stream_shard.items))
+        for n in names
+        if n in self.tables and self.tables[n].stream_shard is not None
+    }
     _UNCOPIED.names = frozenset(uncopied)
     try:
         _original_transact_write_items(self, transact_items)
@@ -223,10 +227,20 @@ def _new_weakly_tracked(cls: type, *args: Any, **kwargs: Any) -> Any:
 
 #: DynamoDB operations whose moto result is already the wire shape (items as AttributeValue
 #: maps): :func:`_serialize_dynamodb_result` passes it through.
-_DYNAMODB_ITEM_OPERATIONS = frozenset({
-    "GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems", "PutItem", "UpdateItem",
-    "DeleteItem", "BatchWriteItem", "TransactWriteItems",
-})
+_DYNAMODB_ITEM_OPERATIONS = frozenset(
+    {
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "Scan",
+        "TransactGetItems",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+    }
+)
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -254,8 +268,12 @@ def _serialize_dynamodb_result(self: Any, resp: Any, result: Any) -> Any:
     operations already return the wire shape as plain JSON values: send it as it is (the same
     body, tests/run/test_local_engine.py compares them); anything else, moto's way."""
     model = self.operation_model
-    if (model.service_model.service_name == "dynamodb" and model.name in _DYNAMODB_ITEM_OPERATIONS
-            and isinstance(result, dict) and _json_native(result)):
+    if (
+        model.service_model.service_name == "dynamodb"
+        and model.name in _DYNAMODB_ITEM_OPERATIONS
+        and isinstance(result, dict)
+        and _json_native(result)
+    ):
         return self._serialized_result_to_response(resp, result, model.output_shape, result)
     return _original_serialize_result(self, resp, result)
 

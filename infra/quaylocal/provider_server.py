@@ -143,7 +143,9 @@ class ProviderServer:
         httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd = httpd
         self._root = f"http://127.0.0.1:{httpd.server_address[1]}"
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="quay-provider-server", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="quay-provider-server", daemon=True
+        )
         self._thread.start()
         return self._root
 
@@ -188,15 +190,18 @@ class ProviderServer:
             self._next[agent_id] = 0
 
     # ----------------------------------------------------------------- answering
-    def _answer(self, provider: str, path: str, headers: Any, raw: bytes, model_in_path: str | None) -> tuple[_Response, RecordedRequest]:
+    def _answer(
+        self, provider: str, path: str, headers: Any, raw: bytes, model_in_path: str | None
+    ) -> tuple[_Response, RecordedRequest]:
         request_id = _new_request_id(provider)
         try:
             body = json.loads(raw.decode("utf-8")) if raw else None
         except (UnicodeDecodeError, ValueError):
             body = None
             response = _error(provider, 400, "invalid_request_error", "request body is not valid JSON", request_id)
-            return response, RecordedRequest(None, provider, path, raw.decode("utf-8", "replace"), response.status,
-                                             time.time(), request_id)
+            return response, RecordedRequest(
+                None, provider, path, raw.decode("utf-8", "replace"), response.status, time.time(), request_id
+            )
         sent_id = _agent_id(provider, body)
         model = model_in_path if provider == "bedrock" else (body.get("model") if isinstance(body, dict) else None)
         with self._lock:
@@ -212,14 +217,26 @@ class ProviderServer:
                     response = self._scripted(provider, script[index], model, request_id, body)
                 else:
                     self.exhausted.append(agent_id)
-                    response = _error(provider, 400, "invalid_request_error",
-                                      f"script exhausted: agent {agent_id} has no reply for request "
-                                      f"{index + 1} (script has {len(script)})", request_id)
+                    response = _error(
+                        provider,
+                        400,
+                        "invalid_request_error",
+                        f"script exhausted: agent {agent_id} has no reply for request "
+                        f"{index + 1} (script has {len(script)})",
+                        request_id,
+                    )
             else:
-                response = _reply(provider, model, f"echo: {_without_mentions(_last_line(provider, body))}", [],
-                                  request_id, _input_tokens(body))
-            record = RecordedRequest(sent_id, provider, path, body, response.status, time.time(), request_id, model,
-                                     response.usage)
+                response = _reply(
+                    provider,
+                    model,
+                    f"echo: {_without_mentions(_last_line(provider, body))}",
+                    [],
+                    request_id,
+                    _input_tokens(body),
+                )
+            record = RecordedRequest(
+                sent_id, provider, path, body, response.status, time.time(), request_id, model, response.usage
+            )
             self.requests.append(record)
             self._counts[agent_id] = self._counts.get(agent_id, 0) + 1
             if self.keep_requests is not None and len(self.requests) > self.keep_requests:
@@ -234,8 +251,7 @@ class ProviderServer:
         name = agent_id.rsplit(".", 1)[-1]
         return name if name in self.scripts or name in self.keys else agent_id
 
-    def _scripted(self, provider: str, entry: dict, model: str | None, request_id: str,
-                  body: Any = None) -> _Response:
+    def _scripted(self, provider: str, entry: dict, model: str | None, request_id: str, body: Any = None) -> _Response:
         delay = float(entry.get("delay_s", 0) or 0)
         if entry.get("drop"):
             return _Response(status=0, drop=True, delay_s=delay)
@@ -249,7 +265,9 @@ class ProviderServer:
                 ctype = "application/json"
             else:
                 data = str(body).encode("utf-8")
-                ctype = "text/html; charset=utf-8" if str(body).lstrip().startswith("<") else "text/plain; charset=utf-8"
+                ctype = (
+                    "text/html; charset=utf-8" if str(body).lstrip().startswith("<") else "text/plain; charset=utf-8"
+                )
             if not any(k.lower() == "content-type" for k in hdrs):
                 hdrs["Content-Type"] = ctype
             rid_header = _REQUEST_ID_HEADER[provider]
@@ -261,8 +279,15 @@ class ProviderServer:
         if self.substitute is not None:
             actions = self.substitute(actions)
         usage = reply.get("usage", "auto")
-        response = _reply(provider, model, str(reply.get("text", "")), actions, request_id, _input_tokens(body),
-                          usage=None if usage is None else usage if isinstance(usage, dict) else "auto")
+        response = _reply(
+            provider,
+            model,
+            str(reply.get("text", "")),
+            actions,
+            request_id,
+            _input_tokens(body),
+            usage=None if usage is None else usage if isinstance(usage, dict) else "auto",
+        )
         for name, value in (reply.get("headers") or {}).items():  # e.g. a request id of its own
             response.headers = {k: v for k, v in response.headers.items() if k.lower() != str(name).lower()}
             response.headers[str(name)] = str(value)
@@ -403,8 +428,15 @@ def _input_tokens(body: Any) -> int:
     return max(1, len(json.dumps(parts, ensure_ascii=False, separators=(",", ":"))) // 4)
 
 
-def _reply(provider: str, model: str | None, text: str, actions: list, request_id: str, in_tokens: int = 1,
-           usage: dict | str | None = "auto") -> _Response:
+def _reply(
+    provider: str,
+    model: str | None,
+    text: str,
+    actions: list,
+    request_id: str,
+    in_tokens: int = 1,
+    usage: dict | str | None = "auto",
+) -> _Response:
     """A reply in ``provider``'s format. ``usage``: ``"auto"`` (``in_tokens``, and one output
     token per 4 characters of the text and tool calls), ``{"input": n, "output": m}``, or
     ``None`` (no usage fields at all)."""
@@ -430,45 +462,84 @@ def _reply(provider: str, model: str | None, text: str, actions: list, request_i
     return response
 
 
-def _reply_body(provider: str, model: str | None, text: str, calls: list, rid: dict[str, str], in_tokens: int,
-                out_tokens: int) -> _Response:
+def _reply_body(
+    provider: str, model: str | None, text: str, calls: list, rid: dict[str, str], in_tokens: int, out_tokens: int
+) -> _Response:
     if provider == "anthropic":
         content: list[dict] = [{"type": "text", "text": text}] if text else []
-        content += [{"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": n, "input": a} for n, a in calls]
-        return _json_response(200, {
-            "id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant",
-            "model": model or "local", "content": content,
-            "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
-        }, rid)
+        content += [
+            {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": n, "input": a} for n, a in calls
+        ]
+        return _json_response(
+            200,
+            {
+                "id": "msg_" + uuid.uuid4().hex[:24],
+                "type": "message",
+                "role": "assistant",
+                "model": model or "local",
+                "content": content,
+                "stop_reason": "tool_use" if calls else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
+            },
+            rid,
+        )
     if provider == "bedrock":
         blocks: list[dict] = [{"text": text}] if text else []
-        blocks += [{"toolUse": {"toolUseId": "tooluse_" + uuid.uuid4().hex[:20], "name": n, "input": a}} for n, a in calls]
-        return _json_response(200, {
-            "output": {"message": {"role": "assistant", "content": blocks}},
-            "stopReason": "tool_use" if calls else "end_turn",
-            "usage": {"inputTokens": in_tokens, "outputTokens": out_tokens, "totalTokens": in_tokens + out_tokens},
-            "metrics": {"latencyMs": 1},
-        }, rid)
+        blocks += [
+            {"toolUse": {"toolUseId": "tooluse_" + uuid.uuid4().hex[:20], "name": n, "input": a}} for n, a in calls
+        ]
+        return _json_response(
+            200,
+            {
+                "output": {"message": {"role": "assistant", "content": blocks}},
+                "stopReason": "tool_use" if calls else "end_turn",
+                "usage": {"inputTokens": in_tokens, "outputTokens": out_tokens, "totalTokens": in_tokens + out_tokens},
+                "metrics": {"latencyMs": 1},
+            },
+            rid,
+        )
     tool_calls = [
-        {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
-         "function": {"name": n, "arguments": json.dumps(a)}}
+        {"id": "call_" + uuid.uuid4().hex[:24], "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
         for n, a in calls
     ]
     message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
     if tool_calls:
         message["tool_calls"] = tool_calls
-    return _json_response(200, {
-        "id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": "chat.completion", "created": int(time.time()),
-        "model": model or "local",
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if tool_calls else "stop"}],
-        "usage": {"prompt_tokens": in_tokens, "completion_tokens": out_tokens, "total_tokens": in_tokens + out_tokens},
-    }, rid)
+    return _json_response(
+        200,
+        {
+            "id": "chatcmpl-" + uuid.uuid4().hex[:24],
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model or "local",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": "tool_calls" if tool_calls else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": in_tokens,
+                "completion_tokens": out_tokens,
+                "total_tokens": in_tokens + out_tokens,
+            },
+        },
+        rid,
+    )
 
 
-def _error(provider: str, status: int, error_type: str, message: str, request_id: str,
-           code: str | None = None, bedrock_type: str = "ValidationException") -> _Response:
+def _error(
+    provider: str,
+    status: int,
+    error_type: str,
+    message: str,
+    request_id: str,
+    code: str | None = None,
+    bedrock_type: str = "ValidationException",
+) -> _Response:
     rid = {_REQUEST_ID_HEADER[provider]: request_id}
     if provider == "anthropic":
         payload = {"type": "error", "error": {"type": error_type, "message": message}, "request_id": request_id}
@@ -487,7 +558,14 @@ def _auth_error(provider: str, request_id: str) -> _Response:
     if provider == "anthropic":
         return _error(provider, 401, "authentication_error", "invalid x-api-key", request_id)
     if provider == "bedrock":
-        return _error(provider, 403, "", "Authentication failed: the API key is not valid.", request_id,
-                      bedrock_type="AccessDeniedException")
-    return _error(provider, 401, "invalid_request_error", "Incorrect API key provided.", request_id,
-                  code="invalid_api_key")
+        return _error(
+            provider,
+            403,
+            "",
+            "Authentication failed: the API key is not valid.",
+            request_id,
+            bedrock_type="AccessDeniedException",
+        )
+    return _error(
+        provider, 401, "invalid_request_error", "Incorrect API key provided.", request_id, code="invalid_api_key"
+    )

@@ -20,8 +20,10 @@ def action_line(a: dict[str, Any]) -> str:
     decision's reason, the outcome's note); untrusted parts made visible."""
     approval = f" → {a['approval']}" if a.get("approval") else ""
     why = "; ".join(x for x in (a.get("reason"), a.get("outcome_note")) if x)
-    return visible(f"action {a['index']} {a['kind']} → {a.get('target') or '?'}: {a['decision']}{approval} → "
-                   f"{a['outcome']}" + (f" ({why})" if why else ""))
+    return visible(
+        f"action {a['index']} {a['kind']} → {a.get('target') or '?'}: {a['decision']}{approval} → "
+        f"{a['outcome']}" + (f" ({why})" if why else "")
+    )
 
 
 def request_line(q: dict[str, Any]) -> str:
@@ -36,8 +38,10 @@ def request_line(q: dict[str, Any]) -> str:
         status = f"HTTP {q['status']}"
     else:
         status = {"error": "no response", "lost": "unknown", "pending": "in flight"}.get(str(outcome), "-")
-    head = (f"request {q['n']}  {(q.get('sent_at') or '')[11:19]}  {q.get('provider') or '?'}  {status}  "
-            f"id {q.get('request_id') or '-'}")
+    head = (
+        f"request {q['n']}  {(q.get('sent_at') or '')[11:19]}  {q.get('provider') or '?'}  {status}  "
+        f"id {q.get('request_id') or '-'}"
+    )
     if outcome == "ok":
         return visible(f"{head}  → reply")
     if outcome == "pending":
@@ -66,9 +70,11 @@ def render(result: PlayResult) -> str:
         else:
             ordinal[item["agent_id"]] = ordinal.get(item["agent_id"], 0) + 1
             # AGENT:N is the scenario's name for it (docs/scenarios.md, `approve`); the API's id follows
-            add(f"[{item['created_at'][11:19]}] approval request {item['agent_id']}:{ordinal[item['agent_id']]} "
+            add(
+                f"[{item['created_at'][11:19]}] approval request {item['agent_id']}:{ordinal[item['agent_id']]} "
                 f"(id {item['id']}, visible to {item['company']} only): {item['summary']} → {item['status']}"
-                + (f" by {item['decided_by']}" if item.get("decided_by") else ""))
+                + (f" by {item['decided_by']}" if item.get("decided_by") else "")
+            )
     if result.events:
         add("")
         add("== What the player did ==")
@@ -77,8 +83,10 @@ def render(result: PlayResult) -> str:
     add("")
     add("== Tasks ==")
     for t in result.tasks or []:
-        add(f"- {t['id']} [{t['status']}] \"{t['title']}\" for {t['to']} from {t['created_by']['id']}"
-            + (f" — result: {t['result']}" if t.get("result") else ""))
+        add(
+            f'- {t["id"]} [{t["status"]}] "{t["title"]}" for {t["to"]} from {t["created_by"]["id"]}'
+            + (f" — result: {t['result']}" if t.get("result") else "")
+        )
         for e in t.get("events", []):
             add(f"    · {e['kind']} by {e['by']['id']}: {e['text']}")
     if not result.tasks:
@@ -95,7 +103,9 @@ def render(result: PlayResult) -> str:
     if not result.runs:
         add("- none")
     for run in result.runs:
-        add(f"- run {run['run_id']}: {run['status']}  agent {run['agent_id']}, wake {run['wake_id']} (hop {run['hop']})")
+        add(
+            f"- run {run['run_id']}: {run['status']}  agent {run['agent_id']}, wake {run['wake_id']} (hop {run['hop']})"
+        )
         for q in run["requests"]:
             add("    " + request_line(q))
         for a in run["actions"]:

@@ -14,17 +14,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from quayutec import deps as quay_deps
-from quayutec.dal.directory import Directory
-from quayutec.logic.approvals import decide_approval
-from quayutec.logic.ids import new_room_id
-from quayutec.dal.files import upload_key
-from quayutec.logic import files as room_files
-from quayutec.logic.room_service import RoomService
-from quayutec.models import FINAL_STATUSES, Agent, Author, Company, Room, RightsPolicy, Wake, now_iso
-
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, warm_during_waits
+from quayutec import deps as quay_deps
+from quayutec.dal.directory import Directory
+from quayutec.dal.files import upload_key
+from quayutec.logic import files as room_files
+from quayutec.logic.approvals import decide_approval
+from quayutec.logic.ids import new_room_id
+from quayutec.logic.room_service import RoomService
+from quayutec.models import FINAL_STATUSES, Agent, Author, Company, RightsPolicy, Room, Wake, now_iso
 
 PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
 #: The SDK each provider's adapter imports at its first request (bedrock: boto3, imported).
@@ -157,7 +156,7 @@ class Scenario(_Strict):
                 if set(e) not in ({"reply"}, {"error"}):
                     raise ValueError(f"model_replies.{agent_id}[{i}]: one of 'reply' or 'error'")
         for i, s in enumerate(self.steps):
-            who = (s.post or s.task or s.approve or s.deny)
+            who = s.post or s.task or s.approve or s.deny
             if who is not None and who.as_ not in people:
                 raise ValueError(f"steps[{i}]: unknown person {who.as_!r}")
             named = (s.post.to if s.post else []) + ([s.task.to] if s.task else [])
@@ -168,8 +167,9 @@ class Scenario(_Strict):
             if decide is not None:
                 agent_id, _, n = decide.action.rpartition(":")
                 if agent_id not in agents or not n.isdigit() or int(n) < 1:
-                    raise ValueError(f"steps[{i}]: action {decide.action!r} is not '<agent-id>:<n>' "
-                                     "with a known agent and n >= 1")
+                    raise ValueError(
+                        f"steps[{i}]: action {decide.action!r} is not '<agent-id>:<n>' with a known agent and n >= 1"
+                    )
         return self
 
     @classmethod
@@ -183,8 +183,9 @@ class Scenario(_Strict):
         except yaml.YAMLError as exc:
             raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
         if not isinstance(data, dict):
-            raise ScenarioError(f"{path}: the file must be a mapping with companies, agents, room, "
-                                "model_replies, steps and expect")
+            raise ScenarioError(
+                f"{path}: the file must be a mapping with companies, agents, room, model_replies, steps and expect"
+            )
         try:
             sc = cls.model_validate(data)
         except ValidationError as exc:
@@ -221,17 +222,29 @@ class PlayResult:
         return not self.failures
 
     def summary(self) -> dict[str, Any]:
-        return {"replies": self.replies, "model_requests": self.model_requests, "open_tasks": self.open_tasks,
-                "memory_lines": self.memory_lines, "runs": self.run_statuses, "expect_ok": self.expect_ok,
-                "failures": self.failures}
+        return {
+            "replies": self.replies,
+            "model_requests": self.model_requests,
+            "open_tasks": self.open_tasks,
+            "memory_lines": self.memory_lines,
+            "runs": self.run_statuses,
+            "expect_ok": self.expect_ok,
+            "failures": self.failures,
+        }
 
 
 class Player:
     """Plays one scenario. ``settings``: overrides of the runtime settings; ``time_scale``:
     tests only (scaled Wait/Retry pauses); ``quiet_timeout_s``: per step."""
 
-    def __init__(self, scenario: Scenario, *, settings: dict[str, str] | None = None,
-                 time_scale: float | None = None, quiet_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        settings: dict[str, str] | None = None,
+        time_scale: float | None = None,
+        quiet_timeout_s: float = 120.0,
+    ) -> None:
         self.sc = scenario
         self.settings = settings or {}
         self.time_scale = time_scale
@@ -248,9 +261,11 @@ class Player:
         the stack is torn down."""
         result = PlayResult(self.sc)
         agent_company = {a.id: a.company for a in self.sc.agents}
-        server = ProviderServer(scripts={k: list(v) for k, v in self.sc.model_replies.items()},
-                                keys={a: self.company_keys[c] for a, c in agent_company.items()},
-                                substitute=self._substitute)
+        server = ProviderServer(
+            scripts={k: list(v) for k, v in self.sc.model_replies.items()},
+            keys={a: self.company_keys[c] for a, c in agent_company.items()},
+            substitute=self._substitute,
+        )
         server.start()
         try:
             env = {PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV}
@@ -258,8 +273,9 @@ class Player:
             with LocalStack(settings=env, time_scale=self.time_scale) as stack:
                 self.stack = stack
                 # imported while the first run that waits waits, not on a later run's path
-                warm_during_waits(*sorted({PROVIDER_SDK[a.provider] for a in self.sc.agents
-                                           if a.provider in PROVIDER_SDK}))
+                warm_during_waits(
+                    *sorted({PROVIDER_SDK[a.provider] for a in self.sc.agents if a.provider in PROVIDER_SDK})
+                )
                 self._setup(stack, server)
                 for i, step in enumerate(self.sc.steps):
                     try:
@@ -305,8 +321,16 @@ class Player:
             d.room.put_company(Company(id=c.id, people=c.people, rights=c.rights or RightsPolicy()))
         for a in self.sc.agents:
             base_url = server.base_url("openai-compatible") if a.provider == "openai-compatible" else None
-            d.room.put_agent(Agent(id=a.id, company=a.company, provider=a.provider, model=a.model,
-                                   instructions=a.instructions, base_url=base_url))
+            d.room.put_agent(
+                Agent(
+                    id=a.id,
+                    company=a.company,
+                    provider=a.provider,
+                    model=a.model,
+                    instructions=a.instructions,
+                    base_url=base_url,
+                )
+            )
             name = quay_deps.secret_name(d.settings, a.company, a.provider)
             try:
                 sm.create_secret(Name=name, SecretString=self.company_keys[a.company])
@@ -331,11 +355,18 @@ class Player:
         s3 = stack.client("s3")
         for f in self.sc.room.files:
             data = f.data()
-            meta = room_files.declare_upload(d, self.room_id, name=f.name, content_type=f.media_type(),
-                                             size=len(data), uploader=uploader,
-                                             at=now_iso())
-            s3.put_object(Bucket=d.files.bucket, Key=upload_key(self.room_id, meta.id), Body=data,
-                          ContentType=f.media_type())
+            meta = room_files.declare_upload(
+                d,
+                self.room_id,
+                name=f.name,
+                content_type=f.media_type(),
+                size=len(data),
+                uploader=uploader,
+                at=now_iso(),
+            )
+            s3.put_object(
+                Bucket=d.files.bucket, Key=upload_key(self.room_id, meta.id), Body=data, ContentType=f.media_type()
+            )
         stack.wait_quiet(self.quiet_timeout_s)
         for f in d.files.list_files(self.room_id):
             if f.status != "ready":
@@ -352,8 +383,9 @@ class Player:
             msg = rooms.post_message(self.room_id, self._author(step.post.as_), step.post.text, step.post.to)
             result.events.append(f"{step.post.as_} posted {msg.id}")
         elif step.task:
-            task = rooms.create_task(self.room_id, self._author(step.task.as_), step.task.to, step.task.title,
-                                     step.task.body)
+            task = rooms.create_task(
+                self.room_id, self._author(step.task.as_), step.task.to, step.task.title, step.task.body
+            )
             result.events.append(f"{step.task.as_} created task {task.id} for {step.task.to}")
         elif step.approve or step.deny:
             s = step.approve or step.deny
@@ -364,8 +396,10 @@ class Player:
                 raise LookupError(f"no approval request {s.action!r} (agent {agent_id} has {len(mine)})")
             approval = mine[int(n) - 1]
             decided = decide_approval(d, self.room_id, approval.id, self._author(s.as_), approve=bool(step.approve))
-            result.events.append(f"{s.as_} {'approved' if step.approve else 'denied'} {decided.summary} "
-                                 f"({agent_id}'s approval request {n})")
+            result.events.append(
+                f"{s.as_} {'approved' if step.approve else 'denied'} {decided.summary} "
+                f"({agent_id}'s approval request {n})"
+            )
         elif step.redeliver_last_wake is not None:
             body = stack.last_wake_body
             if body is None:
@@ -380,35 +414,52 @@ class Player:
 
         deliveries = d.ledger.deliveries(wake.agent_id, wake.wake_id)
         name = execution_name(wake.agent_id, wake.wake_id)
-        executions = [e for s in ("RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
-                      for e in stack.client("stepfunctions").list_executions(
-                          stateMachineArn=stack.state_machine_arn, statusFilter=s)["executions"]
-                      if e["name"] == name]
-        layer = ("Step Functions refused it: ExecutionAlreadyExists for execution name " + name
-                 if deliveries.get("already_exists") else
-                 "Step Functions returned the running execution of the same name and input (" + name + ")")
+        executions = [
+            e
+            for s in ("RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+            for e in stack.client("stepfunctions").list_executions(
+                stateMachineArn=stack.state_machine_arn, statusFilter=s
+            )["executions"]
+            if e["name"] == name
+        ]
+        layer = (
+            "Step Functions refused it: ExecutionAlreadyExists for execution name " + name
+            if deliveries.get("already_exists")
+            else "Step Functions returned the running execution of the same name and input (" + name + ")"
+        )
         counted = f"{deliveries['repeats']} repeat(s) counted, " if deliveries.get("repeats") else ""
-        return (f"wake {wake.wake_id} for {wake.agent_id} delivered again ({counted}"
-                f"{len(executions)} execution): {layer}; not run twice")
+        return (
+            f"wake {wake.wake_id} for {wake.agent_id} delivered again ({counted}"
+            f"{len(executions)} execution): {layer}; not run twice"
+        )
 
     # ------------------------------------------------------------------ results
     def _collect(self, stack: LocalStack, server: ProviderServer, result: PlayResult) -> None:
         d = quay_deps.default_deps()
         room_id = self.room_id
         result.transcript = [m.model_dump(mode="json") for m in d.room.all_messages(room_id)]
-        result.tasks = [t.model_dump(mode="json") | {"events": [e.model_dump(mode="json")
-                                                               for e in d.room.task_events(room_id, t.id)]}
-                        for t in d.room.all_tasks(room_id)]
-        result.memory = [m.model_dump(mode="json") for m in d.room.all_memory(room_id, [c.id for c in self.sc.companies])]
+        result.tasks = [
+            t.model_dump(mode="json")
+            | {"events": [e.model_dump(mode="json") for e in d.room.task_events(room_id, t.id)]}
+            for t in d.room.all_tasks(room_id)
+        ]
+        result.memory = [
+            m.model_dump(mode="json") for m in d.room.all_memory(room_id, [c.id for c in self.sc.companies])
+        ]
         result.approvals = [a.model_dump(mode="json") for a in d.room.approvals(room_id)]
         runs = sorted(d.ledger.runs_in_room(room_id), key=lambda x: x.started_at)
         for run in runs:
-            result.runs.append({**run.model_dump(mode="json"),
-                                "requests": [q.model_dump(mode="json") for q in d.ledger.model_requests(run.run_id)],
-                                "actions": [a.model_dump(mode="json") for a in d.ledger.actions(run.run_id)]})
+            result.runs.append(
+                {
+                    **run.model_dump(mode="json"),
+                    "requests": [q.model_dump(mode="json") for q in d.ledger.model_requests(run.run_id)],
+                    "actions": [a.model_dump(mode="json") for a in d.ledger.actions(run.run_id)],
+                }
+            )
         agents = [a.id for a in self.sc.agents]
-        result.replies = {a: sum(1 for m in result.transcript if m["kind"] == "reply" and m["author"]["id"] == a)
-                          for a in agents}
+        result.replies = {
+            a: sum(1 for m in result.transcript if m["kind"] == "reply" and m["author"]["id"] == a) for a in agents
+        }
         result.model_requests = {a: server.count(a) for a in agents}
         result.request_texts = {a: [json.dumps(q.body) for q in server.requests if q.agent_id == a] for a in agents}
         result.open_tasks = sum(1 for t in result.tasks if t["status"] == "open")

@@ -38,26 +38,28 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-
-from quaylocal import moto_imports  # noqa: F401,I001 - before moto's modules: defers what they need not import
 from moto import mock_aws
 from moto.awslambda.models import LambdaFunction
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
+from quaylocal import (
+    calls,
+    moto_imports,  # noqa: F401,I001 - before moto's modules: defers what they need not import
+    moto_patches,
+)
 from quayutec import deps as quay_deps
 from quayutec import resources as r
-from quayutec.settings import HANDLER_ENV, function_environment
 from quayutec.dal import aws
-
-from quaylocal import calls, moto_patches
+from quayutec.settings import HANDLER_ENV, function_environment
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 ROOT = Path(__file__).resolve().parents[2]
 ASL_PATH = ROOT / "statemachines" / r.STATE_MACHINE_FILE
 LAMBDA_RUNTIME = "python3.13"
+
 
 class _ForegroundFirstLock:
     """The one lock around moto, reentrant like an ``RLock``; when it is released, a waiting
@@ -185,11 +187,23 @@ _ACTIVE_LOCK = threading.Lock()
 #: sent or made visible again, an execution started or stopped. The pollers' own calls (stream
 #: and queue reads, deletes of handled messages, execution listings) are not in it, so an idle
 #: pump does not wake itself.
-_WAKING_OPERATIONS = frozenset({
-    "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem",
-    "SendMessage", "SendMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
-    "StartExecution", "StopExecution", "SendTaskSuccess", "SendTaskFailure",
-})
+_WAKING_OPERATIONS = frozenset(
+    {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "TransactWriteItems",
+        "BatchWriteItem",
+        "SendMessage",
+        "SendMessageBatch",
+        "ChangeMessageVisibility",
+        "ChangeMessageVisibilityBatch",
+        "StartExecution",
+        "StopExecution",
+        "SendTaskSuccess",
+        "SendTaskFailure",
+    }
+)
 
 
 #: The pollers a poke can give work to (the executions poller runs in every pump round).
@@ -313,8 +327,17 @@ def _invoke_handler(self: LambdaFunction, handler: Any, event: Any) -> tuple[str
             result = handler(event if event is not None else {}, LocalLambdaContext(self))
         return json.dumps(result), False, ""
     except Exception as exc:  # noqa: BLE001 - the runtime's error contract
-        return json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__,
-                           "stackTrace": traceback.format_exception(exc)}), True, ""
+        return (
+            json.dumps(
+                {
+                    "errorMessage": str(exc),
+                    "errorType": type(exc).__name__,
+                    "stackTrace": traceback.format_exception(exc),
+                }
+            ),
+            True,
+            "",
+        )
     finally:
         _drop_disabled_metrics()
 
@@ -471,10 +494,15 @@ def local_environment(overrides: dict[str, str] | None = None) -> dict[str, str]
     """The local stack's process environment: every variable any function reads (each function
     is created with its own subset: :func:`function_variables`)."""
     env = {
-        "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION, "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled", "MOTO_ALLOW_NONEXISTENT_REGION": "true",
-        "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_DISABLED": "true",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        "MOTO_ALLOW_NONEXISTENT_REGION": "true",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
         **r.SETTING_DEFAULTS,
         # the local provider server is on 127.0.0.1: owners' addresses may be loopback here only
@@ -497,11 +525,20 @@ def function_variables(fdef: r.FunctionDef, env: dict[str, str]) -> dict[str, st
 
 
 #: Set on every local function on top of its own variables (not part of the deployed contract).
-LOCAL_ONLY_ENVS = frozenset({
-    "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN", "AWS_ACCOUNT_ID_ENDPOINT_MODE", "MOTO_ALLOW_NONEXISTENT_REGION",
-    "POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_METRICS_DISABLED", "POWERTOOLS_LOG_LEVEL",
-})
+LOCAL_ONLY_ENVS = frozenset(
+    {
+        "AWS_DEFAULT_REGION",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE",
+        "MOTO_ALLOW_NONEXISTENT_REGION",
+        "POWERTOOLS_TRACE_DISABLED",
+        "POWERTOOLS_METRICS_DISABLED",
+        "POWERTOOLS_LOG_LEVEL",
+    }
+)
 
 
 @dataclass
@@ -523,8 +560,7 @@ class Deployment:
         for logical_id, env in self.function_environments.items():
             for k, v in env.items():
                 if merged.setdefault(k, v) != v:
-                    raise ValueError(f"deployed functions disagree on {k} ({logical_id}: {v!r}, "
-                                     f"before: {merged[k]!r})")
+                    raise ValueError(f"deployed functions disagree on {k} ({logical_id}: {v!r}, before: {merged[k]!r})")
         return merged
 
 
@@ -543,8 +579,7 @@ def remove_event_source_mappings(lam: Any, *, account: str, region: str) -> list
     for m in mappings:
         lam.delete_event_source_mapping(UUID=m["UUID"])
     live = {id(e) for e in lambda_backends[account][region]._event_source_mappings.values()}
-    holders = [*sqs_backends[account][region].queues.values(),
-               *dynamodb_backends[account][region].tables.values()]
+    holders = [*sqs_backends[account][region].queues.values(), *dynamodb_backends[account][region].tables.values()]
     for holder in holders:
         attached = holder.lambda_event_source_mappings
         for key in [k for k, esm in attached.items() if id(esm) not in live]:
@@ -600,9 +635,14 @@ class LocalStack:
     this many background Lambda invocations at once (``quay dev``: its API's invocations pass
     first, see :func:`foreground`; ``None``: no limit)."""
 
-    def __init__(self, settings: dict[str, str] | None = None, time_scale: float | None = None,
-                 visibility_timeout_s: int = 1, retention: Retention | None = None,
-                 background_invocations: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: dict[str, str] | None = None,
+        time_scale: float | None = None,
+        visibility_timeout_s: int = 1,
+        retention: Retention | None = None,
+        background_invocations: int | None = None,
+    ) -> None:
         self.settings = settings or {}
         self.background_invocations = background_invocations
         self._gate: _InvocationGate | None = None
@@ -641,8 +681,9 @@ class LocalStack:
         self.deployment: Deployment | None = None
 
     @classmethod
-    def from_deployed(cls, assembly: str | Path, *, settings: dict[str, str] | None = None,
-                      time_scale: float | None = None) -> LocalStack:
+    def from_deployed(
+        cls, assembly: str | Path, *, settings: dict[str, str] | None = None, time_scale: float | None = None
+    ) -> LocalStack:
         """The local stack on the resources of the CDK app's synthesized template (the cloud
         assembly directory, e.g. ``cdk.out``), deployed on moto's CloudFormation, instead of its
         own. ``start()`` deploys it (:func:`quayinfra.localdeploy.deploy`: bootstrap, assets,
@@ -742,9 +783,14 @@ class LocalStack:
             for idx in t.indexes:
                 attrs[idx.partition_key.name] = idx.partition_key.type
                 attrs[idx.sort_key.name] = idx.sort_key.type
-                spec = {"IndexName": idx.name, "Projection": {"ProjectionType": "ALL"},
-                        "KeySchema": [{"AttributeName": idx.partition_key.name, "KeyType": "HASH"},
-                                      {"AttributeName": idx.sort_key.name, "KeyType": "RANGE"}]}
+                spec = {
+                    "IndexName": idx.name,
+                    "Projection": {"ProjectionType": "ALL"},
+                    "KeySchema": [
+                        {"AttributeName": idx.partition_key.name, "KeyType": "HASH"},
+                        {"AttributeName": idx.sort_key.name, "KeyType": "RANGE"},
+                    ],
+                }
                 (lsis if idx.local else gsis).append(spec)
             if lsis:
                 kwargs["LocalSecondaryIndexes"] = lsis
@@ -755,8 +801,10 @@ class LocalStack:
             kwargs["AttributeDefinitions"] = [{"AttributeName": k, "AttributeType": v} for k, v in attrs.items()]
             ddb.create_table(**kwargs)
             if t.ttl_attribute:  # as deployed (moto keeps the setting, it expires nothing)
-                ddb.update_time_to_live(TableName=t.default_name, TimeToLiveSpecification={
-                    "Enabled": True, "AttributeName": t.ttl_attribute})
+                ddb.update_time_to_live(
+                    TableName=t.default_name,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": t.ttl_attribute},
+                )
         s3 = self.client("s3")
         for b in r.BUCKETS:
             s3.create_bucket(Bucket=b.default_name)
@@ -765,13 +813,16 @@ class LocalStack:
         for q in r.QUEUES:
             attrs_q: dict[str, str] = {"VisibilityTimeout": str(self.visibility_timeout_s)}
             if q.dead_letter:
-                dlq_arn = sqs.get_queue_attributes(QueueUrl=self.queue_urls[q.dead_letter],
-                                                   AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-                attrs_q["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn,
-                                                       "maxReceiveCount": q.max_receive_count})
+                dlq_arn = sqs.get_queue_attributes(
+                    QueueUrl=self.queue_urls[q.dead_letter], AttributeNames=["QueueArn"]
+                )["Attributes"]["QueueArn"]
+                attrs_q["RedrivePolicy"] = json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": q.max_receive_count}
+                )
             self.queue_urls[q.logical_id] = sqs.create_queue(QueueName=q.default_name, Attributes=attrs_q)["QueueUrl"]
         role = self.client("iam").create_role(
-            RoleName="quayutec-local", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}))
+            RoleName="quayutec-local", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []})
+        )
         role_arn = role["Role"]["Arn"]
         lam = self.client("lambda")
         zipped = io.BytesIO()
@@ -779,20 +830,31 @@ class LocalStack:
             z.writestr("README.txt", "local stack: handlers run in-process from the quayutec package")
         env = {**self.env, r.WAKE_QUEUE.env_var: self.queue_urls[r.WAKE_QUEUE.logical_id]}
         for f in r.FUNCTIONS:
-            resp = lam.create_function(FunctionName=f"quayutec-{f.logical_id}", Runtime=LAMBDA_RUNTIME, Role=role_arn,
-                                       Handler=f.handler, Code={"ZipFile": zipped.getvalue()}, Timeout=f.timeout_s,
-                                       MemorySize=f.memory_mb,
-                                       Environment={"Variables": function_variables(f, env)})
+            resp = lam.create_function(
+                FunctionName=f"quayutec-{f.logical_id}",
+                Runtime=LAMBDA_RUNTIME,
+                Role=role_arn,
+                Handler=f.handler,
+                Code={"ZipFile": zipped.getvalue()},
+                Timeout=f.timeout_s,
+                MemorySize=f.memory_mb,
+                Environment={"Variables": function_variables(f, env)},
+            )
             self.function_arns[f.logical_id] = resp["FunctionArn"]
         definition = ASL_PATH.read_text()
         for sub, value in self.definition_substitutions().items():
             definition = definition.replace("${" + sub + "}", value)
         self.state_machine_arn = self.client("stepfunctions").create_state_machine(
-            name=r.STATE_MACHINE_DEFAULT_NAME, definition=definition, roleArn=role_arn, type="STANDARD")["stateMachineArn"]
+            name=r.STATE_MACHINE_DEFAULT_NAME, definition=definition, roleArn=role_arn, type="STANDARD"
+        )["stateMachineArn"]
         for f in r.FUNCTIONS:  # the run starters' STATE_MACHINE_ARN, as bind_state_machine does
             if r.STATE_MACHINE_ENV in f.reads:
-                lam.update_function_configuration(FunctionName=self.function_arns[f.logical_id], Environment={
-                    "Variables": function_variables(f, {**env, r.STATE_MACHINE_ENV: self.state_machine_arn})})
+                lam.update_function_configuration(
+                    FunctionName=self.function_arns[f.logical_id],
+                    Environment={
+                        "Variables": function_variables(f, {**env, r.STATE_MACHINE_ENV: self.state_machine_arn})
+                    },
+                )
         desc = ddb.describe_table(TableName=r.ROOM_TABLE.default_name)["Table"]
         self.stream_arn = desc["LatestStreamArn"]
         self.files_bucket = r.FILES_BUCKET.default_name
@@ -829,12 +891,18 @@ class LocalStack:
             overrides = {k: v for k, v in self.settings.items() if k in r.environment_of(f)}
             if overrides:  # only what the function reads, as a deployment would set it
                 variables.update(overrides)
-                conf = lam.update_function_configuration(FunctionName=ids[f.logical_id],
-                                                         Environment={"Variables": variables})
+                conf = lam.update_function_configuration(
+                    FunctionName=ids[f.logical_id], Environment={"Variables": variables}
+                )
             self.function_arns[f.logical_id] = conf["FunctionArn"]
             envs[f.logical_id] = variables
-        self.deployment = Deployment(stack_name=name, physical_ids=ids, template=template,
-                                     event_source_mappings=mappings, function_environments=envs)
+        self.deployment = Deployment(
+            stack_name=name,
+            physical_ids=ids,
+            template=template,
+            event_source_mappings=mappings,
+            function_environments=envs,
+        )
 
         self.queue_urls = {q.logical_id: ids[q.logical_id] for q in r.QUEUES}
         self.state_machine_arn = ids[machines[0]]
@@ -855,12 +923,21 @@ class LocalStack:
         """The files bucket's S3 event notification: objects created or removed under uploads/
         → the ingest queue (as infra/quayinfra/files.py deploys it)."""
         sqs = self.client("sqs")
-        queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_urls[r.INGEST_QUEUE.logical_id],
-                                             AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        queue_arn = sqs.get_queue_attributes(
+            QueueUrl=self.queue_urls[r.INGEST_QUEUE.logical_id], AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
         self.client("s3").put_bucket_notification_configuration(
-            Bucket=self.files_bucket, NotificationConfiguration={"QueueConfigurations": [{
-                "QueueArn": queue_arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
-                "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": r.UPLOADS_PREFIX}]}}}]})
+            Bucket=self.files_bucket,
+            NotificationConfiguration={
+                "QueueConfigurations": [
+                    {
+                        "QueueArn": queue_arn,
+                        "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+                        "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": r.UPLOADS_PREFIX}]}},
+                    }
+                ]
+            },
+        )
 
     def _mirror_state_machine(self, props: dict[str, Any], arn: str, ids: dict[str, str]) -> None:
         """moto's CloudFormation creates the state machine in the plain Step Functions backend,
@@ -876,8 +953,12 @@ class LocalStack:
         role = props["RoleArn"]
         if isinstance(role, dict):  # {"Fn::GetAtt": [role logical id, "Arn"]}
             role = self.client("iam").get_role(RoleName=ids[role["Fn::GetAtt"][0]])["Role"]["Arn"]
-        made = sfn.create_state_machine(name=arn.rsplit(":", 1)[1], definition=props["DefinitionString"],
-                                        roleArn=role, type=props.get("StateMachineType", "STANDARD"))
+        made = sfn.create_state_machine(
+            name=arn.rsplit(":", 1)[1],
+            definition=props["DefinitionString"],
+            roleArn=role,
+            type=props.get("StateMachineType", "STANDARD"),
+        )
         if made["stateMachineArn"] != arn:
             raise RuntimeError(f"mirrored state machine {made['stateMachineArn']} != deployed {arn}")
 
@@ -887,10 +968,13 @@ class LocalStack:
         if self.deployment is not None:
             physical = self.deployment.physical_ids
         else:
-            physical = {**{t.logical_id: t.default_name for t in r.TABLES},
-                        **{b.logical_id: b.default_name for b in r.BUCKETS},
-                        **self.queue_urls, **self.function_arns,
-                        r.STATE_MACHINE_LOGICAL_ID: self.state_machine_arn}
+            physical = {
+                **{t.logical_id: t.default_name for t in r.TABLES},
+                **{b.logical_id: b.default_name for b in r.BUCKETS},
+                **self.queue_urls,
+                **self.function_arns,
+                r.STATE_MACHINE_LOGICAL_ID: self.state_machine_arn,
+            }
         out = {}
         for logical, phys in physical.items():
             name = phys.rstrip("/").rsplit("/", 1)[-1] if phys.startswith("https://") else phys
@@ -911,8 +995,9 @@ class LocalStack:
         owner = calls.OWNER.get()
         as_service = owner is not None and owner.startswith("function:")
         with calls.owner("local:event-source-mapping") if as_service else nullcontext():
-            resp = self.client("lambda").invoke(FunctionName=self.function_arns[logical_id],
-                                                Payload=json.dumps(event).encode())
+            resp = self.client("lambda").invoke(
+                FunctionName=self.function_arns[logical_id], Payload=json.dumps(event).encode()
+            )
         payload = json.loads(resp["Payload"].read() or b"null")
         if resp.get("FunctionError"):
             raise RuntimeError(f"{logical_id} failed: {payload.get('errorType')}: {payload.get('errorMessage')}")
@@ -1027,8 +1112,9 @@ class LocalStack:
         """The stream's shards, described again every ``FULL_SCAN_S`` (the table keeps one)."""
         now = time.monotonic()
         if self._shards is None or now - self._shards_at >= FULL_SCAN_S:
-            self._shards = self.client("dynamodbstreams").describe_stream(
-                StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+            self._shards = self.client("dynamodbstreams").describe_stream(StreamArn=self.stream_arn)[
+                "StreamDescription"
+            ]["Shards"]
             self._shards_at = now
         return self._shards
 
@@ -1056,8 +1142,12 @@ class LocalStack:
             known = self._shard_iterators.get(sid)
             if known is not None and self._records_after(known) is False:
                 continue  # nothing new: no GetRecords
-            it = known or streams.get_shard_iterator(
-                StreamArn=self.stream_arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            it = (
+                known
+                or streams.get_shard_iterator(StreamArn=self.stream_arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON")[
+                    "ShardIterator"
+                ]
+            )
             resp = streams.get_records(ShardIterator=it, Limit=100)
             records = resp.get("Records", [])
             if not records:
@@ -1070,8 +1160,11 @@ class LocalStack:
             self.stats.stream_records += len(records)
             if failures:  # retry from the first failed record, as the event source mapping does
                 self._shard_iterators[sid] = streams.get_shard_iterator(
-                    StreamArn=self.stream_arn, ShardId=sid, ShardIteratorType="AT_SEQUENCE_NUMBER",
-                    SequenceNumber=failures[0])["ShardIterator"]
+                    StreamArn=self.stream_arn,
+                    ShardId=sid,
+                    ShardIteratorType="AT_SEQUENCE_NUMBER",
+                    SequenceNumber=failures[0],
+                )["ShardIterator"]
                 self._pending_stream = True
                 self._forget_iterators(it, resp.get("NextShardIterator"))
             else:
@@ -1119,15 +1212,28 @@ class LocalStack:
     def _poll_queue(self, queue: r.QueueDef = r.WAKE_QUEUE, function: str = "WakeConsumerFunction") -> bool:
         sqs = self.client("sqs")
         url = self.queue_urls[queue.logical_id]
-        msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"],
-                                   MessageAttributeNames=["All"]).get("Messages", [])
+        msgs = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
+        ).get("Messages", [])
         if not msgs:
             return False
         queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        event = {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-                              "attributes": m.get("Attributes", {}), "messageAttributes": {},
-                              "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
-                              "awsRegion": REGION} for m in msgs]}
+        event = {
+            "Records": [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": m.get("Attributes", {}),
+                    "messageAttributes": {},
+                    "md5OfBody": m["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": queue_arn,
+                    "awsRegion": REGION,
+                }
+                for m in msgs
+            ]
+        }
         if queue is r.WAKE_QUEUE:
             for m in msgs:
                 self.wake_bodies.append(m["Body"])
@@ -1137,8 +1243,9 @@ class LocalStack:
         failed = {f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])}
         done = [m for m in msgs if m["MessageId"] not in failed]
         if done:  # delete only the successes: failed records come back after the visibility timeout
-            sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                                                            for i, m in enumerate(done)])
+            sqs.delete_message_batch(
+                QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)]
+            )
         return True
 
     def _poll_executions(self) -> bool:
@@ -1171,11 +1278,23 @@ class LocalStack:
         return did
 
     def _reconcile(self, arn: str, name: str, status: str, desc: dict[str, Any]) -> None:
-        event = {"version": "0", "detail-type": "Step Functions Execution Status Change",
-                 "source": "aws.states", "account": ACCOUNT, "region": REGION, "resources": [arn],
-                 "detail": {"executionArn": arn, "stateMachineArn": self.state_machine_arn,
-                            "name": name, "status": status, "error": desc.get("error"),
-                            "cause": desc.get("cause"), "input": desc.get("input")}}
+        event = {
+            "version": "0",
+            "detail-type": "Step Functions Execution Status Change",
+            "source": "aws.states",
+            "account": ACCOUNT,
+            "region": REGION,
+            "resources": [arn],
+            "detail": {
+                "executionArn": arn,
+                "stateMachineArn": self.state_machine_arn,
+                "name": name,
+                "status": status,
+                "error": desc.get("error"),
+                "cause": desc.get("cause"),
+                "input": desc.get("input"),
+            },
+        }
         self.invoke("ReconcilerFunction", event)
         self.stats.executions_reconciled += 1
 
@@ -1197,14 +1316,18 @@ class LocalStack:
         """The state machine's executions in ``statuses``, every page (ListExecutions filters by
         one status at a time)."""
         pages = self.client("stepfunctions").get_paginator("list_executions")
-        return [ex for status in statuses
-                for page in pages.paginate(stateMachineArn=self.state_machine_arn, statusFilter=status)
-                for ex in page["executions"]]
+        return [
+            ex
+            for status in statuses
+            for page in pages.paginate(stateMachineArn=self.state_machine_arn, statusFilter=status)
+            for ex in page["executions"]
+        ]
 
     # ------------------------------------------------------------------ quiet
     def running_executions(self) -> list[dict[str, Any]]:
         return self.client("stepfunctions").list_executions(
-            stateMachineArn=self.state_machine_arn, statusFilter="RUNNING")["executions"]
+            stateMachineArn=self.state_machine_arn, statusFilter="RUNNING"
+        )["executions"]
 
     def is_parked(self, run_id: str) -> bool:
         """Parked: every held action of the run has a recorded approval request and at least one
@@ -1234,9 +1357,10 @@ class LocalStack:
             return False  # an end the reconciler has not been fed yet
         sqs = self.client("sqs")
         for queue in (r.WAKE_QUEUE, r.INGEST_QUEUE):
-            attrs = sqs.get_queue_attributes(QueueUrl=self.queue_urls[queue.logical_id],
-                                             AttributeNames=["ApproximateNumberOfMessages",
-                                                             "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=self.queue_urls[queue.logical_id],
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            )["Attributes"]
             if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
                 return False
         streams = self.client("dynamodbstreams")
@@ -1279,9 +1403,15 @@ class LocalStack:
             if calm is not None and calm[0] != seen:
                 calm = None
             began = time.monotonic()
-            looked = (not self._busy.is_set() and not _invocations_in_flight and not _waits_under_way
-                      and self.quiet() and not self._busy.is_set() and not _invocations_in_flight
-                      and not _waits_under_way)
+            looked = (
+                not self._busy.is_set()
+                and not _invocations_in_flight
+                and not _waits_under_way
+                and self.quiet()
+                and not self._busy.is_set()
+                and not _invocations_in_flight
+                and not _waits_under_way
+            )
             with self._round_done:
                 if looked and self._events == seen:
                     calm = calm or (seen, time.monotonic())

@@ -34,8 +34,13 @@ from schemathesis.specs.openapi.checks import (
 
 from quayutec.api.app import openapi_json
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
-          response_headers_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+]
 #: A valid token's case that got this did not reach the handler.
 GATEWAY_ONLY = {401}
 
@@ -48,8 +53,10 @@ class Report:
     failures: list[str] = field(default_factory=list)
 
     def render(self, title: str) -> str:
-        lines = [f"{title}: {self.cases} cases, {self.reached_handler} reached the handler with a valid token, "
-                 f"{len(self.failures)} failures"]
+        lines = [
+            f"{title}: {self.cases} cases, {self.reached_handler} reached the handler with a valid token, "
+            f"{len(self.failures)} failures"
+        ]
         for route in sorted(self.statuses):
             mix = ", ".join(f"{s}: {n}" for s, n in sorted(self.statuses[route].items()))
             lines.append(f"  {route:55} {mix}")
@@ -72,11 +79,13 @@ def gateway_wsgi(gateway: Any) -> Callable:
         path = environ.get("PATH_INFO", "/").encode("latin-1").decode("utf-8", "replace")
         from urllib.parse import quote
 
-        target = quote(path, safe="/:@!$&'()*+,;=-._~") + (f"?{environ['QUERY_STRING']}"
-                                                          if environ.get("QUERY_STRING") else "")
+        target = quote(path, safe="/:@!$&'()*+,;=-._~") + (
+            f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else ""
+        )
         result = gateway.handle(environ["REQUEST_METHOD"], target, headers, body)
-        start_response(f"{result.status} X", [(k, v) for k, v in result.headers.items()
-                                              if k.lower() not in ("content-length",)])
+        start_response(
+            f"{result.status} X", [(k, v) for k, v in result.headers.items() if k.lower() not in ("content-length",)]
+        )
         return [result.body]
 
     return app
@@ -86,8 +95,15 @@ def load_schema() -> Any:
     return schemathesis.openapi.from_dict(json.loads(openapi_json()))
 
 
-def fuzz(*, cases: int, token: str, ids: dict[str, list[str]], app: Callable | None = None,
-         base_url: str | None = None, seed_value: int | None = 10) -> Report:
+def fuzz(
+    *,
+    cases: int,
+    token: str,
+    ids: dict[str, list[str]],
+    app: Callable | None = None,
+    base_url: str | None = None,
+    seed_value: int | None = 10,
+) -> Report:
     """About ``cases`` generated requests spread over every operation, sent to the WSGI ``app``
     or to ``base_url`` over HTTP."""
     schema = load_schema()
@@ -99,12 +115,19 @@ def fuzz(*, cases: int, token: str, ids: dict[str, list[str]], app: Callable | N
     counter = iter(range(10**9))
 
     def runner(op: Any) -> Callable[[], None]:
-        strategy = (op.as_strategy(generation_mode=GenerationMode.POSITIVE)
-                    | op.as_strategy(generation_mode=GenerationMode.NEGATIVE))
+        strategy = op.as_strategy(generation_mode=GenerationMode.POSITIVE) | op.as_strategy(
+            generation_mode=GenerationMode.NEGATIVE
+        )
         route = f"{op.method.upper()} {op.path}"
 
-        @settings(max_examples=per_op, deadline=None, database=None, derandomize=False,
-                  suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+        @settings(
+            max_examples=per_op,
+            deadline=None,
+            database=None,
+            derandomize=False,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.explicit, Phase.generate],
+        )
         @given(case=strategy)
         def run(case: Any) -> None:
             n = next(counter)

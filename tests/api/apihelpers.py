@@ -9,10 +9,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from quaylocal.dev import Gateway
 from quayutec.dal.directory import Directory
 from quayutec.deps import default_deps
 from quayutec.models import Room
-from quaylocal.dev import Gateway
 
 ADMIN_TOKEN = "qyt_admin_test_token_0123456789"
 ACME_KEY = "sk-acme-secret-key-4242"
@@ -36,8 +36,17 @@ class Resp:
 class Api:
     gateway: Gateway
 
-    def call(self, method: str, path: str, token: str | None = None, body: Any = None, *,
-             key: str | None = None, headers: dict[str, str] | None = None, raw: bytes | None = None) -> Resp:
+    def call(
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        body: Any = None,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> Resp:
         hdrs = dict(headers or {})
         if token is not None:
             hdrs.setdefault("Authorization", f"Bearer {token}")
@@ -86,10 +95,24 @@ def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
     assert directory.create_room(Room(id="r1", name="r1", members=["acme", "bolt"]))
     assert directory.create_room(Room(id="r-cato", name="r-cato", members=["cato"]))
     w.ids["room"] = "r1"
-    api.ok("POST", "/agents", w.tokens["ann"], {"name": "a1", "provider": "anthropic", "model": "claude-test",
-                                                "instructions": A1_INSTRUCTIONS, "api_key": ACME_KEY})
-    api.ok("POST", "/agents", w.tokens["bob"], {"name": "b1", "provider": "openai", "model": "gpt-test",
-                                                "api_key": BOLT_KEY})
+    api.ok(
+        "POST",
+        "/agents",
+        w.tokens["ann"],
+        {
+            "name": "a1",
+            "provider": "anthropic",
+            "model": "claude-test",
+            "instructions": A1_INSTRUCTIONS,
+            "api_key": ACME_KEY,
+        },
+    )
+    api.ok(
+        "POST",
+        "/agents",
+        w.tokens["bob"],
+        {"name": "b1", "provider": "openai", "model": "gpt-test", "api_key": BOLT_KEY},
+    )
     api.ok("POST", "/rooms/r1/agents", w.tokens["ann"], {"agent": "a1"})
     api.ok("POST", "/rooms/r1/agents", w.tokens["bob"], {"agent": "b1"})
     api.ok("POST", "/rooms/r1/memory", w.tokens["ann"], {"text": "acme-only memory line", "visibility": "company"})

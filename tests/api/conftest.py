@@ -8,16 +8,22 @@ from collections.abc import Iterator
 import pytest
 from apihelpers import ADMIN_TOKEN, HELD_MEMORY, Api, World, seed
 
-from quayutec.dal.auth import TokenStore
-from quayutec.deps import default_deps
 from quaylocal.dev import Gateway, direct_invoke, preload_handlers
 from quaylocal.provider_server import ProviderServer
 from quaylocal.scenario import PROVIDER_ENV
 from quaylocal.stack import LocalStack
+from quayutec.dal.auth import TokenStore
+from quayutec.deps import default_deps
 
 TIME_SCALE = 0.01
-A1_SCRIPT = [{"reply": {"text": "I will remember it once acme agrees.",
-                        "actions": [{"kind": "remember", "text": HELD_MEMORY, "visibility": "company"}]}}]
+A1_SCRIPT = [
+    {
+        "reply": {
+            "text": "I will remember it once acme agrees.",
+            "actions": [{"kind": "remember", "text": HELD_MEMORY, "visibility": "company"}],
+        }
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +37,9 @@ def stack_env(request: pytest.FixtureRequest) -> Iterator[tuple[LocalStack, Prov
     server.start()
     try:
         settings = {PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV}
-        with LocalStack(settings={**settings, **getattr(request.module, "STACK_SETTINGS", {})},
-                        time_scale=TIME_SCALE) as stack:
+        with LocalStack(
+            settings={**settings, **getattr(request.module, "STACK_SETTINGS", {})}, time_scale=TIME_SCALE
+        ) as stack:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=ADMIN_TOKEN)
             yield stack, server
     finally:

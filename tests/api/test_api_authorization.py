@@ -76,7 +76,9 @@ def test_matrix(world: World, row) -> None:
         if r.status >= 400:
             assert isinstance(r.body, dict) and r.body.get("error") and r.body.get("message"), r.body
     for bad in (None, "qyt_not_a_token_at_all_0000000000", "", "Basic YW5uOnB3"):
-        headers = {} if bad is None else {"Authorization": bad if bad.startswith("Basic") or not bad else f"Bearer {bad}"}
+        headers = (
+            {} if bad is None else {"Authorization": bad if bad.startswith("Basic") or not bad else f"Bearer {bad}"}
+        )
         r = world.api.call(method, path, None, body, headers=headers)
         assert r.status == 401, (bad, method, path, r.status)
         _no_leak(r.text, "anonymous", f"{method} {path}")
@@ -115,19 +117,25 @@ def test_approvals_runs_and_agents_only_for_the_owner(world: World) -> None:
 
 def test_no_one_posts_as_someone_else(world: World) -> None:
     bob = world.tokens["bob"]
-    forged = world.api.call("POST", "/rooms/r1/messages", bob,
-                            {"text": "I am ann", "author": {"kind": "person", "id": "ann", "company": "acme"}})
+    forged = world.api.call(
+        "POST",
+        "/rooms/r1/messages",
+        bob,
+        {"text": "I am ann", "author": {"kind": "person", "id": "ann", "company": "acme"}},
+    )
     assert forged.status == 422 and any(f["field"] == "body.author" for f in forged.body["fields"])
-    posted = world.api.ok("POST", "/rooms/r1/messages", bob, {"text": "really me"},
-                          headers={"X-Company": "acme", "X-Member": "ann"})
+    posted = world.api.ok(
+        "POST", "/rooms/r1/messages", bob, {"text": "really me"}, headers={"X-Company": "acme", "X-Member": "ann"}
+    )
     assert posted["author"] == {"kind": "person", "id": "bob", "company": "bolt"}
 
 
 def test_the_handler_trusts_only_the_authorizer_context(world: World) -> None:
     from quaylocal.dev import direct_invoke
 
-    event = world.api.gateway.proxy_event("GET", "/rooms/r1", "", [("Authorization", "Bearer x"),
-                                                                    ("company", "acme")], b"", None)
+    event = world.api.gateway.proxy_event(
+        "GET", "/rooms/r1", "", [("Authorization", "Bearer x"), ("company", "acme")], b"", None
+    )
     payload, error = direct_invoke()("ApiFunction", event)
     assert error is None and payload["statusCode"] == 401
 
@@ -149,8 +157,9 @@ def test_only_the_owner_decides_then_the_run_completes(world: World, stack_env) 
     outsider = api.call("POST", f"{path}/approve", world.tokens["bob"])
     unknown = api.call("POST", "/rooms/r1/approvals/no-such-run:0/approve", world.tokens["bob"])
     assert outsider.status == unknown.status == 404
-    assert outsider.body["message"].replace(world.ids["approval"], "ID") == \
-        unknown.body["message"].replace("no-such-run:0", "ID")
+    assert outsider.body["message"].replace(world.ids["approval"], "ID") == unknown.body["message"].replace(
+        "no-such-run:0", "ID"
+    )
     decided = api.call("POST", f"{path}/approve", world.tokens["amy"])  # any person of the owning company
     assert decided.status == 200 and decided.body["status"] == "approved" and decided.body["decided_by"] == "amy"
     assert api.call("POST", f"{path}/deny", world.tokens["ann"]).status == 409  # decided already

@@ -38,8 +38,10 @@ def test_a_repeat_returns_the_first_response_and_writes_once(light_world: World)
     assert again.body == first.body and again.header("Idempotent-Replayed") == "true"
     assert first.header("Idempotent-Replayed") is None
     assert _texts(api, ann).count("once only") == 1
-    scoped = scoped_idempotency_key({"httpMethod": "POST", "path": "/rooms/r1/messages",
-                                     "headers": {"Idempotency-Key": "k-once"}}, Caller("acme", "ann"))
+    scoped = scoped_idempotency_key(
+        {"httpMethod": "POST", "path": "/rooms/r1/messages", "headers": {"Idempotency-Key": "k-once"}},
+        Caller("acme", "ann"),
+    )
     assert first.body["id"] == "msg-" + hashlib.sha256(scoped.encode()).hexdigest()[:24]  # derived from the key
 
 
@@ -77,8 +79,11 @@ def test_a_repeat_in_progress_gets_409_with_retry_after(light_world: World, monk
 
     monkeypatch.setattr(RoomService, "post_message", slow)
     results = {}
-    first = threading.Thread(target=lambda: results.setdefault("first", api.call(
-        "POST", "/rooms/r1/messages", ann, {"text": "slow one"}, key="k-slow")))
+    first = threading.Thread(
+        target=lambda: results.setdefault(
+            "first", api.call("POST", "/rooms/r1/messages", ann, {"text": "slow one"}, key="k-slow")
+        )
+    )
     first.start()
     assert started.wait(10)
     other_sandbox = Api(Gateway(direct_invoke()))  # a second Lambda sandbox, as a concurrent request gets
@@ -124,32 +129,39 @@ def test_an_issued_token_is_never_kept_in_the_idempotency_table(light_world: Wor
 
 @pytest.mark.parametrize("key", ["", "x" * 256, "bad\nkey"])
 def test_a_malformed_key_is_400(light_world: World, key: str) -> None:
-    r = light_world.api.call("POST", "/rooms/r1/messages", light_world.tokens["ann"], {"text": "k"},
-                             headers={"Idempotency-Key": key})
+    r = light_world.api.call(
+        "POST", "/rooms/r1/messages", light_world.tokens["ann"], {"text": "k"}, headers={"Idempotency-Key": key}
+    )
     assert r.status == 400 and "Idempotency-Key" in r.body["message"]
 
 
 # ----------------------------------------------------------------------------- errors
-@pytest.mark.parametrize("body, field", [
-    ({}, "body.text"),
-    ({"text": 5}, "body.text"),
-    ({"text": "hi", "too": ["a1"]}, "body.too"),
-    ({"text": "hi", "to": "a1"}, "body.to"),
-    ({"text": ""}, "body.text"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({}, "body.text"),
+        ({"text": 5}, "body.text"),
+        ({"text": "hi", "too": ["a1"]}, "body.too"),
+        ({"text": "hi", "to": "a1"}, "body.to"),
+        ({"text": ""}, "body.text"),
+    ],
+)
 def test_validation_errors_name_the_field(light_world: World, body, field: str) -> None:
     r = light_world.api.call("POST", "/rooms/r1/messages", light_world.tokens["ann"], body)
     assert r.status == 422 and r.body["error"] == "validation_error"
     assert field in [f["field"] for f in r.body["fields"]] and field in r.body["message"]
 
 
-@pytest.mark.parametrize("method, path, field", [
-    ("GET", "/rooms/r1/messages?limit=0", "query.limit"),
-    ("GET", "/rooms/r1/messages?limit=many", "query.limit"),
-    ("GET", "/rooms/r1/messages?order=sideways", "query.order"),
-    ("GET", "/rooms/r%20one/messages", "path.room_id"),
-    ("GET", "/rooms/r1/tasks?status=maybe", "query.status"),
-])
+@pytest.mark.parametrize(
+    "method, path, field",
+    [
+        ("GET", "/rooms/r1/messages?limit=0", "query.limit"),
+        ("GET", "/rooms/r1/messages?limit=many", "query.limit"),
+        ("GET", "/rooms/r1/messages?order=sideways", "query.order"),
+        ("GET", "/rooms/r%20one/messages", "path.room_id"),
+        ("GET", "/rooms/r1/tasks?status=maybe", "query.status"),
+    ],
+)
 def test_bad_parameters_name_the_parameter(light_world: World, method: str, path: str, field: str) -> None:
     r = light_world.api.call(method, path, light_world.tokens["ann"])
     assert r.status == 422, r.body
@@ -162,25 +174,32 @@ def test_bad_json_and_payload_limits(light_world: World) -> None:
     assert r.status == 400 and r.body["error"] == "malformed_json" and "line 1 column 2" in r.body["message"]
     ok = api.call("POST", "/rooms/r1/messages", ann, {"text": "x" * 32 * 1024})
     assert ok.status == 201
-    over = api.call("POST", "/rooms/r1/messages", ann,  # 32 KiB + 2 bytes of UTF-8
-                    raw=json.dumps({"text": "é" * (16 * 1024 + 1)}, ensure_ascii=False).encode())
+    over = api.call(
+        "POST",
+        "/rooms/r1/messages",
+        ann,  # 32 KiB + 2 bytes of UTF-8
+        raw=json.dumps({"text": "é" * (16 * 1024 + 1)}, ensure_ascii=False).encode(),
+    )
     assert over.status == 413 and "body.text" in over.body["message"]
     huge = api.call("POST", "/rooms/r1/messages", ann, {"text": "x" * 70_000})
     assert huge.status == 413 and huge.body["error"] == "payload_too_large"
 
 
-@pytest.mark.parametrize("method, path, body", [
-    ("GET", "/rooms/nope", None),
-    ("GET", "/rooms/r1/tasks/task-nope", None),
-    ("POST", "/rooms/r1/tasks/task-nope/updates", {"note": "n"}),
-    ("POST", "/rooms/r1/approvals/run-nope:0/approve", None),
-    ("POST", "/rooms/r1/approvals/garbage/deny", None),
-    ("GET", "/runs/run-nope", None),
-    ("GET", "/agents/nope", None),
-    ("GET", "/companies/nope", None),
-    ("GET", "/no/such/route", None),
-    ("DELETE", "/no/such/route", None),
-])
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("GET", "/rooms/nope", None),
+        ("GET", "/rooms/r1/tasks/task-nope", None),
+        ("POST", "/rooms/r1/tasks/task-nope/updates", {"note": "n"}),
+        ("POST", "/rooms/r1/approvals/run-nope:0/approve", None),
+        ("POST", "/rooms/r1/approvals/garbage/deny", None),
+        ("GET", "/runs/run-nope", None),
+        ("GET", "/agents/nope", None),
+        ("GET", "/companies/nope", None),
+        ("GET", "/no/such/route", None),
+        ("DELETE", "/no/such/route", None),
+    ],
+)
 def test_unknown_ids_are_404(light_world: World, method: str, path: str, body) -> None:
     r = light_world.api.call(method, path, light_world.tokens["ann"], body)
     assert r.status == 404 and r.body["error"] in ("not_found", "no_route") and r.body["message"]
@@ -263,8 +282,9 @@ def test_a_new_key_rotates_the_company_s_secret(light_world: World) -> None:
     import boto3
 
     api, bob = light_world.api, light_world.tokens["bob"]
-    r = api.call("POST", "/agents", bob, {"name": "c7", "provider": "openai", "model": "m",
-                                           "api_key": "sk-bolt-rotated-0001"})
+    r = api.call(
+        "POST", "/agents", bob, {"name": "c7", "provider": "openai", "model": "m", "api_key": "sk-bolt-rotated-0001"}
+    )
     assert r.status == 201 and r.body["key_stored"] is True
     sm = boto3.client("secretsmanager", region_name="us-east-1")
     names = [s["Name"] for s in sm.list_secrets()["SecretList"] if s["Name"].endswith("/bolt/openai")]

@@ -11,16 +11,24 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
+from quaydev import quay_dev, wait_for
 from quaylocal.cli import app as cli
 from quaylocal.client import ApiError, QuayClient
-from quaydev import quay_dev, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 ADMIN = "qyt_admin_dev_server_test_0001"
 HELD = "acme's launch date"
-SCRIPTS = {"a1": [{"reply": {"text": "Will remember once acme agrees.",
-                             "actions": [{"kind": "remember", "text": HELD, "visibility": "company"}]}}]}
+SCRIPTS = {
+    "a1": [
+        {
+            "reply": {
+                "text": "Will remember once acme agrees.",
+                "actions": [{"kind": "remember", "text": HELD, "visibility": "company"}],
+            }
+        }
+    ]
+}
 
 
 _wait = wait_for  # (tests/api/test_cli_dev.py imports it from here)
@@ -54,8 +62,11 @@ def test_quay_dev_over_http(dev_url: str) -> None:
 
     # a post wakes b1 (echo reply from the local provider server)
     ann.post(r1, "hello @b1, are you there?")
-    reply = _wait(lambda: [m for m in bob.transcript(r1) if m["kind"] == "reply" and m["author"]["id"] == "bolt.b1"],
-                  60, "b1's reply")
+    reply = _wait(
+        lambda: [m for m in bob.transcript(r1) if m["kind"] == "reply" and m["author"]["id"] == "bolt.b1"],
+        60,
+        "b1's reply",
+    )
     assert reply[0]["text"].startswith("echo:")
 
     # a1 declares a held action: only acme decides it
@@ -88,8 +99,10 @@ def test_quay_dev_over_http(dev_url: str) -> None:
     assert room.exit_code == 0 and "exactly once" in room.output and "echo:" in room.output
     ledger = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", ann.token])
     assert ledger.exit_code == 0 and "completed" in ledger.output and "remember" in ledger.output
-    assert "action 0 remember → memory (company): ask → approved → written (acme policy: rule actions.remember = ask" \
-        in ledger.output  # the approval's answer and why, as the demo prints it
+    assert (
+        "action 0 remember → memory (company): ask → approved → written (acme policy: rule actions.remember = ask"
+        in ledger.output
+    )  # the approval's answer and why, as the demo prints it
     other = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", bob.token])
     assert other.exit_code == 1
     post = runner.invoke(cli, ["post", r1, "from the cli", "--json", "--url", dev_url, "--token", bob.token])

@@ -16,8 +16,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 def _table() -> dict[str, tuple[int, bool]]:
     text = DOC.read_text()
-    section = text[text.index("## Errors"):]
-    section = section[:section.index("\n## ", 5)]
+    section = text[text.index("## Errors") :]
+    section = section[: section.index("\n## ", 5)]
     rows: dict[str, tuple[int, bool]] = {}
     for line in section.splitlines():
         m = re.match(r"^\| (\d{3}) \| (.+?) \| (.+) \|$", line)
@@ -65,5 +65,7 @@ def test_the_openapi_document_cites_no_document_its_readers_do_not_have() -> Non
     assert "SPEC §" in (Wake.__doc__ or "")
     text = openapi_json()
     assert "SPEC" not in json.loads(text).__repr__(), re.findall(r".{40}SPEC.{20}", text)
-    assert "One wake: an agent woken by a message or task event. Carried" in json.loads(text)["components"][
-        "schemas"]["Wake"]["description"]
+    assert (
+        "One wake: an agent woken by a message or task event. Carried"
+        in json.loads(text)["components"]["schemas"]["Wake"]["description"]
+    )

@@ -15,17 +15,37 @@ from quayutec.deps import default_deps
 def test_upload_flow_and_rules(stack_env, light_world) -> None:
     w = light_world
     api = w.api
-    big = api.call("POST", "/rooms/r1/files", w.tokens["ann"],
-                   {"name": "huge.txt", "content_type": "text/plain", "size": 30 * 1024 * 1024})
+    big = api.call(
+        "POST",
+        "/rooms/r1/files",
+        w.tokens["ann"],
+        {"name": "huge.txt", "content_type": "text/plain", "size": 30 * 1024 * 1024},
+    )
     assert big.status == 413 and "25 MB" in big.body["message"]
-    assert api.call("POST", "/rooms/r1/files", w.tokens["carl"],
-                    {"name": "a.md", "content_type": "text/markdown", "size": 10}).status == 404
-    bad = api.call("POST", "/rooms/r1/files", w.tokens["ann"], {"name": "a.exe", "content_type": "application/x", "size": 3})
+    assert (
+        api.call(
+            "POST", "/rooms/r1/files", w.tokens["carl"], {"name": "a.md", "content_type": "text/markdown", "size": 10}
+        ).status
+        == 404
+    )
+    bad = api.call(
+        "POST", "/rooms/r1/files", w.tokens["ann"], {"name": "a.exe", "content_type": "application/x", "size": 3}
+    )
     assert bad.status == 400
-    out = api.ok("POST", "/rooms/r1/files", w.tokens["ann"],
-                 {"name": "brief.md", "content_type": "text/markdown", "size": 40}, key="upload-1")
-    again = api.ok("POST", "/rooms/r1/files", w.tokens["ann"],
-                   {"name": "brief.md", "content_type": "text/markdown", "size": 40}, key="upload-1")
+    out = api.ok(
+        "POST",
+        "/rooms/r1/files",
+        w.tokens["ann"],
+        {"name": "brief.md", "content_type": "text/markdown", "size": 40},
+        key="upload-1",
+    )
+    again = api.ok(
+        "POST",
+        "/rooms/r1/files",
+        w.tokens["ann"],
+        {"name": "brief.md", "content_type": "text/markdown", "size": 40},
+        key="upload-1",
+    )
     assert again["file"]["id"] == out["file"]["id"]  # Idempotency-Key: one file
     f = out["file"]
     assert f["status"] == "uploading" and f["kind"] == "markdown" and f["uploader"]["company"] == "acme"
@@ -34,8 +54,9 @@ def test_upload_flow_and_rules(stack_env, light_world) -> None:
     assert out["upload"]["fields"]["key"] == upload_key("r1", f["id"])
     # the upload lands (as S3 would take the POST), the ingest makes it ready
     stack, _ = stack_env
-    stack.client("s3").put_object(Bucket=default_deps().files.bucket, Key=upload_key("r1", f["id"]),
-                                  Body=b"# Brief\nThe quay opens at nine.\n")
+    stack.client("s3").put_object(
+        Bucket=default_deps().files.bucket, Key=upload_key("r1", f["id"]), Body=b"# Brief\nThe quay opens at nine.\n"
+    )
     stack.wait_quiet(60)
     listed = api.ok("GET", "/rooms/r1/files", w.tokens["bob"])["files"]
     assert [(x["name"], x["status"], x["chunks"]) for x in listed] == [("brief.md", "ready", 1)]
@@ -63,8 +84,9 @@ def test_the_deployed_signer_presigns_sigv4_for_the_regional_virtual_host(monkey
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example-secret")
     s3 = regional_s3("eu-west-1")
-    url = s3.generate_presigned_url("get_object", Params={"Bucket": "quayutec-files-x1", "Key": "uploads/r/f"},
-                                    ExpiresIn=900)
+    url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": "quayutec-files-x1", "Key": "uploads/r/f"}, ExpiresIn=900
+    )
     assert url.startswith("https://quayutec-files-x1.s3.eu-west-1.amazonaws.com/uploads/r/f?"), url
     assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in url and "X-Amz-Expires=900" in url and "Signature=" in url
     post = s3.generate_presigned_post("quayutec-files-x1", "uploads/r/f", ExpiresIn=900)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+
 # At collection, before any test starts the local stack's threads: pytest rewrites the asserts
 # of schemathesis' modules (a pytest plugin) as they are imported, and CPython 3.11's AST
 # validation can fail spuriously when that happens beside running threads
@@ -28,9 +29,9 @@ from quayutec.api.app import openapi_json
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 SPEC = json.loads(openapi_json())
-OPERATIONS = sorted((method.upper(), path, op) for path, item in SPEC["paths"].items()
-                    for method, op in item.items())
+OPERATIONS = sorted((method.upper(), path, op) for path, item in SPEC["paths"].items() for method, op in item.items())
 CASES = 500
+
 
 # Named functions, no lambdas, in the strategies: Hypothesis would parse lambda sources to describe them.
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -38,8 +39,14 @@ def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False) | st.text(max_size=40), _containers, max_leaves=10)
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=40),
+    _containers,
+    max_leaves=10,
+)
 
 
 class _Length:
@@ -97,8 +104,9 @@ def from_schema(schema: dict[str, Any], depth: int = 0) -> st.SearchStrategy[Any
         base = st.fixed_dictionaries({k: from_schema(props[k], depth + 1) for k in required}, optional=optional)
         extra = s.get("additionalProperties")
         if isinstance(extra, dict):
-            return st.tuples(base, st.dictionaries(st.text(min_size=1, max_size=10), from_schema(extra, depth + 1),
-                                                   max_size=3)).map(_merge)
+            return st.tuples(
+                base, st.dictionaries(st.text(min_size=1, max_size=10), from_schema(extra, depth + 1), max_size=3)
+            ).map(_merge)
         return base
     return json_values
 
@@ -120,9 +128,15 @@ def mutated(draw: st.DrawFn, schema: dict[str, Any]) -> Any:
 
 def _ids(world: World, name: str) -> list[str]:
     """Ids that exist (most requests should get past the 404s), by path parameter."""
-    return {"room_id": ["r1", "r1", "r-cato"], "company_id": ["acme", "bolt", "cato"], "agent_id": ["a1", "b1"],
-            "task_id": [world.ids["task"]], "approval_id": ["run-x:0", "r1:0"],
-            "token_id": ["0123456789abcdef"], "run_id": ["run-x"]}.get(name, ["r1"])
+    return {
+        "room_id": ["r1", "r1", "r-cato"],
+        "company_id": ["acme", "bolt", "cato"],
+        "agent_id": ["a1", "b1"],
+        "task_id": [world.ids["task"]],
+        "approval_id": ["run-x:0", "r1:0"],
+        "token_id": ["0123456789abcdef"],
+        "run_id": ["run-x"],
+    }.get(name, ["r1"])
 
 
 ODD_IDS = ["..", "%2F", "a/b", " ", "\u00e9", "x" * 129, "-lead", "a:b:c", "null"]
@@ -150,7 +164,7 @@ def requests(draw: st.DrawFn, world: World) -> dict[str, Any]:
     if query:
         path += "?" + "&".join(f"{quote(k)}={quote(v, safe='')}" for k, v in query.items())
     raw = b""
-    body_schema = (op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema"))
+    body_schema = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
     if body_schema is not None or draw(st.integers(0, 9)) == 0:
         kind = draw(st.integers(0, 9))
         if kind < 7 and body_schema is not None:
@@ -170,8 +184,9 @@ def test_no_request_gets_a_5xx(light_world: World, stack_env) -> None:
     stack = stack_env[0]
     seen: dict[int, int] = {}
 
-    @settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=CASES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(req=requests(light_world))
     def check(req: dict[str, Any]) -> None:
         token = light_world.tokens.get(req["caller"], "qyt_junk_token") if req["caller"] else None
@@ -195,8 +210,15 @@ FUZZ_SEED = None if os.environ.get("QUAY_FUZZ_RANDOM") else 10
 
 
 def _known_ids(world: World) -> dict[str, list[str]]:
-    return {"room_id": [world.ids.get("room", "r1")], "company_id": ["acme"], "agent_id": ["a1"], "task_id": [world.ids["task"]],
-            "run_id": ["run-x"], "approval_id": ["run-x:0"], "token_id": ["0123456789abcdef"]}
+    return {
+        "room_id": [world.ids.get("room", "r1")],
+        "company_id": ["acme"],
+        "agent_id": ["a1"],
+        "task_id": [world.ids["task"]],
+        "run_id": ["run-x"],
+        "approval_id": ["run-x:0"],
+        "token_id": ["0123456789abcdef"],
+    }
 
 
 def test_schemathesis_through_the_handler(light_world: World, stack_env) -> None:
@@ -205,8 +227,13 @@ def test_schemathesis_through_the_handler(light_world: World, stack_env) -> None
     declares, most cases authenticated (they reach the handler)."""
     stack = stack_env[0]
     with stack.paused():
-        report = fuzz(cases=FUZZ_CASES, token=light_world.tokens["ann"], ids=_known_ids(light_world),
-                      app=gateway_wsgi(light_world.api.gateway), seed_value=FUZZ_SEED)
+        report = fuzz(
+            cases=FUZZ_CASES,
+            token=light_world.tokens["ann"],
+            ids=_known_ids(light_world),
+            app=gateway_wsgi(light_world.api.gateway),
+            seed_value=FUZZ_SEED,
+        )
     print("\n" + report.render("schemathesis through the handler"))
     assert report.five_xx == 0 and report.failures == [], "\n".join(report.failures[:20])
     assert report.cases >= FUZZ_CASES * 0.8, report.cases
@@ -222,11 +249,12 @@ DEV_ADMIN = "qyt_admin_fuzz_http_0001"
 def dev_world(tmp_path_factory) -> Iterator[tuple[str, str, dict[str, list[str]]]]:
     """A real `quay dev` process (its HTTP server, gateway and moto Lambda), seeded over HTTP:
     (url, ann's token, ids that exist)."""
-    from quaylocal.client import QuayClient
     from quaydev import quay_dev
+    from quaylocal.client import QuayClient
 
-    with quay_dev(tmp_path_factory.mktemp("quay-dev-fuzz"), admin_token=DEV_ADMIN,
-                  env={"POWERTOOLS_LOG_LEVEL": "CRITICAL"}) as url:
+    with quay_dev(
+        tmp_path_factory.mktemp("quay-dev-fuzz"), admin_token=DEV_ADMIN, env={"POWERTOOLS_LOG_LEVEL": "CRITICAL"}
+    ) as url:
         admin = QuayClient(url, DEV_ADMIN)
         admin.create_company("acme", ["ann"])
         admin.create_company("bolt", ["bob"])
@@ -235,8 +263,15 @@ def dev_world(tmp_path_factory) -> Iterator[tuple[str, str, dict[str, list[str]]
         ann.register_agent("a1", "anthropic", "claude-local", api_key="sk-acme-local-0001")
         ann.add_agent(room, "a1")
         task = ann.call("POST", f"/rooms/{room}/tasks", {"to": "a1", "title": "t"})["id"]
-        ids = {"room_id": [room], "company_id": ["acme"], "agent_id": ["a1"], "task_id": [task],
-               "run_id": ["run-x"], "approval_id": ["run-x:0"], "token_id": ["0123456789abcdef"]}
+        ids = {
+            "room_id": [room],
+            "company_id": ["acme"],
+            "agent_id": ["a1"],
+            "task_id": [task],
+            "run_id": ["run-x"],
+            "approval_id": ["run-x:0"],
+            "token_id": ["0123456789abcdef"],
+        }
         yield url, str(ann.token), ids
 
 

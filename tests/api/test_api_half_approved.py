@@ -19,8 +19,9 @@ from quayutec.deps import default_deps
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
-HELD_REPLY = {"reply": {"text": "Held again.", "actions": [{"kind": "remember", "text": HELD_MEMORY,
-                                                             "visibility": "company"}]}}
+HELD_REPLY = {
+    "reply": {"text": "Held again.", "actions": [{"kind": "remember", "text": HELD_MEMORY, "visibility": "company"}]}
+}
 
 
 class FlakySfn:
@@ -35,11 +36,21 @@ class FlakySfn:
             return getattr(self.real, op)(**kw)
         self.fail -= 1
         if self.mode == "throttled":  # refused: nothing was accepted
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
-                               "ResponseMetadata": {"HTTPStatusCode": 400}}, op)
+            raise ClientError(
+                {
+                    "Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
+                op,
+            )
         if self.mode == "unavailable":
-            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "try later"},
-                               "ResponseMetadata": {"HTTPStatusCode": 503}}, op)
+            raise ClientError(
+                {
+                    "Error": {"Code": "ServiceUnavailable", "Message": "try later"},
+                    "ResponseMetadata": {"HTTPStatusCode": 503},
+                },
+                op,
+            )
         if self.mode == "landed_then_lost":  # accepted, but the response never came back
             getattr(self.real, op)(**kw)
             raise ReadTimeoutError(endpoint_url="https://states.local")

@@ -39,8 +39,9 @@ def _is_error(r, status: int, code: str | None = None) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("key", [None, "k-nested-3000"])
 def test_3000_nested_brackets_are_400_with_and_without_idempotency_key(light_world: World, key: str | None) -> None:
-    r = light_world.api.call("POST", f"/rooms/{_room(light_world)}/messages", light_world.tokens["ann"],
-                             raw=b"[" * 3000, key=key)
+    r = light_world.api.call(
+        "POST", f"/rooms/{_room(light_world)}/messages", light_world.tokens["ann"], raw=b"[" * 3000, key=key
+    )
     _is_error(r, 400, "malformed_json")
     assert "line 1 column" in r.body["message"]
 
@@ -67,13 +68,21 @@ def test_a_policy_nested_2000_deep_is_400(light_world: World) -> None:
     _is_error(r, 400, "malformed_json")
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/xml", "application/x-www-form-urlencoded",
-                                          "multipart/form-data; boundary=x"])
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/xml", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"],
+)
 @pytest.mark.parametrize("key", [None, "k-ctype"])
 def test_a_body_that_is_not_json_is_415(light_world: World, content_type: str, key: str | None) -> None:
     body = b"text=hello" if "form" in content_type else b"<message>hello</message>"
-    r = light_world.api.call("POST", f"/rooms/{_room(light_world)}/messages", light_world.tokens["ann"], raw=body,
-                             headers={"Content-Type": content_type}, key=key)
+    r = light_world.api.call(
+        "POST",
+        f"/rooms/{_room(light_world)}/messages",
+        light_world.tokens["ann"],
+        raw=body,
+        headers={"Content-Type": content_type},
+        key=key,
+    )
     _is_error(r, 415, "unsupported_media_type")
 
 
@@ -81,12 +90,22 @@ def test_a_body_that_is_not_json_is_415(light_world: World, content_type: str, k
 def test_the_json_media_type_in_any_letter_case_is_json(light_world: World, content_type: str) -> None:
     # media types are case-insensitive (RFC 9110 §8.3.1); Powertools' own check answered 500
     room = _room(light_world)
-    r = light_world.api.call("POST", f"/rooms/{room}/messages", light_world.tokens["ann"], {"text": "cased"},
-                             headers={"Content-Type": content_type})
+    r = light_world.api.call(
+        "POST",
+        f"/rooms/{room}/messages",
+        light_world.tokens["ann"],
+        {"text": "cased"},
+        headers={"Content-Type": content_type},
+    )
     assert r.status == 201, (r.status, r.body)
     assert r.body["text"] == "cased"
-    r = light_world.api.call("PUT", "/companies/acme/policy", light_world.tokens["ann"], {"default": "allow"},
-                             headers={"Content-Type": content_type})
+    r = light_world.api.call(
+        "PUT",
+        "/companies/acme/policy",
+        light_world.tokens["ann"],
+        {"default": "allow"},
+        headers={"Content-Type": content_type},
+    )
     assert r.status == 200, (r.status, r.body)
 
 
@@ -141,9 +160,14 @@ def test_every_error_carries_fields(light_world: World) -> None:
 def _event_for(world: World, body: str, *, b64: bool, key: str) -> dict:
     gw = world.api.gateway
     data = body.encode()
-    event = gw.proxy_event("POST", f"/rooms/{_room(world)}/messages", "",
-                           [("Content-Type", "application/json"), ("Idempotency-Key", key)], data,
-                           {"company": "acme", "member": "ann", "admin": "false", "principalId": "ann"})
+    event = gw.proxy_event(
+        "POST",
+        f"/rooms/{_room(world)}/messages",
+        "",
+        [("Content-Type", "application/json"), ("Idempotency-Key", key)],
+        data,
+        {"company": "acme", "member": "ann", "admin": "false", "principalId": "ann"},
+    )
     if b64:
         event["body"], event["isBase64Encoded"] = base64.b64encode(data).decode(), True
     return event
@@ -173,9 +197,11 @@ def test_the_dev_gateways_own_errors_have_the_same_shape() -> None:
                 return {"principalId": "x", "policyDocument": {"Statement": []}}, None
             if event["authorizationToken"] == "Bearer broken":
                 return None, {"errorMessage": "boom", "errorType": "RuntimeError"}
-            return {"principalId": "x", "context": {"company": "acme", "member": "ann"},
-                    "policyDocument": {"Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke",
-                                                      "Resource": "*"}]}}, None
+            return {
+                "principalId": "x",
+                "context": {"company": "acme", "member": "ann"},
+                "policyDocument": {"Statement": [{"Effect": "Allow", "Action": "execute-api:Invoke", "Resource": "*"}]},
+            }, None
         return None, {"errorMessage": "crash", "errorType": "RuntimeError"}
 
     gw = Gateway(fails, rate_limit=(0.001, 3))
@@ -194,12 +220,24 @@ def test_the_dev_gateways_own_errors_have_the_same_shape() -> None:
 
 
 # ----------------------------------------------------------------------------- finding 2: keys
-@pytest.mark.parametrize("key", ["sk-live-secret-0123456789\n", "sk-live-\x00secret-0123456789",
-                                 "sk-live-secret-0123456789\r\n", "sk live", "sk-1", "sk-ünïcode-SECRET123"])
-def test_a_key_with_whitespace_or_control_characters_is_refused_at_registration(light_world: World,
-                                                                                key: str) -> None:
-    r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
-                             {"name": "a-badkey", "provider": "openai", "model": "gpt-test", "api_key": key})
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sk-live-secret-0123456789\n",
+        "sk-live-\x00secret-0123456789",
+        "sk-live-secret-0123456789\r\n",
+        "sk live",
+        "sk-1",
+        "sk-ünïcode-SECRET123",
+    ],
+)
+def test_a_key_with_whitespace_or_control_characters_is_refused_at_registration(light_world: World, key: str) -> None:
+    r = light_world.api.call(
+        "POST",
+        "/agents",
+        light_world.tokens["ann"],
+        {"name": "a-badkey", "provider": "openai", "model": "gpt-test", "api_key": key},
+    )
     _is_error(r, 422, "validation_error")
     assert r.body["fields"][0]["field"] == "body.api_key"
     assert key.strip() not in r.text and json.dumps(key.strip())[1:-1] not in r.text
@@ -208,13 +246,31 @@ def test_a_key_with_whitespace_or_control_characters_is_refused_at_registration(
 
 
 # ----------------------------------------------------------------------------- finding 3: owner addresses
-@pytest.mark.parametrize("url", ["http://127.0.0.1:18999/v1", "http://169.254.169.254/latest/meta-data/",
-                                 "https://169.254.169.254/v1", "https://10.1.2.3/v1", "https://localhost/v1",
-                                 "https://[::1]/v1", "http://api.example.com/v1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:18999/v1",
+        "http://169.254.169.254/latest/meta-data/",
+        "https://169.254.169.254/v1",
+        "https://10.1.2.3/v1",
+        "https://localhost/v1",
+        "https://[::1]/v1",
+        "http://api.example.com/v1",
+    ],
+)
 def test_an_owner_address_to_an_internal_host_is_refused_at_registration(light_world: World, url: str) -> None:
-    r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
-                             {"name": "a-ssrf", "provider": "openai-compatible", "model": "m", "base_url": url,
-                              "api_key": "sk-acme-compat-0123456789"})
+    r = light_world.api.call(
+        "POST",
+        "/agents",
+        light_world.tokens["ann"],
+        {
+            "name": "a-ssrf",
+            "provider": "openai-compatible",
+            "model": "m",
+            "base_url": url,
+            "api_key": "sk-acme-compat-0123456789",
+        },
+    )
     _is_error(r, 422, "validation_error")
     assert r.body["fields"][0]["field"] == "body.base_url"
     assert "https" in r.body["message"] or "address" in r.body["message"], r.body
@@ -222,9 +278,18 @@ def test_an_owner_address_to_an_internal_host_is_refused_at_registration(light_w
 
 
 def test_a_public_https_owner_address_is_accepted(light_world: World) -> None:
-    r = light_world.api.call("POST", "/agents", light_world.tokens["ann"],
-                             {"name": "a-public", "provider": "openai-compatible", "model": "m",
-                              "base_url": "https://models.example.com/v1", "api_key": "sk-acme-compat-0123456789"})
+    r = light_world.api.call(
+        "POST",
+        "/agents",
+        light_world.tokens["ann"],
+        {
+            "name": "a-public",
+            "provider": "openai-compatible",
+            "model": "m",
+            "base_url": "https://models.example.com/v1",
+            "api_key": "sk-acme-compat-0123456789",
+        },
+    )
     assert r.status == 201, r.body
 
 
@@ -234,22 +299,38 @@ def _canonical(method: str, path: str, body: str | None, headers: dict[str, str]
     this request after the authorizer let ann of acme through."""
     from pathlib import Path
 
-    event = json.loads((Path(__file__).resolve().parents[1] / "events" / "powertools-apiGatewayProxyEvent.json")
-                       .read_text())
-    event.update({"httpMethod": method, "path": path, "resource": "/{proxy+}", "headers": headers,
-                  "multiValueHeaders": {k: [v] for k, v in headers.items()}, "queryStringParameters": None,
-                  "multiValueQueryStringParameters": None, "isBase64Encoded": b64,
-                  "body": base64.b64encode(body.encode()).decode() if (b64 and body) else body})
-    event["requestContext"].update({"httpMethod": method, "path": path,
-                                    "authorizer": {"company": "acme", "member": "ann", "admin": "false",
-                                                   "principalId": "ann"}})
+    event = json.loads(
+        (Path(__file__).resolve().parents[1] / "events" / "powertools-apiGatewayProxyEvent.json").read_text()
+    )
+    event.update(
+        {
+            "httpMethod": method,
+            "path": path,
+            "resource": "/{proxy+}",
+            "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": None,
+            "multiValueQueryStringParameters": None,
+            "isBase64Encoded": b64,
+            "body": base64.b64encode(body.encode()).decode() if (b64 and body) else body,
+        }
+    )
+    event["requestContext"].update(
+        {
+            "httpMethod": method,
+            "path": path,
+            "authorizer": {"company": "acme", "member": "ann", "admin": "false", "principalId": "ann"},
+        }
+    )
     return event
 
 
 def test_canonical_events_text_plain_is_415_and_base64_is_the_same_request(light_world: World) -> None:
     invoke = light_world.api.gateway.invoke
-    out, err = invoke("ApiFunction", _canonical("POST", f"/rooms/{_room(light_world)}/messages", "hello",
-                                                {"Content-Type": "text/plain"}))
+    out, err = invoke(
+        "ApiFunction",
+        _canonical("POST", f"/rooms/{_room(light_world)}/messages", "hello", {"Content-Type": "text/plain"}),
+    )
     assert err is None and out["statusCode"] == 415, (out, err)
     body = json.dumps({"text": "canonical, encoded and plain"})
     hdrs = {"Content-Type": "application/json", "Idempotency-Key": "k-canonical-b64"}

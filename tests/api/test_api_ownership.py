@@ -24,8 +24,10 @@ def test_only_the_creators_or_assignees_company_updates_or_closes_a_task(light_w
     w, room = light_world, _room(light_world)
     task = w.ids["task"]  # bob (bolt) created it for b1 (bolt's agent)
     ann, bob = w.tokens["ann"], w.tokens["bob"]
-    for path, body in ((f"/rooms/{room}/tasks/{task}/updates", {"note": "acme was here"}),
-                       (f"/rooms/{room}/tasks/{task}/close", {"result": "closed by acme"})):
+    for path, body in (
+        (f"/rooms/{room}/tasks/{task}/updates", {"note": "acme was here"}),
+        (f"/rooms/{room}/tasks/{task}/close", {"result": "closed by acme"}),
+    ):
         r = w.api.call("POST", path, ann, body)
         assert r.status == 403, (path, r.status, r.body)
         assert r.body["error"] == "forbidden"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from quaylocal.dev import Gateway, direct_invoke
 from quayutec.api.public import PUBLIC_ROUTES, is_public
 from quayutec.api.routes.page import STATIC_DIR, content_security_policy, upload_origins
-from quaylocal.dev import Gateway, direct_invoke
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
@@ -54,7 +54,9 @@ def test_the_page_is_public_with_a_strict_policy(gateway: Gateway) -> None:
     assert csp["script-src"] == ["'self'"] and csp["style-src"] == ["'self'"]
     assert csp["connect-src"][0] == "'self'"
     assert csp["object-src"] == ["'none'"] and csp["frame-ancestors"] == ["'none'"] and csp["base-uri"] == ["'none'"]
-    assert "unsafe" not in page.headers["Content-Security-Policy"] and "*" not in page.headers["Content-Security-Policy"]
+    assert (
+        "unsafe" not in page.headers["Content-Security-Policy"] and "*" not in page.headers["Content-Security-Policy"]
+    )
     assert page.headers["X-Content-Type-Options"] == "nosniff"
     assert page.headers["X-Frame-Options"] == "DENY" and page.headers["Referrer-Policy"] == "no-referrer"
 
@@ -82,11 +84,16 @@ def test_app_without_slash_redirects_relatively(gateway: Gateway) -> None:
     assert moved.status == 308 and moved.headers["Location"] == "app/"  # /{stage}/app -> /{stage}/app/
 
 
-@pytest.mark.parametrize(("path", "statuses"), [
-    ("/app/nope.js", (401, 404)), ("/app/.hidden.js", (401, 404)), ("/app/public.py", (401, 404)),
-    ("/app/..%2Fpublic.py", (401, 404)),
-    ("/app/app.js%00.css", (400,)),  # a NUL in the path is refused before any route (handlers.api)
-])
+@pytest.mark.parametrize(
+    ("path", "statuses"),
+    [
+        ("/app/nope.js", (401, 404)),
+        ("/app/.hidden.js", (401, 404)),
+        ("/app/public.py", (401, 404)),
+        ("/app/..%2Fpublic.py", (401, 404)),
+        ("/app/app.js%00.css", (400,)),  # a NUL in the path is refused before any route (handlers.api)
+    ],
+)
 def test_only_shipped_files_are_served(gateway: Gateway, path: str, statuses: tuple[int, ...]) -> None:
     answer = gateway.handle("GET", path, {})
     assert answer.status in statuses, (path, answer.status)
@@ -94,8 +101,13 @@ def test_only_shipped_files_are_served(gateway: Gateway, path: str, statuses: tu
 
 
 def test_every_other_route_still_needs_the_token(gateway: Gateway) -> None:
-    for method, path in (("GET", "/rooms"), ("POST", "/app/"), ("GET", "/app/x/y"), ("GET", "/runs/r1"),
-                         ("POST", "/rooms")):
+    for method, path in (
+        ("GET", "/rooms"),
+        ("POST", "/app/"),
+        ("GET", "/app/x/y"),
+        ("GET", "/runs/r1"),
+        ("POST", "/rooms"),
+    ):
         assert not is_public(method, path)
         assert gateway.handle(method, path, {}).status == 401, (method, path)
     assert {p for _, p in PUBLIC_ROUTES} == {"/openapi.json", "/docs", "/app", "/app/{asset}"}
@@ -111,8 +123,17 @@ def test_upload_origin_is_the_only_extra_connect_source() -> None:
 
 def test_the_page_code_writes_text_only_and_relative_urls() -> None:
     code = (STATIC_DIR / "app.js").read_text()
-    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
-                 "setTimeout(\"", "localStorage", ".style."):
+    for sink in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        'setTimeout("',
+        "localStorage",
+        ".style.",
+    ):
         assert sink not in code, sink
     assert "sessionStorage" in code and "Authorization" in code
     assert not re.search(r"""["'`](https?:)?//""", code), "an absolute URL in app.js"

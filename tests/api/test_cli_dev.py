@@ -47,14 +47,42 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     assert "policy of cato: default allow" in shown and "action remember: ask" in shown
     _quay(url, carl, "policy", "set", "cato", "--agent", "c1:create_task=deny")
     assert _json(url, carl, "policy", "show", "cato") == {
-        "default": "allow", "actions": {"remember": "ask"}, "cross_company": {}, "agents": {"c1": {"create_task": "deny"}}}
+        "default": "allow",
+        "actions": {"remember": "ask"},
+        "cross_company": {},
+        "agents": {"c1": {"create_task": "deny"}},
+    }
 
     # agents: quay dev runs with test_api_dev_server's SCRIPTS, where a1 declares a remember action
-    out = _quay(url, carl, "agent", "register", "a1", "--provider", "anthropic", "--model", "claude-local",
-                "--api-key", "sk-cato-local", "--instructions", "Be brief.").stdout
+    out = _quay(
+        url,
+        carl,
+        "agent",
+        "register",
+        "a1",
+        "--provider",
+        "anthropic",
+        "--model",
+        "claude-local",
+        "--api-key",
+        "sk-cato-local",
+        "--instructions",
+        "Be brief.",
+    ).stdout
     assert out.strip() == "cato.a1  (cato)  anthropic claude-local  key stored"  # ids are scoped: COMPANY.NAME
-    _quay(url, dora, "agent", "register", "d1", "--provider", "openai", "--model", "gpt-local",
-          "--api-key", "sk-dune-local")
+    _quay(
+        url,
+        dora,
+        "agent",
+        "register",
+        "d1",
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-local",
+        "--api-key",
+        "sk-dune-local",
+    )
     assert [(a["id"], a["name"]) for a in _json(url, carl, "agent", "list")] == [("cato.a1", "a1")]
     assert "sk-" not in _quay(url, carl, "agent", "list").stdout  # the key is never shown
 
@@ -65,8 +93,9 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     listed = _quay(url, dora, "room", "list").stdout
     assert f"{rid}  Harbour → launch  members: cato, dune" in listed and "\\u" not in listed
     # a room asked for by its label is a 404 that says how rooms are named
-    _one_line_error(CliRunner().invoke(cli, ["room", "Harbour", "--url", url, "--token", carl]),
-                    "HTTP 404", "quay room list")
+    _one_line_error(
+        CliRunner().invoke(cli, ["room", "Harbour", "--url", url, "--token", carl]), "HTTP 404", "quay room list"
+    )
     placed = _quay(url, carl, "member", "add", rid, "--agent", "a1").stdout
     assert "agents: @a1 (cato.a1)" in placed
     _quay(url, dora, "member", "add", rid, "--agent", "d1")
@@ -88,9 +117,17 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     assert _json(url, dora, "room", "show", rid)["approvals"] == []  # another company's request is hidden
     _one_line_error(CliRunner().invoke(cli, ["approve", rid, held["id"], "--url", url, "--token", dora]), "HTTP 404")
     assert _json(url, carl, "approve", rid, held["id"])["status"] == "approved"
-    _wait(lambda: any(m["kind"] == "reply" and m["author"]["id"] == "dune.d1"
-                      for m in _json(url, dora, "room", "show", rid)["messages"])
-          and HELD in [line["text"] for line in _memory(url, carl, rid)], 60, "the approved memory line and d1's reply")
+    _wait(
+        lambda: (
+            any(
+                m["kind"] == "reply" and m["author"]["id"] == "dune.d1"
+                for m in _json(url, dora, "room", "show", rid)["messages"]
+            )
+            and HELD in [line["text"] for line in _memory(url, carl, rid)]
+        ),
+        60,
+        "the approved memory line and d1's reply",
+    )
 
     # `quay room` shows the approval's outcome, in plain text
     text = _quay(url, carl, "room", "show", rid).stdout
@@ -117,21 +154,34 @@ def test_cli_errors_are_one_line(dev_url: str) -> None:
     eve = _json(url, ADMIN, "admin", "issue-token", "eris", "eve")["token"]
     run = CliRunner().invoke
     _one_line_error(run(cli, ["room", "show", "no-such-room", "--url", url, "--token", eve]), "HTTP 404")
-    _one_line_error(run(cli, ["room", "list", "--url", url, "--token", "qyt_wrong_token_000000000000"]), "HTTP 401",
-                    "refused this token")
-    _one_line_error(run(cli, ["room", "list", "--url", url], env={"QUAY_TOKEN": ""}), "HTTP 401", "QUAY_TOKEN",
-                    "issue-token")
+    _one_line_error(
+        run(cli, ["room", "list", "--url", url, "--token", "qyt_wrong_token_000000000000"]),
+        "HTTP 401",
+        "refused this token",
+    )
+    _one_line_error(
+        run(cli, ["room", "list", "--url", url], env={"QUAY_TOKEN": ""}), "HTTP 401", "QUAY_TOKEN", "issue-token"
+    )
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    _one_line_error(run(cli, ["room", "list", "--url", closed, "--token", eve]), f"cannot reach the API at {closed}",
-                    "quay dev", "QUAY_URL")
-    _one_line_error(run(cli, ["room", "create", "r", "--member", "nobody", "--url", url, "--token", eve]),
-                    "HTTP 400", "nobody")
-    _one_line_error(run(cli, ["agent", "register", "e1", "--provider", "nope", "--model", "m", "--url", url,
-                              "--token", eve]), "HTTP 422")
-    _one_line_error(run(cli, ["policy", "set", "eris", "--action", "remember=maybe", "--url", url, "--token", eve]),
-                    "remember=maybe")
+    _one_line_error(
+        run(cli, ["room", "list", "--url", closed, "--token", eve]),
+        f"cannot reach the API at {closed}",
+        "quay dev",
+        "QUAY_URL",
+    )
+    _one_line_error(
+        run(cli, ["room", "create", "r", "--member", "nobody", "--url", url, "--token", eve]), "HTTP 400", "nobody"
+    )
+    _one_line_error(
+        run(cli, ["agent", "register", "e1", "--provider", "nope", "--model", "m", "--url", url, "--token", eve]),
+        "HTTP 422",
+    )
+    _one_line_error(
+        run(cli, ["policy", "set", "eris", "--action", "remember=maybe", "--url", url, "--token", eve]),
+        "remember=maybe",
+    )
     _one_line_error(run(cli, ["policy", "set", "eris", "--url", url, "--token", eve]), "--action")
     _one_line_error(run(cli, ["member", "add", "x", "--url", url, "--token", eve]), "--company")
     _one_line_error(run(cli, ["policy", "show", "cato", "--url", url, "--token", eve]), "HTTP 404")

@@ -14,8 +14,9 @@ import pytest
 
 from quaydev import REPO_ROOT, quay_dev
 
-pytestmark = pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
-                                reason="the walk-throughs use curl and jq")
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("curl") and shutil.which("jq")), reason="the walk-throughs use curl and jq"
+)
 
 FENCE = re.compile(r"```(\w+)\n(.*?)```", re.S)
 
@@ -27,7 +28,7 @@ def _blocks(path: Path, heading: str, lang: str) -> list[str]:
     lines = path.read_text().splitlines(keepends=True)
     start = next(i for i, ln in enumerate(lines) if ln.rstrip("\n") == heading)
     section, fenced = [], False
-    for ln in lines[start + 1:]:
+    for ln in lines[start + 1 :]:
         if ln.startswith("```"):
             fenced = not fenced
         elif not fenced and re.match(rf"#{{1,{level}}} ", ln):
@@ -43,9 +44,14 @@ def _run(script: str, url: str, admin: str, cwd: Path) -> str:
     lines = [ln for ln in script.splitlines() if "quay dev" not in ln or ln.lstrip().startswith("#")]
     body = "\n".join(lines).replace("http://127.0.0.1:8787", url)
     body = re.sub(r"qyt_admin_local_\w+", admin, body)
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", body], capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=300, env={"PATH": f"{REPO_ROOT / '.venv' / 'bin'}:/usr/bin:/bin",
-                                                     "HOME": str(cwd)})
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", body],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+        env={"PATH": f"{REPO_ROOT / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(cwd)},
+    )
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 

@@ -24,18 +24,33 @@ from pathlib import Path
 
 import pytest
 
-from quaylocal.client import QuayClient
 from quaydev import quay_dev
+from quaylocal.client import QuayClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("QUAY_TEST_ARTIFACTS", REPO_ROOT / "tests" / "artifacts"))
 ADMIN = "qyt_admin_browser_test_0001"
 HELD = "launch on the 12th"
 XSS = "<img src=x onerror=alert(1)>"
-SCRIPTS = {"a1": [{"reply": {"text": "Will remember once acme agrees.",
-                             "actions": [{"kind": "remember", "text": HELD, "visibility": "company"}]}}]}
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+SCRIPTS = {
+    "a1": [
+        {
+            "reply": {
+                "text": "Will remember once acme agrees.",
+                "actions": [{"kind": "remember", "text": HELD, "visibility": "company"}],
+            }
+        }
+    ]
+}
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 WAIT_MS = 60_000
 
 
@@ -111,7 +126,8 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             context.add_init_script(
                 "window.__csp = [];"
                 "document.addEventListener('securitypolicyviolation', e => window.__csp.push("
-                "e.violatedDirective + ' ' + e.blockedURI));")
+                "e.violatedDirective + ' ' + e.blockedURI));"
+            )
             page = context.new_page()
             page.set_default_timeout(WAIT_MS)
             page.on("request", lambda r: requested.append(r.url))
@@ -150,7 +166,9 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             page.keyboard.type("where do the stalls go?")
             page.keyboard.press("Control+Enter")
             expect(page.locator("#transcript .msg.message").filter(has_text="where do the stalls go?")).to_have_count(1)
-            expect(page.locator("#transcript .msg.reply").filter(has_text="b1")).to_contain_text("echo:", timeout=WAIT_MS)
+            expect(page.locator("#transcript .msg.reply").filter(has_text="b1")).to_contain_text(
+                "echo:", timeout=WAIT_MS
+            )
 
             # untrusted text stays text
             box.fill(XSS)
@@ -180,8 +198,9 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             expect(page.locator("#transcript .note.outcome")).to_contain_text("approved by ann", timeout=WAIT_MS)
 
             # one run's timeline: model requests with their outcome, actions with decision and outcome
-            page.locator("#runs li").filter(has_text="a1").filter(has_text="completed").first \
-                .get_by_role("button", name="Timeline").click()
+            page.locator("#runs li").filter(has_text="a1").filter(has_text="completed").first.get_by_role(
+                "button", name="Timeline"
+            ).click()
             expect(page.locator("#run-requests")).to_contain_text("ok")
             expect(page.locator("#run-actions")).to_contain_text("remember")
             expect(page.locator("#run-actions")).to_contain_text("approval approved")
@@ -189,8 +208,12 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             # files: a small text file uploaded from the page (the presigned POST to quay dev's files
             # endpoint, on the page's own origin: connect-src 'self') is listed and becomes ready
             assert "connect-src 'self'" in csp
-            page.set_input_files("#file-input", files=[{"name": "stalls.txt", "mimeType": "text/plain",
-                                                        "buffer": b"The fish stalls go along quay 3.\n"}])
+            page.set_input_files(
+                "#file-input",
+                files=[
+                    {"name": "stalls.txt", "mimeType": "text/plain", "buffer": b"The fish stalls go along quay 3.\n"}
+                ],
+            )
             page.get_by_role("button", name="Upload", exact=True).click()
             listed = page.locator("#files li").filter(has_text="stalls.txt")
             expect(listed).to_have_count(1)
@@ -204,12 +227,16 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             page.wait_for_timeout(300)
             overflow = page.evaluate(
                 "[document.documentElement.scrollWidth, document.documentElement.clientWidth,"
-                " document.body.scrollWidth]")
-            assert overflow[0] <= overflow[1] and overflow[2] <= overflow[1], f"horizontal overflow at 375 px: {overflow}"
+                " document.body.scrollWidth]"
+            )
+            assert overflow[0] <= overflow[1] and overflow[2] <= overflow[1], (
+                f"horizontal overflow at 375 px: {overflow}"
+            )
             wide = page.evaluate(
                 "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > "
                 "document.documentElement.clientWidth + 1 && e.getClientRects().length"
-                " && !e.closest('.skip')).map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 5)")
+                " && !e.closest('.skip')).map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 5)"
+            )
             assert wide == [], f"elements wider than 375 px: {wide}"
             page.screenshot(path=str(ARTIFACTS / "room-page-375.png"), full_page=True)
 

@@ -14,8 +14,9 @@ from quayutec.models import TokenCount
 def test_a_reply_read_by_an_attempt_that_died_is_counted_once() -> None:
     with ChaosLab() as lab:
         case = lab.new_case(None)
-        lab.server.set_script(case.a, [{"reply": {"text": "Counted once.", "actions": [],
-                                                  "usage": {"input": 321, "output": 45}}}])
+        lab.server.set_script(
+            case.a, [{"reply": {"text": "Counted once.", "actions": [], "usage": {"input": 321, "output": 45}}}]
+        )
         key = f"{case.room}-died"
         run_id = execution_name(case.a, f"msg:{lab.message_id(key)}")
         faults.add(faults.Fault("call_model:end", "die_end", run_id=run_id))
@@ -29,5 +30,6 @@ def test_a_reply_read_by_an_attempt_that_died_is_counted_once() -> None:
         assert (request.outcome, request.input_tokens, request.output_tokens) == ("ok", 321, 45)
         model = request.model
         assert run.cost is not None and run.cost.tokens == {
-            model: TokenCount(provider=request.provider, input=321, output=45, replies=1)}, run.cost
+            model: TokenCount(provider=request.provider, input=321, output=45, replies=1)
+        }, run.cost
         assert len([m for m in lab.deps.room.all_messages(case.room) if m.kind == "reply"]) == 1

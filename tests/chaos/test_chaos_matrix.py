@@ -11,15 +11,25 @@ from pathlib import Path
 
 import pytest
 
-from quaylocal import faults
-from quayutec import resources as r
-from quaylocal import chaos
+from quaylocal import chaos, faults
 from quaylocal.stack import local_environment
+from quayutec import resources as r
 
 REPO = Path(__file__).resolve().parents[2]
 #: The parts of the run (a merged function runs several, each with its own points: faults.subphase).
-PHASES = ("claim", "load_context", "call_model", "decide_rights", "post_reply", "request_approval",
-          "apply_actions", "finish", "record_failure", "stream_dispatch", "wake_consumer")
+PHASES = (
+    "claim",
+    "load_context",
+    "call_model",
+    "decide_rights",
+    "post_reply",
+    "request_approval",
+    "apply_actions",
+    "finish",
+    "record_failure",
+    "stream_dispatch",
+    "wake_consumer",
+)
 
 
 def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
@@ -44,28 +54,50 @@ def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
 
 
 # ----------------------------------------------------------------------------- the checks can fail
-TRACE = ["claim:start", "claim:before:tx claims:CLAIM+ledger:RUN", chaos.CLAIM_WRITE, "claim:end",
-         "post_reply:before:put room:MSG", chaos.REPLY_WRITE, "post_reply:end",
-         "finish:before:update ledger:RUN", chaos.FINISH_WRITE, "finish:end"]
+TRACE = [
+    "claim:start",
+    "claim:before:tx claims:CLAIM+ledger:RUN",
+    chaos.CLAIM_WRITE,
+    "claim:end",
+    "post_reply:before:put room:MSG",
+    chaos.REPLY_WRITE,
+    "post_reply:end",
+    "finish:before:update ledger:RUN",
+    chaos.FINISH_WRITE,
+    "finish:end",
+]
 
 
-@pytest.mark.parametrize(("at", "kind", "status"), [
-    ("claim:before:tx claims:CLAIM+ledger:RUN", "crash", chaos.NO_RUN),
-    (chaos.CLAIM_WRITE, "crash", "failed_before_reply"),
-    ("post_reply:before:put room:MSG", "crash", "failed_before_reply"),
-    (chaos.REPLY_WRITE, "crash", "failed_after_reply"),
-    ("post_reply:end", "stop", "failed_after_reply"),
-    ("finish:before:update ledger:RUN", "crash", "failed_after_reply"),
-    (chaos.FINISH_WRITE, "crash", "completed"),
-    ("claim:end", "die_end", "completed"),
-])
+@pytest.mark.parametrize(
+    ("at", "kind", "status"),
+    [
+        ("claim:before:tx claims:CLAIM+ledger:RUN", "crash", chaos.NO_RUN),
+        (chaos.CLAIM_WRITE, "crash", "failed_before_reply"),
+        ("post_reply:before:put room:MSG", "crash", "failed_before_reply"),
+        (chaos.REPLY_WRITE, "crash", "failed_after_reply"),
+        ("post_reply:end", "stop", "failed_after_reply"),
+        ("finish:before:update ledger:RUN", "crash", "failed_after_reply"),
+        (chaos.FINISH_WRITE, "crash", "completed"),
+        ("claim:end", "die_end", "completed"),
+    ],
+)
 def test_expected_status_follows_spec_2_1(at: str, kind: str, status: str) -> None:
     assert chaos.expected_status(TRACE, at, kind) == status
 
 
 def _msg(i: str, text: str, run: str = "run-1") -> dict:
-    return {"pk": "ROOM#r", "sk": f"MSG#{i}", "type": "message", "id": i, "room_id": "r", "text": text,
-            "kind": "reply", "run_id": run, "author": {"kind": "agent", "id": "a"}, "created_at": i}
+    return {
+        "pk": "ROOM#r",
+        "sk": f"MSG#{i}",
+        "type": "message",
+        "id": i,
+        "room_id": "r",
+        "text": text,
+        "kind": "reply",
+        "run_id": run,
+        "author": {"kind": "agent", "id": "a"},
+        "created_at": i,
+    }
 
 
 def test_duplicates_by_content_are_found() -> None:
@@ -94,10 +126,18 @@ def test_fault_injection_is_off_unless_the_local_chaos_tooling_turns_it_on(monke
     # handler imports without loading it; the runtime only offers seams (quayutec.seams).
     assert not (REPO / "functions" / "quayutec" / "faults.py").exists()
     handlers = sorted(p.stem for p in (REPO / "functions" / "quayutec" / "handlers").glob("[a-z]*.py"))
-    code = ("import sys; " + "; ".join(f"import quayutec.handlers.{h}" for h in handlers)
-            + "; print(sorted(m for m in sys.modules if m.startswith('quaylocal')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "functions"), "AWS_DEFAULT_REGION": "us-east-1"})
+    code = (
+        "import sys; "
+        + "; ".join(f"import quayutec.handlers.{h}" for h in handlers)
+        + "; print(sorted(m for m in sys.modules if m.startswith('quaylocal')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO / "functions"), "AWS_DEFAULT_REGION": "us-east-1"},
+    )
     assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])
 
     monkeypatch.delenv(faults.ENV_VAR, raising=False)
@@ -124,7 +164,8 @@ def counting_handler(event: dict, context: object) -> dict:
 
 
 def test_the_local_stack_runs_more_than_100_counting_invocations_in_one_process(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Locally metrics are off, and Powertools keeps them then: at 100 values it serializes them
     anyway, which fails for an instance without a namespace (the matrix runs ~50 runs a
     process). The in-process seam drops them after each invocation, as a flush does on AWS."""

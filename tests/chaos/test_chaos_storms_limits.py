@@ -28,12 +28,13 @@ from datetime import timedelta
 
 import pytest
 
+from quaylocal.chaos import ANN, BOB, Case, ChaosLab
 from quayutec import resources as r
 from quayutec.errors import AlreadyClaimed, Conflict
 from quayutec.handlers import claim_and_read
+from quayutec.logic import files as room_files
 from quayutec.logic.dispatch import start_run
 from quayutec.logic.ids import execution_name
-from quayutec.logic import files as room_files
 from quayutec.logic.retrieval import chunk_text
 from quayutec.models import (
     MAX_ACTIONS,
@@ -51,8 +52,6 @@ from quayutec.models import (
     now_iso,
     parse_iso,
 )
-from quaylocal.chaos import ANN, BOB, Case, ChaosLab
-
 
 N = 100
 
@@ -101,8 +100,9 @@ def _quiet_wake(lab: ChaosLab, text: str) -> tuple[str, Wake]:
     lab.server.set_script(case.a, [{"reply": {"text": "Once.", "actions": []}}] * 3)
     msg = Message(id=f"msg-{case.room}", room_id=case.room, author=ANN, text=text, to=[case.a], created_at=now_iso())
     lab.deps.room.put_message(msg)
-    return case.a, Wake(agent_id=case.a, wake_id=f"msg:{msg.id}", room_id=case.room, hop=0, cause_kind="message",
-                        cause_id=msg.id)
+    return case.a, Wake(
+        agent_id=case.a, wake_id=f"msg:{msg.id}", room_id=case.room, hop=0, cause_kind="message", cause_id=msg.id
+    )
 
 
 def test_one_wake_delivered_100_times_at_once_runs_once(lab: ChaosLab) -> None:
@@ -117,9 +117,14 @@ def test_one_wake_delivered_100_times_at_once_runs_once(lab: ChaosLab) -> None:
 
     name = execution_name(agent, wake.wake_id)
     sfn = lab.stack.client("stepfunctions")
-    executions = [e for st in ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT")
-                  for e in sfn.list_executions(stateMachineArn=lab.stack.state_machine_arn, statusFilter=st,
-                                               maxResults=1000)["executions"] if e["name"].startswith(agent)]
+    executions = [
+        e
+        for st in ("RUNNING", "SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT")
+        for e in sfn.list_executions(stateMachineArn=lab.stack.state_machine_arn, statusFilter=st, maxResults=1000)[
+            "executions"
+        ]
+        if e["name"].startswith(agent)
+    ]
     assert [e["name"] for e in executions] == [name]
     runs = lab.deps.ledger.runs_in_room(wake.room_id)
     assert [(x.run_id, x.status) for x in runs] == [(name, "completed")]
@@ -139,8 +144,12 @@ def test_100_executions_claiming_one_wake_at_once_one_claim(lab: ChaosLab) -> No
     agent, wake = _quiet_wake(lab, "Claim storm.")
     prefix = "arn:aws:states:us-east-1:123456789012:execution:quayutec-agent-run:"
     state = {"wake": wake.model_dump(mode="json")}
-    out = _storm(N, lambda i: claim_and_read.handler({"state": state, "run_id": f"storm-{i}",
-                                                      "execution_arn": f"{prefix}storm-{i}"}, CTX))
+    out = _storm(
+        N,
+        lambda i: claim_and_read.handler(
+            {"state": state, "run_id": f"storm-{i}", "execution_arn": f"{prefix}storm-{i}"}, CTX
+        ),
+    )
     # the losers end with AlreadyClaimed (the ASL catches it into a Succeed state), nothing else
     assert not [x for x in out if isinstance(x, Exception) and not isinstance(x, AlreadyClaimed)]
     winners = [i for i, x in enumerate(out) if not isinstance(x, Exception) and x["claim"]["claimed"]]  # type: ignore[index]
@@ -149,8 +158,9 @@ def test_100_executions_claiming_one_wake_at_once_one_claim(lab: ChaosLab) -> No
     assert [x.run_id for x in runs] == [f"storm-{winners[0]}"]
     assert lab.deps.ledger.get_claim(agent, wake.wake_id)["run_id"] == f"storm-{winners[0]}"  # type: ignore[index]
     # the same execution's Claim retried after its write landed carries on (SPEC §2.1)
-    again = claim_and_read.handler({"state": state, "run_id": f"storm-{winners[0]}",
-                                    "execution_arn": f"{prefix}storm-{winners[0]}"}, CTX)
+    again = claim_and_read.handler(
+        {"state": state, "run_id": f"storm-{winners[0]}", "execution_arn": f"{prefix}storm-{winners[0]}"}, CTX
+    )
     assert again["claim"] == {"claimed": True, "resumed": True}
 
 
@@ -166,8 +176,11 @@ def test_a_cancelled_transaction_neither_stops_the_wakes_nor_sends_its_own(lab: 
     phantom = f"tev:tev-{hashlib.sha256(f'{case.room}-late'.encode()).hexdigest()[:24]}"
     lab.rooms.post_message(case.room, BOB, f"@{case.a} are you there?", [])
     lab.wait_quiet()
-    woken = [Wake.model_validate_json(b).wake_id for b in (lab.stack.wake_bodies if lab.stack else [])
-             if Wake.model_validate_json(b).agent_id == case.a]
+    woken = [
+        Wake.model_validate_json(b).wake_id
+        for b in (lab.stack.wake_bodies if lab.stack else [])
+        if Wake.model_validate_json(b).agent_id == case.a
+    ]
     assert phantom not in woken
     runs = lab.deps.ledger.runs_in_room(case.room)
     assert sorted(x.wake.cause_kind for x in runs) == ["message", "task_event"]
@@ -194,9 +207,13 @@ def test_parked_time_does_not_count_against_the_time_limit(lab: ChaosLab) -> Non
     run = d.ledger.get_run(run_id)
     assert run is not None and run.status == "waiting_approval" and run.parked_since
     hour = timedelta(hours=1)
-    d.ledger.update_run(run_id, {
-        "started_at": (parse_iso(run.started_at) - hour).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "parked_since": (parse_iso(run.parked_since) - hour).strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+    d.ledger.update_run(
+        run_id,
+        {
+            "started_at": (parse_iso(run.started_at) - hour).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "parked_since": (parse_iso(run.parked_since) - hour).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    )
     lab.settle([case])
     run = d.ledger.get_run(run_id)
     assert run is not None and run.status == "completed", run
@@ -209,16 +226,43 @@ def test_large_room_keeps_every_step_functions_payload_under_32_kib(lab: ChaosLa
     d = lab.deps
     big = "harbour " * 4000  # 32,000 bytes
     for i in range(60):
-        d.room.put_message(Message(id=f"big-{i:03d}", room_id=case.room, author=BOB, text=f"{i} {big}"[:32000],
-                                   created_at=now_iso()))
+        d.room.put_message(
+            Message(id=f"big-{i:03d}", room_id=case.room, author=BOB, text=f"{i} {big}"[:32000], created_at=now_iso())
+        )
     for i in range(120):
-        d.room.put_memory(MemoryLine(id=f"mem-big-{i:03d}", room_id=case.room, text=f"{i} " + "quay " * 1600,
-                                     visibility="room", company="bolt", author=BOB, created_at=now_iso()))
-    room_files.update_index(d, case.room, remove=None, limit=100000, add=[
-        FileChunk(room_id=case.room, name="brief.md", index=i, text=f"plan {i} " + big, file_id="brief")
-        for i in range(40)] + chunk_text(case.room, "notes.md", "festival plan\n" * 3000, file_id="notes"))
-    lab.server.set_script(case.a, [{"reply": {"text": "Long plan: " + "x" * 30000, "actions": [
-        {"kind": "remember", "text": "y" * 20000, "visibility": "room"}]}}])
+        d.room.put_memory(
+            MemoryLine(
+                id=f"mem-big-{i:03d}",
+                room_id=case.room,
+                text=f"{i} " + "quay " * 1600,
+                visibility="room",
+                company="bolt",
+                author=BOB,
+                created_at=now_iso(),
+            )
+        )
+    room_files.update_index(
+        d,
+        case.room,
+        remove=None,
+        limit=100000,
+        add=[
+            FileChunk(room_id=case.room, name="brief.md", index=i, text=f"plan {i} " + big, file_id="brief")
+            for i in range(40)
+        ]
+        + chunk_text(case.room, "notes.md", "festival plan\n" * 3000, file_id="notes"),
+    )
+    lab.server.set_script(
+        case.a,
+        [
+            {
+                "reply": {
+                    "text": "Long plan: " + "x" * 30000,
+                    "actions": [{"kind": "remember", "text": "y" * 20000, "visibility": "room"}],
+                }
+            }
+        ],
+    )
     run_id = _settle_one(lab, case, "Please plan the festival.", f"{case.room}-big")
     run = d.ledger.get_run(run_id)
     assert run is not None and run.status == "completed", run
@@ -246,7 +290,10 @@ def test_hop_limit_stops_agents_pinging_each_other(lab: ChaosLab) -> None:
     _settle_one(lab, case, "Start the ping-pong.", f"{case.room}-ping")
     runs = lab.deps.ledger.runs_in_room(case.room)
     assert sorted((x.hop, x.agent_id, x.status) for x in runs) == [
-        (0, case.a, "completed"), (1, case.b, "completed"), (2, case.a, "completed")]
+        (0, case.a, "completed"),
+        (1, case.b, "completed"),
+        (2, case.a, "completed"),
+    ]
     notices = [m for m in lab.deps.room.all_messages(case.room) if m.kind == "notice"]
     assert len(notices) == 1 and f"{case.b} was not woken: hop limit 2" in notices[0].text
     assert lab.server.count(case.a) == 2 and lab.server.count(case.b) == 1
@@ -260,14 +307,36 @@ def test_hostile_model_output_is_denied_or_truncated_and_the_run_completes(lab: 
     d.room.put_room(Room(id="elsewhere", members=["bolt"]))
     d.room.add_room_agent("elsewhere", "stranger")
     now = now_iso()
-    d.room.create_task(Task(id="task-elsewhere", room_id="elsewhere", title="Theirs", body="-", to="stranger",
-                            created_by=BOB, created_at=now, updated_at=now),
-                       TaskEvent(id="tev-elsewhere", room_id="elsewhere", task_id="task-elsewhere", kind="created",
-                                 text="Theirs", by=BOB, created_at=now))
+    d.room.create_task(
+        Task(
+            id="task-elsewhere",
+            room_id="elsewhere",
+            title="Theirs",
+            body="-",
+            to="stranger",
+            created_by=BOB,
+            created_at=now,
+            updated_at=now,
+        ),
+        TaskEvent(
+            id="tev-elsewhere",
+            room_id="elsewhere",
+            task_id="task-elsewhere",
+            kind="created",
+            text="Theirs",
+            by=BOB,
+            created_at=now,
+        ),
+    )
     acme = d.room.get_company("acme")
     assert acme is not None
-    d.room.put_company(Company(id="acme", people=acme.people, rights=RightsPolicy(
-        actions=acme.rights.actions, agents={case.a: {"create_task": "deny"}})))
+    d.room.put_company(
+        Company(
+            id="acme",
+            people=acme.people,
+            rights=RightsPolicy(actions=acme.rights.actions, agents={case.a: {"create_task": "deny"}}),
+        )
+    )
     try:
         hostile = [
             {"kind": "teleport", "where": "mars"},
@@ -292,16 +361,24 @@ def test_hostile_model_output_is_denied_or_truncated_and_the_run_completes(lab: 
     assert run.actions_over_limit == 10_000 - MAX_ACTIONS and run.reply_truncated
     actions = d.ledger.actions(run_id)
     assert len(actions) == MAX_ACTIONS
-    reasons = [a.reason for a in actions[:len(hostile)]]
-    assert all(a.decision == "deny" and a.outcome == "denied" for a in actions[:len(hostile)]), reasons
-    for i, expected in enumerate(["unknown action kind 'teleport'", "missing field 'visibility'",
-                                  "unexpected field 'priority'", "task 'task-elsewhere' is not in this room",
-                                  "agent 'zed' is not in the room", "agent 'stranger' is not in the room",
-                                  "task 'task-elsewhere' is not in this room",
-                                  f"rule agents.{case.a}.create_task = deny", "unexpected field 'decision'",
-                                  "unexpected field 'approved'"]):
+    reasons = [a.reason for a in actions[: len(hostile)]]
+    assert all(a.decision == "deny" and a.outcome == "denied" for a in actions[: len(hostile)]), reasons
+    for i, expected in enumerate(
+        [
+            "unknown action kind 'teleport'",
+            "missing field 'visibility'",
+            "unexpected field 'priority'",
+            "task 'task-elsewhere' is not in this room",
+            "agent 'zed' is not in the room",
+            "agent 'stranger' is not in the room",
+            "task 'task-elsewhere' is not in this room",
+            f"rule agents.{case.a}.create_task = deny",
+            "unexpected field 'decision'",
+            "unexpected field 'approved'",
+        ]
+    ):
         assert expected in reasons[i], (i, reasons[i])
-    assert all(a.outcome == "written" for a in actions[len(hostile):])
+    assert all(a.outcome == "written" for a in actions[len(hostile) :])
     memory = [m for m in d.room.all_memory(case.room, ["acme", "bolt"]) if m.run_id == run_id]
     assert len(memory) == MAX_ACTIONS - len(hostile)
     assert not d.room.approvals(case.room)  # nothing held: the text asked, the policy decided

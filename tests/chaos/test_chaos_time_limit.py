@@ -5,8 +5,8 @@ take 3 s."""
 from __future__ import annotations
 
 from quaylocal import faults
-from quayutec.logic.ids import execution_name
 from quaylocal.chaos import ChaosLab
+from quayutec.logic.ids import execution_name
 
 
 def test_a_run_past_its_time_limit_is_timed_out_and_not_redone() -> None:

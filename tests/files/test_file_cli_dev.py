@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from quaydev import quay_dev, wait_for
 from quaylocal.cli import app as cli
 from quaylocal.client import QuayClient
 from quaylocal.provider_server import ProviderServer
-from quaydev import quay_dev, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
@@ -36,10 +36,16 @@ def _pdf(text: str, password: str | None = None) -> bytes:
 
     w = PdfWriter()
     page = w.add_blank_page(612, 792)
-    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-                             NameObject("/BaseFont"): NameObject("/Helvetica")})
-    page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject(
-        {NameObject("/F1"): w._add_object(font)})})
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    page[NameObject("/Resources")] = DictionaryObject(
+        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): w._add_object(font)})}
+    )
     content = DecodedStreamObject()
     content.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode())
     page[NameObject("/Contents")] = w._add_object(content)
@@ -68,8 +74,9 @@ def test_markdown_and_pdf_become_ready_and_reach_the_agent(dev, tmp_path: Path) 
     admin = QuayClient(url, ADMIN)
     admin.create_company("acme", ["ann"])
     ann = QuayClient(url, admin.issue_token("acme", "ann")["token"])
-    ann.register_agent("f1", "openai-compatible", "local-model", api_key="sk-acme-local",
-                       base_url=models.base_url("openai-compatible"))
+    ann.register_agent(
+        "f1", "openai-compatible", "local-model", api_key="sk-acme-local", base_url=models.base_url("openai-compatible")
+    )
     room = ann.create_room("files")["id"]
     ann.add_agent(room, "f1")
 
@@ -81,14 +88,21 @@ def test_markdown_and_pdf_become_ready_and_reach_the_agent(dev, tmp_path: Path) 
     assert " berths.md " in out and " markdown  ready (1 chunk)  by ann (acme)" in out, out
     added = json.loads(_quay(url, ann.token, "file", "add", room, str(pdf), "--wait", "--json").stdout)
     assert (added["name"], added["kind"], added["status"], added["content_type"]) == (
-        "tugs.pdf", "pdf", "ready", "application/pdf")
+        "tugs.pdf",
+        "pdf",
+        "ready",
+        "application/pdf",
+    )
     listed = _quay(url, ann.token, "file", "list", room).stdout
     assert "berths.md" in listed and "tugs.pdf" in listed and "uploading" not in listed
 
     # the agent's next run: its model request carries a passage from each file
     ann.post(room, "@f1 when does the gangway at berth nine open, and when does tugboat Albatross tow?")
-    wait_for(lambda: any(m["kind"] == "reply" and m["author"]["id"] == "acme.f1" for m in ann.transcript(room)),
-             60, "f1's reply")
+    wait_for(
+        lambda: any(m["kind"] == "reply" and m["author"]["id"] == "acme.f1" for m in ann.transcript(room)),
+        60,
+        "f1's reply",
+    )
     sent = json.dumps([r.body for r in models.requests if r.agent_id == "acme.f1"])
     assert MD_PASSAGE in sent and PDF_PASSAGE in sent
 

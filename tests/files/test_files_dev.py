@@ -13,20 +13,29 @@ from quaylocal.dev import DevServer
 
 
 def _call(url: str, method: str, path: str, token: str, body: dict | None = None) -> dict:
-    req = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode() if body else None,
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + path,
+        method=method,
+        data=json.dumps(body).encode() if body else None,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"null")
 
 
 def _post_form(url: str, fields: dict[str, str], data: bytes) -> int:
     boundary = uuid.uuid4().hex
-    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-             for k, v in fields.items()]
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n'.encode()
-                 + data + f"\r\n--{boundary}--\r\n".encode())
-    req = urllib.request.Request(url, method="POST", data=b"".join(parts),
-                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode() for k, v in fields.items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n'.encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    req = urllib.request.Request(
+        url, method="POST", data=b"".join(parts), headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status
@@ -41,8 +50,13 @@ def test_upload_through_quay_dev_becomes_ready() -> None:
         tok = _call(url, "POST", "/companies/acme/tokens", adm, {"member": "ann"})["token"]
         room = _call(url, "POST", "/rooms", tok, {"name": "quay"})["id"]
         text = b"# Crane plan\nCrane seven lifts the festival stage at noon.\n"
-        out = _call(url, "POST", f"/rooms/{room}/files", tok,
-                    {"name": "plan.md", "content_type": "text/markdown", "size": len(text)})
+        out = _call(
+            url,
+            "POST",
+            f"/rooms/{room}/files",
+            tok,
+            {"name": "plan.md", "content_type": "text/markdown", "size": len(text)},
+        )
         assert out["upload"]["url"].startswith(url + "/_s3/")
         assert _post_form(out["upload"]["url"], out["upload"]["fields"], text) == 204
         deadline = time.monotonic() + 60
@@ -62,8 +76,11 @@ def test_upload_through_quay_dev_becomes_ready() -> None:
         # never inline; and, as S3 does, it ignores the form fields after `file`
         signed = one["download_url"]
         base = signed.split("?")[0]
-        for refused in (url + "/_s3/quayutec-run-data/runs/x/context.json?" + signed.split("?")[1], base,
-                        url + "/_s3/quayutec-files/index/" + room + "/1.json?" + signed.split("?")[1]):
+        for refused in (
+            url + "/_s3/quayutec-run-data/runs/x/context.json?" + signed.split("?")[1],
+            base,
+            url + "/_s3/quayutec-files/index/" + room + "/1.json?" + signed.split("?")[1],
+        ):
             try:
                 urllib.request.urlopen(refused, timeout=30)
                 raise AssertionError(f"{refused} was served")
@@ -72,12 +89,21 @@ def test_upload_through_quay_dev_becomes_ready() -> None:
         with urllib.request.urlopen(signed.replace("attachment", "inline"), timeout=30) as resp:
             assert resp.headers["Content-Disposition"] == "attachment"
         boundary = uuid.uuid4().hex  # `file` first: the signed fields after it are ignored, as on S3
-        parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n'.encode()
-                 + text + b"\r\n"]
-        parts += [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-                  for k, v in out["upload"]["fields"].items()]
-        req = urllib.request.Request(out["upload"]["url"], method="POST", data=b"".join(parts) + f"--{boundary}--\r\n".encode(),
-                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        parts = [
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n'.encode()
+            + text
+            + b"\r\n"
+        ]
+        parts += [
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+            for k, v in out["upload"]["fields"].items()
+        ]
+        req = urllib.request.Request(
+            out["upload"]["url"],
+            method="POST",
+            data=b"".join(parts) + f"--{boundary}--\r\n".encode(),
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        )
         try:
             urllib.request.urlopen(req, timeout=30)
             raise AssertionError("a form with file first was taken")
@@ -85,9 +111,12 @@ def test_upload_through_quay_dev_becomes_ready() -> None:
             assert exc.code == 400 and b"file last" in exc.read()
         # a content type that is not a media type (it becomes a signed header) is refused first
         for bad_type in ("text/plain\r\nX-Injected: 1", "text/plain\nX: y", "plain", "text/plain; a=\x07"):
-            req = urllib.request.Request(url + f"/rooms/{room}/files", method="POST", data=json.dumps(
-                {"name": "a.txt", "content_type": bad_type, "size": 3}).encode(),
-                headers={"Authorization": f"Bearer {tok}", "Content-Type": "application/json"})
+            req = urllib.request.Request(
+                url + f"/rooms/{room}/files",
+                method="POST",
+                data=json.dumps({"name": "a.txt", "content_type": bad_type, "size": 3}).encode(),
+                headers={"Authorization": f"Bearer {tok}", "Content-Type": "application/json"},
+            )
             try:
                 urllib.request.urlopen(req, timeout=30)
                 raise AssertionError(f"{bad_type!r} was accepted")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
 from quayutec.dal import aws
 from quayutec.dal.files import upload_key
@@ -20,7 +21,6 @@ from quayutec.logic import files as rf
 from quayutec.logic import retrieval
 from quayutec.logic.extract import Unreadable, extract
 from quayutec.models import Author
-from quaylocal.stack import LocalStack
 
 ANN = Author(kind="person", id="ann", company="acme")
 ANSWER = "The vault code is PELICAN-4242."
@@ -35,12 +35,14 @@ def big_text(answer: str = ANSWER) -> str:
 def _pdf(text: str | None) -> bytes:
     """A one-page PDF with ``text`` drawn (None: a blank page)."""
     stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode() if text else b""
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-            b"/Resources << /Font << /F1 5 0 R >> >> >>",
-            b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
     out, offsets = io.BytesIO(), []
     out.write(b"%PDF-1.4\n")
     for i, o in enumerate(objs, 1):
@@ -66,8 +68,11 @@ def _encrypted_pdf() -> bytes:
 
 # ----------------------------------------------------------------------------- pure
 def test_extraction_kinds_and_reasons() -> None:
-    assert extract("html", b"<html><head><style>p{}</style><script>x=1</script></head>"
-                           b"<body><p>Quay &amp; crane</p><div>three</div></body></html>") == [(None, "Quay & crane\nthree")]
+    assert extract(
+        "html",
+        b"<html><head><style>p{}</style><script>x=1</script></head>"
+        b"<body><p>Quay &amp; crane</p><div>three</div></body></html>",
+    ) == [(None, "Quay & crane\nthree")]
     assert "Quay 7 crane" in extract("pdf", _pdf("Quay 7 crane"))[0][1]
     with pytest.raises(Unreadable, match="no text"):
         extract("pdf", _pdf(None))
@@ -131,8 +136,16 @@ def test_an_upload_that_never_arrived_reads_failed_once_its_form_and_ingest_time
     from quayutec.models import RoomFile
 
     declared = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-    f = RoomFile(id="f1", room_id="r", name="a.txt", content_type="text/plain", size=3, kind="text",
-                 uploader=ANN, created_at=declared.isoformat().replace("+00:00", "Z"))
+    f = RoomFile(
+        id="f1",
+        room_id="r",
+        name="a.txt",
+        content_type="text/plain",
+        size=3,
+        kind="text",
+        uploader=ANN,
+        created_at=declared.isoformat().replace("+00:00", "Z"),
+    )
     assert rf.as_seen(f, declared + timedelta(seconds=rf.UPLOAD_GRACE_S)).status == "uploading"
     late = rf.as_seen(f, declared + timedelta(seconds=rf.UPLOAD_GRACE_S + 1))
     assert (late.status, late.reason) == ("failed", "the upload never arrived (its form expired)")
@@ -150,8 +163,10 @@ def test_passages_carry_file_name_and_position() -> None:
 def test_only_the_ranking_imports_bm25s() -> None:
     import subprocess
 
-    code = ("import sys; import quayutec.logic.phases.claim_and_read, quayutec.logic.files, quayutec.handlers.claim_and_read, "
-            "quayutec.handlers.ingest; print('bm25s' in sys.modules, 'scipy' in sys.modules, 'pypdf' in sys.modules)")
+    code = (
+        "import sys; import quayutec.logic.phases.claim_and_read, quayutec.logic.files, quayutec.handlers.claim_and_read, "
+        "quayutec.handlers.ingest; print('bm25s' in sys.modules, 'scipy' in sys.modules, 'pypdf' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "False"]
 
@@ -165,8 +180,9 @@ def stack():
 
 def _upload(stack: LocalStack, room: str, name: str, data: bytes, content_type: str = "text/plain") -> str:
     d = quay_deps.default_deps()
-    f = rf.declare_upload(d, room, name=name, content_type=content_type, size=len(data), uploader=ANN,
-                          at="2026-11-30T00:00:00Z")
+    f = rf.declare_upload(
+        d, room, name=name, content_type=content_type, size=len(data), uploader=ANN, at="2026-11-30T00:00:00Z"
+    )
     stack.client("s3").put_object(Bucket=d.files.bucket, Key=upload_key(room, f.id), Body=data)
     stack.wait_quiet(120)
     return f.id

@@ -16,7 +16,8 @@ def test_a_3_mb_file_answer_reaches_the_model_request(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "harbour-log.txt").write_text(big_text())
     assert (tmp_path / "docs" / "harbour-log.txt").stat().st_size > 3_000_000
-    (tmp_path / "room.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "room.yaml").write_text(
+        textwrap.dedent("""\
         companies:
           - {id: tide, people: [tess]}
         agents:
@@ -32,6 +33,7 @@ def test_a_3_mb_file_answer_reaches_the_model_request(tmp_path: Path) -> None:
           replies: {keeper: 1}
           runs: {completed: 1}
           seen_by: {keeper: ["PELICAN-4242"]}
-        """))
+        """)
+    )
     result = Player(Scenario.load(tmp_path / "room.yaml"), time_scale=0.01, quiet_timeout_s=120).play()
     assert result.failures == [], result.failures

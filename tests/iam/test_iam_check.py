@@ -16,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_ROOM = ROOT / "infra" / "quaylocal" / "scenarios" / "reference-room.yaml"
 
 #: Roles whose every needed statement is removed in turn (run phases, the wake path, the engine).
-ROLES_UNDER_TEST = ("ClaimAndReadFunction", "CallModelFunction", "DecideAndPostFunction", "ApplyAndFinishFunction",
-                    "WakeConsumerFunction", "StreamDispatchFunction")
+ROLES_UNDER_TEST = (
+    "ClaimAndReadFunction",
+    "CallModelFunction",
+    "DecideAndPostFunction",
+    "ApplyAndFinishFunction",
+    "WakeConsumerFunction",
+    "StreamDispatchFunction",
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,36 +63,54 @@ def test_removing_any_needed_statement_is_caught(played_calls, iam_roles, functi
 
 
 def _roles_with(statement: dict) -> iam_check.Roles:
-    template = {"Resources": {
-        "Table": {"Type": "AWS::DynamoDB::Table", "Properties": {}},
-        "FnRole": {"Type": "AWS::IAM::Role", "Properties": {}},
-        "Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Role": {"Fn::GetAtt": ["FnRole", "Arn"]}}},
-        "Policy": {"Type": "AWS::IAM::Policy", "Properties": {
-            "Roles": [{"Ref": "FnRole"}],
-            "PolicyDocument": {"Statement": [{"Effect": "Allow", **statement}]}}},
-    }}
+    template = {
+        "Resources": {
+            "Table": {"Type": "AWS::DynamoDB::Table", "Properties": {}},
+            "FnRole": {"Type": "AWS::IAM::Role", "Properties": {}},
+            "Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Role": {"Fn::GetAtt": ["FnRole", "Arn"]}}},
+            "Policy": {
+                "Type": "AWS::IAM::Policy",
+                "Properties": {
+                    "Roles": [{"Ref": "FnRole"}],
+                    "PolicyDocument": {"Statement": [{"Effect": "Allow", **statement}]},
+                },
+            },
+        }
+    }
     return iam_check.Roles(template)
 
 
 def _get_item() -> C.Call:
-    return C.Call(owner="function:Fn", service="dynamodb", operation="GetItem",
-                  pairs=(("dynamodb:GetItem", C.table_arn("Table")),))
+    return C.Call(
+        owner="function:Fn",
+        service="dynamodb",
+        operation="GetItem",
+        pairs=(("dynamodb:GetItem", C.table_arn("Table")),),
+    )
 
 
 def test_a_plain_grant_allows_and_another_table_is_denied() -> None:
     roles = _roles_with({"Action": "dynamodb:GetItem", "Resource": {"Fn::GetAtt": ["Table", "Arn"]}})
     assert roles.check([_get_item()]) == ([], [])
-    other = C.Call(owner="function:Fn", service="dynamodb", operation="GetItem",
-                   pairs=(("dynamodb:GetItem", C.table_arn("Other")),))
+    other = C.Call(
+        owner="function:Fn",
+        service="dynamodb",
+        operation="GetItem",
+        pairs=(("dynamodb:GetItem", C.table_arn("Other")),),
+    )
     denials, _ = roles.check([other])
     assert [d.resource for d in denials] == [C.table_arn("Other")]
 
 
-@pytest.mark.parametrize("statement", [
-    {"Action": "dynamodb:GetItem", "Resource": "*", "Condition": {"StringEquals": {"aws:SourceVpc": "vpc-1"}}},
-    {"Action": "dynamodb:GetItem", "NotResource": "arn:aws:dynamodb:*:*:table/Nope"},
-    {"NotAction": "s3:*", "Resource": "*"},
-], ids=["condition", "not-resource", "not-action"])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        {"Action": "dynamodb:GetItem", "Resource": "*", "Condition": {"StringEquals": {"aws:SourceVpc": "vpc-1"}}},
+        {"Action": "dynamodb:GetItem", "NotResource": "arn:aws:dynamodb:*:*:table/Nope"},
+        {"NotAction": "s3:*", "Resource": "*"},
+    ],
+    ids=["condition", "not-resource", "not-action"],
+)
 def test_statements_the_evaluator_cannot_judge_grant_nothing(statement) -> None:
     denials, _ = _roles_with(statement).check([_get_item()])
     assert len(denials) == 1
@@ -104,10 +128,20 @@ def test_unowned_and_unmapped_calls_cannot_pass() -> None:
 
 
 def test_a_transaction_needs_each_item_s_action() -> None:
-    pairs = C.OPERATIONS[("dynamodb", "TransactWriteItems")]({"TransactItems": [
-        {"Put": {"TableName": "t1"}}, {"ConditionCheck": {"TableName": "t2"}}, {"Update": {"TableName": "t1"}}]})
-    assert pairs == [("dynamodb:PutItem", C.table_arn("t1")), ("dynamodb:ConditionCheckItem", C.table_arn("t2")),
-                     ("dynamodb:UpdateItem", C.table_arn("t1"))]
+    pairs = C.OPERATIONS[("dynamodb", "TransactWriteItems")](
+        {
+            "TransactItems": [
+                {"Put": {"TableName": "t1"}},
+                {"ConditionCheck": {"TableName": "t2"}},
+                {"Update": {"TableName": "t1"}},
+            ]
+        }
+    )
+    assert pairs == [
+        ("dynamodb:PutItem", C.table_arn("t1")),
+        ("dynamodb:ConditionCheckItem", C.table_arn("t2")),
+        ("dynamodb:UpdateItem", C.table_arn("t1")),
+    ]
     assert C.OPERATIONS[("s3", "HeadObject")]({"Bucket": "b", "Key": "k"}) == [("s3:GetObject", "arn:aws:s3:::b/k")]
 
 
@@ -132,4 +166,5 @@ def test_a_presigned_url_counts_as_the_action_it_grants(monkeypatch) -> None:
         aws.remove_call_observer(seen.observe)
         aws.add_call_observer(C.RECORDER.observe)
     assert [(c.owner, c.pairs) for c in seen.calls] == [
-        ("function:Fn", (("s3:GetObject", "arn:aws:s3:::b/runs/x.json"),))]
+        ("function:Fn", (("s3:GetObject", "arn:aws:s3:::b/runs/x.json"),))
+    ]

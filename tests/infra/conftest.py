@@ -34,8 +34,7 @@ def cdk_cli() -> list[str]:
     if not CDK_CLI.exists():
         npm = shutil.which("npm")
         assert npm, "npm is needed for the CDK CLI (package.json)"
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=REPO_ROOT,
-                       check=True, timeout=600)
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=REPO_ROOT, check=True, timeout=600)
     return [str(CDK_CLI)]
 
 
@@ -53,15 +52,29 @@ def app_command() -> list[str]:
 
 def cdk_synth(outdir: Path, *context: str, check: bool = True) -> subprocess.CompletedProcess:
     """``cdk synth -o outdir`` from the repository root; ``context``: e.g. ``"-c", "stage=prod"``."""
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-           "CDK_DISABLE_VERSION_CHECK": "1"}
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_VERSION_CHECK": "1"}
     result = subprocess.run(
-        [*cdk_cli(), "synth", "--quiet", "--no-notices", "--no-version-reporting",
-         *app_command(), "-o", str(outdir), *context],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+        [
+            *cdk_cli(),
+            "synth",
+            "--quiet",
+            "--no-notices",
+            "--no-version-reporting",
+            *app_command(),
+            "-o",
+            str(outdir),
+            *context,
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if check and result.returncode != 0:
-        raise AssertionError(f"cdk synth failed ({result.returncode}):\n"
-                             f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+        raise AssertionError(
+            f"cdk synth failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        )
     return result
 
 

@@ -23,8 +23,7 @@ pytestmark = [
 ]
 
 REGION = "us-east-1"
-PROVIDER_ENVS = {"ANTHROPIC_BASE_URL": "anthropic", "OPENAI_BASE_URL": "openai",
-                 "BEDROCK_ENDPOINT_URL": "bedrock"}
+PROVIDER_ENVS = {"ANTHROPIC_BASE_URL": "anthropic", "OPENAI_BASE_URL": "openai", "BEDROCK_ENDPOINT_URL": "bedrock"}
 KEY = "sk-harbour-test"
 REPLY = "Stalls go on the north quay."
 MEMORY = "Festival stalls: north quay."
@@ -34,8 +33,9 @@ MEMORY = "Festival stalls: north quay."
 def server():
     from quaylocal.provider_server import ProviderServer
 
-    script = {"h1": [{"reply": {"text": REPLY, "actions": [
-        {"kind": "remember", "text": MEMORY, "visibility": "room"}]}}]}
+    script = {
+        "h1": [{"reply": {"text": REPLY, "actions": [{"kind": "remember", "text": MEMORY, "visibility": "room"}]}}]
+    }
     with ProviderServer(scripts=script, keys={"h1": KEY}) as srv:
         yield srv
 
@@ -52,12 +52,18 @@ def deployed(assembly, server):
     settings = {env: server.base_url(p) for env, p in PROVIDER_ENVS.items()}
     try:
         with LocalStack.from_deployed(assembly, settings=settings, time_scale=0.01) as stack:
-            clients = {n: boto3.client(n, region_name=REGION) for n in (
-                "cloudformation", "stepfunctions", "lambda", "dynamodb", "sqs")}
-            stack_desc = clients["cloudformation"].describe_stacks(
-                StackName=stack.deployment.stack_name)["Stacks"][0]
-            yield {"stack": stack_desc, "ids": stack.deployment.physical_ids, "local": stack,
-                   "settings": settings, **clients}
+            clients = {
+                n: boto3.client(n, region_name=REGION)
+                for n in ("cloudformation", "stepfunctions", "lambda", "dynamodb", "sqs")
+            }
+            stack_desc = clients["cloudformation"].describe_stacks(StackName=stack.deployment.stack_name)["Stacks"][0]
+            yield {
+                "stack": stack_desc,
+                "ids": stack.deployment.physical_ids,
+                "local": stack,
+                "settings": settings,
+                **clients,
+            }
     finally:
         mp.undo()
 
@@ -74,7 +80,8 @@ def test_tables_created_with_their_keys(deployed):
         if tdef.sort_key:
             assert keys["RANGE"] == tdef.sort_key.name
         indexes = {i["IndexName"] for i in desc["Table"].get("GlobalSecondaryIndexes", [])} | {
-            i["IndexName"] for i in desc["Table"].get("LocalSecondaryIndexes", [])}
+            i["IndexName"] for i in desc["Table"].get("LocalSecondaryIndexes", [])
+        }
         assert indexes == {i.name for i in tdef.indexes}
     room = deployed["dynamodb"].describe_table(TableName=deployed["ids"]["RoomTable"])["Table"]
     assert room["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
@@ -82,12 +89,14 @@ def test_tables_created_with_their_keys(deployed):
 
 def test_wake_queue_redrive(deployed):
     sqs = deployed["sqs"]
-    attrs = sqs.get_queue_attributes(QueueUrl=deployed["ids"][R.WAKE_QUEUE.logical_id],
-                                     AttributeNames=["All"])["Attributes"]
+    attrs = sqs.get_queue_attributes(QueueUrl=deployed["ids"][R.WAKE_QUEUE.logical_id], AttributeNames=["All"])[
+        "Attributes"
+    ]
     redrive = json.loads(attrs["RedrivePolicy"])
     assert int(redrive["maxReceiveCount"]) == R.WAKE_QUEUE.max_receive_count
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=deployed["ids"][R.WAKE_DLQ.logical_id],
-                                       AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=deployed["ids"][R.WAKE_DLQ.logical_id], AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
     assert redrive["deadLetterTargetArn"] == dlq_arn
 
 
@@ -126,12 +135,12 @@ def test_function_handler_and_environment(deployed, fdef):
 
 def test_state_machine_definition_points_at_the_deployed_functions(deployed):
     ids = deployed["ids"]
-    desc = deployed["stepfunctions"].describe_state_machine(
-        stateMachineArn=ids["AgentRunStateMachine"])
+    desc = deployed["stepfunctions"].describe_state_machine(stateMachineArn=ids["AgentRunStateMachine"])
     assert not re.findall(r"\$\{[A-Za-z0-9_]+\}", desc["definition"])
     definition = json.loads(desc["definition"])
-    claim_arn = deployed["lambda"].get_function(
-        FunctionName=ids["ClaimAndReadFunction"])["Configuration"]["FunctionArn"]
+    claim_arn = deployed["lambda"].get_function(FunctionName=ids["ClaimAndReadFunction"])["Configuration"][
+        "FunctionArn"
+    ]
     assert definition["States"]["ClaimAndRead"]["Parameters"]["FunctionName"] == claim_arn
     assert definition["TimeoutSeconds"] == 691200
 
@@ -152,7 +161,9 @@ def test_files_bucket_notifies_the_ingest_queue(deployed):
     s3 = deployed["local"].client("s3")
     conf = s3.get_bucket_notification_configuration(Bucket=ids["FilesBucket"])["QueueConfigurations"]
     assert [c["QueueArn"].rsplit(":", 1)[-1] for c in conf] == [ids["IngestQueue"].rsplit("/", 1)[-1]]
-    assert [(r["Name"].lower(), r["Value"]) for r in conf[0]["Filter"]["Key"]["FilterRules"]] == [("prefix", "uploads/")]
+    assert [(r["Name"].lower(), r["Value"]) for r in conf[0]["Filter"]["Key"]["FilterRules"]] == [
+        ("prefix", "uploads/")
+    ]
 
 
 def test_handlers_run_with_the_deployed_environment(deployed):
@@ -178,17 +189,19 @@ def test_one_wake_plays_through_the_deployed_resources(deployed, server):
     d = quay_deps.default_deps()
     assert d.settings.room_table == deployed["ids"][R.ROOM_TABLE.logical_id]
     d.room.put_company(Company(id="harbour", people=["hana"]))
-    d.room.put_agent(Agent(id="h1", company="harbour", provider="anthropic", model="claude-test",
-                           instructions="Be brief."))
+    d.room.put_agent(
+        Agent(id="h1", company="harbour", provider="anthropic", model="claude-test", instructions="Be brief.")
+    )
     d.room.put_room(Room(id="quay", members=["harbour"]))
     d.room.add_room_agent("quay", "h1")
     stack.client("secretsmanager").create_secret(
-        Name=quay_deps.secret_name(d.settings, "harbour", "anthropic"),
-        SecretString=KEY)
+        Name=quay_deps.secret_name(d.settings, "harbour", "anthropic"), SecretString=KEY
+    )
     stack.wait_quiet(30)
 
-    RoomService(d.room).post_message("quay", Author(kind="person", id="hana", company="harbour"),
-                                     "Where do the stalls go?", ["h1"])
+    RoomService(d.room).post_message(
+        "quay", Author(kind="person", id="hana", company="harbour"), "Where do the stalls go?", ["h1"]
+    )
     stack.wait_quiet(60)
 
     assert stack.stats.errors == []
@@ -200,11 +213,10 @@ def test_one_wake_plays_through_the_deployed_resources(deployed, server):
     runs = d.ledger.runs_in_room("quay")
     assert [r.status for r in runs] == ["completed"]
     assert [m.text for m in d.room.all_memory("quay", ["harbour"])] == [MEMORY]
-    executions = deployed["stepfunctions"].list_executions(
-        stateMachineArn=deployed["ids"]["AgentRunStateMachine"])["executions"]
+    executions = deployed["stepfunctions"].list_executions(stateMachineArn=deployed["ids"]["AgentRunStateMachine"])[
+        "executions"
+    ]
     assert [e["status"] for e in executions] == ["SUCCEEDED"]
     # The run data went to the deployed bucket, under the run prefix.
-    objects = stack.client("s3").list_objects_v2(
-        Bucket=deployed["ids"][R.RUN_DATA_BUCKET.logical_id])["Contents"]
-    assert objects and all(o["Key"].startswith(f"{R.RUN_DATA_PREFIX}{runs[0].run_id}/")
-                           for o in objects)
+    objects = stack.client("s3").list_objects_v2(Bucket=deployed["ids"][R.RUN_DATA_BUCKET.logical_id])["Contents"]
+    assert objects and all(o["Key"].startswith(f"{R.RUN_DATA_PREFIX}{runs[0].run_id}/") for o in objects)

@@ -15,8 +15,11 @@ from quayutec.api.routes.page import upload_origins
 
 
 def _api_function(resources) -> dict:  # noqa: ANN001
-    [fn] = [f["Properties"] for f in of_type(resources, "AWS::Lambda::Function").values()
-            if f["Properties"].get("Handler") == "quayutec.handlers.api.handler"]
+    [fn] = [
+        f["Properties"]
+        for f in of_type(resources, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == "quayutec.handlers.api.handler"
+    ]
     return fn
 
 

@@ -22,8 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def test_tested_template_has_cdk_json_feature_flags(resources):
     """@aws-cdk/aws-iam:minimizePolicies (cdk.json) merges statements with the same effect,
     actions and conditions; an app synthesized without cdk.json's context keeps them apart."""
-    assert json.loads((REPO_ROOT / "cdk.json").read_text())["context"][
-        "@aws-cdk/aws-iam:minimizePolicies"] is True
+    assert json.loads((REPO_ROOT / "cdk.json").read_text())["context"]["@aws-cdk/aws-iam:minimizePolicies"] is True
     duplicates = []
     for logical_id, res in resources.items():
         if res["Type"] != "AWS::IAM::Policy":
@@ -39,8 +38,14 @@ def test_tested_template_has_cdk_json_feature_flags(resources):
 
 
 def test_app_refuses_to_run_outside_the_cdk_cli():
-    result = subprocess.run([sys.executable, "infra/app.py"], cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "infra/app.py"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode != 0 and "CDK CLI" in result.stderr
 
 
@@ -53,20 +58,24 @@ def _settings(**context):
     return Settings.from_context(App(context=context).node)
 
 
-@pytest.mark.parametrize("key, value, env", [
-    ("recentMessages", "0", "RECENT_MESSAGES"),
-    ("memoryLines", "5000", "MEMORY_LINES"),
-    ("hopLimit", "many", "HOP_LIMIT"),
-    ("filePassages", "-1", "FILE_PASSAGES"),
-])
+@pytest.mark.parametrize(
+    "key, value, env",
+    [
+        ("recentMessages", "0", "RECENT_MESSAGES"),
+        ("memoryLines", "5000", "MEMORY_LINES"),
+        ("hopLimit", "many", "HOP_LIMIT"),
+        ("filePassages", "-1", "FILE_PASSAGES"),
+    ],
+)
 def test_a_value_the_runtime_model_refuses_fails_synth_naming_the_key(key, value, env):
     from quayinfra.config import SettingsError
 
     with pytest.raises(SettingsError, match=rf"context {key}='{value}' \({env}\)"):
         _settings(**{key: value})
     with pytest.raises(ValidationError):  # the same refusal a function would make at cold start
-        S.Settings.model_validate({**{f.alias: "x" for f in S.Settings.model_fields.values()
-                                      if f.is_required()}, env: value})
+        S.Settings.model_validate(
+            {**{f.alias: "x" for f in S.Settings.model_fields.values() if f.is_required()}, env: value}
+        )
 
 
 # ------------------------------------------------------------------ one model per function
@@ -107,14 +116,18 @@ def test_each_function_validates_only_what_it_reads(fdef):
 
 def test_reads_match_the_resources_each_function_touches():
     """A table, bucket or queue a function reads the name of is one its role may use."""
-    by_touch = {"room": R.ROOM_TABLE.env_var, "ledger": R.LEDGER_TABLE.env_var,
-                "claims": R.CLAIM_TABLE.env_var, "idempotency": R.IDEMPOTENCY_TABLE.env_var,
-                "rundata": R.RUN_DATA_BUCKET.env_var, "files": R.FILES_BUCKET.env_var,
-                "index": R.FILES_BUCKET.env_var}
+    by_touch = {
+        "room": R.ROOM_TABLE.env_var,
+        "ledger": R.LEDGER_TABLE.env_var,
+        "claims": R.CLAIM_TABLE.env_var,
+        "idempotency": R.IDEMPOTENCY_TABLE.env_var,
+        "rundata": R.RUN_DATA_BUCKET.env_var,
+        "files": R.FILES_BUCKET.env_var,
+        "index": R.FILES_BUCKET.env_var,
+    }
     for fdef in R.FUNCTIONS:
         touched = {by_touch[t.split(":")[0]] for t in fdef.touches if t.split(":")[0] in by_touch}
-        names = {v for v in fdef.reads if v in R.RESOURCE_ENVS} - {
-            R.WAKE_QUEUE.env_var, R.STATE_MACHINE_ENV}
+        names = {v for v in fdef.reads if v in R.RESOURCE_ENVS} - {R.WAKE_QUEUE.env_var, R.STATE_MACHINE_ENV}
         assert names <= touched, (fdef.logical_id, names - touched)
         assert (R.WAKE_QUEUE.env_var in fdef.reads) == ("queue:send" in fdef.touches)
         assert (R.STATE_MACHINE_ENV in fdef.reads) == ("states:start" in fdef.touches)

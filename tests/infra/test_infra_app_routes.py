@@ -16,7 +16,11 @@ def _paths(resources: dict) -> dict[str, str]:
     def path_of(logical_id: str) -> str:
         props = api_resources[logical_id]
         parent = props["ParentId"]
-        prefix = path_of(parent["Ref"]) if isinstance(parent, dict) and "Ref" in parent and parent["Ref"] in api_resources else ""
+        prefix = (
+            path_of(parent["Ref"])
+            if isinstance(parent, dict) and "Ref" in parent and parent["Ref"] in api_resources
+            else ""
+        )
         return f"{prefix}/{props['PathPart']}"
 
     return {k: path_of(k) for k in api_resources}
@@ -49,8 +53,7 @@ def test_public_routes_have_no_authorizer_and_every_other_method_keeps_it(resour
 
 def test_the_code_asset_ships_the_page_files(assembly, resources) -> None:
     """The API function's code asset (as CDK staged it from quayinfra.build_code) holds the page."""
-    api_fn = next(v for k, v in resources.items()
-                  if v["Type"] == "AWS::Lambda::Function" and k == "ApiFunction")
+    api_fn = next(v for k, v in resources.items() if v["Type"] == "AWS::Lambda::Function" and k == "ApiFunction")
     key = api_fn["Properties"]["Code"]["S3Key"]
     asset_hash = (key if isinstance(key, str) else key["Fn::Sub"]).split("/")[-1].split(".")[0]
     staged = assembly / f"asset.{asset_hash}"

@@ -50,8 +50,9 @@ def test_cdk_nag_catches_an_unacknowledged_finding(tmp_path):
 def _cfn_lint(path: Path) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).with_name("cfn-lint")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "cfnlint"]
-    return subprocess.run([*cmd, "--ignore-checks", "W3005", "--", str(path)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [*cmd, "--ignore-checks", "W3005", "--", str(path)], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_cfn_lint_clean(stack_files):
@@ -75,14 +76,12 @@ def asl_validator() -> Path:
     if not ASL_VALIDATOR.exists():
         npm = shutil.which("npm")
         assert npm, "npm is needed for asl-validator (package.json)"
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=REPO_ROOT,
-                       check=True, timeout=300)
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=REPO_ROOT, check=True, timeout=300)
     return ASL_VALIDATOR
 
 
 def _validate(validator: Path, path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(validator), "--json-path", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(validator), "--json-path", str(path)], capture_output=True, text=True, timeout=120)
 
 
 def _deployed_asl(tmp_path: Path) -> Path:
@@ -130,24 +129,26 @@ def test_settings_defaults_and_stage_rules():
     assert prod.removal_policy == RemovalPolicy.RETAIN
     assert prod.runtime["HOP_LIMIT"] == "6"
     assert prod.runtime["APPROVAL_TIMEOUT_SECONDS"] == "3600"
-    assert _settings(stage="prod", removalPolicy="destroy").removal_policy \
-        == RemovalPolicy.DESTROY
+    assert _settings(stage="prod", removalPolicy="destroy").removal_policy == RemovalPolicy.DESTROY
 
 
-@pytest.mark.parametrize("context", [
-    {"approvalTimeoutSeconds": 604801},
-    {"approvalTimeoutSeconds": 0},
-    {"approvalTimeoutSeconds": 604800, "runTimeLimitSeconds": 86401},
-    {"modelTimeoutSeconds": 300},
-    {"hopLimit": "-1"},
-    {"logRetentionDays": 10},
-    {"stage": "no spaces"},
-    {"removalPolicy": "maybe"},
-    {"secretPrefix": "*"},
-    {"recentMessages": "0"},
-    {"runDataExpiryDays": 0},
-    {"alarmEmail": "not an address"},
-])
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"approvalTimeoutSeconds": 604801},
+        {"approvalTimeoutSeconds": 0},
+        {"approvalTimeoutSeconds": 604800, "runTimeLimitSeconds": 86401},
+        {"modelTimeoutSeconds": 300},
+        {"hopLimit": "-1"},
+        {"logRetentionDays": 10},
+        {"stage": "no spaces"},
+        {"removalPolicy": "maybe"},
+        {"secretPrefix": "*"},
+        {"recentMessages": "0"},
+        {"runDataExpiryDays": 0},
+        {"alarmEmail": "not an address"},
+    ],
+)
 def test_settings_rejects(context):
     from quayinfra.config import SettingsError
 

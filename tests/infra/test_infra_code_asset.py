@@ -15,8 +15,9 @@ FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 
 def _tree(tmp_path: Path) -> Path:
     functions = tmp_path / "functions"
-    shutil.copytree(FUNCTIONS / "quayutec", functions / "quayutec",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        FUNCTIONS / "quayutec", functions / "quayutec", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     (functions / "quayutec" / "test_local_only.py").write_text("raise SystemExit('a test module shipped')\n")
     (functions / "quayutec" / "__pycache__").mkdir(exist_ok=True)
     (functions / "quayutec" / "__pycache__" / "stale.cpython-311.pyc").write_bytes(b"stale")

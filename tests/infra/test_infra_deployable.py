@@ -21,8 +21,13 @@ ASL_PATH = REPO_ROOT / "statemachines" / R.STATE_MACHINE_FILE
 
 def _writes(resources, function_id: str) -> set[str]:
     stmts = statements_of_role(resources, role_of_function(resources, function_id))
-    return {ref for s in stmts if "dynamodb:UpdateItem" in as_list(s["Action"])
-            for r in as_list(s["Resource"]) for ref in _refs(r)}
+    return {
+        ref
+        for s in stmts
+        if "dynamodb:UpdateItem" in as_list(s["Action"])
+        for r in as_list(s["Resource"])
+        for ref in _refs(r)
+    }
 
 
 def _refs(value) -> set[str]:
@@ -51,18 +56,20 @@ def test_api_gateway_account_has_a_cloudwatch_role(resources):
     role_id = account["Properties"]["CloudWatchRoleArn"]["Fn::GetAtt"][0]
     role = resources[role_id]
     assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
-        "Service": "apigateway.amazonaws.com"}
+        "Service": "apigateway.amazonaws.com"
+    }
     (managed,) = role["Properties"]["ManagedPolicyArns"]
-    assert json.dumps(managed).endswith(
-        'service-role/AmazonAPIGatewayPushToCloudWatchLogs"]]}')
+    assert json.dumps(managed).endswith('service-role/AmazonAPIGatewayPushToCloudWatchLogs"]]}')
     # Retained: destroying one stage never takes the account's logging role from another.
     assert role["DeletionPolicy"] == "Retain"
     # The stage (with access logging) is created after the account setting.
     (stage,) = of_type(resources, "AWS::ApiGateway::Stage").values()
     assert stage["Properties"]["AccessLogSetting"]["DestinationArn"]
     deployment = resources[stage["Properties"]["DeploymentId"]["Ref"]]
-    assert any(k in as_list(stage.get("DependsOn", [])) + as_list(deployment.get("DependsOn", []))
-               for k in of_type(resources, "AWS::ApiGateway::Account"))
+    assert any(
+        k in as_list(stage.get("DependsOn", [])) + as_list(deployment.get("DependsOn", []))
+        for k in of_type(resources, "AWS::ApiGateway::Account")
+    )
 
 
 def test_apig6_reason_names_no_missing_role(assembly):
@@ -72,21 +79,27 @@ def test_apig6_reason_names_no_missing_role(assembly):
     assert "must not own" not in apig6["reason"] and "access log" in apig6["reason"]
 
 
-@pytest.mark.parametrize("response_type,status,code", [
-    ("DEFAULT_4XX", "400", "bad_request"),
-    ("DEFAULT_5XX", "500", "internal_error"),
-    ("UNAUTHORIZED", "401", "unauthenticated"),
-    ("ACCESS_DENIED", "403", "forbidden"),
-    ("REQUEST_TOO_LARGE", "413", "payload_too_large"),
-    ("THROTTLED", "429", "throttled"),
-    ("MISSING_AUTHENTICATION_TOKEN", "404", "not_found"),
-    ("INTEGRATION_TIMEOUT", "504", "gateway_timeout"),
-    ("INTEGRATION_FAILURE", "502", "bad_gateway"),
-    ("UNSUPPORTED_MEDIA_TYPE", "415", "unsupported_media_type"),
-])
+@pytest.mark.parametrize(
+    "response_type,status,code",
+    [
+        ("DEFAULT_4XX", "400", "bad_request"),
+        ("DEFAULT_5XX", "500", "internal_error"),
+        ("UNAUTHORIZED", "401", "unauthenticated"),
+        ("ACCESS_DENIED", "403", "forbidden"),
+        ("REQUEST_TOO_LARGE", "413", "payload_too_large"),
+        ("THROTTLED", "429", "throttled"),
+        ("MISSING_AUTHENTICATION_TOKEN", "404", "not_found"),
+        ("INTEGRATION_TIMEOUT", "504", "gateway_timeout"),
+        ("INTEGRATION_FAILURE", "502", "bad_gateway"),
+        ("UNSUPPORTED_MEDIA_TYPE", "415", "unsupported_media_type"),
+    ],
+)
 def test_gateway_responses_have_the_api_error_shape(resources, response_type, status, code):
-    found = [g["Properties"] for g in of_type(resources, "AWS::ApiGateway::GatewayResponse").values()
-             if g["Properties"]["ResponseType"] == response_type]
+    found = [
+        g["Properties"]
+        for g in of_type(resources, "AWS::ApiGateway::GatewayResponse").values()
+        if g["Properties"]["ResponseType"] == response_type
+    ]
     assert len(found) == 1, response_type
     props = found[0]
     assert props["StatusCode"] == status
@@ -123,10 +136,10 @@ def test_alarm_topic_key_lets_cloudwatch_publish(resources):
     key_id = topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
     key = resources[key_id]["Properties"]
     assert key["EnableKeyRotation"] is True
-    allowed = [s for s in key["KeyPolicy"]["Statement"]
-               if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
-    assert allowed and {"kms:Decrypt", "kms:GenerateDataKey*"} <= {
-        a for s in allowed for a in as_list(s["Action"])}
+    allowed = [
+        s for s in key["KeyPolicy"]["Statement"] if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert allowed and {"kms:Decrypt", "kms:GenerateDataKey*"} <= {a for s in allowed for a in as_list(s["Action"])}
 
 
 def test_alarm_email_subscription_from_context(tmp_path):
@@ -134,8 +147,7 @@ def test_alarm_email_subscription_from_context(tmp_path):
 
     from quayinfra.stack import build_app
 
-    app, stack = build_app(App(outdir=str(tmp_path), context={"alarmEmail": "ops@example.com"}),
-                           nag=False)
+    app, stack = build_app(App(outdir=str(tmp_path), context={"alarmEmail": "ops@example.com"}), nag=False)
     template = app.synth().get_stack_by_name(stack.stack_name).template
     subs = of_type(template["Resources"], "AWS::SNS::Subscription")
     assert [s["Properties"]["Protocol"] for s in subs.values()] == ["email"]
@@ -163,20 +175,28 @@ def _emitted_metric_names() -> set[str]:
 
 
 def test_dashboard_shows_what_the_runtime_emits(resources):
-    from quayinfra.observability import (APPROVAL_CLOSED, APPROVAL_REQUESTED, MODEL_REQUEST_OUTCOMES,
-                                         RUN_STATUS_METRICS)
-
+    from quayinfra.observability import APPROVAL_CLOSED, APPROVAL_REQUESTED, MODEL_REQUEST_OUTCOMES, RUN_STATUS_METRICS
     from quayutec.models import FINAL_STATUSES
 
     text = _dashboard_text(resources)
-    for title in ("Runs by final status", "Model requests by outcome", "Pending approvals",
-                  "Wake DLQ", "Phase errors", "Phase durations"):
+    for title in (
+        "Runs by final status",
+        "Model requests by outcome",
+        "Pending approvals",
+        "Wake DLQ",
+        "Phase errors",
+        "Phase durations",
+    ):
         assert title in text, title
     emitted = _emitted_metric_names()
     assert set(RUN_STATUS_METRICS) == set(FINAL_STATUSES)
     patterns = [re.compile("^" + re.sub(r"\\\{[^}]*\\\}", ".+", re.escape(n)) + "$") for n in emitted]
-    shown = [*RUN_STATUS_METRICS.values(), *(f"ModelRequest_{o}" for o in MODEL_REQUEST_OUTCOMES),
-             APPROVAL_REQUESTED, APPROVAL_CLOSED]
+    shown = [
+        *RUN_STATUS_METRICS.values(),
+        *(f"ModelRequest_{o}" for o in MODEL_REQUEST_OUTCOMES),
+        APPROVAL_REQUESTED,
+        APPROVAL_CLOSED,
+    ]
     for name in shown:
         assert f'"Quayutec","{name}","service","quayutec"' in text, name
         assert any(p.match(name) for p in patterns), f"{name}: no add_metric emits it"
@@ -191,8 +211,9 @@ def test_dashboard_shows_what_the_runtime_emits(resources):
 def test_run_data_expires(resources):
     rules = resources[R.RUN_DATA_BUCKET.logical_id]["Properties"]["LifecycleConfiguration"]["Rules"]
     expiring = [r for r in rules if "ExpirationInDays" in r]
-    assert expiring == [{"Id": "expire-run-data", "Prefix": R.RUN_DATA_PREFIX,
-                         "ExpirationInDays": 30, "Status": "Enabled"}]
+    assert expiring == [
+        {"Id": "expire-run-data", "Prefix": R.RUN_DATA_PREFIX, "ExpirationInDays": 30, "Status": "Enabled"}
+    ]
 
 
 def test_run_data_expiry_from_context(tmp_path):
@@ -201,8 +222,11 @@ def test_run_data_expiry_from_context(tmp_path):
     from quayinfra.stack import build_app
 
     app, stack = build_app(App(outdir=str(tmp_path), context={"runDataExpiryDays": 7}), nag=False)
-    rules = app.synth().get_stack_by_name(stack.stack_name).template["Resources"][
-        R.RUN_DATA_BUCKET.logical_id]["Properties"]["LifecycleConfiguration"]["Rules"]
+    rules = (
+        app.synth()
+        .get_stack_by_name(stack.stack_name)
+        .template["Resources"][R.RUN_DATA_BUCKET.logical_id]["Properties"]["LifecycleConfiguration"]["Rules"]
+    )
     assert [r["ExpirationInDays"] for r in rules if "ExpirationInDays" in r] == [7]
 
 

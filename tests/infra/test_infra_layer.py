@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ast
 import sys
-from importlib import metadata
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -34,8 +34,9 @@ def site(layer_dir) -> Path:
 
 def test_pydantic_core_is_a_cp313_aarch64_wheel(site):
     (dist,) = site.glob("pydantic_core-*.dist-info")
-    tags = [line.split(":", 1)[1].strip() for line in (dist / "WHEEL").read_text().splitlines()
-            if line.startswith("Tag:")]
+    tags = [
+        line.split(":", 1)[1].strip() for line in (dist / "WHEEL").read_text().splitlines() if line.startswith("Tag:")
+    ]
     assert tags
     for tag in tags:
         py, abi, plat = tag.split("-")
@@ -56,11 +57,13 @@ def _elf_machine(path: Path) -> int | None:
 def test_every_native_library_is_aarch64(site):
     from quayinfra.build_layer import ELF_MACHINE_AARCH64
 
-    natives = [p for p in site.rglob("*") if p.is_file()
-               and (p.suffix == ".so" or ".so." in p.name)]
+    natives = [p for p in site.rglob("*") if p.is_file() and (p.suffix == ".so" or ".so." in p.name)]
     assert len(natives) >= 3  # pydantic_core, jiter, numpy at least
-    wrong = {p.relative_to(site).as_posix(): _elf_machine(p) for p in natives
-             if _elf_machine(p) not in (ELF_MACHINE_AARCH64,)}
+    wrong = {
+        p.relative_to(site).as_posix(): _elf_machine(p)
+        for p in natives
+        if _elf_machine(p) not in (ELF_MACHINE_AARCH64,)
+    }
     assert not wrong
     assert not [p for p in natives if "x86_64" in p.name or "cpython-311" in p.name]
 
@@ -85,8 +88,7 @@ def test_layer_holds_exactly_the_lock_at_the_versions_the_suite_runs(site):
     from quayinfra.build_layer import locked
 
     def pins(environment=None) -> dict[str, str]:
-        return {canonicalize_name(n): v for n, v in (p.split("==") for p in locked(
-            environment=environment))}
+        return {canonicalize_name(n): v for n, v in (p.split("==") for p in locked(environment=environment))}
 
     for_lambda, for_here = pins(), pins(default_environment())
     layer = _layer_versions(site)
@@ -179,8 +181,9 @@ def _imported_top_levels(package: Path) -> set[str]:
 
 
 def test_layer_carries_every_third_party_import_of_the_package(site):
-    in_layer = {p.name for p in site.iterdir() if p.is_dir() and not p.name.endswith(
-        (".dist-info", ".libs"))} | {p.stem for p in site.glob("*.py")}
+    in_layer = {p.name for p in site.iterdir() if p.is_dir() and not p.name.endswith((".dist-info", ".libs"))} | {
+        p.stem for p in site.glob("*.py")
+    }
     imported = _imported_top_levels(PACKAGE)
     third_party = imported - set(sys.stdlib_module_names) - {"quayutec", "__future__"}
     assert {"aws_lambda_powertools", "boto3", "botocore"} <= third_party

@@ -9,8 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from infra_helpers import (as_list, asset_source, flat, of_type, referenced_ids, role_of_function,
-                           statements_of_role)
+from infra_helpers import as_list, asset_source, flat, of_type, referenced_ids, role_of_function, statements_of_role
 
 from quayutec import resources as R
 
@@ -27,8 +26,7 @@ def test_table_matches_definition(resources, tdef: R.TableDef):
     assert keys["HASH"] == tdef.partition_key.name
     assert keys.get("RANGE") == (tdef.sort_key.name if tdef.sort_key else None)
     types = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
-    for key in [tdef.partition_key, tdef.sort_key,
-                *(k for i in tdef.indexes for k in (i.partition_key, i.sort_key))]:
+    for key in [tdef.partition_key, tdef.sort_key, *(k for i in tdef.indexes for k in (i.partition_key, i.sort_key))]:
         if key:
             assert types[key.name] == key.type
     for kind, local in (("LocalSecondaryIndexes", True), ("GlobalSecondaryIndexes", False)):
@@ -43,8 +41,7 @@ def test_table_matches_definition(resources, tdef: R.TableDef):
     else:
         assert "StreamSpecification" not in props
     if tdef.ttl_attribute:
-        assert props["TimeToLiveSpecification"] == {"AttributeName": tdef.ttl_attribute,
-                                                    "Enabled": True}
+        assert props["TimeToLiveSpecification"] == {"AttributeName": tdef.ttl_attribute, "Enabled": True}
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     assert props["SSESpecification"]["SSEEnabled"] is True
@@ -54,22 +51,26 @@ def test_table_matches_definition(resources, tdef: R.TableDef):
 
 def test_room_table_is_the_outbox(resources):
     assert R.ROOM_TABLE.stream == "NEW_AND_OLD_IMAGES"
-    assert resources["RoomTable"]["Properties"]["StreamSpecification"]["StreamViewType"] \
-        == "NEW_AND_OLD_IMAGES"
+    assert resources["RoomTable"]["Properties"]["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
 
 
 def test_run_data_bucket_is_private_encrypted_and_tls_only(resources):
     bucket = resources[R.RUN_DATA_BUCKET.logical_id]["Properties"]
     assert bucket["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "BlockPublicPolicy": True,
-        "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
     sse = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
     assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
-    policies = [p for p in of_type(resources, "AWS::S3::BucketPolicy").values()
-                if p["Properties"]["Bucket"] == {"Ref": R.RUN_DATA_BUCKET.logical_id}]
+    policies = [
+        p
+        for p in of_type(resources, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": R.RUN_DATA_BUCKET.logical_id}
+    ]
     assert len(policies) == 1
-    denies = [s for s in policies[0]["Properties"]["PolicyDocument"]["Statement"]
-              if s["Effect"] == "Deny"]
+    denies = [s for s in policies[0]["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
     assert any(s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
 
 
@@ -78,7 +79,8 @@ def test_wake_queue_redrives_to_dlq(resources):
     queue = resources[R.WAKE_QUEUE.logical_id]["Properties"]
     assert queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [R.WAKE_DLQ.logical_id, "Arn"]},
-        "maxReceiveCount": R.WAKE_QUEUE.max_receive_count}
+        "maxReceiveCount": R.WAKE_QUEUE.max_receive_count,
+    }
     assert queue["VisibilityTimeout"] == R.WAKE_QUEUE.visibility_timeout_s
     consumer = R.FUNCTIONS_BY_ID["WakeConsumerFunction"]
     consumer_timeout = resources[consumer.logical_id]["Properties"]["Timeout"]
@@ -88,8 +90,11 @@ def test_wake_queue_redrives_to_dlq(resources):
 
 
 def _mapping(resources, function_id: str) -> dict:
-    found = [m["Properties"] for m in of_type(resources, "AWS::Lambda::EventSourceMapping")
-             .values() if m["Properties"]["FunctionName"] == {"Ref": function_id}]
+    found = [
+        m["Properties"]
+        for m in of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": function_id}
+    ]
     assert len(found) == 1, function_id
     return found[0]
 
@@ -140,8 +145,7 @@ def test_definition_is_the_asl_file_and_placeholders_match_substitutions(resourc
 
 def test_state_machine_role_invokes_exactly_the_phase_functions(resources):
     role = resources[SM_ID]["Properties"]["RoleArn"]["Fn::GetAtt"][0]
-    invoke = [s for s in statements_of_role(resources, role)
-              if "lambda:InvokeFunction" in as_list(s["Action"])]
+    invoke = [s for s in statements_of_role(resources, role) if "lambda:InvokeFunction" in as_list(s["Action"])]
     targets = {flat(r) for s in invoke for r in as_list(s["Resource"])}
     assert targets == {f"<{f.logical_id}.Arn>" for f in R.FUNCTIONS if f.asl_placeholder}
 
@@ -154,15 +158,16 @@ def test_reconciler_rule_matches_this_state_machine_failures(resources):
     assert rule["EventPattern"] == {
         "source": ["aws.states"],
         "detail-type": ["Step Functions Execution Status Change"],
-        "detail": {"status": ["FAILED", "TIMED_OUT", "ABORTED"],
-                   "stateMachineArn": [{"Ref": SM_ID}]},
+        "detail": {"status": ["FAILED", "TIMED_OUT", "ABORTED"], "stateMachineArn": [{"Ref": SM_ID}]},
     }
     (target,) = rule["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["ReconcilerFunction", "Arn"]}
     assert "DeadLetterConfig" in target
     perms = [p["Properties"] for p in of_type(resources, "AWS::Lambda::Permission").values()]
-    assert any(p["FunctionName"] == {"Fn::GetAtt": ["ReconcilerFunction", "Arn"]}
-               and p["Principal"] == "events.amazonaws.com" for p in perms)
+    assert any(
+        p["FunctionName"] == {"Fn::GetAtt": ["ReconcilerFunction", "Arn"]} and p["Principal"] == "events.amazonaws.com"
+        for p in perms
+    )
 
 
 # --------------------------------------------------------------------------- alarms
@@ -171,10 +176,12 @@ def _alarms(resources) -> list[dict]:
 
 
 def test_alarm_on_dead_letter_queue_depth(resources):
-    depth = [a for a in _alarms(resources)
-             if a["MetricName"] == "ApproximateNumberOfMessagesVisible"
-             and a["Dimensions"] == [{"Name": "QueueName", "Value": {
-                 "Fn::GetAtt": [R.WAKE_DLQ.logical_id, "QueueName"]}}]]
+    depth = [
+        a
+        for a in _alarms(resources)
+        if a["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        and a["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [R.WAKE_DLQ.logical_id, "QueueName"]}}]
+    ]
     assert len(depth) == 1
     assert depth[0]["Threshold"] == 1
     assert depth[0]["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
@@ -182,15 +189,22 @@ def test_alarm_on_dead_letter_queue_depth(resources):
 
 @pytest.mark.parametrize("metric", ["ExecutionsFailed", "ExecutionsTimedOut"])
 def test_alarm_on_state_machine_executions(resources, metric):
-    found = [a for a in _alarms(resources) if a["MetricName"] == metric
-             and a["Namespace"] == "AWS/States"
-             and a["Dimensions"] == [{"Name": "StateMachineArn", "Value": {"Ref": SM_ID}}]]
+    found = [
+        a
+        for a in _alarms(resources)
+        if a["MetricName"] == metric
+        and a["Namespace"] == "AWS/States"
+        and a["Dimensions"] == [{"Name": "StateMachineArn", "Value": {"Ref": SM_ID}}]
+    ]
     assert len(found) == 1
 
 
 def test_alarm_on_every_function_errors(resources):
-    errors = {a["Dimensions"][0]["Value"]["Ref"] for a in _alarms(resources)
-              if a["MetricName"] == "Errors" and a["Namespace"] == "AWS/Lambda"}
+    errors = {
+        a["Dimensions"][0]["Value"]["Ref"]
+        for a in _alarms(resources)
+        if a["MetricName"] == "Errors" and a["Namespace"] == "AWS/Lambda"
+    }
     assert errors == {f.logical_id for f in R.FUNCTIONS}
 
 
@@ -198,8 +212,11 @@ def test_alarm_on_every_function_errors(resources):
 def test_exactly_the_defined_functions_and_no_custom_resources(resources):
     functions = of_type(resources, "AWS::Lambda::Function")
     assert set(functions) == {f.logical_id for f in R.FUNCTIONS}
-    assert not [k for k, v in resources.items() if v["Type"].startswith("Custom::")
-                or v["Type"] == "AWS::CloudFormation::CustomResource"]
+    assert not [
+        k
+        for k, v in resources.items()
+        if v["Type"].startswith("Custom::") or v["Type"] == "AWS::CloudFormation::CustomResource"
+    ]
 
 
 @pytest.mark.parametrize("fdef", R.FUNCTIONS, ids=lambda f: f.logical_id)
@@ -271,10 +288,8 @@ def test_handler_resolves_in_its_asset(stack_files, resources, fdef: R.FunctionD
             assert (code / parent / "__init__.py").is_file(), f"{parent} is not a package"
     tree = ast.parse(module_file.read_text())
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign)
-                for t in n.targets if isinstance(t, ast.Name)}
-    defined |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom)
-                for a in n.names}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
     assert attr in defined, f"{fdef.handler}: {attr} not defined at module level"
 
 
@@ -290,25 +305,22 @@ def test_claim_role_writes_only_the_claim_and_ledger_tables(resources):
     stmts = statements_of_role(resources, role_of_function(resources, "ClaimAndReadFunction"))
     services = {a.split(":")[0] for s in stmts for a in as_list(s["Action"])}
     assert services == {"logs", "xray", "dynamodb", "s3"}
-    writes = [s for s in stmts if any(a in ("dynamodb:PutItem", "dynamodb:UpdateItem")
-                                      for a in as_list(s["Action"]))]
-    assert {_table_of(r) for s in writes for r in as_list(s["Resource"])} \
-        == {"ClaimTable", "LedgerTable"}
+    writes = [s for s in stmts if any(a in ("dynamodb:PutItem", "dynamodb:UpdateItem") for a in as_list(s["Action"]))]
+    assert {_table_of(r) for s in writes for r in as_list(s["Resource"])} == {"ClaimTable", "LedgerTable"}
     dynamo = [s for s in stmts if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    assert {_table_of(r) for s in dynamo for r in as_list(s["Resource"])} \
-        == {"ClaimTable", "LedgerTable", "RoomTable"}
+    assert {_table_of(r) for s in dynamo for r in as_list(s["Resource"])} == {"ClaimTable", "LedgerTable", "RoomTable"}
     for s in dynamo:
         assert not {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:*"} & set(as_list(s["Action"]))
 
 
 def test_call_model_reads_only_secrets_under_the_prefix_and_stage(resources):
     stmts = statements_of_role(resources, role_of_function(resources, "CallModelFunction"))
-    secrets = [s for s in stmts if any(a.startswith("secretsmanager:")
-                                       for a in as_list(s["Action"]))]
+    secrets = [s for s in stmts if any(a.startswith("secretsmanager:") for a in as_list(s["Action"]))]
     assert [as_list(s["Action"]) for s in secrets] == [["secretsmanager:GetSecretValue"]]
     (resource,) = as_list(secrets[0]["Resource"])
-    assert flat(resource) == (f"arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
-                              f"<AWS::AccountId>:secret:{R.DEFAULT_SECRET_PREFIX}/dev/*")
+    assert flat(resource) == (
+        f"arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:{R.DEFAULT_SECRET_PREFIX}/dev/*"
+    )
 
 
 def test_only_secret_touchers_touch_secrets_and_only_call_model_reads_values(resources):
@@ -324,25 +336,36 @@ def test_api_sets_keys_without_reading_them(resources):
     stmts = statements_of_role(resources, role_of_function(resources, "ApiFunction"))
     secrets = [s for s in stmts if any(a.startswith("secretsmanager:") for a in as_list(s["Action"]))]
     assert {a for s in secrets for a in as_list(s["Action"])} == {
-        "secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:DescribeSecret"}
+        "secretsmanager:CreateSecret",
+        "secretsmanager:PutSecretValue",
+        "secretsmanager:DescribeSecret",
+    }
     assert {flat(r) for s in secrets for r in as_list(s["Resource"])} == {
-        f"arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:"
-        f"{R.DEFAULT_SECRET_PREFIX}/dev/*"}
+        f"arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:{R.DEFAULT_SECRET_PREFIX}/dev/*"
+    }
 
 
 def test_table_access_is_exactly_the_touches(resources):
     """Each function's DynamoDB actions per table and index are exactly its ``<table>:<op>``
     touches (least privilege: the per-call IAM check finds any that a call needs and lacks)."""
-    tables = {"claims": "ClaimTable", "ledger": "LedgerTable", "room": "RoomTable",
-              "idempotency": "IdempotencyTable"}
-    ops = {"get": "GetItem", "batchget": "BatchGetItem", "query": "Query", "put": "PutItem", "update": "UpdateItem",
-           "delete": "DeleteItem"}
+    tables = {"claims": "ClaimTable", "ledger": "LedgerTable", "room": "RoomTable", "idempotency": "IdempotencyTable"}
+    ops = {
+        "get": "GetItem",
+        "batchget": "BatchGetItem",
+        "query": "Query",
+        "put": "PutItem",
+        "update": "UpdateItem",
+        "delete": "DeleteItem",
+    }
     for fdef in R.FUNCTIONS:
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
-        granted = {(flat(r).split(".Arn>")[0].lstrip("<") + flat(r).split(".Arn>")[1], a)
-                   for s in stmts for a in as_list(s["Action"])
-                   if a.startswith("dynamodb:") and a not in STREAM_ACTIONS
-                   for r in as_list(s["Resource"])}
+        granted = {
+            (flat(r).split(".Arn>")[0].lstrip("<") + flat(r).split(".Arn>")[1], a)
+            for s in stmts
+            for a in as_list(s["Action"])
+            if a.startswith("dynamodb:") and a not in STREAM_ACTIONS
+            for r in as_list(s["Resource"])
+        }
         expected = set()
         for t in fdef.touches:
             what, _, op = t.partition(":")
@@ -354,8 +377,7 @@ def test_table_access_is_exactly_the_touches(resources):
             assert not {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:*"} & set(as_list(s["Action"]))
 
 
-STREAM_ACTIONS = {"dynamodb:ListStreams", "dynamodb:DescribeStream", "dynamodb:GetRecords",
-                  "dynamodb:GetShardIterator"}
+STREAM_ACTIONS = {"dynamodb:ListStreams", "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
 
 
 def test_run_data_access_is_under_the_run_prefix(resources):
@@ -363,8 +385,11 @@ def test_run_data_access_is_under_the_run_prefix(resources):
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
         s3 = [s for s in stmts if any(a.startswith("s3:") for a in as_list(s["Action"]))]
         # the files bucket: each files:/index: touch is one action on its prefix (test below)
-        s3 = [s for s in s3 if not all(flat(r).startswith(f"<{R.FILES_BUCKET.logical_id}.Arn>")
-                                       for r in as_list(s["Resource"]))]
+        s3 = [
+            s
+            for s in s3
+            if not all(flat(r).startswith(f"<{R.FILES_BUCKET.logical_id}.Arn>") for r in as_list(s["Resource"]))
+        ]
         if not any(t.startswith("rundata:") for t in fdef.touches):
             assert not s3, fdef.logical_id
             continue
@@ -377,24 +402,41 @@ def test_run_data_access_is_under_the_run_prefix(resources):
 
 
 def test_files_access_is_one_action_per_touch_under_its_prefix(resources):
-    want = {"files:get": ("s3:GetObject", "uploads/*"), "files:put": ("s3:PutObject", "uploads/*"),
-            "files:delete": ("s3:DeleteObject", "uploads/*"), "index:get": ("s3:GetObject", "index/*"),
-            "index:put": ("s3:PutObject", "index/*")}
+    want = {
+        "files:get": ("s3:GetObject", "uploads/*"),
+        "files:put": ("s3:PutObject", "uploads/*"),
+        "files:delete": ("s3:DeleteObject", "uploads/*"),
+        "index:get": ("s3:GetObject", "index/*"),
+        "index:put": ("s3:PutObject", "index/*"),
+    }
     for fdef in R.FUNCTIONS:
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
-        granted = {(a, flat(r)) for s in stmts for a in as_list(s["Action"]) for r in as_list(s["Resource"])
-                   if flat(r).startswith(f"<{R.FILES_BUCKET.logical_id}.Arn>")}
+        granted = {
+            (a, flat(r))
+            for s in stmts
+            for a in as_list(s["Action"])
+            for r in as_list(s["Resource"])
+            if flat(r).startswith(f"<{R.FILES_BUCKET.logical_id}.Arn>")
+        }
         expected = {(want[t][0], f"<{R.FILES_BUCKET.logical_id}.Arn>/{want[t][1]}") for t in fdef.touches if t in want}
         assert granted == expected, fdef.logical_id
 
 
 # Resource "*" is allowed only for actions AWS does not scope to a resource.
 STAR_ACTIONS = {
-    "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
-    "xray:GetSamplingTargets", "dynamodb:ListStreams",
-    "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
-    "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
-    "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+    "dynamodb:ListStreams",
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
 }
 
 
@@ -411,8 +453,9 @@ def test_no_wildcards_beyond_what_aws_requires(resources):
 def test_every_star_resource_is_acknowledged(assembly):
     report = json.loads((assembly / "validation-report.json").read_text())
     (nag,) = [p for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"]
-    acknowledged = {(v["acknowledgedId"], c["constructPath"])
-                    for v in nag["suppressedViolations"] for c in v["violatingConstructs"]}
+    acknowledged = {
+        (v["acknowledgedId"], c["constructPath"]) for v in nag["suppressedViolations"] for c in v["violatingConstructs"]
+    }
     star = {path for ack, path in acknowledged if ack.endswith("IAM5[Resource::*]")}
     assert any("ClaimAndReadFunctionRole" in p for p in star)
     assert any("AgentRun/Role" in p for p in star)

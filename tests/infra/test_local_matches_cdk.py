@@ -21,8 +21,12 @@ from quayutec import resources as R
 # Local-only variables of the local functions: moto credentials/endpoint settings, Powertools
 # tracing/metrics off, and the provider endpoint overrides (the local provider server).
 LOCAL_ONLY_PREFIXES = ("AWS_", "MOTO_")
-LOCAL_ONLY = {"POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_METRICS_DISABLED", "POWERTOOLS_LOG_LEVEL",
-              *R.ENDPOINT_OVERRIDE_ENVS}
+LOCAL_ONLY = {
+    "POWERTOOLS_TRACE_DISABLED",
+    "POWERTOOLS_METRICS_DISABLED",
+    "POWERTOOLS_LOG_LEVEL",
+    *R.ENDPOINT_OVERRIDE_ENVS,
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +36,18 @@ def local():
 
     with LocalStack() as stack:
         lam = stack.client("lambda")
-        confs = {f.logical_id: lam.get_function_configuration(FunctionName=arn)
-                 for f in R.FUNCTIONS for arn in [stack.function_arns[f.logical_id]]}
-        yield {"stack": stack, "functions": confs,
-               # every variable any local function has (each has its own subset)
-               "env": {k: v for c in confs.values() for k, v in c["Environment"]["Variables"].items()},
-               "process_env": dict(os.environ)}
+        confs = {
+            f.logical_id: lam.get_function_configuration(FunctionName=arn)
+            for f in R.FUNCTIONS
+            for arn in [stack.function_arns[f.logical_id]]
+        }
+        yield {
+            "stack": stack,
+            "functions": confs,
+            # every variable any local function has (each has its own subset)
+            "env": {k: v for c in confs.values() for k, v in c["Environment"]["Variables"].items()},
+            "process_env": dict(os.environ),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +116,10 @@ def test_same_tables_same_shapes(local, resources, template_env):
         var = env_var_naming(template_env, logical_id)
         local_name = local["env"][var]
         assert table_shape_from_moto(ddb, local_name) == table_shape_from_template(props), logical_id
-    assert local["stack"].stream_arn == ddb.describe_table(
-        TableName=local["env"][R.ROOM_TABLE.env_var])["Table"]["LatestStreamArn"]
+    assert (
+        local["stack"].stream_arn
+        == ddb.describe_table(TableName=local["env"][R.ROOM_TABLE.env_var])["Table"]["LatestStreamArn"]
+    )
 
 
 def test_same_buckets(local, resources, template_env):
@@ -124,8 +136,10 @@ def test_same_queues_same_redrive(local, resources, template_env):
     stack = local["stack"]
     assert set(queues) == {q.logical_id for q in R.QUEUES} == set(stack.queue_urls)
     sqs = stack.client("sqs")
-    attrs = {q: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-             for q, url in stack.queue_urls.items()}
+    attrs = {
+        q: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        for q, url in stack.queue_urls.items()
+    }
     logical_of_arn = {a["QueueArn"]: q for q, a in attrs.items()}
     for logical_id, props in queues.items():
         want = props.get("RedrivePolicy")
@@ -167,9 +181,11 @@ def test_function_matches(local, resources, fdef):
     assert set(want_env) == set(R.environment_of(fdef)) - R.OPTIONAL_ENVS
     # Values: the same settings; resources by the same logical id.
     stack = local["stack"]
-    local_physical = {**{t.logical_id: t.default_name for t in R.TABLES},
-                      **{b.logical_id: b.default_name for b in R.BUCKETS},
-                      **stack.queue_urls}
+    local_physical = {
+        **{t.logical_id: t.default_name for t in R.TABLES},
+        **{b.logical_id: b.default_name for b in R.BUCKETS},
+        **stack.queue_urls,
+    }
     for name, value in want_env.items():
         if name == R.STATE_MACHINE_ENV:
             continue

@@ -29,16 +29,19 @@ LEGACY_IPV4 = [
 ]
 
 TRANSITION_AND_IETF = [
-    "2002:a9fe:a9fe::1",                       # 6to4 carrying 169.254.169.254
-    "2002:7f00:1::",                           # 6to4 carrying 127.0.0.1
-    "2002:0a00:0001::1",                       # 6to4 carrying 10.0.0.1
-    "2002:5db8:d822::1",                       # 6to4 carrying a public address: refused all the same
-    "2001:0:4136:e378:8000:63bf:3fff:fdd2",    # Teredo
-    "2001:0:5db8:d822:0:f5ff:5601:5601",      # Teredo, client 169.254.169.254 (obfuscated)
-    "64:ff9b::a9fe:a9fe",                      # NAT64 carrying 169.254.169.254
-    "64:ff9b:1::a00:1",                        # local-use NAT64 carrying 10.0.0.1
-    "192.0.0.8",                               # IETF protocol assignments: the IPv4 dummy address
-    "192.0.0.9", "192.0.0.10", "192.0.0.170", "192.0.0.255",
+    "2002:a9fe:a9fe::1",  # 6to4 carrying 169.254.169.254
+    "2002:7f00:1::",  # 6to4 carrying 127.0.0.1
+    "2002:0a00:0001::1",  # 6to4 carrying 10.0.0.1
+    "2002:5db8:d822::1",  # 6to4 carrying a public address: refused all the same
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
+    "2001:0:5db8:d822:0:f5ff:5601:5601",  # Teredo, client 169.254.169.254 (obfuscated)
+    "64:ff9b::a9fe:a9fe",  # NAT64 carrying 169.254.169.254
+    "64:ff9b:1::a00:1",  # local-use NAT64 carrying 10.0.0.1
+    "192.0.0.8",  # IETF protocol assignments: the IPv4 dummy address
+    "192.0.0.9",
+    "192.0.0.10",
+    "192.0.0.170",
+    "192.0.0.255",
 ]
 
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
@@ -66,21 +67,34 @@ class Env:
 def env() -> Iterator[Env]:
     server = ProviderServer(scripts={}, keys={})
     server.start()
-    settings = {"ANTHROPIC_BASE_URL": server.base_url("anthropic"), "OPENAI_BASE_URL": server.base_url("openai"),
-                "BEDROCK_ENDPOINT_URL": server.base_url("bedrock")}
+    settings = {
+        "ANTHROPIC_BASE_URL": server.base_url("anthropic"),
+        "OPENAI_BASE_URL": server.base_url("openai"),
+        "BEDROCK_ENDPOINT_URL": server.base_url("bedrock"),
+    }
     try:
         with LocalStack(settings=settings) as stack:
             d = quay_deps.default_deps()
             d.room.put_company(Company(id="acme", people=["ann"]))
             d.room.put_room(Room(id="r1", members=["acme"]))
-            for agent in (Agent(id="a1", company="acme", provider="anthropic", model="claude-haiku-4-5",
-                                instructions="Be brief."),
-                          Agent(id="o1", company="acme", provider="openai-compatible", model="local-llama",
-                                instructions="Be brief.", base_url=server.base_url("openai-compatible"))):
+            for agent in (
+                Agent(
+                    id="a1", company="acme", provider="anthropic", model="claude-haiku-4-5", instructions="Be brief."
+                ),
+                Agent(
+                    id="o1",
+                    company="acme",
+                    provider="openai-compatible",
+                    model="local-llama",
+                    instructions="Be brief.",
+                    base_url=server.base_url("openai-compatible"),
+                ),
+            ):
                 d.room.put_agent(agent)
                 d.room.add_room_agent("r1", agent.id)
                 stack.client("secretsmanager").create_secret(
-                    Name=quay_deps.secret_name(d.settings, "acme", agent.provider), SecretString=KEY)
+                    Name=quay_deps.secret_name(d.settings, "acme", agent.provider), SecretString=KEY
+                )
                 server.keys[agent.id] = KEY
             with stack.paused():
                 yield Env(stack, server)
@@ -95,8 +109,14 @@ def event(state: dict[str, Any], run_id: str) -> dict[str, Any]:
 def start_run(env: Env, agent: str = "a1") -> tuple[str, dict[str, Any]]:
     """A person's message to ``agent`` and the run's ClaimAndRead step (claim, read the room)."""
     n = next(_ids)
-    msg = Message(id=f"m-{n}", room_id="r1", author=Author(kind="person", id="ann", company="acme"),
-                  text="please answer", to=[agent], created_at=now_iso())
+    msg = Message(
+        id=f"m-{n}",
+        room_id="r1",
+        author=Author(kind="person", id="ann", company="acme"),
+        text="please answer",
+        to=[agent],
+        created_at=now_iso(),
+    )
     env.deps.room.put_message(msg)
     wake = Wake(agent_id=agent, wake_id=f"msg:m-{n}", room_id="r1", hop=0, cause_kind="message", cause_id=msg.id)
     run_id, state = f"{agent}-run-{n}", {"wake": wake.model_dump(mode="json")}
@@ -108,9 +128,16 @@ def ledger(env: Env, run_id: str) -> list[ModelRequestRecord]:
 
 
 def error(status: int, headers: dict[str, str] | None = None, message: str = "busy") -> dict[str, Any]:
-    return {"error": {"status": status, "headers": headers or {},
-                      "body": {"type": "error", "error": {"type": "overloaded_error" if status >= 500 else
-                                                          "rate_limit_error", "message": message}}}}
+    return {
+        "error": {
+            "status": status,
+            "headers": headers or {},
+            "body": {
+                "type": "error",
+                "error": {"type": "overloaded_error" if status >= 500 else "rate_limit_error", "message": message},
+            },
+        }
+    }
 
 
 class LambdaDied(BaseException):  # a process that dies: no handler code catches it
@@ -129,8 +156,11 @@ def shifted(env: Env, left_s: float, **settings: Any) -> quay_deps.Deps:
     """Deps whose clock says the run has ``left_s`` seconds of active time left."""
     d = env.deps
     offset = timedelta(seconds=d.settings.run_time_limit_s - left_s)
-    return dataclasses.replace(d, clock=lambda: datetime.now(UTC) + offset,
-                               settings=d.settings.model_copy(update=settings) if settings else d.settings)
+    return dataclasses.replace(
+        d,
+        clock=lambda: datetime.now(UTC) + offset,
+        settings=d.settings.model_copy(update=settings) if settings else d.settings,
+    )
 
 
 # ----------------------------------------------------------------------------- the cap
@@ -149,7 +179,11 @@ def test_steps_that_died_mid_request_count_so_a_4th_request_is_never_made(env: E
         call_model.handler(event(state, run_id), CTX)
     assert env.server.count("a1") - before == 3
     rows = ledger(env, run_id)
-    assert [(q.n, q.outcome, q.category) for q in rows] == [(1, "lost", "lost"), (2, "lost", "lost"), (3, "lost", "lost")]
+    assert [(q.n, q.outcome, q.category) for q in rows] == [
+        (1, "lost", "lost"),
+        (2, "lost", "lost"),
+        (3, "lost", "lost"),
+    ]
     assert all("counted against the cap" in (q.decision or "") for q in rows)
 
 
@@ -160,22 +194,27 @@ def test_a_request_recorded_but_never_sent_still_counts(env: Env) -> None:
     first = call_model.handler(event(state, run_id), CTX)  # request 1: 503 -> wait 2 s
     assert first["model"] == {"outcome": "wait", "wait_seconds": 2, "requests": 1}
     # request 2 recorded, then the Lambda died before sending it
-    assert env.deps.ledger.record_request(run_id, ModelRequestRecord(n=2, sent_at=now_iso(), provider="anthropic",
-                                                                     model="claude-haiku-4-5"))
+    assert env.deps.ledger.record_request(
+        run_id, ModelRequestRecord(n=2, sent_at=now_iso(), provider="anthropic", model="claude-haiku-4-5")
+    )
     with pytest.raises(ModelCallFailed, match="request 3 of 3 was the last"):
         call_model.handler(event(first, run_id), CTX)  # the retried step sends request 3, not 2
     with pytest.raises(ModelCallFailed, match="request cap reached"):
         call_model.handler(event(first, run_id), CTX)  # and once more: nothing is sent
     assert env.server.count("a1") - before == 2
-    assert [(q.n, q.outcome, q.status) for q in ledger(env, run_id)] == [(1, "error", 503), (2, "lost", None),
-                                                                        (3, "error", 503)]
+    assert [(q.n, q.outcome, q.status) for q in ledger(env, run_id)] == [
+        (1, "error", 503),
+        (2, "lost", None),
+        (3, "error", 503),
+    ]
 
 
 def test_an_owner_base_url_agent_with_a_recorded_request_sends_nothing(env: Env) -> None:
     env.server.set_script("o1", [{"reply": {"text": "never sent"}}])
     run_id, state = start_run(env, "o1")
-    env.deps.ledger.record_request(run_id, ModelRequestRecord(n=1, sent_at=now_iso(), provider="openai-compatible",
-                                                              model="local-llama"))
+    env.deps.ledger.record_request(
+        run_id, ModelRequestRecord(n=1, sent_at=now_iso(), provider="openai-compatible", model="local-llama")
+    )
     with pytest.raises(ModelCallFailed, match="request cap reached: 1 of 1"):
         call_model.handler(event(state, run_id), CTX)
     assert env.server.count("o1") == 0
@@ -210,11 +249,12 @@ def test_the_real_sdk_gives_up_when_the_run_s_time_is_up(env: Env) -> None:
     assert time.monotonic() - began < 10  # not MODEL_TIMEOUT_SECONDS (120), not the 15 s delay
     [q] = ledger(env, run_id)
     assert (q.outcome, q.status, q.category, q.retryable, q.wait_s) == ("error", None, "timeout", True, None)
-    assert re.fullmatch(r"no reply within [1-5]\.\d s, the run's time left: the time limit is reached", q.decision or "")
+    assert re.fullmatch(
+        r"no reply within [1-5]\.\d s, the run's time left: the time limit is reached", q.decision or ""
+    )
 
 
-def test_a_slow_sdk_import_is_not_taken_out_of_the_request_s_timeout(env: Env,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_sdk_import_is_not_taken_out_of_the_request_s_timeout(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     # A cold Lambda imports the provider SDK on its first request (about a second, seconds without
     # bytecode). The time left is measured after that import, so the request's timeout is what is
     # really left: with 6 s left and a 2.5 s import, the request may take at most ~3.5 s.
@@ -249,8 +289,11 @@ def test_a_wait_that_would_cross_the_time_limit_ends_the_run_timed_out(env: Env)
         call_model.handler(event(state, run_id), CTX, deps=shifted(env, 10.0))
     [q] = ledger(env, run_id)
     assert (q.status, q.category, q.retryable, q.wait_s) == (429, "rate_limit", True, None)
-    assert re.fullmatch(r"retry-after: 11 -> wait 11 s before request 2, but only \d+\.\d s of the run's time are "
-                        r"left: not waited for", q.decision or "")
+    assert re.fullmatch(
+        r"retry-after: 11 -> wait 11 s before request 2, but only \d+\.\d s of the run's time are "
+        r"left: not waited for",
+        q.decision or "",
+    )
     # retry-after 21 is above 20 s: the call fails (not a time-limit matter)
     env.server.set_script("a1", [error(429, {"retry-after": "21"})])
     run_id, state = start_run(env)
@@ -277,8 +320,9 @@ def test_an_error_the_provider_layer_did_not_classify_ends_the_call_with_its_tex
     import urllib.parse
 
     def leaks(call: Any) -> ModelReply:
-        raise ValueError(f"bad header Authorization: Bearer {KEY} / {json.dumps(KEY + chr(10))} / "
-                         f"{urllib.parse.quote(KEY + '&')}")
+        raise ValueError(
+            f"bad header Authorization: Bearer {KEY} / {json.dumps(KEY + chr(10))} / {urllib.parse.quote(KEY + '&')}"
+        )
 
     run_id, state = start_run(env)
     with pytest.raises(ModelCallFailed) as failed:

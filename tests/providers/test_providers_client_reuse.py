@@ -21,8 +21,9 @@ def _no_kept_clients() -> Any:
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai", "bedrock"])
-def test_one_client_per_provider_base_url_and_key(provider: str, server: ProviderServer,
-                                                   make_call: Callable[..., ModelCall]) -> None:
+def test_one_client_per_provider_base_url_and_key(
+    provider: str, server: ProviderServer, make_call: Callable[..., ModelCall]
+) -> None:
     for i in range(3):
         server.set_script("a1", [{"reply": {"text": f"ok {i}"}}])
         assert call_model(make_call(provider, "a1", timeout_s=5.0 + i)).text == f"ok {i}"
@@ -37,8 +38,9 @@ def test_one_client_per_provider_base_url_and_key(provider: str, server: Provide
     assert "sk-test" not in text and "0123456789" not in text  # keyed by the key's digest only
 
 
-def test_an_owner_address_gets_a_client_per_request(server: ProviderServer,
-                                                    make_call: Callable[..., ModelCall]) -> None:
+def test_an_owner_address_gets_a_client_per_request(
+    server: ProviderServer, make_call: Callable[..., ModelCall]
+) -> None:
     """An owner's own address is resolved, checked and pinned for each request (SPEC §5)."""
     for i in range(2):
         server.set_script("a1", [{"reply": {"text": f"ok {i}"}}])

@@ -20,13 +20,20 @@ from quayutec.providers.classify import build_failure
 from quayutec.providers.egress import AddressRefused, checked_address, pinned_http_client, url_problem
 from quayutec.providers.keys import key_problem
 
-BAD_KEYS = ["sk-live-secret-0123456789\n", "sk-live-\x00secret-0123456789", "sk-live-secret-0123456789\r\n",
-            "sk-live secret-0123456789", "short", "sk-ünïcode-SECRET123"]
+BAD_KEYS = [
+    "sk-live-secret-0123456789\n",
+    "sk-live-\x00secret-0123456789",
+    "sk-live-secret-0123456789\r\n",
+    "sk-live secret-0123456789",
+    "short",
+    "sk-ünïcode-SECRET123",
+]
 
 
 @pytest.mark.parametrize("key", BAD_KEYS)
 def test_a_key_that_cannot_be_a_header_fails_at_once_final_and_unquoted(
-        make_call: Callable[..., ModelCall], server: ProviderServer, key: str) -> None:
+    make_call: Callable[..., ModelCall], server: ProviderServer, key: str
+) -> None:
     with pytest.raises(ProviderError) as info:
         call_model(make_call("openai", api_key=SecretStr(key)))
     f = info.value.failure
@@ -41,8 +48,13 @@ def test_a_key_that_cannot_be_a_header_fails_at_once_final_and_unquoted(
 def test_key_rule_printable_no_whitespace_8_to_512_bytes() -> None:
     assert key_problem("sk-ant-api03-abcdefgh") is None
     assert key_problem("x" * 512) is None and key_problem("x" * 513) and key_problem("x" * 7)
-    for bad in ("sk-abc\tdefgh", "sk-abc\u200bdefgh\x7f", "sk-abcdefgh\u2028", "sk-abc\u00a0defgh",
-                "sk-\u00fcn\u00efcode-SECRET123"):
+    for bad in (
+        "sk-abc\tdefgh",
+        "sk-abc\u200bdefgh\x7f",
+        "sk-abcdefgh\u2028",
+        "sk-abc\u00a0defgh",
+        "sk-\u00fcn\u00efcode-SECRET123",
+    ):
         assert key_problem(bad), bad
 
 
@@ -59,13 +71,17 @@ def test_transport_error_text_never_quotes_the_cause() -> None:
     assert "ValueError" in f.message
 
 
-@pytest.mark.parametrize("encode", [
-    lambda k: k,
-    lambda k: json.dumps(k)[1:-1],
-    lambda k: json.dumps(json.dumps(k)[1:-1])[1:-1],
-    lambda k: quote(k, safe=""),
-    lambda k: repr(k)[1:-1],
-], ids=["raw", "json", "json-twice", "url", "python"])
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda k: k,
+        lambda k: json.dumps(k)[1:-1],
+        lambda k: json.dumps(json.dumps(k)[1:-1])[1:-1],
+        lambda k: quote(k, safe=""),
+        lambda k: repr(k)[1:-1],
+    ],
+    ids=["raw", "json", "json-twice", "url", "python"],
+)
 def test_the_scrubber_covers_every_encoding(encode: Callable[[str], str]) -> None:
     key = 'sk-"weird"/key+&=\\0123'
     body = json.dumps({"error": {"message": f"bad header: {encode(key)}", "type": "x"}})
@@ -75,14 +91,30 @@ def test_the_scrubber_covers_every_encoding(encode: Callable[[str], str]) -> Non
 
 
 # ----------------------------------------------------------------------------- owner addresses
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:18999/v1", "https://127.0.0.1/v1", "http://169.254.169.254/latest/meta-data/",
-    "https://169.254.169.254/v1", "https://10.1.2.3/v1", "https://192.168.0.10/v1", "https://172.16.5.4/v1",
-    "https://[::1]/v1", "https://[fd00::1]/v1", "https://[fe80::1]/v1", "https://[::ffff:10.0.0.1]/v1",
-    "https://localhost/v1", "https://api.localhost/v1", "https://0.0.0.0/v1", "https://100.64.0.1/v1",
-    "http://api.example.com/v1", "ftp://api.example.com/v1", "https://user:pw@api.example.com/v1",
-    "https://api.example.com:0/v1",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:18999/v1",
+        "https://127.0.0.1/v1",
+        "http://169.254.169.254/latest/meta-data/",
+        "https://169.254.169.254/v1",
+        "https://10.1.2.3/v1",
+        "https://192.168.0.10/v1",
+        "https://172.16.5.4/v1",
+        "https://[::1]/v1",
+        "https://[fd00::1]/v1",
+        "https://[fe80::1]/v1",
+        "https://[::ffff:10.0.0.1]/v1",
+        "https://localhost/v1",
+        "https://api.localhost/v1",
+        "https://0.0.0.0/v1",
+        "https://100.64.0.1/v1",
+        "http://api.example.com/v1",
+        "ftp://api.example.com/v1",
+        "https://user:pw@api.example.com/v1",
+        "https://api.example.com:0/v1",
+    ],
+)
 def test_owner_addresses_must_be_https_to_public_hosts(url: str) -> None:
     assert url_problem(url, allow_loopback=False), url
 
@@ -98,12 +130,18 @@ def _resolver(table: dict[str, list[str]]) -> Callable[[str, int], list[str]]:
         if host not in table:
             raise OSError("no such host")
         return table[host]
+
     return resolve
 
 
 def test_names_are_checked_after_resolution() -> None:
-    r = _resolver({"rebind.example": ["93.184.216.34", "10.0.0.7"], "meta.example": ["169.254.169.254"],
-                   "ok.example": ["93.184.216.34"]})
+    r = _resolver(
+        {
+            "rebind.example": ["93.184.216.34", "10.0.0.7"],
+            "meta.example": ["169.254.169.254"],
+            "ok.example": ["93.184.216.34"],
+        }
+    )
     for host in ("rebind.example", "meta.example", "gone.example"):
         with pytest.raises(AddressRefused):
             checked_address(f"https://{host}/v1", resolver=r)
@@ -111,7 +149,8 @@ def test_names_are_checked_after_resolution() -> None:
 
 
 def test_an_owner_address_on_loopback_is_refused_at_request_time_with_nothing_sent(
-        make_call: Callable[..., ModelCall], server: ProviderServer) -> None:
+    make_call: Callable[..., ModelCall], server: ProviderServer
+) -> None:
     call = make_call("openai-compatible", allow_loopback=False)
     with pytest.raises(ProviderError) as info:
         call_model(call)
@@ -132,14 +171,18 @@ def test_the_connection_goes_to_the_checked_address(server: ProviderServer) -> N
         pinned_http_client(url, timeout_s=5, allow_loopback=False, resolver=resolver)
     client = pinned_http_client(url, timeout_s=5, allow_loopback=True, resolver=resolver)
     with client:
-        r = client.post(url.rstrip("/") + "/chat/completions", headers={"Authorization": "Bearer sk-test-0123456789"},
-                        json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": "agent-x"})
+        r = client.post(
+            url.rstrip("/") + "/chat/completions",
+            headers={"Authorization": "Bearer sk-test-0123456789"},
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "user": "agent-x"},
+        )
     assert r.status_code == 200, r.text
     assert any(q.agent_id == "agent-x" for q in server.requests)
 
 
-def test_an_anthropic_agent_with_an_owner_address_is_pinned_too(make_call: Callable[..., ModelCall],
-                                                                server: ProviderServer) -> None:
+def test_an_anthropic_agent_with_an_owner_address_is_pinned_too(
+    make_call: Callable[..., ModelCall], server: ProviderServer
+) -> None:
     with pytest.raises(ProviderError) as info:
         call_model(make_call("anthropic", owner_base_url=True, allow_loopback=False))
     assert info.value.failure.category == "address_refused" and server.requests == []

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+
 from quaylocal.scenario import Player, PlayResult, Scenario
 from quaylocal.stack import LocalStack
 from quayutec import resources as r
@@ -37,46 +38,101 @@ HEADER_B64 = base64.b64encode(f"Authorization: Bearer {ACME_KEY}".encode()).deco
 
 def forms(key: str) -> dict[str, str]:
     """The key as an echo may carry it, written out independently of the scrubber."""
-    return {"raw": key, "json": json.dumps(key)[1:-1], "json twice": json.dumps(json.dumps(key)[1:-1])[1:-1],
-            "url": quote(key, safe=""), "base64": base64.b64encode(key.encode()).decode().rstrip("="),
-            "base64 of the header": HEADER_B64.rstrip("="), "hex": key.encode().hex(),
-            "HEX": key.encode().hex().upper(), "upper": key.upper(), "upper json": json.dumps(key.upper())[1:-1],
-            "html": html.escape(key), "html numeric": "".join(f"&#{ord(c)};" for c in key)}
+    return {
+        "raw": key,
+        "json": json.dumps(key)[1:-1],
+        "json twice": json.dumps(json.dumps(key)[1:-1])[1:-1],
+        "url": quote(key, safe=""),
+        "base64": base64.b64encode(key.encode()).decode().rstrip("="),
+        "base64 of the header": HEADER_B64.rstrip("="),
+        "hex": key.encode().hex(),
+        "HEX": key.encode().hex().upper(),
+        "upper": key.upper(),
+        "upper json": json.dumps(key.upper())[1:-1],
+        "html": html.escape(key),
+        "html numeric": "".join(f"&#{ord(c)};" for c in key),
+    }
 
 
 ECHO_TEXT = "\n".join(f"{name}: <{value}>" for name, value in forms(ACME_KEY).items())
 
 
 def scenario() -> Scenario:
-    return Scenario.model_validate({
-        "companies": [{"id": "acme", "people": ["ann"]}, {"id": "bolt", "people": ["bob"]},
-                      {"id": "cafe", "people": ["cy"]}],
-        "agents": [{"id": "owner-echo", "company": "acme", "provider": "openai-compatible", "model": "local-llama",
-                    "instructions": "One line."},
-                   {"id": "owner-echo-error", "company": "acme", "provider": "openai-compatible",
-                    "model": "local-llama", "instructions": "One line."},
-                   {"id": "cafe-gpt", "company": "cafe", "provider": "openai", "model": "gpt-4.1",
-                    "instructions": "One line."}],
-        "room": {"id": "key-echo", "members": ["acme", "bolt", "cafe"]},
-        "model_replies": {
-            "owner-echo": [{"reply": {
-                "text": f"Your header was:\n{ECHO_TEXT}",
-                "actions": [{"kind": "remember", "visibility": "company",
-                             "text": f"the key is {ACME_KEY} aka {quote(ACME_KEY, safe='')} aka {HEADER_B64}"},
-                            # denied as malformed: the reasons name the field and the kind
-                            {"kind": "remember", "text": "x", ACME_KEY: [json.dumps(ACME_KEY), ACME_KEY.upper()]},
-                            {"kind": ACME_KEY, "text": "y"}],
-                "headers": {"x-request-id": f"req {ACME_KEY}"}}}],
-            "owner-echo-error": [{"error": {"status": 400, "headers": {"x-request-id": f"req {ACME_KEY}"},
-                                            "body": {"error": {"message": f"bad key {HEADER_B64}",
-                                                               "type": f"t-{ACME_KEY}", "code": ACME_KEY}}}}],
-            "cafe-gpt": [{"reply": {"text": "never sent: cafe's key is not valid"}}]},
-        "steps": [{"post": {"as": "ann", "text": "Echo, please.", "to": ["owner-echo", "owner-echo-error"]}},
-                  {"post": {"as": "cy", "text": "Cafe here, please answer.", "to": ["cafe-gpt"]}}],
-        "expect": {"replies": {"owner-echo": 1}, "memory_lines": 1,
-                   "model_requests": {"owner-echo": 1, "owner-echo-error": 1, "cafe-gpt": 0},
-                   "runs": {"completed": 1, "failed_before_reply": 2}},
-    })
+    return Scenario.model_validate(
+        {
+            "companies": [
+                {"id": "acme", "people": ["ann"]},
+                {"id": "bolt", "people": ["bob"]},
+                {"id": "cafe", "people": ["cy"]},
+            ],
+            "agents": [
+                {
+                    "id": "owner-echo",
+                    "company": "acme",
+                    "provider": "openai-compatible",
+                    "model": "local-llama",
+                    "instructions": "One line.",
+                },
+                {
+                    "id": "owner-echo-error",
+                    "company": "acme",
+                    "provider": "openai-compatible",
+                    "model": "local-llama",
+                    "instructions": "One line.",
+                },
+                {
+                    "id": "cafe-gpt",
+                    "company": "cafe",
+                    "provider": "openai",
+                    "model": "gpt-4.1",
+                    "instructions": "One line.",
+                },
+            ],
+            "room": {"id": "key-echo", "members": ["acme", "bolt", "cafe"]},
+            "model_replies": {
+                "owner-echo": [
+                    {
+                        "reply": {
+                            "text": f"Your header was:\n{ECHO_TEXT}",
+                            "actions": [
+                                {
+                                    "kind": "remember",
+                                    "visibility": "company",
+                                    "text": f"the key is {ACME_KEY} aka {quote(ACME_KEY, safe='')} aka {HEADER_B64}",
+                                },
+                                # denied as malformed: the reasons name the field and the kind
+                                {"kind": "remember", "text": "x", ACME_KEY: [json.dumps(ACME_KEY), ACME_KEY.upper()]},
+                                {"kind": ACME_KEY, "text": "y"},
+                            ],
+                            "headers": {"x-request-id": f"req {ACME_KEY}"},
+                        }
+                    }
+                ],
+                "owner-echo-error": [
+                    {
+                        "error": {
+                            "status": 400,
+                            "headers": {"x-request-id": f"req {ACME_KEY}"},
+                            "body": {
+                                "error": {"message": f"bad key {HEADER_B64}", "type": f"t-{ACME_KEY}", "code": ACME_KEY}
+                            },
+                        }
+                    }
+                ],
+                "cafe-gpt": [{"reply": {"text": "never sent: cafe's key is not valid"}}],
+            },
+            "steps": [
+                {"post": {"as": "ann", "text": "Echo, please.", "to": ["owner-echo", "owner-echo-error"]}},
+                {"post": {"as": "cy", "text": "Cafe here, please answer.", "to": ["cafe-gpt"]}},
+            ],
+            "expect": {
+                "replies": {"owner-echo": 1},
+                "memory_lines": 1,
+                "model_requests": {"owner-echo": 1, "owner-echo-error": 1, "cafe-gpt": 0},
+                "runs": {"completed": 1, "failed_before_reply": 2},
+            },
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +155,10 @@ def played() -> tuple[PlayResult, dict[str, str]]:
             places[t.default_name] = json.dumps(ddb.scan(TableName=t.default_name)["Items"], ensure_ascii=False)
         s3 = stack.client("s3")
         bucket = r.RUN_DATA_BUCKET.default_name
-        places["run data"] = "\n".join(s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read().decode()
-                                       for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+        places["run data"] = "\n".join(
+            s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read().decode()
+            for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])
+        )
 
     result = player.play(inspect)
     assert result.failures == [], result.failures
@@ -132,7 +190,7 @@ def test_the_echo_s_reply_text_actions_and_request_id_are_scrubbed(played: Any) 
     [q] = run["requests"]
     assert (q["status"], q["request_id"]) == (200, "req [redacted]")
     [reply] = [m for m in result.transcript if m["author"]["id"] == "owner-echo"]
-    lines = dict(line.split(": ", 1) for line in reply["text"].splitlines()[1:len(forms(ACME_KEY)) + 1])
+    lines = dict(line.split(": ", 1) for line in reply["text"].splitlines()[1 : len(forms(ACME_KEY)) + 1])
     assert set(lines) == set(forms(ACME_KEY)), lines
     for name, line in lines.items():  # base64 keeps the characters it shares with what surrounds the key
         assert line == "<[redacted]>" or (name.startswith("base64") and "[redacted]" in line), (name, line)
@@ -165,8 +223,10 @@ def test_a_stored_key_that_is_not_printable_ascii_fails_as_an_invalid_key_with_n
 
 
 # ----------------------------------------------------------------------------- the rule itself
-@pytest.mark.parametrize("key", [UNICODE_KEY, "sk-ascii-and-\u00e9", "sk-\u0430bcdefgh", "sk-abcdefgh\uff01",
-                                 "sk-abc\x7fdefgh", "sk-abc defgh"])
+@pytest.mark.parametrize(
+    "key",
+    [UNICODE_KEY, "sk-ascii-and-\u00e9", "sk-\u0430bcdefgh", "sk-abcdefgh\uff01", "sk-abc\x7fdefgh", "sk-abc defgh"],
+)
 def test_a_key_is_printable_ascii_without_whitespace(key: str) -> None:
     problem = key_problem(key)
     assert problem and "ASCII" in problem or "whitespace" in (problem or ""), problem
@@ -174,7 +234,7 @@ def test_a_key_is_printable_ascii_without_whitespace(key: str) -> None:
 
 
 def test_printable_ascii_keys_pass() -> None:
-    assert key_problem("".join(chr(c) for c in range(0x21, 0x7f))) is None
+    assert key_problem("".join(chr(c) for c in range(0x21, 0x7F))) is None
     assert key_problem('sk-own/er+Key="Q9f3a\\b7c1d2e') is None
 
 
@@ -183,9 +243,19 @@ def test_scrub_reply_covers_text_tool_calls_and_request_id() -> None:
     from quayutec.providers.keys import scrubber
 
     key = ACME_KEY
-    reply = ModelReply(text=ECHO_TEXT, request_id=f"req {key}", stop_reason="stop", tool_calls=[
-        ToolCall(id=f"call-{key}", name="remember", input={"text": key, key: [1, {"x": key.lower()}]},
-                 raw_input=json.dumps({"text": key}))])
+    reply = ModelReply(
+        text=ECHO_TEXT,
+        request_id=f"req {key}",
+        stop_reason="stop",
+        tool_calls=[
+            ToolCall(
+                id=f"call-{key}",
+                name="remember",
+                input={"text": key, key: [1, {"x": key.lower()}]},
+                raw_input=json.dumps({"text": key}),
+            )
+        ],
+    )
     clean = scrub_reply(reply, key).model_dump_json()
     for name, value in forms(key).items():
         assert value not in clean and json.dumps(value)[1:-1] not in clean, name

@@ -13,9 +13,18 @@ NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
 def failure(**kw: Any) -> ProviderFailure:
-    base: dict[str, Any] = dict(status=529, error_type="overloaded_error", error_code=None, message="Overloaded",
-                                request_id="req_1", category="overloaded", retryable=True, retry_after_s=None,
-                                retry_after_header=None, body="{}")
+    base: dict[str, Any] = dict(
+        status=529,
+        error_type="overloaded_error",
+        error_code=None,
+        message="Overloaded",
+        request_id="req_1",
+        category="overloaded",
+        retryable=True,
+        retry_after_s=None,
+        retry_after_header=None,
+        body="{}",
+    )
     base.update(kw)
     return ProviderFailure(**base)
 
@@ -66,8 +75,9 @@ def test_retry_after_is_rounded_up() -> None:
 
 
 def test_retry_after_past_date_waits_zero() -> None:
-    d = decide_next(failure(retry_after_s=0.0, retry_after_header="retry-after: Wed, 21 Oct 2015 07:28:00 GMT"), 1,
-                    False)
+    d = decide_next(
+        failure(retry_after_s=0.0, retry_after_header="retry-after: Wed, 21 Oct 2015 07:28:00 GMT"), 1, False
+    )
     assert (d.retry, d.wait_seconds) == (True, 0)
 
 
@@ -80,8 +90,9 @@ def test_twenty_seconds_is_tested_on_the_exact_value() -> None:
 
 
 def test_retry_after_171_is_not_waited_for() -> None:
-    d = decide_next(failure(status=429, category="rate_limit", retry_after_s=171.0,
-                            retry_after_header="retry-after: 171"), 1, False)
+    d = decide_next(
+        failure(status=429, category="rate_limit", retry_after_s=171.0, retry_after_header="retry-after: 171"), 1, False
+    )
     assert not d.retry and d.wait_seconds is None
     assert d.reason == "retry-after: 171 -> 171 s > 20 s: not waited for"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from quaylocal.render import render, request_line
 from quaylocal.scenario import Player, PlayResult, Scenario
 from quaylocal.stack import LocalStack
@@ -31,8 +32,9 @@ def played() -> tuple[PlayResult, dict[str, list[dict[str, Any]]]]:
         prefix = stack.state_machine_arn.replace(":stateMachine:", ":execution:")
         for run in result.runs:
             events = sfn.get_execution_history(executionArn=f"{prefix}:{run['run_id']}", maxResults=1000)["events"]
-            waits[run["run_id"]] = [json.loads(e["stateEnteredEventDetails"]["input"]) for e in events
-                                    if e["type"] == "WaitStateEntered"]
+            waits[run["run_id"]] = [
+                json.loads(e["stateEnteredEventDetails"]["input"]) for e in events if e["type"] == "WaitStateEntered"
+            ]
 
     result = Player(Scenario.load(SCENARIO), time_scale=0.01, quiet_timeout_s=60).play(inspect)
     assert result.failures == [], result.failures
@@ -50,8 +52,10 @@ def scripted_body(agent: str, n: int = 0) -> Any:
 
 
 def rows(run: dict[str, Any]) -> list[tuple[Any, ...]]:
-    return [(q["status"], q.get("category"), q.get("retryable"), q.get("wait_s"), q.get("decision"))
-            for q in run["requests"]]
+    return [
+        (q["status"], q.get("category"), q.get("retryable"), q.get("wait_s"), q.get("decision"))
+        for q in run["requests"]
+    ]
 
 
 def assert_final_after_one(result: PlayResult, agent: str, status: int, category: str) -> dict[str, Any]:
@@ -113,8 +117,10 @@ def test_anthropic_429_retry_after_171_is_not_waited_for_and_the_ledger_says_why
 def test_anthropic_429_retry_after_1_5_is_a_wait_state_of_2_seconds(played: Any) -> None:
     result, waits = played
     run = run_of(result, "claude-retry-after-1-5")
-    assert rows(run) == [(429, "rate_limit", True, 2, "retry-after: 1.5 -> wait 2 s before request 2"),
-                         (200, None, None, None, None)]
+    assert rows(run) == [
+        (429, "rate_limit", True, 2, "retry-after: 1.5 -> wait 2 s before request 2"),
+        (200, None, None, None, None),
+    ]
     assert run["status"] == "completed" and run["reply_message_id"]
     [wait] = waits[run["run_id"]]
     assert wait["model"] == {"outcome": "wait", "wait_seconds": 2, "requests": 1}
@@ -133,8 +139,10 @@ def test_retry_after_ms_wins_over_retry_after(played: Any) -> None:
 def test_a_502_html_page_is_retryable_and_kept_as_sent(played: Any, agent: str) -> None:
     result, _ = played
     run = run_of(result, agent)
-    assert rows(run) == [(502, "server_error", True, 2, "default wait 2 s before request 2"),
-                         (200, None, None, None, None)]
+    assert rows(run) == [
+        (502, "server_error", True, 2, "default wait 2 s before request 2"),
+        (200, None, None, None, None),
+    ]
     assert run["status"] == "completed"
     q = run["requests"][0]
     assert q["body"] == scripted_body(agent)  # the HTML, not a parse error
@@ -166,21 +174,32 @@ def test_the_ledger_view_shows_each_request_on_one_line(played: Any) -> None:
     line = request_line(first)
     lines = text.splitlines()
     at = next(i for i, x in enumerate(lines) if x.startswith(f"- run {run['run_id']}: completed"))
-    assert lines[at + 1:at + 3] == ["    " + line, "    " + request_line(second)]
-    for part in (first["sent_at"][11:19], "HTTP 429", f"id {first['request_id']}", "rate_limit_error",
-                 "rate_limit, retryable", "wait 2 s", "why: retry-after: 1.5 -> wait 2 s before request 2"):
+    assert lines[at + 1 : at + 3] == ["    " + line, "    " + request_line(second)]
+    for part in (
+        first["sent_at"][11:19],
+        "HTTP 429",
+        f"id {first['request_id']}",
+        "rate_limit_error",
+        "rate_limit, retryable",
+        "wait 2 s",
+        "why: retry-after: 1.5 -> wait 2 s before request 2",
+    ):
         assert part in line, part
     assert request_line(second).endswith(f"HTTP 200  id {second['request_id']}  → reply")
     owner = run_of(result, "owner-503")["requests"][0]
-    assert "server_error/503  → server_error, retryable, no wait  why: owner base URL: one request" in request_line(owner)
+    assert "server_error/503  → server_error, retryable, no wait  why: owner base URL: one request" in request_line(
+        owner
+    )
 
 
 def test_an_overloaded_error_inside_a_200_is_retried_and_the_reply_posted(played: Any) -> None:
     """Issue 10 finding 9: classified by its error type, like a 529 (it was `unexpected`, final)."""
     result, _ = played
     run = run_of(result, "claude-200-overloaded")
-    assert rows(run) == [(200, "overloaded", True, 2, "default wait 2 s before request 2"),
-                         (200, None, None, None, None)]
+    assert rows(run) == [
+        (200, "overloaded", True, 2, "default wait 2 s before request 2"),
+        (200, None, None, None, None),
+    ]
     assert run["status"] == "completed" and run["reply_message_id"]
     assert run["requests"][0]["error_type"] == "overloaded_error"
 

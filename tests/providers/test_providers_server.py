@@ -15,8 +15,12 @@ from quayutec.providers import ModelCall, ProviderError, call_model, decide_next
 
 
 def post(url: str, body: Any, headers: dict | None = None) -> tuple[int, dict, str]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
             return resp.status, dict(resp.headers), resp.read().decode()
@@ -25,8 +29,12 @@ def post(url: str, body: Any, headers: dict | None = None) -> tuple[int, dict, s
 
 
 def anthropic_body(agent: str, text: str = "hi") -> dict:
-    return {"model": "m", "max_tokens": 10, "metadata": {"user_id": agent},
-            "messages": [{"role": "user", "content": text}]}
+    return {
+        "model": "m",
+        "max_tokens": 10,
+        "metadata": {"user_id": agent},
+        "messages": [{"role": "user", "content": text}],
+    }
 
 
 def test_script_exhausted_is_a_final_400(server: ProviderServer, make_call: Callable[..., ModelCall]) -> None:
@@ -42,8 +50,9 @@ def test_script_exhausted_is_a_final_400(server: ProviderServer, make_call: Call
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-compatible", "bedrock"])
-def test_script_exhausted_in_each_format(provider: str, server: ProviderServer,
-                                         make_call: Callable[..., ModelCall]) -> None:
+def test_script_exhausted_in_each_format(
+    provider: str, server: ProviderServer, make_call: Callable[..., ModelCall]
+) -> None:
     server.set_script("agent-2", [])
     with pytest.raises(ProviderError) as info:
         call_model(make_call(provider, "agent-2"))
@@ -55,8 +64,19 @@ def test_substitute_is_applied_to_actions(make_call: Callable[..., ModelCall]) -
     def substitute(actions: list) -> list:
         return [{**a, "task": "T-42"} if a.get("task") == "$task:1" else a for a in actions]
 
-    srv = ProviderServer(scripts={"fab": [{"reply": {"text": "done", "actions": [
-        {"kind": "close_task", "task": "$task:1", "result": "Delivered."}]}}]}, substitute=substitute)
+    srv = ProviderServer(
+        scripts={
+            "fab": [
+                {
+                    "reply": {
+                        "text": "done",
+                        "actions": [{"kind": "close_task", "task": "$task:1", "result": "Delivered."}],
+                    }
+                }
+            ]
+        },
+        substitute=substitute,
+    )
     root = srv.start()
     try:
         call = make_call("openai", "fab", base_url=srv.base_url("openai"))
@@ -75,17 +95,21 @@ def test_every_response_has_a_request_id(server: ProviderServer) -> None:
     status, headers, body = post(root + "/anthropic/v1/messages", anthropic_body("nobody", "l1\nlast line\n"))
     assert status == 200 and headers.get("request-id")
     assert json.loads(body)["content"] == [{"type": "text", "text": "echo: last line"}]
-    status, headers, _ = post(root + "/openai/v1/chat/completions",
-                              {"model": "m", "user": "u", "messages": [{"role": "user", "content": "x"}]})
+    status, headers, _ = post(
+        root + "/openai/v1/chat/completions",
+        {"model": "m", "user": "u", "messages": [{"role": "user", "content": "x"}]},
+    )
     assert status == 200 and headers.get("x-request-id")
-    status, headers, _ = post(root + "/bedrock/model/m/converse",
-                              {"messages": [{"role": "user", "content": [{"text": "x"}]}]})
+    status, headers, _ = post(
+        root + "/bedrock/model/m/converse", {"messages": [{"role": "user", "content": [{"text": "x"}]}]}
+    )
     assert status == 200 and headers.get("x-amzn-RequestId")
 
 
 def test_error_entry_is_sent_verbatim(server: ProviderServer) -> None:
-    server.set_script("a", [{"error": {"status": 418, "headers": {"X-Custom": "yes", "retry-after": "3"},
-                                       "body": {"weird": [1, 2]}}}])
+    server.set_script(
+        "a", [{"error": {"status": 418, "headers": {"X-Custom": "yes", "retry-after": "3"}, "body": {"weird": [1, 2]}}}]
+    )
     status, headers, body = post(server.root_url + "/anthropic/v1/messages", anthropic_body("a"))
     assert status == 418 and headers["X-Custom"] == "yes" and headers["retry-after"] == "3"
     assert json.loads(body) == {"weird": [1, 2]}

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pytest
+
 from quaylocal.provider_server import ProviderServer
 from quaylocal.scenario import Player, PlayResult, Scenario
 from quaylocal.stack import LocalStack
@@ -30,8 +31,13 @@ def _sdks_imported() -> None:
 
 
 def anthropic_429(retry_after: str) -> dict[str, Any]:
-    return {"error": {"status": 429, "headers": {"retry-after": retry_after},
-                      "body": {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limited"}}}}
+    return {
+        "error": {
+            "status": 429,
+            "headers": {"retry-after": retry_after},
+            "body": {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limited"}},
+        }
+    }
 
 
 def executions(stack: LocalStack) -> list[dict[str, Any]]:
@@ -40,33 +46,56 @@ def executions(stack: LocalStack) -> list[dict[str, Any]]:
     out = []
     for status in ("RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"):
         for ex in sfn.list_executions(stateMachineArn=stack.state_machine_arn, statusFilter=status)["executions"]:
-            out.append({"name": ex["name"], "describe": sfn.describe_execution(executionArn=ex["executionArn"]),
-                        "history": sfn.get_execution_history(executionArn=ex["executionArn"],
-                                                             maxResults=1000)["events"]})
+            out.append(
+                {
+                    "name": ex["name"],
+                    "describe": sfn.describe_execution(executionArn=ex["executionArn"]),
+                    "history": sfn.get_execution_history(executionArn=ex["executionArn"], maxResults=1000)["events"],
+                }
+            )
     return out
 
 
 def wait_inputs(execution: dict[str, Any]) -> list[dict[str, Any]]:
-    return [json.loads(e["stateEnteredEventDetails"]["input"]) for e in execution["history"]
-            if e["type"] == "WaitStateEntered"]
+    return [
+        json.loads(e["stateEnteredEventDetails"]["input"])
+        for e in execution["history"]
+        if e["type"] == "WaitStateEntered"
+    ]
 
 
 # ----------------------------------------------------------------------------- time limit
 def test_a_wait_that_would_cross_the_run_time_limit_ends_the_run_timed_out() -> None:
-    sc = Scenario.model_validate({
-        "companies": [{"id": "harbour", "people": ["ana"]}],
-        "agents": [{"id": a, "company": "harbour", "provider": "anthropic", "model": "claude-haiku-4-5",
-                    "instructions": "One line."} for a in ("quick-agent", "late-agent")],
-        "room": {"id": "time-limit", "members": ["harbour"]},
-        "model_replies": {"quick-agent": [anthropic_429("1"), {"reply": {"text": "In time."}}],
-                          "late-agent": [anthropic_429("20")]},
-        "steps": [{"post": {"as": "ana", "text": "Quickly, please.", "to": ["quick-agent", "late-agent"]}}],
-        "expect": {"replies": {"quick-agent": 1}, "model_requests": {"quick-agent": 2, "late-agent": 1},
-                   "runs": {"completed": 1, "timed_out": 1}},
-    })
+    sc = Scenario.model_validate(
+        {
+            "companies": [{"id": "harbour", "people": ["ana"]}],
+            "agents": [
+                {
+                    "id": a,
+                    "company": "harbour",
+                    "provider": "anthropic",
+                    "model": "claude-haiku-4-5",
+                    "instructions": "One line.",
+                }
+                for a in ("quick-agent", "late-agent")
+            ],
+            "room": {"id": "time-limit", "members": ["harbour"]},
+            "model_replies": {
+                "quick-agent": [anthropic_429("1"), {"reply": {"text": "In time."}}],
+                "late-agent": [anthropic_429("20")],
+            },
+            "steps": [{"post": {"as": "ana", "text": "Quickly, please.", "to": ["quick-agent", "late-agent"]}}],
+            "expect": {
+                "replies": {"quick-agent": 1},
+                "model_requests": {"quick-agent": 2, "late-agent": 1},
+                "runs": {"completed": 1, "timed_out": 1},
+            },
+        }
+    )
     seen: dict[str, Any] = {}
     result = Player(sc, time_scale=0.01, quiet_timeout_s=60, settings={"RUN_TIME_LIMIT_SECONDS": "20"}).play(
-        lambda stack, _: seen.update({e["name"]: e for e in executions(stack)}))
+        lambda stack, _: seen.update({e["name"]: e for e in executions(stack)})
+    )
     assert result.failures == [], result.failures
     quick, late = (next(x for x in result.runs if x["agent_id"] == a) for a in ("quick-agent", "late-agent"))
     assert quick["status"] == "completed"
@@ -96,30 +125,77 @@ class BoltSecretGone(Player):
 
 
 def test_keys_stay_in_secrets_manager_and_each_run_reads_only_its_company_s_secret() -> None:
-    sc = Scenario.model_validate({
-        "companies": [{"id": "acme", "people": ["ann"]}, {"id": "bolt", "people": ["bob"]}],
-        "agents": [{"id": "acme-claude", "company": "acme", "provider": "anthropic", "model": "claude-haiku-4-5",
-                    "instructions": "One line."},
-                   {"id": "acme-gpt", "company": "acme", "provider": "openai", "model": "gpt-4.1",
-                    "instructions": "One line."},
-                   {"id": "bolt-claude", "company": "bolt", "provider": "anthropic", "model": "claude-haiku-4-5",
-                    "instructions": "One line."}],
-        "room": {"id": "keys", "members": ["acme", "bolt"]},
-        "model_replies": {
-            "acme-claude": [anthropic_429("1"), {"reply": {"text": "Noted.", "actions": [
-                {"kind": "remember", "text": "Keys stay in Secrets Manager.", "visibility": "company"}]}}],
-            # a provider that echoes the key it was sent in its error body
-            "acme-gpt": [{"error": {"status": 401, "headers": {}, "body": {"error": {
-                "message": f"Incorrect API key provided: {ACME_KEY}. You can find your API key at "
-                           "https://platform.openai.com/account/api-keys.",
-                "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}}}],
-            "bolt-claude": [{"reply": {"text": "never sent: bolt's key is gone"}}]},
-        "steps": [{"post": {"as": "ann", "text": "Please check the keys.", "to": ["acme-claude", "acme-gpt"]}},
-                  {"post": {"as": "bob", "text": "Bolt here, please answer.", "to": ["bolt-claude"]}}],
-        "expect": {"replies": {"acme-claude": 1}, "memory_lines": 1,
-                   "model_requests": {"acme-claude": 2, "acme-gpt": 1, "bolt-claude": 0},
-                   "runs": {"completed": 1, "failed_before_reply": 2}},
-    })
+    sc = Scenario.model_validate(
+        {
+            "companies": [{"id": "acme", "people": ["ann"]}, {"id": "bolt", "people": ["bob"]}],
+            "agents": [
+                {
+                    "id": "acme-claude",
+                    "company": "acme",
+                    "provider": "anthropic",
+                    "model": "claude-haiku-4-5",
+                    "instructions": "One line.",
+                },
+                {
+                    "id": "acme-gpt",
+                    "company": "acme",
+                    "provider": "openai",
+                    "model": "gpt-4.1",
+                    "instructions": "One line.",
+                },
+                {
+                    "id": "bolt-claude",
+                    "company": "bolt",
+                    "provider": "anthropic",
+                    "model": "claude-haiku-4-5",
+                    "instructions": "One line.",
+                },
+            ],
+            "room": {"id": "keys", "members": ["acme", "bolt"]},
+            "model_replies": {
+                "acme-claude": [
+                    anthropic_429("1"),
+                    {
+                        "reply": {
+                            "text": "Noted.",
+                            "actions": [
+                                {"kind": "remember", "text": "Keys stay in Secrets Manager.", "visibility": "company"}
+                            ],
+                        }
+                    },
+                ],
+                # a provider that echoes the key it was sent in its error body
+                "acme-gpt": [
+                    {
+                        "error": {
+                            "status": 401,
+                            "headers": {},
+                            "body": {
+                                "error": {
+                                    "message": f"Incorrect API key provided: {ACME_KEY}. You can find your API key at "
+                                    "https://platform.openai.com/account/api-keys.",
+                                    "type": "invalid_request_error",
+                                    "param": None,
+                                    "code": "invalid_api_key",
+                                }
+                            },
+                        }
+                    }
+                ],
+                "bolt-claude": [{"reply": {"text": "never sent: bolt's key is gone"}}],
+            },
+            "steps": [
+                {"post": {"as": "ann", "text": "Please check the keys.", "to": ["acme-claude", "acme-gpt"]}},
+                {"post": {"as": "bob", "text": "Bolt here, please answer.", "to": ["bolt-claude"]}},
+            ],
+            "expect": {
+                "replies": {"acme-claude": 1},
+                "memory_lines": 1,
+                "model_requests": {"acme-claude": 2, "acme-gpt": 1, "bolt-claude": 0},
+                "runs": {"completed": 1, "failed_before_reply": 2},
+            },
+        }
+    )
     player = BoltSecretGone(sc, time_scale=0.01, quiet_timeout_s=60)
     player.company_keys = {"acme": ACME_KEY, "bolt": BOLT_KEY}
     places: dict[str, str] = {}
@@ -134,12 +210,14 @@ def test_keys_stay_in_secrets_manager_and_each_run_reads_only_its_company_s_secr
         places["other tables"] = json.dumps(ddb_items)
         s3 = stack.client("s3")
         bucket = r.RUN_DATA_BUCKET.default_name
-        places["run data"] = "\n".join(s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read().decode()
-                                       for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+        places["run data"] = "\n".join(
+            s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read().decode()
+            for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])
+        )
         sm = stack.client("secretsmanager")
         places["acme secret"] = sm.get_secret_value(
-            SecretId=quay_deps.secret_name(quay_deps.default_deps().settings, "acme", "anthropic"))[
-            "SecretString"]
+            SecretId=quay_deps.secret_name(quay_deps.default_deps().settings, "acme", "anthropic")
+        )["SecretString"]
 
     result = player.play(inspect)
     assert result.failures == [], result.failures

@@ -17,15 +17,23 @@ PROVIDERS = ("anthropic", "openai", "openai-compatible", "bedrock")
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_the_usage_fields_of_each_wire_format_are_counted(provider: str, server: ProviderServer,
-                                                          make_call: Callable[..., ModelCall]) -> None:
-    server.set_script("agent-1", [
-        {"reply": {"text": "A reply of some length, with an action.",
-                   "actions": [{"kind": "remember", "text": "x", "visibility": "room"}]}},
-        {"error": {"status": 503, "body": {"error": {"type": "overloaded_error", "message": "busy"}}}},
-        {"reply": {"text": "no usage", "actions": [], "usage": None}},
-        {"reply": {"text": "given usage", "actions": [], "usage": {"input": 7000, "output": 321}}},
-    ])
+def test_the_usage_fields_of_each_wire_format_are_counted(
+    provider: str, server: ProviderServer, make_call: Callable[..., ModelCall]
+) -> None:
+    server.set_script(
+        "agent-1",
+        [
+            {
+                "reply": {
+                    "text": "A reply of some length, with an action.",
+                    "actions": [{"kind": "remember", "text": "x", "visibility": "room"}],
+                }
+            },
+            {"error": {"status": 503, "body": {"error": {"type": "overloaded_error", "message": "busy"}}}},
+            {"reply": {"text": "no usage", "actions": [], "usage": None}},
+            {"reply": {"text": "given usage", "actions": [], "usage": {"input": 7000, "output": 321}}},
+        ],
+    )
     call = make_call(provider, "agent-1")
     with cost_line.counting():
         reply = call_model(call)
@@ -39,8 +47,11 @@ def test_the_usage_fields_of_each_wire_format_are_counted(provider: str, server:
     assert (reply.input_tokens, reply.output_tokens) == (first["input"], first["output"])
     assert (bare.input_tokens, bare.output_tokens) == (None, None) and server.requests[2].usage is None
     assert (given.input_tokens, given.output_tokens) == (7000, 321)
-    assert cost.tokens == {call.model: TokenCount(provider=provider, input=first["input"] + 7000,
-                                                  output=first["output"] + 321, replies=2, unreported=1)}
+    assert cost.tokens == {
+        call.model: TokenCount(
+            provider=provider, input=first["input"] + 7000, output=first["output"] + 321, replies=2, unreported=1
+        )
+    }
 
 
 def test_outside_a_run_phase_nothing_is_counted(server: ProviderServer, make_call: Callable[..., ModelCall]) -> None:

@@ -16,13 +16,14 @@ from quaylocal.stack import LocalStack
 def env() -> Iterator[Env]:
     server = ProviderServer(scripts={}, keys={})
     server.start()
-    settings = {"ANTHROPIC_BASE_URL": server.base_url("anthropic"), "OPENAI_BASE_URL": server.base_url("openai"),
-                "BEDROCK_ENDPOINT_URL": server.base_url("bedrock")}
+    settings = {
+        "ANTHROPIC_BASE_URL": server.base_url("anthropic"),
+        "OPENAI_BASE_URL": server.base_url("openai"),
+        "BEDROCK_ENDPOINT_URL": server.base_url("bedrock"),
+    }
     try:
         with LocalStack(settings=settings, time_scale=TIME_SCALE) as stack:
             keys = make_room(stack, server)
             yield Env(stack=stack, server=server, keys=keys)
     finally:
         server.stop()
-
-

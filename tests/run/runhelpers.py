@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from quayutec import deps as quay_deps
-from quayutec.models import Agent, Company, Room, RightsPolicy
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
+from quayutec import deps as quay_deps
+from quayutec.models import Agent, Company, RightsPolicy, Room
 
 TIME_SCALE = 0.01
 
@@ -31,7 +31,9 @@ def make_room(env_stack: LocalStack, server: ProviderServer, *, policy: RightsPo
     keys = {"acme": "sk-acme-test", "bolt": "sk-bolt-test"}
     d.room.put_company(Company(id="acme", people=["ann"], rights=policy or RightsPolicy()))
     d.room.put_company(Company(id="bolt", people=["bob"]))
-    d.room.put_agent(Agent(id="a1", company="acme", provider="anthropic", model="claude-test", instructions="Be brief."))
+    d.room.put_agent(
+        Agent(id="a1", company="acme", provider="anthropic", model="claude-test", instructions="Be brief.")
+    )
     d.room.put_agent(Agent(id="b1", company="bolt", provider="openai", model="gpt-test", instructions="Be brief."))
     d.room.put_room(Room(id="r1", members=["acme", "bolt"]))
     d.room.add_room_agent("r1", "a1")

@@ -12,8 +12,15 @@ from quayutec import resources
 from quayutec.settings import MAX_APPROVAL_TIMEOUT_SECONDS
 
 ASL_PATH = Path(__file__).resolve().parents[2] / "statemachines" / resources.STATE_MACHINE_FILE
-TRANSIENT = {"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException",
-             "Lambda.ClientExecutionTimeoutException", "Lambda.Unknown", "Sandbox.Timedout", "TransientError"}
+TRANSIENT = {
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.Unknown",
+    "Sandbox.Timedout",
+    "TransientError",
+}
 THROTTLED = "Lambda.TooManyRequestsException"
 
 
@@ -31,7 +38,8 @@ def test_placeholders_equal_the_substitutions() -> None:
     text = ASL_PATH.read_text()
     placeholders = set(re.findall(r"\$\{([A-Za-z0-9]+)\}", text))
     assert placeholders == {f.asl_placeholder for f in resources.FUNCTIONS if f.asl_placeholder} | {
-        resources.ASL_PARTITION_PLACEHOLDER}
+        resources.ASL_PARTITION_PLACEHOLDER
+    }
     assert "arn:aws:" not in text  # the partition is a substitution (aws, aws-cn, aws-us-gov)
 
 
@@ -39,8 +47,9 @@ def test_local_stack_substitutes_every_placeholder() -> None:
     from quaylocal.stack import LocalStack
 
     with LocalStack() as stack:
-        definition = stack.client("stepfunctions").describe_state_machine(
-            stateMachineArn=stack.state_machine_arn)["definition"]
+        definition = stack.client("stepfunctions").describe_state_machine(stateMachineArn=stack.state_machine_arn)[
+            "definition"
+        ]
         assert "${" not in definition
         assert set(stack.definition_substitutions()) == set(re.findall(r"\$\{([A-Za-z0-9]+)\}", ASL_PATH.read_text()))
 
@@ -62,13 +71,18 @@ def test_retry_and_catch_on_every_phase() -> None:
             assert "Catch" not in task  # its own failure ends the execution: the reconciler closes the run
         elif name == "RequestApproval":
             caught = {e: c["Next"] for c in task["Catch"] for e in c["ErrorEquals"]}
-            assert caught == {"ApprovalRejected": "Rejected", "States.Timeout": "Expired",
-                              "States.HeartbeatTimeout": "Expired"}
+            assert caught == {
+                "ApprovalRejected": "Rejected",
+                "States.Timeout": "Expired",
+                "States.HeartbeatTimeout": "Expired",
+            }
             assert task["Resource"].endswith("lambda:invoke.waitForTaskToken")
             assert task["TimeoutSecondsPath"] == "$.approval_timeout_s"
         elif name == "ClaimAndRead":  # another execution's claim ends the attempt, having done nothing
-            assert task["Catch"] == [{"ErrorEquals": ["AlreadyClaimed"], "Next": "AlreadyClaimed"},
-                                     {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"}]
+            assert task["Catch"] == [
+                {"ErrorEquals": ["AlreadyClaimed"], "Next": "AlreadyClaimed"},
+                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"},
+            ]
             assert asl["States"]["AlreadyClaimed"]["Type"] == "Succeed"
         else:
             assert task["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"}]
@@ -86,8 +100,9 @@ def test_a_plain_run_enters_six_states() -> None:
         if s["Type"] == "Succeed" or s.get("End"):
             break
         if s["Type"] == "Choice":
-            name = next(c["Next"] for c in s["Choices"] if c.get("StringEquals") == "reply"
-                        or c.get("BooleanEquals") is True)
+            name = next(
+                c["Next"] for c in s["Choices"] if c.get("StringEquals") == "reply" or c.get("BooleanEquals") is True
+            )
         else:
             name = s["Next"]
     assert path == ["ClaimAndRead", "CallModel", "ModelOutcome?", "DecideAndPost", "Finished?", "Done"]
@@ -97,8 +112,12 @@ def test_a_plain_run_enters_six_states() -> None:
 
 def test_model_retry_pause_is_a_wait_state_and_budget_is_the_task_timeout() -> None:
     asl = json.loads(ASL_PATH.read_text())["States"]
-    assert asl["WaitBeforeNextRequest"] == {**asl["WaitBeforeNextRequest"], "Type": "Wait",
-                                            "SecondsPath": "$.model.wait_seconds", "Next": "CallModel"}
+    assert asl["WaitBeforeNextRequest"] == {
+        **asl["WaitBeforeNextRequest"],
+        "Type": "Wait",
+        "SecondsPath": "$.model.wait_seconds",
+        "Next": "CallModel",
+    }
     for name in ("CallModel", "DecideAndPost", "ApplyAndFinish"):
         assert asl[name]["TimeoutSecondsPath"] == "$.budget.remaining_s", name
 

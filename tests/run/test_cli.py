@@ -33,17 +33,22 @@ expect:
 def _run(tmp_path: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "room.yaml"
     path.write_text(text)
-    return subprocess.run([*QUAY, "demo", "--scenario", str(path), *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([*QUAY, "demo", "--scenario", str(path), *args], capture_output=True, text=True, timeout=120)
 
 
 def test_demo_json_matches_expect(tmp_path: Path) -> None:
     proc = _run(tmp_path, SMALL.replace("REPLIES", "1"), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)  # stdout is exactly one JSON object
-    assert out == {"replies": {"helper": 1}, "model_requests": {"helper": 1}, "open_tasks": 0, "memory_lines": 1,
-                   "runs": {"completed": 1, "failed_before_reply": 0, "failed_after_reply": 0, "timed_out": 0},
-                   "expect_ok": True, "failures": []}
+    assert out == {
+        "replies": {"helper": 1},
+        "model_requests": {"helper": 1},
+        "open_tasks": 0,
+        "memory_lines": 1,
+        "runs": {"completed": 1, "failed_before_reply": 0, "failed_after_reply": 0, "timed_out": 0},
+        "expect_ok": True,
+        "failures": [],
+    }
 
 
 def test_demo_exits_1_when_expect_fails(tmp_path: Path) -> None:

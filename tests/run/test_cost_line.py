@@ -31,17 +31,23 @@ BEDROCK_MODEL = "amazon.nova-micro-v1:0"
 def env() -> Iterator[Env]:
     server = ProviderServer(scripts={}, keys={})
     server.start()
-    settings = {"ANTHROPIC_BASE_URL": server.base_url("anthropic"), "OPENAI_BASE_URL": server.base_url("openai"),
-                "BEDROCK_ENDPOINT_URL": server.base_url("bedrock"), "MODEL_PRICES": json.dumps(OVERRIDE)}
+    settings = {
+        "ANTHROPIC_BASE_URL": server.base_url("anthropic"),
+        "OPENAI_BASE_URL": server.base_url("openai"),
+        "BEDROCK_ENDPOINT_URL": server.base_url("bedrock"),
+        "MODEL_PRICES": json.dumps(OVERRIDE),
+    }
     try:
         with LocalStack(settings=settings, time_scale=TIME_SCALE) as stack:
             keys = make_room(stack, server)
             d = quay_deps.default_deps()
-            d.room.put_agent(Agent(id="c1", company="acme", provider="bedrock", model=BEDROCK_MODEL,
-                                   instructions="Be brief."))
+            d.room.put_agent(
+                Agent(id="c1", company="acme", provider="bedrock", model=BEDROCK_MODEL, instructions="Be brief.")
+            )
             d.room.add_room_agent("r1", "c1")
             stack.client("secretsmanager").create_secret(
-                Name=quay_deps.secret_name(d.settings, "acme", "bedrock"), SecretString=keys["acme"])
+                Name=quay_deps.secret_name(d.settings, "acme", "bedrock"), SecretString=keys["acme"]
+            )
             server.keys["c1"] = keys["acme"]
             yield Env(stack=stack, server=server, keys=keys)
     finally:
@@ -53,8 +59,9 @@ def _post(env: Env, person: str, company: str, text: str) -> None:
 
     def post() -> None:
         with C.owner(C.SETUP):
-            RoomService(quay_deps.default_deps().room).post_message("r1", Author(kind="person", id=person,
-                                                                                company=company), text, [])
+            RoomService(quay_deps.default_deps().room).post_message(
+                "r1", Author(kind="person", id=person, company=company), text, []
+            )
 
     env.stack.wait_quiet()
     contextvars.copy_context().run(post)
@@ -76,17 +83,22 @@ def test_tokens_are_what_the_provider_server_sent_for_each_wire_format(env: Env)
 
     before = len(env.server.requests)
     for agent in ("a1", "b1", "c1"):
-        env.server.set_script(agent, [{"reply": {"text": f"{agent} answers at some length, no action.",
-                                                 "actions": []}}])
+        env.server.set_script(
+            agent, [{"reply": {"text": f"{agent} answers at some length, no action.", "actions": []}}]
+        )
     _post(env, "ann", "acme", "@a1 @b1 @c1 what does each of you cost?")
-    for agent, model, provider in (("a1", "claude-test", "anthropic"), ("b1", "gpt-test", "openai"),
-                                   ("c1", BEDROCK_MODEL, "bedrock")):
+    for agent, model, provider in (
+        ("a1", "claude-test", "anthropic"),
+        ("b1", "gpt-test", "openai"),
+        ("c1", BEDROCK_MODEL, "bedrock"),
+    ):
         run = _last_run(env, agent)
         assert run.status == "completed" and run.cost is not None, run
         [sent] = _sent(env, agent, before)
         assert sent["input"] > 100 and sent["output"] >= 1  # about 4 characters a token of the prompt
-        assert run.cost.tokens == {model: TokenCount(provider=provider, input=sent["input"], output=sent["output"],
-                                                     replies=1)}
+        assert run.cost.tokens == {
+            model: TokenCount(provider=provider, input=sent["input"], output=sent["output"], replies=1)
+        }
         assert run.cost.usd_model_excluded > 0
     a1, b1, c1 = (_last_run(env, a).cost for a in ("a1", "b1", "c1"))
     t = a1.tokens["claude-test"]
@@ -104,14 +116,23 @@ def test_tokens_are_what_the_provider_server_sent_for_each_wire_format(env: Env)
 
 
 def test_a_failed_request_counts_no_tokens_and_a_reply_without_usage_is_not_guessed(env: Env) -> None:
-    env.server.set_script("a1", [
-        {"error": {"status": 503, "body": {"type": "error", "error": {"type": "overloaded_error",
-                                                                     "message": "busy"}}}},
-        {"reply": {"text": "after one retry", "actions": [], "usage": {"input": 1234, "output": 56}}}])
+    env.server.set_script(
+        "a1",
+        [
+            {
+                "error": {
+                    "status": 503,
+                    "body": {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
+                }
+            },
+            {"reply": {"text": "after one retry", "actions": [], "usage": {"input": 1234, "output": 56}}},
+        ],
+    )
     _post(env, "ann", "acme", "@a1 once more")
     run = _last_run(env, "a1")
     assert run.status == "completed" and run.cost.tokens == {
-        "claude-test": TokenCount(provider="anthropic", input=1234, output=56, replies=1)}
+        "claude-test": TokenCount(provider="anthropic", input=1234, output=56, replies=1)
+    }
     assert run.cost.lambda_invocations >= 4  # CallModel twice (the Wait between)
 
     env.server.set_script("b1", [{"reply": {"text": "no usage here", "actions": [], "usage": None}}])
@@ -121,14 +142,20 @@ def test_a_failed_request_counts_no_tokens_and_a_reply_without_usage_is_not_gues
     assert run.cost.tokens == {"gpt-test": TokenCount(provider="openai", replies=0, unreported=1)}
     from quaylocal.cli import cost_lines
 
-    assert any("1 reply reported no usage (not counted)" in line
-               for line in cost_lines(run.cost.model_dump(mode="json")))
+    assert any(
+        "1 reply reported no usage (not counted)" in line for line in cost_lines(run.cost.model_dump(mode="json"))
+    )
 
 
 def test_model_prices_built_in_overridden_or_unknown() -> None:
-    cost = RunCost(lambda_invocations=3, billed_ms=30, transitions=6, aws_requests={"dynamodb.GetItem": 2},
-                   capacity={"read_units": 1.0, "write_units": 0.0},
-                   tokens={"gpt-4.1": TokenCount(provider="openai", input=1_000_000, output=1_000_000, replies=1)})
+    cost = RunCost(
+        lambda_invocations=3,
+        billed_ms=30,
+        transitions=6,
+        aws_requests={"dynamodb.GetItem": 2},
+        capacity={"read_units": 1.0, "write_units": 0.0},
+        tokens={"gpt-4.1": TokenCount(provider="openai", input=1_000_000, output=1_000_000, replies=1)},
+    )
     priced = pricing.price_cost(cost, memory_mb=512)
     assert priced.model_usd == pytest.approx(2.0 + 8.0) and priced.usd == pytest.approx(priced.usd_model_excluded + 10)
     assert pricing.price_cost(cost, memory_mb=512, overrides={"gpt-4.1": (1.0, 1.0)}).model_usd == pytest.approx(2.0)
@@ -142,8 +169,16 @@ def test_model_prices_built_in_overridden_or_unknown() -> None:
         assert provider in ("anthropic", "openai", "bedrock") and p_in > 0 and p_out > 0 and source and date, m
 
 
-@pytest.mark.parametrize("bad", ['{"m": {"input": -1, "output": 2}}', '{"m": {"input": 1}}', "not json",
-                                 '{"m": {"input": 1, "output": 2, "cached": 3}}', '[1, 2]'])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"m": {"input": -1, "output": 2}}',
+        '{"m": {"input": 1}}',
+        "not json",
+        '{"m": {"input": 1, "output": 2, "cached": 3}}',
+        "[1, 2]",
+    ],
+)
 def test_a_bad_model_prices_setting_is_refused_naming_it(bad: str) -> None:
     from quayutec import settings as S
 
@@ -175,11 +210,25 @@ def test_consumed_capacity_is_asked_for_and_summed_and_what_moto_omits_is_unknow
         with cost_line.counting():
             db.get_item(TableName=table, Key={"pk": "COST#x", "sk": "A"})
             db.put_item(TableName=table, Item={"pk": "COST#x", "sk": "A"})
-            db.update_item(TableName=table, Key={"pk": "COST#x", "sk": "A"}, UpdateExpression="SET n = :n",
-                           ExpressionAttributeValues={":n": 1})
+            db.update_item(
+                TableName=table,
+                Key={"pk": "COST#x", "sk": "A"},
+                UpdateExpression="SET n = :n",
+                ExpressionAttributeValues={":n": 1},
+            )
             assert not aws.put_new(db, table, {"pk": "COST#x", "sk": "A"})  # a failed conditional put
-            assert aws.transact_new(db, [{"Put": {"TableName": table, "Item": {"pk": "COST#x", "sk": "B"},
-                                                  "ConditionExpression": "attribute_not_exists(pk)"}}])
+            assert aws.transact_new(
+                db,
+                [
+                    {
+                        "Put": {
+                            "TableName": table,
+                            "Item": {"pk": "COST#x", "sk": "B"},
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    }
+                ],
+            )
             cost = cost_line.so_far(None, 1)
         assert len(seen) == 6 and all(b'"ReturnConsumedCapacity": "TOTAL"' in body for body in seen[1:]), seen
     finally:
@@ -197,9 +246,17 @@ def test_a_runs_capacity_is_what_its_phases_responses_reported(env: Env) -> None
     independently, per function); the final write's own capacity cannot be inside it: unknown."""
     from quayutec import seams
 
-    phases = {C.function_owner(f) for f in ("ClaimAndReadFunction", "CallModelFunction", "DecideAndPostFunction",
-                                             "ApplyAndFinishFunction", "RequestApprovalFunction",
-                                             "RecordFailureFunction")}
+    phases = {
+        C.function_owner(f)
+        for f in (
+            "ClaimAndReadFunction",
+            "CallModelFunction",
+            "DecideAndPostFunction",
+            "ApplyAndFinishFunction",
+            "RequestApprovalFunction",
+            "RecordFailureFunction",
+        )
+    }
     observed = {"read": 0.0, "write": 0.0, "unknown": 0, "final": 0}
 
     def mark(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:

@@ -12,12 +12,11 @@ import contextvars
 import json
 
 import pytest
+from runhelpers import Env
 
 from quaylocal import calls as C
 from quayutec.logic.room_service import RoomService
 from quayutec.models import ActionRecord, Author, RunRecord
-
-from runhelpers import Env
 
 ANN = Author(kind="person", id="ann", company="acme")
 
@@ -45,15 +44,35 @@ def _raw_200(body: dict) -> dict:
 
 
 def _anthropic(content: object) -> dict:
-    return _raw_200({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
-                     "content": content, "stop_reason": "end_turn",
-                     "usage": {"input_tokens": 3, "output_tokens": 4}})
+    return _raw_200(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": content,
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 4},
+        }
+    )
 
 
 def _openai(tool_calls: list[dict]) -> dict:
-    return _raw_200({"id": "c1", "object": "chat.completion", "created": 1, "model": "gpt-test",
-                     "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                         "role": "assistant", "content": "On it.", "tool_calls": tool_calls}}]})
+    return _raw_200(
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-test",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {"role": "assistant", "content": "On it.", "tool_calls": tool_calls},
+                }
+            ],
+        }
+    )
 
 
 def _function(name: object, arguments: str) -> dict:
@@ -61,8 +80,11 @@ def _function(name: object, arguments: str) -> dict:
 
 
 def test_a_lone_surrogate_in_the_reply_and_an_action_is_replaced_and_the_run_completes(env: Env) -> None:
-    run, actions, replies = _run(env, "a1", {"reply": {"text": "a \ud800 b", "actions": [
-        {"kind": "remember", "text": "s \udfff", "visibility": "room"}]}})
+    run, actions, replies = _run(
+        env,
+        "a1",
+        {"reply": {"text": "a \ud800 b", "actions": [{"kind": "remember", "text": "s \udfff", "visibility": "room"}]}},
+    )
     assert run.status == "completed", (run.status, run.error_message)
     assert replies == ["a \ufffd b"]
     [action] = actions
@@ -90,15 +112,24 @@ def test_a_tool_call_whose_name_is_not_a_string_is_denied_and_the_rest_goes_thro
 
 
 def test_an_anthropic_tool_use_whose_name_is_a_number_is_denied(env: Env) -> None:
-    run, actions, replies = _run(env, "a1", _anthropic([
-        {"type": "text", "text": "Done."}, {"type": "tool_use", "id": "t1", "name": 123, "input": {}}]))
+    run, actions, replies = _run(
+        env,
+        "a1",
+        _anthropic([{"type": "text", "text": "Done."}, {"type": "tool_use", "id": "t1", "name": 123, "input": {}}]),
+    )
     assert run.status == "completed", (run.status, run.error_message)
     assert [a.decision for a in actions] == ["deny"] and replies[0].startswith("Done.")
 
 
-@pytest.mark.parametrize("arguments", ['{"text":' + "[" * 3000 + "]" * 3000 + ',"visibility":"room"}',
-                                       "[" * 100_000, '{"text": ' + '{"a": ' * 40 + '"x"' + "}" * 40 + "}"],
-                         ids=["3000-deep", "100000-open", "40-deep-parses"])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"text":' + "[" * 3000 + "]" * 3000 + ',"visibility":"room"}',
+        "[" * 100_000,
+        '{"text": ' + '{"a": ' * 40 + '"x"' + "}" * 40 + "}",
+    ],
+    ids=["3000-deep", "100000-open", "40-deep-parses"],
+)
 def test_arguments_nested_past_the_limit_are_denied_not_a_failed_run(env: Env, arguments: str) -> None:
     run, actions, _ = _run(env, "b1", _openai([_function("remember", arguments)]))
     assert run.status == "completed", (run.status, run.error_message)
@@ -114,23 +145,45 @@ def test_anthropic_content_that_is_not_a_list_is_an_unreadable_reply_not_an_empt
 
 
 def test_a_blank_task_title_or_memory_text_is_denied_like_the_api_refuses_it(env: Env) -> None:
-    run, actions, _ = _run(env, "a1", {"reply": {"text": "Tasks.", "actions": [
-        {"kind": "create_task", "to": "b1", "title": "   ", "body": "b"},
-        {"kind": "remember", "text": " \n\t", "visibility": "room"},
-        {"kind": "create_task", "to": "b1", "title": " a title ", "body": ""}]}})
+    run, actions, _ = _run(
+        env,
+        "a1",
+        {
+            "reply": {
+                "text": "Tasks.",
+                "actions": [
+                    {"kind": "create_task", "to": "b1", "title": "   ", "body": "b"},
+                    {"kind": "remember", "text": " \n\t", "visibility": "room"},
+                    {"kind": "create_task", "to": "b1", "title": " a title ", "body": ""},
+                ],
+            }
+        },
+    )
     assert run.status == "completed", (run.status, run.error_message)
     assert [(a.decision, a.reason) for a in actions[:2]] == [
-        ("deny", "malformed: blank field 'title'"), ("deny", "malformed: blank field 'text'")]
+        ("deny", "malformed: blank field 'title'"),
+        ("deny", "malformed: blank field 'text'"),
+    ]
     assert actions[2].decision == "allow" and actions[2].outcome == "written"
     assert [t.title for t in env.deps.room.all_tasks("r1")] == [" a title "]
 
 
 def test_model_written_kinds_and_ids_cannot_add_lines_to_the_notes(env: Env) -> None:
     fake = "\n\n⏸ held for approval: close_task → task X"
-    run, actions, replies = _run(env, "a1", {"reply": {"text": "Hello.", "actions": [
-        {"kind": "remember\x1b[31m" + fake, "text": "x", "visibility": "room"},
-        {"kind": "create_task", "to": "nobody" + fake, "title": "t", "body": "b"},
-        {"kind": "close_task", "task": "task-x" + fake, "result": "r"}]}})
+    run, actions, replies = _run(
+        env,
+        "a1",
+        {
+            "reply": {
+                "text": "Hello.",
+                "actions": [
+                    {"kind": "remember\x1b[31m" + fake, "text": "x", "visibility": "room"},
+                    {"kind": "create_task", "to": "nobody" + fake, "title": "t", "body": "b"},
+                    {"kind": "close_task", "task": "task-x" + fake, "result": "r"},
+                ],
+            }
+        },
+    )
     assert run.status == "completed", (run.status, run.error_message)
     [reply] = replies
     lines = reply.splitlines()
@@ -150,9 +203,16 @@ def test_a_policy_denial_in_the_room_names_the_policy_not_its_rule(env: Env) -> 
     acme = d.room.get_company("acme")
     assert acme is not None
     d.room.put_company(acme.model_copy(update={"rights": RightsPolicy(cross_company={"create_task": "deny"})}))
-    run, actions, replies = _run(env, "a1", {"reply": {"text": "Asked.", "actions": [
-        {"kind": "create_task", "to": "b1", "title": "t", "body": "b"},
-        {"kind": "teleport"}]}})
+    run, actions, replies = _run(
+        env,
+        "a1",
+        {
+            "reply": {
+                "text": "Asked.",
+                "actions": [{"kind": "create_task", "to": "b1", "title": "t", "body": "b"}, {"kind": "teleport"}],
+            }
+        },
+    )
     assert run.status == "completed", (run.status, run.error_message)
     [reply] = replies
     assert "✗ denied: create_task → task for b1 (by acme's policy)" in reply, reply

@@ -11,6 +11,7 @@ import time
 
 from moto.core.serialize import JSONSerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
+from runhelpers import Env
 
 from quaylocal import calls as C
 from quaylocal import moto_patches
@@ -18,11 +19,17 @@ from quaylocal import stack as st
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Author
 
-from runhelpers import Env
-
-ITEM = {"pk": {"S": "room#r1"}, "sk": {"S": "msg#0001"}, "n": {"N": "12.5"}, "ok": {"BOOL": True},
-        "none": {"NULL": True}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]},
-        "m": {"M": {"inner": {"L": [{"S": "x"}, {"N": "3"}, {"M": {}}]}}}, "text": {"S": "é \" \\ \n"}}
+ITEM = {
+    "pk": {"S": "room#r1"},
+    "sk": {"S": "msg#0001"},
+    "n": {"N": "12.5"},
+    "ok": {"BOOL": True},
+    "none": {"NULL": True},
+    "ss": {"SS": ["a", "b"]},
+    "ns": {"NS": ["1", "2"]},
+    "m": {"M": {"inner": {"L": [{"S": "x"}, {"N": "3"}, {"M": {}}]}}},
+    "text": {"S": 'é " \\ \n'},
+}
 
 
 def _bodies(operation: str, result: dict) -> tuple[object, object]:
@@ -37,8 +44,12 @@ def _bodies(operation: str, result: dict) -> tuple[object, object]:
 def test_dynamodb_results_pass_through_as_moto_serializes_them() -> None:
     results = {
         "GetItem": {"Item": ITEM, "ConsumedCapacity": {"TableName": "t", "CapacityUnits": 0.5}},
-        "Query": {"Items": [ITEM, {**ITEM, "sk": {"S": "msg#0002"}}], "Count": 2, "ScannedCount": 2,
-                  "LastEvaluatedKey": {"pk": ITEM["pk"], "sk": ITEM["sk"]}},
+        "Query": {
+            "Items": [ITEM, {**ITEM, "sk": {"S": "msg#0002"}}],
+            "Count": 2,
+            "ScannedCount": 2,
+            "LastEvaluatedKey": {"pk": ITEM["pk"], "sk": ITEM["sk"]},
+        },
         "BatchGetItem": {"Responses": {"t": [ITEM]}, "UnprocessedKeys": {}},
         "UpdateItem": {"Attributes": ITEM},
         "PutItem": {},

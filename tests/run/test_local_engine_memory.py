@@ -20,10 +20,10 @@ from moto.s3.models import FakeKey
 from moto.stepfunctions.parser.utils import TMP_THREADS
 from runhelpers import Env
 
-from quayutec.logic.room_service import RoomService
-from quayutec.models import Author
 from quaylocal import moto_patches
 from quaylocal import stack as st
+from quayutec.logic.room_service import RoomService
+from quayutec.models import Author
 
 TABLE = "t"
 
@@ -36,11 +36,15 @@ def ddb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name=st.REGION)
         client.create_table(
-            TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                  {"AttributeName": "sk", "AttributeType": "S"}],
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
         yield client
 
 
@@ -63,8 +67,9 @@ def _stream(ddb: Any) -> tuple[Any, str]:
     streams = boto3.client("dynamodbstreams", region_name=st.REGION)
     arn = ddb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
     shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
-    return streams, streams.get_shard_iterator(StreamArn=arn, ShardId=shard,
-                                               ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    return streams, streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")[
+        "ShardIterator"
+    ]
 
 
 def _seed(ddb: Any) -> None:
@@ -79,15 +84,28 @@ def test_a_cancelled_transaction_leaves_the_items_and_the_stream_as_they_were(dd
     assert len(seeded["Records"]) == 3
     before, table = _scan(ddb), _backend().tables[TABLE]
     with pytest.raises(ddb.exceptions.TransactionCanceledException):
-        ddb.transact_write_items(TransactItems=[
-            {"Update": {"TableName": TABLE, "Key": _key("a"), "UpdateExpression": "SET n = n + :one, m.l[0] = :x",
-                        "ExpressionAttributeValues": {":one": {"N": "1"}, ":x": {"S": "changed"}}}},
-            {"Put": {"TableName": TABLE, "Item": {**_key("b"), "n": {"N": "2"}}}},
-            {"Put": {"TableName": TABLE, "Item": {**_key("c"), "n": {"N": "30"}}}},
-            {"Delete": {"TableName": TABLE, "Key": _key("d")}},
-            {"ConditionCheck": {"TableName": TABLE, "Key": _key("zz"),
-                                "ConditionExpression": "attribute_exists(pk)"}},
-        ])
+        ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": _key("a"),
+                        "UpdateExpression": "SET n = n + :one, m.l[0] = :x",
+                        "ExpressionAttributeValues": {":one": {"N": "1"}, ":x": {"S": "changed"}},
+                    }
+                },
+                {"Put": {"TableName": TABLE, "Item": {**_key("b"), "n": {"N": "2"}}}},
+                {"Put": {"TableName": TABLE, "Item": {**_key("c"), "n": {"N": "30"}}}},
+                {"Delete": {"TableName": TABLE, "Key": _key("d")}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": _key("zz"),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
     assert _scan(ddb) == before
     assert _backend().tables[TABLE] is table  # the table was not swapped for a whole copy
     # the reader's iterator sees no record of the cancelled writes, and the next real one
@@ -96,27 +114,46 @@ def test_a_cancelled_transaction_leaves_the_items_and_the_stream_as_they_were(dd
     after = streams.get_records(ShardIterator=seeded["NextShardIterator"])["Records"]
     assert [(r["eventName"], r["dynamodb"]["Keys"]["sk"]["S"]) for r in after] == [("INSERT", "e")]
 
-    ddb.transact_write_items(TransactItems=[  # a transaction that lands still lands
-        {"Update": {"TableName": TABLE, "Key": _key("a"), "UpdateExpression": "SET n = n + :one",
-                    "ExpressionAttributeValues": {":one": {"N": "1"}}}},
-        {"Delete": {"TableName": TABLE, "Key": _key("d")}},
-    ])
+    ddb.transact_write_items(
+        TransactItems=[  # a transaction that lands still lands
+            {
+                "Update": {
+                    "TableName": TABLE,
+                    "Key": _key("a"),
+                    "UpdateExpression": "SET n = n + :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                }
+            },
+            {"Delete": {"TableName": TABLE, "Key": _key("d")}},
+        ]
+    )
     assert [(i["sk"]["S"], i["n"]["N"]) for i in _scan(ddb)] == [("a", "2"), ("c", "3"), ("e", "5")]
 
 
 def test_a_table_a_cancelled_transaction_only_checks_is_neither_copied_nor_changed(ddb: Any) -> None:
-    ddb.create_table(TableName="u", BillingMode="PAY_PER_REQUEST",
-                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    ddb.create_table(
+        TableName="u",
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+    )
     ddb.put_item(TableName="u", Item={"pk": {"S": PK}, "n": {"N": "1"}})
     _seed(ddb)
     before, checked = _scan(ddb), _backend().tables["u"]
     with pytest.raises(ddb.exceptions.TransactionCanceledException):
-        ddb.transact_write_items(TransactItems=[
-            {"Put": {"TableName": TABLE, "Item": {**_key("b"), "n": {"N": "2"}}}},
-            {"ConditionCheck": {"TableName": "u", "Key": {"pk": {"S": PK}}, "ConditionExpression": "n = :two",
-                                "ExpressionAttributeValues": {":two": {"N": "2"}}}},
-        ])
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": {**_key("b"), "n": {"N": "2"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": "u",
+                        "Key": {"pk": {"S": PK}},
+                        "ConditionExpression": "n = :two",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}},
+                    }
+                },
+            ]
+        )
     assert _scan(ddb) == before and _backend().tables["u"] is checked
     assert ddb.scan(TableName="u")["Items"] == [{"pk": {"S": PK}, "n": {"N": "1"}}]
 
@@ -127,11 +164,19 @@ def test_a_transaction_moto_rejects_for_its_key_still_rolls_back_whole(ddb: Any)
     seeded = streams.get_records(ShardIterator=it)
     before = _scan(ddb)
     with pytest.raises(ddb.exceptions.ClientError):  # the key lacks the range key: moto's own copy
-        ddb.transact_write_items(TransactItems=[
-            {"Put": {"TableName": TABLE, "Item": {**_key("b"), "n": {"N": "2"}}}},
-            {"Update": {"TableName": TABLE, "Key": {"pk": {"S": PK}}, "UpdateExpression": "SET n = :one",
-                        "ExpressionAttributeValues": {":one": {"N": "1"}}}},
-        ])
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": {**_key("b"), "n": {"N": "2"}}}},
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": PK}},
+                        "UpdateExpression": "SET n = :one",
+                        "ExpressionAttributeValues": {":one": {"N": "1"}},
+                    }
+                },
+            ]
+        )
     assert _scan(ddb) == before
     ddb.put_item(TableName=TABLE, Item={**_key("e"), "n": {"N": "5"}})
     after = streams.get_records(ShardIterator=seeded["NextShardIterator"])["Records"]
@@ -142,9 +187,18 @@ def test_replaced_and_deleted_items_are_not_kept_alive_by_moto(ddb: Any) -> None
     for i in range(20):  # overwritten 20 times, queried, transacted: one item stays
         ddb.put_item(TableName=TABLE, Item={**_key("a"), "n": {"N": str(i)}})
         ddb.query(TableName=TABLE, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": PK}})
-        ddb.transact_write_items(TransactItems=[
-            {"Update": {"TableName": TABLE, "Key": _key("a"), "UpdateExpression": "SET n = n + :one",
-                        "ExpressionAttributeValues": {":one": {"N": "1"}}}}])
+        ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": _key("a"),
+                        "UpdateExpression": "SET n = n + :one",
+                        "ExpressionAttributeValues": {":one": {"N": "1"}},
+                    }
+                }
+            ]
+        )
     ddb.put_item(TableName=TABLE, Item={**_key("gone"), "n": {"N": "0"}})
     ddb.delete_item(TableName=TABLE, Key=_key("gone"))
     gc.collect()

@@ -31,10 +31,13 @@ def test_the_local_stack_imports_no_batch_or_ec2_backend_and_batch_still_answers
         "    print(boto3.client('batch', region_name='us-east-1').describe_compute_environments()"
         "['computeEnvironments'])\n"
     )
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-           "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
-                          cwd=ROOT)
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -46,8 +49,9 @@ def test_an_asl_definition_is_parsed_once_and_each_caller_gets_its_own_program()
     assert second_tree is first_tree
     assert second_program is not first_program
     assert type(second_program) is type(first_program)
-    assert [type(s) for s in second_program.states.states.values()] == \
-        [type(s) for s in first_program.states.states.values()]
+    assert [type(s) for s in second_program.states.states.values()] == [
+        type(s) for s in first_program.states.states.values()
+    ]
 
 
 def test_an_asl_definition_that_does_not_parse_raises_every_time_and_is_not_kept() -> None:
@@ -58,8 +62,9 @@ def test_an_asl_definition_that_does_not_parse_raises_every_time_and_is_not_kept
     assert broken not in moto_patches._asl_trees
 
 
-def test_modules_asked_for_are_imported_when_a_wait_state_begins(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_modules_asked_for_are_imported_when_a_wait_state_begins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "quay_warm_probe.py").write_text("LOADED = True\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "quay_warm_probe", raising=False)
@@ -77,8 +82,9 @@ def test_modules_asked_for_are_imported_when_a_wait_state_begins(tmp_path: Path,
     assert waited == ["env", "again"]
 
 
-def _request(target: str | None, body: bytes = b"", url: str = "https://example.amazonaws.com/",
-             method: str = "POST") -> SimpleNamespace:
+def _request(
+    target: str | None, body: bytes = b"", url: str = "https://example.amazonaws.com/", method: str = "POST"
+) -> SimpleNamespace:
     return SimpleNamespace(headers={"X-Amz-Target": target} if target else {}, body=body, url=url, method=method)
 
 
@@ -86,15 +92,17 @@ def test_a_write_wakes_only_the_pollers_it_can_feed(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(st, "_ACTIVE", [SimpleNamespace(_stream_table=b"quayutec-room")])
     room = _request("DynamoDB_20120810.PutItem", b'{"TableName": "quayutec-room", "Item": {}}')
     ledger = _request("DynamoDB_20120810.UpdateItem", b'{"TableName": "quayutec-ledger", "Key": {}}')
-    both = _request("DynamoDB_20120810.TransactWriteItems",
-                    b'{"TransactItems": [{"Put": {"TableName": "quayutec-ledger"}}, '
-                    b'{"Update": {"TableName": "quayutec-room"}}]}')
+    both = _request(
+        "DynamoDB_20120810.TransactWriteItems",
+        b'{"TransactItems": [{"Put": {"TableName": "quayutec-ledger"}}, {"Update": {"TableName": "quayutec-room"}}]}',
+    )
     assert st._pollers_fed(room) == {st.STREAM}
     assert st._pollers_fed(both) == {st.STREAM}
     assert st._pollers_fed(ledger) is None  # an event for wait_quiet, no pump round
     assert st._pollers_fed(_request("AmazonSQS.SendMessageBatch", b"{}")) == {st.QUEUES}
-    assert st._pollers_fed(_request(None, url="https://quayutec-files.s3.amazonaws.com/uploads/x",
-                                    method="PUT")) == {st.QUEUES}
+    assert st._pollers_fed(_request(None, url="https://quayutec-files.s3.amazonaws.com/uploads/x", method="PUT")) == {
+        st.QUEUES
+    }
     assert st._pollers_fed(_request("AWSStepFunctions.SendTaskSuccess", b"{}")) == frozenset()
     assert st._pollers_fed(_request("Something.Else", b"{}")) == st.ALL_POLLERS
     monkeypatch.setattr(st, "_ACTIVE", [SimpleNamespace(_stream_table=None)])  # not started yet
@@ -110,6 +118,7 @@ def test_moto_reads_botocore_models_through_shared_loaders() -> None:
     AccountSpecificBackend.get_session.cache_clear()  # another test may have set a new default session
     session = AccountSpecificBackend.get_session()
     assert session is AccountSpecificBackend.get_session()
-    assert session._session.get_component("data_loader") is \
-        boto3._get_default_session()._session.get_component("data_loader")
+    assert session._session.get_component("data_loader") is boto3._get_default_session()._session.get_component(
+        "data_loader"
+    )
     assert "us-east-1" in session.get_available_regions("dynamodb")

@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 import pytest
+from runhelpers import CTX, Env, hold_cross_company_tasks, s3_keys, table_items
 
 from quayutec import resources as r
 from quayutec.errors import AlreadyClaimed
@@ -19,8 +20,6 @@ from quayutec.handlers import (
     request_approval,
 )
 from quayutec.models import Author, Message, Task, TaskEvent, Wake, now_iso
-
-from runhelpers import CTX, Env, hold_cross_company_tasks, s3_keys, table_items
 
 ARN_PREFIX = "arn:aws:states:us-east-1:123456789012:execution:quayutec-agent-run:"
 
@@ -42,14 +41,24 @@ def _snapshot(env: Env) -> dict[str, Any]:
 
 
 def _event(state: dict[str, Any], run_id: str, started: str = "2026-11-30T00:00:00.000Z") -> dict[str, Any]:
-    return {"state": copy.deepcopy(state), "run_id": run_id, "execution_arn": ARN_PREFIX + run_id,
-            "execution_start": started}
+    return {
+        "state": copy.deepcopy(state),
+        "run_id": run_id,
+        "execution_arn": ARN_PREFIX + run_id,
+        "execution_start": started,
+    }
 
 
 def _wake(env: Env, text: str = "please plan") -> Wake:
     """A person's message to a1, written without wakes (the test drives the phases itself)."""
-    msg = Message(id="m-1", room_id="r1", author=Author(kind="person", id="ann", company="acme"), text=text,
-                  to=["a1"], created_at=now_iso())
+    msg = Message(
+        id="m-1",
+        room_id="r1",
+        author=Author(kind="person", id="ann", company="acme"),
+        text=text,
+        to=["a1"],
+        created_at=now_iso(),
+    )
     env.deps.room.put_message(msg)
     return Wake(agent_id="a1", wake_id="msg:m-1", room_id="r1", hop=0, cause_kind="message", cause_id="m-1")
 
@@ -57,19 +66,31 @@ def _wake(env: Env, text: str = "please plan") -> Wake:
 def test_every_write_phase_twice_writes_once(env: Env) -> None:
     bob = Author(kind="person", id="bob", company="bolt")
     now = now_iso()
-    task = Task(id="t-1", room_id="r1", title="Draft", body="Draft it", to="a1", created_by=bob, created_at=now,
-                updated_at=now)
-    env.deps.room.create_task(task, TaskEvent(id="tev-1", room_id="r1", task_id="t-1", kind="created",
-                                              text="Draft", by=bob, created_at=now))  # no wakes: the test drives
+    task = Task(
+        id="t-1", room_id="r1", title="Draft", body="Draft it", to="a1", created_by=bob, created_at=now, updated_at=now
+    )
+    env.deps.room.create_task(
+        task, TaskEvent(id="tev-1", room_id="r1", task_id="t-1", kind="created", text="Draft", by=bob, created_at=now)
+    )  # no wakes: the test drives
     if True:
-        env.server.set_script("a1", [{"reply": {"text": "Done. Over to you.", "actions": [
-            {"kind": "remember", "text": "Launch on Friday.", "visibility": "room"},
-            {"kind": "remember", "text": "Internal note.", "visibility": "company"},
-            {"kind": "create_task", "to": "b1", "title": "Check", "body": "Check the draft."},
-            {"kind": "update_task", "task": task.id, "note": "Half done."},
-            {"kind": "close_task", "task": task.id, "result": "Finished."},
-            {"kind": "teleport", "where": "mars"},
-        ]}}])
+        env.server.set_script(
+            "a1",
+            [
+                {
+                    "reply": {
+                        "text": "Done. Over to you.",
+                        "actions": [
+                            {"kind": "remember", "text": "Launch on Friday.", "visibility": "room"},
+                            {"kind": "remember", "text": "Internal note.", "visibility": "company"},
+                            {"kind": "create_task", "to": "b1", "title": "Check", "body": "Check the draft."},
+                            {"kind": "update_task", "task": task.id, "note": "Half done."},
+                            {"kind": "close_task", "task": task.id, "result": "Finished."},
+                            {"kind": "teleport", "where": "mars"},
+                        ],
+                    }
+                }
+            ],
+        )
     with env.stack.paused():
         run_id = "a1-test-run"
         state = {"wake": _wake(env).model_dump(mode="json")}
@@ -82,8 +103,9 @@ def test_every_write_phase_twice_writes_once(env: Env) -> None:
             after_second = _snapshot(env)
             assert after_second == after_first, f"{phase.__name__} wrote again on a repeat"
             ignore = {"budget", "claim", "cost"}  # the budget shrinks; a repeated claim says "resumed"; a repeat costs
-            assert {k: v for k, v in second.items() if k not in ignore} == \
-                {k: v for k, v in first.items() if k not in ignore}, phase.__name__
+            assert {k: v for k, v in second.items() if k not in ignore} == {
+                k: v for k, v in first.items() if k not in ignore
+            }, phase.__name__
             state = first
         # what landed, exactly once each
         room = after_second["room"]
@@ -121,8 +143,17 @@ def test_claim_refuses_other_execution_and_accepts_its_own(env: Env) -> None:
 
 def test_request_approval_twice_records_one_request_with_the_newest_token(env: Env) -> None:
     hold_cross_company_tasks(env.deps)
-    env.server.set_script("a1", [{"reply": {"text": "Asking bolt.", "actions": [
-        {"kind": "create_task", "to": "b1", "title": "Check", "body": "Check it."}]}}])
+    env.server.set_script(
+        "a1",
+        [
+            {
+                "reply": {
+                    "text": "Asking bolt.",
+                    "actions": [{"kind": "create_task", "to": "b1", "title": "Check", "body": "Check it."}],
+                }
+            }
+        ],
+    )
     with env.stack.paused():
         run_id = "a1-approval-run"
         state = {"wake": _wake(env).model_dump(mode="json")}
@@ -143,8 +174,17 @@ def test_request_approval_twice_records_one_request_with_the_newest_token(env: E
 def test_a_state_without_the_carried_facts_still_runs(env: Env) -> None:
     """A run in flight when the carried facts shipped (issue 13) hands its phases a state with
     no ``facts``: each phase reads what it needs from the ledger and the room instead."""
-    env.server.set_script("a1", [{"reply": {"text": "Noted, @b1.", "actions": [
-        {"kind": "remember", "text": "Launch on Friday.", "visibility": "room"}]}}])
+    env.server.set_script(
+        "a1",
+        [
+            {
+                "reply": {
+                    "text": "Noted, @b1.",
+                    "actions": [{"kind": "remember", "text": "Launch on Friday.", "visibility": "room"}],
+                }
+            }
+        ],
+    )
     with env.stack.paused():
         run_id = "a1-old-state"
         state = {"wake": _wake(env).model_dump(mode="json")}

@@ -16,9 +16,20 @@ from quayutec.models import Author
 def _park_a_run(env: Env) -> str:
     """a1 replies with a cross-company task held for approval; its execution parks."""
     hold_cross_company_tasks(env.deps)
-    env.server.set_script("a1", [{"reply": {"text": "Asking bolt.", "actions": [
-        {"kind": "remember", "text": "Plan agreed.", "visibility": "room"},
-        {"kind": "create_task", "to": "b1", "title": "Check", "body": "Check it."}]}}])
+    env.server.set_script(
+        "a1",
+        [
+            {
+                "reply": {
+                    "text": "Asking bolt.",
+                    "actions": [
+                        {"kind": "remember", "text": "Plan agreed.", "visibility": "room"},
+                        {"kind": "create_task", "to": "b1", "title": "Check", "body": "Check it."},
+                    ],
+                }
+            }
+        ],
+    )
     RoomService(env.deps.room).post_message("r1", Author(kind="person", id="ann", company="acme"), "@a1 plan it", [])
     env.stack.wait_quiet(30)
     running = env.stack.running_executions()
@@ -53,8 +64,11 @@ def test_reconciler_timed_out_and_idempotent(env: Env) -> None:
     arn = _park_a_run(env)
     run_id = arn.rsplit(":", 1)[-1]
     with env.stack.paused():
-        failed = {"detail-type": "Step Functions Execution Status Change", "source": "aws.states",
-                  "detail": {"executionArn": arn, "name": run_id, "status": "TIMED_OUT"}}
+        failed = {
+            "detail-type": "Step Functions Execution Status Change",
+            "source": "aws.states",
+            "detail": {"executionArn": arn, "name": run_id, "status": "TIMED_OUT"},
+        }
         event = failed
         assert reconciler.handler(event, CTX) == {"reconciled": "timed_out"}
         assert reconciler.handler(event, CTX) == {"reconciled": None}  # a final status is never overwritten

@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextvars
 import json
 
+from runhelpers import Env, s3_keys, table_items
+
 from quaylocal import calls as C
 from quayutec import resources as r
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Author
-
-from runhelpers import Env, s3_keys, table_items
 
 ANN = Author(kind="person", id="ann", company="acme")
 
@@ -21,6 +21,7 @@ def _post(env: Env, text: str) -> None:
     def post() -> None:
         with C.owner(C.SETUP):
             RoomService(env.deps.room).post_message("r1", ANN, text, [])
+
     contextvars.copy_context().run(post)
     env.stack.wait_quiet()
 
@@ -38,7 +39,7 @@ def test_a_reply_rides_on_its_request_record(env: Env) -> None:
     replies = [m for m in env.deps.room.all_messages("r1") if m.kind == "reply"]
     assert [m.text for m in replies] == ["Noted, thanks."]
     # the API's view of the request carries no reply (the room has it)
-    assert "reply" not in env.deps.ledger.model_requests(req["pk"][len("RUN#"):])[0].model_dump()
+    assert "reply" not in env.deps.ledger.model_requests(req["pk"][len("RUN#") :])[0].model_dump()
 
 
 def test_a_reply_too_large_for_an_item_goes_to_run_data(env: Env) -> None:
@@ -47,7 +48,7 @@ def test_a_reply_too_large_for_an_item_goes_to_run_data(env: Env) -> None:
     _post(env, "@a1 take notes")
     (req,) = _requests(env)
     assert req["outcome"] == "ok" and req["reply_at"] == "run-data" and "reply" not in req
-    run_id = req["pk"][len("RUN#"):]
+    run_id = req["pk"][len("RUN#") :]
     assert f"runs/{run_id}/reply.json" in s3_keys(env.stack, r.RUN_DATA_BUCKET.default_name)
     run = env.deps.ledger.get_run(run_id)
     assert run is not None and run.status == "completed", run
@@ -59,15 +60,15 @@ def test_a_reply_too_large_for_an_item_goes_to_run_data(env: Env) -> None:
 def test_whatever_the_model_wrote_is_stored_as_it_came(env: Env) -> None:
     """Numbers DynamoDB cannot hold (over 38 digits, below 1e-130) and empty keys in a tool call's
     input: the reply is stored as its JSON text, the run completes, the odd action is denied."""
-    odd = {"kind": "remember", "text": "x", "visibility": "room", "n": 10 ** 45, "tiny": 1e-200, "": 1}
+    odd = {"kind": "remember", "text": "x", "visibility": "room", "n": 10**45, "tiny": 1e-200, "": 1}
     env.server.set_script("a1", [{"reply": {"text": "Odd numbers.", "actions": [odd]}}])
     _post(env, "@a1 count")
     (req,) = _requests(env)
-    run_id = req["pk"][len("RUN#"):]
+    run_id = req["pk"][len("RUN#") :]
     run = env.deps.ledger.get_run(run_id)
     assert run is not None and run.status == "completed", run
     stored = json.loads(req["reply"])
-    assert stored["tool_calls"][0]["input"]["n"] == 10 ** 45 and stored["tool_calls"][0]["input"][""] == 1
+    assert stored["tool_calls"][0]["input"]["n"] == 10**45 and stored["tool_calls"][0]["input"][""] == 1
     [action] = env.deps.ledger.actions(run_id)
     assert action.decision == "deny" and "unexpected field" in action.reason
 
@@ -92,6 +93,7 @@ def test_a_plain_reply_with_more_notices_than_a_transaction_holds_still_lands(en
     def post() -> None:
         with C.owner(C.SETUP):
             RoomService(d.room).post_message("crowd", ANN, "@a1 greet everyone", [])
+
     contextvars.copy_context().run(post)
     env.stack.wait_quiet()
     (run,) = d.ledger.runs_in_room("crowd")

@@ -80,7 +80,8 @@ def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> No
     # USD figure is the AWS side alone and says so.
     sent = [r.usage for r in env.server.requests if r.agent_id == "a1"][-1]
     assert {m: (t.input, t.output, t.replies) for m, t in run.cost.tokens.items()} == {
-        "claude-test": (sent["input"], sent["output"], 1)}
+        "claude-test": (sent["input"], sent["output"], 1)
+    }
     assert run.cost.model_price_unknown == ["claude-test"] and run.cost.usd == run.cost.usd_model_excluded
     # DynamoDB capacity from the responses; the final write's own (and moto's transactions') unknown.
     assert run.cost.capacity["read_units"] > 0
@@ -106,9 +107,18 @@ def test_a_run_queries_only_the_memory_partitions_the_room_holds(env: Env) -> No
 
     d = env.deps
     _, before = plain_runs(env.stack, env.server, 2)
-    lines = [MemoryLine(id=f"m-{vis}-{co}", room_id="r1", text=f"{vis} line of {co}", visibility=vis, company=co,
-                        author=Author(kind="person", id="ann", company=co), created_at=f"2026-11-30T00:00:0{i}Z")
-             for i, (vis, co) in enumerate([("company", "bolt"), ("room", "bolt"), ("company", "acme")])]
+    lines = [
+        MemoryLine(
+            id=f"m-{vis}-{co}",
+            room_id="r1",
+            text=f"{vis} line of {co}",
+            visibility=vis,
+            company=co,
+            author=Author(kind="person", id="ann", company=co),
+            created_at=f"2026-11-30T00:00:0{i}Z",
+        )
+        for i, (vis, co) in enumerate([("company", "bolt"), ("room", "bolt"), ("company", "acme")])
+    ]
     with C.owner(C.SETUP):
         for line in lines:
             assert d.room.put_memory(line) and not d.room.put_memory(line)  # once

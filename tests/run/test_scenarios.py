@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from quaylocal.scenario import PlayResult, Player, Scenario
+from quaylocal.scenario import Player, PlayResult, Scenario
 from quaylocal.stack import LocalStack
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "scenarios"
-SCENARIOS = sorted((ROOT / "infra" / "quaylocal" / "scenarios").glob("*.yaml")) + sorted(
-    (ROOT / "tests" / "scenarios").glob("*.yaml")) + (sorted(SHARED.glob("*.yaml")) if SHARED.is_dir() else [])
+SCENARIOS = (
+    sorted((ROOT / "infra" / "quaylocal" / "scenarios").glob("*.yaml"))
+    + sorted((ROOT / "tests" / "scenarios").glob("*.yaml"))
+    + (sorted(SHARED.glob("*.yaml")) if SHARED.is_dir() else [])
+)
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.name for p in SCENARIOS])
@@ -51,7 +54,9 @@ def test_reference_room_story() -> None:
                             if field in value:
                                 seen["sizes"].append(len(value[field]))  # type: ignore[union-attr]
 
-    result = Player(Scenario.load(ROOT / "infra/quaylocal/scenarios/reference-room.yaml"), time_scale=0.01).play(inspect)
+    result = Player(Scenario.load(ROOT / "infra/quaylocal/scenarios/reference-room.yaml"), time_scale=0.01).play(
+        inspect
+    )
     assert result.failures == []
     runs = {r["agent_id"] + ":" + r["status"]: r for r in result.runs}
     # the coordinator's first call: 429 with retry-after 1 → a 1 s Wait → the reply
@@ -63,7 +68,10 @@ def test_reference_room_story() -> None:
     assert [q["status"] for q in printer["requests"]] == [503, 200]
     assert printer["requests"][0]["wait_s"] == 2
     assert [(a["kind"], a["decision"], a["outcome"]) for a in printer["actions"]] == [
-        ("update_task", "allow", "written"), ("close_task", "allow", "written"), ("create_task", "deny", "denied")]
+        ("update_task", "allow", "written"),
+        ("close_task", "allow", "written"),
+        ("create_task", "deny", "denied"),
+    ]
     # the cross-company task: held, approved, written
     held = [a for a in first["actions"] if a["kind"] == "create_task"][0]
     assert (held["decision"], held["approval"], held["outcome"]) == ("ask", "approved", "written")

@@ -23,16 +23,29 @@ def test_an_agent_named_like_the_creating_person_cannot_update_or_close_the_task
     d.room.put_agent(Agent(id="bob", company="acme", provider="anthropic", model="claude-test", instructions="."))
     d.room.add_room_agent("r1", "bob")
     env.server.keys["bob"] = env.keys["acme"]
-    env.server.set_script("bob", [{"reply": {"text": "Taking over bob's task.", "actions": [
-        {"kind": "update_task", "task": task.id, "note": "hijacked"},
-        {"kind": "close_task", "task": task.id, "result": "closed by acme's agent"}]}}])
+    env.server.set_script(
+        "bob",
+        [
+            {
+                "reply": {
+                    "text": "Taking over bob's task.",
+                    "actions": [
+                        {"kind": "update_task", "task": task.id, "note": "hijacked"},
+                        {"kind": "close_task", "task": task.id, "result": "closed by acme's agent"},
+                    ],
+                }
+            }
+        ],
+    )
     rooms.post_message("r1", ANN, "@bob tidy up", [])
     env.stack.wait_quiet(30)
     [run] = [r for r in d.ledger.runs_in_room("r1") if r.agent_id == "bob"]
     assert run.status == "completed", run
     actions = d.ledger.actions(run.run_id)
     assert [(a.kind, a.decision, a.outcome) for a in actions] == [
-        ("update_task", "deny", "denied"), ("close_task", "deny", "denied")], actions
+        ("update_task", "deny", "denied"),
+        ("close_task", "deny", "denied"),
+    ], actions
     assert all("neither the task's assignee nor its creator" in a.reason for a in actions)
     after = d.room.get_task("r1", task.id)
     assert after is not None and after.status == "open"
@@ -43,8 +56,16 @@ def test_the_agent_that_created_a_task_still_may_update_it() -> None:
     """The typed check keeps what the rule allows: an agent's own task, and its assignee."""
     a1 = Agent(id="a1", company="acme", provider="anthropic", model="m")
     b1 = Agent(id="b1", company="bolt", provider="openai", model="m")
-    task = Task(id="t1", room_id="r1", title="t", body="", to="b1",
-                created_by=Author(kind="agent", id="a1", company="acme"), created_at="x", updated_at="x")
+    task = Task(
+        id="t1",
+        room_id="r1",
+        title="t",
+        body="",
+        to="b1",
+        created_by=Author(kind="agent", id="a1", company="acme"),
+        created_at="x",
+        updated_at="x",
+    )
     view = rights.RoomView(agent_company={"a1": "acme", "b1": "bolt"}, tasks={"t1": task})
     for agent in (a1, b1):
         rec = rights.decide_action(0, "update_task", {"task": "t1", "note": "n"}, agent, None, view)
@@ -57,7 +78,17 @@ def test_the_agent_that_created_a_task_still_may_update_it() -> None:
 
 def test_stored_authors_without_a_kind_read_as_persons() -> None:
     """Items written before authors were typed stay readable; a missing kind grants an agent nothing."""
-    task = Task.model_validate({"id": "t1", "room_id": "r1", "title": "t", "body": "", "to": "b1",
-                                "created_by": {"id": "a1", "company": "acme"}, "created_at": "x", "updated_at": "x"})
+    task = Task.model_validate(
+        {
+            "id": "t1",
+            "room_id": "r1",
+            "title": "t",
+            "body": "",
+            "to": "b1",
+            "created_by": {"id": "a1", "company": "acme"},
+            "created_at": "x",
+            "updated_at": "x",
+        }
+    )
     assert task.created_by.kind == "person"
     assert not task.created_by.is_("agent", "a1")

@@ -19,8 +19,11 @@ BOB = Author(kind="person", id="bob", company="bolt")
 
 def _executions(env: Env) -> list[dict]:
     sfn = env.stack.client("stepfunctions")
-    return [e for s in ("RUNNING", "SUCCEEDED", "FAILED") for e in
-            sfn.list_executions(stateMachineArn=env.stack.state_machine_arn, statusFilter=s)["executions"]]
+    return [
+        e
+        for s in ("RUNNING", "SUCCEEDED", "FAILED")
+        for e in sfn.list_executions(stateMachineArn=env.stack.state_machine_arn, statusFilter=s)["executions"]
+    ]
 
 
 def test_to_and_mention_of_one_agent_is_one_wake_and_one_run(env: Env) -> None:
@@ -34,9 +37,18 @@ def test_to_and_mention_of_one_agent_is_one_wake_and_one_run(env: Env) -> None:
 
 
 def test_task_wakes_assignee_and_agent_creator_on_someone_elses_update(env: Env) -> None:
-    env.server.set_script("a1", [{"reply": {"text": "Asking b1.", "actions": [
-        {"kind": "create_task", "to": "b1", "title": "Check", "body": "Check it."}]}},
-        {"reply": {"text": "Seen.", "actions": []}}])
+    env.server.set_script(
+        "a1",
+        [
+            {
+                "reply": {
+                    "text": "Asking b1.",
+                    "actions": [{"kind": "create_task", "to": "b1", "title": "Check", "body": "Check it."}],
+                }
+            },
+            {"reply": {"text": "Seen.", "actions": []}},
+        ],
+    )
     rooms = RoomService(env.deps.room)
     rooms.post_message("r1", ANN, "@a1 get b1 to check", [])
     env.stack.wait_quiet(30)
@@ -56,11 +68,18 @@ def test_poison_wake_goes_to_the_dlq_and_spares_its_batch(env: Env) -> None:
     msg = RoomService(env.deps.room)
     with env.stack.paused():
         good = msg.post_message("r1", ANN, "hello", [])  # no recipients: no wake of its own
-        wake = {"agent_id": "a1", "wake_id": f"msg:{good.id}", "room_id": "r1", "hop": 0, "cause_kind": "message",
-                "cause_id": good.id}
-        sqs.send_message_batch(QueueUrl=url, Entries=[
-            {"Id": "poison", "MessageBody": "{not json"},
-            {"Id": "good", "MessageBody": json.dumps(wake)}])
+        wake = {
+            "agent_id": "a1",
+            "wake_id": f"msg:{good.id}",
+            "room_id": "r1",
+            "hop": 0,
+            "cause_kind": "message",
+            "cause_id": good.id,
+        }
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": "poison", "MessageBody": "{not json"}, {"Id": "good", "MessageBody": json.dumps(wake)}],
+        )
     dlq = env.stack.queue_urls[r.WAKE_DLQ.logical_id]
     deadline = time.monotonic() + 30
     found: list[dict] = []

@@ -22,10 +22,16 @@ def bench():
 
 
 def figures(bench, **over):
-    base = {"aws_calls_per_plain_run": 12, "writes_per_plain_run": 4, "transitions_per_plain_run": 6,
-            "lambda_invocations_per_plain_run": 6, "cost_per_1k_plain_runs_usd": 0.164,
-            "boto3_import_ms": 100.0, "cold_import_ms": {h: 130.0 for h in bench.HANDLERS},
-            "retrieval_reads_per_run": {"small_room": 2, "large_file_room": 2}}
+    base = {
+        "aws_calls_per_plain_run": 12,
+        "writes_per_plain_run": 4,
+        "transitions_per_plain_run": 6,
+        "lambda_invocations_per_plain_run": 6,
+        "cost_per_1k_plain_runs_usd": 0.164,
+        "boto3_import_ms": 100.0,
+        "cold_import_ms": {h: 130.0 for h in bench.HANDLERS},
+        "retrieval_reads_per_run": {"small_room": 2, "large_file_room": 2},
+    }
     return {**base, **over}
 
 
@@ -38,13 +44,23 @@ def test_figures_within_budget_are_met(bench):
 
 def test_each_figure_above_its_budget_is_missed(bench):
     cold = {h: 130.0 for h in bench.HANDLERS} | {"call_model": 150.0}  # the worst phase handler counts
-    report = bench.budget_report(figures(bench, aws_calls_per_plain_run=13, writes_per_plain_run=6,
-                                         cold_import_ms=cold,
-                                         retrieval_reads_per_run={"small_room": 2, "large_file_room": 5}),
-                                 pydantic_floor_ms=148.0)
+    report = bench.budget_report(
+        figures(
+            bench,
+            aws_calls_per_plain_run=13,
+            writes_per_plain_run=6,
+            cold_import_ms=cold,
+            retrieval_reads_per_run={"small_room": 2, "large_file_room": 5},
+        ),
+        pydantic_floor_ms=148.0,
+    )
     missed = {k for k, v in report.items() if not v["met"]}
-    assert missed == {"aws_calls_per_plain_run", "writes_per_plain_run", "cold_import_ratio_phase_handlers",
-                      "retrieval_reads_per_run"}
+    assert missed == {
+        "aws_calls_per_plain_run",
+        "writes_per_plain_run",
+        "cold_import_ratio_phase_handlers",
+        "retrieval_reads_per_run",
+    }
     assert report["cold_import_ratio_phase_handlers"]["value"] == 1.5
     assert report["cold_import_ratio_phase_handlers"]["own_ms"] == 2.0  # the library sets this one
 
@@ -56,8 +72,13 @@ def test_the_api_handler_is_not_a_phase_handler(bench):
 
 
 def test_the_local_engine_figures_are_judged_when_measured(bench):
-    local = {"local_idle_cpu_percent": 0.9, "local_rss_start_mib": 150.0, "local_rss_after_burst_quiet_mib": 240.0,
-             "local_burst": {"burst_post_answer_median_s": 0.19}, "local_demo_s": 6.5}
+    local = {
+        "local_idle_cpu_percent": 0.9,
+        "local_rss_start_mib": 150.0,
+        "local_rss_after_burst_quiet_mib": 240.0,
+        "local_burst": {"burst_post_answer_median_s": 0.19},
+        "local_demo_s": 6.5,
+    }
     report = bench.budget_report(figures(bench, **local), pydantic_floor_ms=120.0)
     assert report["local_idle_cpu_percent"]["met"] and report["local_burst_post_answer_median_s"]["met"]
     assert report["local_rss_after_burst_ratio"] == {"value": 1.6, "budget": 1.5, "met": False}

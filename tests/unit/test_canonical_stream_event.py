@@ -17,12 +17,14 @@ EVENTS = Path(__file__).resolve().parents[1] / "events"
 def test_stream_dispatch_reads_only_the_room_tables_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     from quaylocal.dev import _Context
     from quaylocal.stack import local_environment
-
     from quayutec import settings
     from quayutec.handlers import stream_dispatch
 
-    env = {**local_environment(), R.WAKE_QUEUE.env_var: "https://sqs.us-east-1.amazonaws.com/123456789012/wakes",
-           "_HANDLER": "quayutec.handlers.stream_dispatch.handler"}
+    env = {
+        **local_environment(),
+        R.WAKE_QUEUE.env_var: "https://sqs.us-east-1.amazonaws.com/123456789012/wakes",
+        "_HANDLER": "quayutec.handlers.stream_dispatch.handler",
+    }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     for cached in (getattr(settings, "get_settings", None), getattr(settings, "_validated", None)):

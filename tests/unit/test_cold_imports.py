@@ -15,20 +15,38 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = sorted(p.stem for p in (REPO / "functions" / "quayutec" / "handlers").glob("[a-z]*.py"))
-PHASES = ("claim_and_read", "call_model", "decide_and_post", "request_approval", "apply_and_finish",
-          "record_failure")
+PHASES = ("claim_and_read", "call_model", "decide_and_post", "request_approval", "apply_and_finish", "record_failure")
 
 #: Never at any handler's import: the ranking and PDF libraries (ClaimAndRead imports them when the
 #: room has ready files, ingest when it builds an index), the model SDKs (CallModel, per request),
 #: the index archive format, the local stack, a settings package, Powertools' OpenAPI models (the
 #: API's /openapi.json and /docs only) and its parser.
-NEVER = ("numpy", "bm25s", "scipy", "pypdf", "anthropic", "openai", "httpx2", "tarfile", "quaylocal", "moto",
-         "pydantic_settings", "aws_lambda_powertools.event_handler.openapi.models",
-         "aws_lambda_powertools.utilities.parser", "aws_xray_sdk")
+NEVER = (
+    "numpy",
+    "bm25s",
+    "scipy",
+    "pypdf",
+    "anthropic",
+    "openai",
+    "httpx2",
+    "tarfile",
+    "quaylocal",
+    "moto",
+    "pydantic_settings",
+    "aws_lambda_powertools.event_handler.openapi.models",
+    "aws_lambda_powertools.utilities.parser",
+    "aws_xray_sdk",
+)
 #: Not at a run phase's (or the authorizer's) import either: the API's resolver and routes, batch
 #: processing, the provider adapters (CallModel imports them when it calls a model).
-NOT_IN_PHASES = ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.batch", "asyncio",
-                 "quayutec.api", "quayutec.providers", "quayutec.logic.room_service")
+NOT_IN_PHASES = (
+    "aws_lambda_powertools.event_handler",
+    "aws_lambda_powertools.utilities.batch",
+    "asyncio",
+    "quayutec.api",
+    "quayutec.providers",
+    "quayutec.logic.room_service",
+)
 
 PROBE = """
 import json, sys
@@ -47,8 +65,9 @@ print(json.dumps({{"loaded": sorted(set(sys.modules) - baseline), "built": built
 def _probe(handler: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "_HANDLER"}
     env.update({"AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": str(REPO / "functions")})
-    done = subprocess.run([sys.executable, "-c", PROBE.format(handler=handler)], capture_output=True, text=True,
-                          timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(handler=handler)], capture_output=True, text=True, timeout=120, env=env
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -20,8 +20,14 @@ def test_execution_name_is_deterministic_short_and_safe() -> None:
 
 
 def test_message_wakes_one_per_agent_for_to_and_mention() -> None:
-    msg = Message(id="m1", room_id="r", author=Author(kind="person", id="p"), text="@a1 and @b1 @a1",
-                  to=["a1"], created_at=now_iso())
+    msg = Message(
+        id="m1",
+        room_id="r",
+        author=Author(kind="person", id="p"),
+        text="@a1 and @b1 @a1",
+        to=["a1"],
+        created_at=now_iso(),
+    )
     found = wakes.mentions(msg.text, ["a1", "b1", "c1"])
     assert found == ["a1", "b1"]
     ws = wakes.person_message_wakes(msg, ["a1"] + found)
@@ -34,20 +40,37 @@ def test_mentions_ignore_emails_and_unknown_agents() -> None:
 
 
 def test_run_wakes_never_self_once_per_agent_and_hop_limit() -> None:
-    ws, notices = wakes.run_wakes(run_id="r", room_id="room", step="actions", run_agent="a1", run_hop=2,
-                                  hop_limit=8, targets=[("a1", "task_event", "e", "t"), ("b1", "task_event", "e1", "t"),
-                                                        ("b1", "task_event", "e2", "t")])
+    ws, notices = wakes.run_wakes(
+        run_id="r",
+        room_id="room",
+        step="actions",
+        run_agent="a1",
+        run_hop=2,
+        hop_limit=8,
+        targets=[("a1", "task_event", "e", "t"), ("b1", "task_event", "e1", "t"), ("b1", "task_event", "e2", "t")],
+    )
     assert [(w.agent_id, w.hop, w.cause_id, w.wake_id) for w in ws] == [("b1", 3, "e1", "run:r:actions:b1")]
     assert notices == []
-    ws, notices = wakes.run_wakes(run_id="r", room_id="room", step="reply", run_agent="a1", run_hop=8, hop_limit=8,
-                                  targets=[("b1", "message", "m", None)])
+    ws, notices = wakes.run_wakes(
+        run_id="r",
+        room_id="room",
+        step="reply",
+        run_agent="a1",
+        run_hop=8,
+        hop_limit=8,
+        targets=[("b1", "message", "m", None)],
+    )
     assert ws == [] and len(notices) == 1
     assert notices[0].kind == "notice" and "hop limit 8" in notices[0].text and notices[0].author.kind == "system"
 
 
 def test_policy_precedence_most_specific_wins() -> None:
-    p = RightsPolicy(default="deny", actions={"create_task": "allow"}, cross_company={"create_task": "ask"},
-                     agents={"a1": {"create_task": "deny"}})
+    p = RightsPolicy(
+        default="deny",
+        actions={"create_task": "allow"},
+        cross_company={"create_task": "ask"},
+        agents={"a1": {"create_task": "deny"}},
+    )
     assert rights.decide(p, "a1", "create_task", True)[0] == "deny"  # per agent and kind
     assert rights.decide(p, "a2", "create_task", True)[0] == "ask"  # cross company
     assert rights.decide(p, "a2", "create_task", False)[0] == "allow"  # actions
@@ -56,8 +79,17 @@ def test_policy_precedence_most_specific_wins() -> None:
 
 
 def test_malformed_actions_are_denied_with_reasons_never_raised() -> None:
-    task = Task(id="t1", room_id="r", title="T", body="", to="b1", created_by=Author(kind="person", id="p", company="bolt"),
-                status="closed", created_at=now_iso(), updated_at=now_iso())
+    task = Task(
+        id="t1",
+        room_id="r",
+        title="T",
+        body="",
+        to="b1",
+        created_by=Author(kind="person", id="p", company="bolt"),
+        status="closed",
+        created_at=now_iso(),
+        updated_at=now_iso(),
+    )
     room = rights.RoomView(agent_company=ROOM.agent_company, tasks={"t1": task})
     cases = [
         ("fly", {"x": 1}, "unknown action kind 'fly'"),
@@ -93,8 +125,16 @@ def test_over_limit_actions_are_counted_not_decided() -> None:
 
 
 def test_cross_company_target_of_task_updates_is_the_creators_company() -> None:
-    task = Task(id="t1", room_id="r", title="T", body="", to="a1", created_by=Author(kind="agent", id="b1", company="bolt"),
-                created_at=now_iso(), updated_at=now_iso())
+    task = Task(
+        id="t1",
+        room_id="r",
+        title="T",
+        body="",
+        to="a1",
+        created_by=Author(kind="agent", id="b1", company="bolt"),
+        created_at=now_iso(),
+        updated_at=now_iso(),
+    )
     room = rights.RoomView(agent_company=ROOM.agent_company, tasks={"t1": task})
     policy = RightsPolicy(cross_company={"close_task": "ask"})
     rec = rights.decide_action(0, "close_task", {"task": "t1", "result": "done"}, A1, policy, room)

@@ -69,8 +69,11 @@ def own_agent(svc: Services, agent_ref: str, who: Caller) -> Agent:
             return
         yield agent_id(who.company, agent_ref)  # a name first
         yield agent_ref  # an id from before ids were scoped is its own name
-        yield from (a for a in svc.directory.agents_of(who.company)  # the name in another letter case
-                    if name_key(agent_name(a)) == name_key(agent_ref))
+        yield from (
+            a
+            for a in svc.directory.agents_of(who.company)  # the name in another letter case
+            if name_key(agent_name(a)) == name_key(agent_ref)
+        )
 
     for candidate in candidates():
         agent = svc.deps.room.get_agent(candidate)

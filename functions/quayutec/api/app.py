@@ -43,18 +43,16 @@ DESCRIPTION = (
     "Rooms where AI agents of different companies work together. Every request carries "
     "`Authorization: Bearer <token>`; every POST accepts an `Idempotency-Key` header "
     "(a repeat returns the first response and writes nothing new). Errors are "
-    "`{\"error\": code, \"message\": text, \"fields\": [...]}`."
+    '`{"error": code, "message": text, "fields": [...]}`.'
 )
 
 # Bodies are parsed by pydantic's JSON parser (bounded depth and numbers), never json.loads;
 # the handler has already refused any body that does not parse (quayutec.api.body).
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json)
 
-for _module in (companies, tokens, policy, rooms, members, agents, messages, tasks, memory, approvals, runs,
-                files):
+for _module in (companies, tokens, policy, rooms, members, agents, messages, tasks, memory, approvals, runs, files):
     app.include_router(_module.router)
 app.include_router(page.router)  # the room page's static files (public: quayutec.api.public)
-
 
 
 def _security() -> dict[str, Any]:
@@ -71,9 +69,16 @@ def openapi_json() -> str:
     answer, each in the one error shape (:func:`declare_errors`)."""
     from aws_lambda_powertools.event_handler.openapi.models import Server
 
-    doc = json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION,
-                                                 security_schemes=_security(), security=[{"bearer": []}],
-                                                 servers=[Server(url="/")]))
+    doc = json.loads(
+        app.get_openapi_json_schema(
+            title=TITLE,
+            version=VERSION,
+            description=DESCRIPTION,
+            security_schemes=_security(),
+            security=[{"bearer": []}],
+            servers=[Server(url="/")],
+        )
+    )
     return json.dumps(_without_spec_citations(declare_errors(doc)))
 
 
@@ -85,17 +90,21 @@ def _without_spec_citations(doc: Any) -> Any:
     description: they cite the product specification, which ships with neither the API nor the
     repository (docs/api.md is the readers' reference)."""
     if isinstance(doc, dict):
-        return {k: _SPEC_CITATION.sub("", v) if k == "description" and isinstance(v, str)
-                else _without_spec_citations(v) for k, v in doc.items()}
+        return {
+            k: _SPEC_CITATION.sub("", v) if k == "description" and isinstance(v, str) else _without_spec_citations(v)
+            for k, v in doc.items()
+        }
     if isinstance(doc, list):
         return [_without_spec_citations(v) for v in doc]
     return doc
 
 
 IDEMPOTENCY_PARAMETER = {
-    "name": "Idempotency-Key", "in": "header", "required": False,
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
     "description": "Makes the POST safe to repeat: a repeat returns the first response and writes nothing "
-                   "new (scoped to the caller, method and path; kept 24 h)",
+    "new (scoped to the caller, method and path; kept 24 h)",
     "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
 }
 
@@ -117,14 +126,26 @@ def error_statuses(method: str, has_body: bool, public: bool = False) -> list[in
 def declare_errors(doc: dict[str, Any]) -> dict[str, Any]:
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     schemas["FieldProblem"] = {
-        "type": "object", "required": ["field", "problem", "type"],
-        "properties": {"field": {"type": "string"}, "problem": {"type": "string"}, "type": {"type": "string"},
-                       "line": {"type": "integer"}, "column": {"type": "integer"}}}
+        "type": "object",
+        "required": ["field", "problem", "type"],
+        "properties": {
+            "field": {"type": "string"},
+            "problem": {"type": "string"},
+            "type": {"type": "string"},
+            "line": {"type": "integer"},
+            "column": {"type": "integer"},
+        },
+    }
     schemas["Error"] = {
-        "type": "object", "required": ["error", "message", "fields"], "additionalProperties": False,
-        "properties": {"error": {"type": "string", "enum": sorted(errors.ERRORS)},
-                       "message": {"type": "string"},
-                       "fields": {"type": "array", "items": {"$ref": "#/components/schemas/FieldProblem"}}}}
+        "type": "object",
+        "required": ["error", "message", "fields"],
+        "additionalProperties": False,
+        "properties": {
+            "error": {"type": "string", "enum": sorted(errors.ERRORS)},
+            "message": {"type": "string"},
+            "fields": {"type": "array", "items": {"$ref": "#/components/schemas/FieldProblem"}},
+        },
+    }
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
     for item in doc.get("paths", {}).values():
@@ -139,7 +160,8 @@ def declare_errors(doc: dict[str, Any]) -> dict[str, Any]:
                 codes = [c for c, e in errors.ERRORS.items() if e.status == status]
                 responses[str(status)] = {
                     "description": f"{HTTPStatus(status).phrase}: " + ", ".join(f"`{c}`" for c in codes),
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                }
                 if status in (409, 429, 503):
                     responses[str(status)]["headers"] = {"Retry-After": {"schema": {"type": "string"}}}
     return doc
@@ -161,8 +183,14 @@ def _enable_docs() -> None:
     global _docs_enabled
     with _docs_lock:
         if not _docs_enabled:
-            app.enable_swagger(path=DOCS_PATH, title=TITLE, version=VERSION, description=DESCRIPTION,
-                               security_schemes=_security(), security=[{"bearer": []}])
+            app.enable_swagger(
+                path=DOCS_PATH,
+                title=TITLE,
+                version=VERSION,
+                description=DESCRIPTION,
+                security_schemes=_security(),
+                security=[{"bearer": []}],
+            )
             _docs_enabled = True
 
 
@@ -183,8 +211,11 @@ def _domain_error(exc: QuayError) -> Response:
     status = errors.status_of(exc)
     if status >= 500:
         logger.warning("domain error", extra={"error": type(exc).__name__})
-    return _json(status, errors.error_payload(status, errors.code_of(exc), str(exc), errors.fields_of(exc)),
-                 errors.headers_for(exc))
+    return _json(
+        status,
+        errors.error_payload(status, errors.code_of(exc), str(exc), errors.fields_of(exc)),
+        errors.headers_for(exc),
+    )
 
 
 @app.exception_handler(RequestValidationError)
@@ -209,8 +240,11 @@ def _no_route(exc: NotFoundError) -> Response:
     event = app.current_event
     allow = allowed_methods(event.path)
     if allow:
-        return _domain_error(errors.MethodNotAllowed(f"{event.http_method} is not served on {event.path} "
-                                                     f"(allowed: {', '.join(allow)})", allow))
+        return _domain_error(
+            errors.MethodNotAllowed(
+                f"{event.http_method} is not served on {event.path} (allowed: {', '.join(allow)})", allow
+            )
+        )
     return _json(404, errors.error_payload(404, "no_route", f"no route {event.http_method} {event.path}"))
 
 

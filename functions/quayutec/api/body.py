@@ -38,8 +38,15 @@ def _json() -> TypeAdapter[Any]:
 class MalformedJson(InvalidInput):
     """The text is not JSON the API accepts (broken, too deep, a number out of range)."""
 
-    def __init__(self, message: str, *, field: str = "body", line: int | None = None,
-                 column: int | None = None, kind: str = "json_invalid") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str = "body",
+        line: int | None = None,
+        column: int | None = None,
+        kind: str = "json_invalid",
+    ) -> None:
         super().__init__(message)
         self.field = field
         self.line = line
@@ -102,12 +109,18 @@ def _check_numbers(value: Any, path: str) -> None:
             continue
         if isinstance(item, int):
             if abs(item) > MAX_SAFE_INT:
-                raise MalformedJson(f"{where}: number out of range (at most {MAX_SAFE_INT} in magnitude)",
-                                    field=where, kind="number_out_of_range")
+                raise MalformedJson(
+                    f"{where}: number out of range (at most {MAX_SAFE_INT} in magnitude)",
+                    field=where,
+                    kind="number_out_of_range",
+                )
         elif isinstance(item, float):
             if not math.isfinite(item) or abs(item) > MAX_SAFE_INT:
-                raise MalformedJson(f"{where}: number out of range (finite, at most {MAX_SAFE_INT} in magnitude)",
-                                    field=where, kind="number_out_of_range")
+                raise MalformedJson(
+                    f"{where}: number out of range (finite, at most {MAX_SAFE_INT} in magnitude)",
+                    field=where,
+                    kind="number_out_of_range",
+                )
         elif isinstance(item, dict):
             stack.extend((v, f"{where}.{k}") for k, v in item.items())
         elif isinstance(item, list):

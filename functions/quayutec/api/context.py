@@ -84,8 +84,9 @@ def scoped_idempotency_key(event: dict[str, Any], who: Caller) -> str | None:
     key = header(event, IDEMPOTENCY_HEADER)
     if not key:
         return None
-    scope = "\x00".join([who.company or "", who.member, str(event.get("httpMethod", "")).upper(),
-                         request_path(event), key])
+    scope = "\x00".join(
+        [who.company or "", who.member, str(event.get("httpMethod", "")).upper(), request_path(event), key]
+    )
     return hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -70,28 +70,38 @@ class ErrorCode:
 
 #: Every error code the API answers: code -> status and when (docs/api.md's error table).
 ERRORS: dict[str, ErrorCode] = {
-    "invalid_input": ErrorCode(400, "a value the domain refuses (unknown recipient, bad cursor, malformed "
-                                    "Idempotency-Key, ...)"),
-    "malformed_json": ErrorCode(400, "the body (or a cursor) is not valid JSON, is nested too deep, or holds a "
-                                     "number out of range: the message names the line and column"),
+    "invalid_input": ErrorCode(
+        400, "a value the domain refuses (unknown recipient, bad cursor, malformed Idempotency-Key, ...)"
+    ),
+    "malformed_json": ErrorCode(
+        400,
+        "the body (or a cursor) is not valid JSON, is nested too deep, or holds a "
+        "number out of range: the message names the line and column",
+    ),
     "bad_request": ErrorCode(400, "a request the router refuses before any route"),
     "unauthenticated": ErrorCode(401, "no, unknown or revoked token", gateway=True),
-    "forbidden": ErrorCode(403, "an operator-only call, a company's own resource of another company, "
-                                "deciding another company's approval", gateway=True),
+    "forbidden": ErrorCode(
+        403,
+        "an operator-only call, a company's own resource of another company, deciding another company's approval",
+        gateway=True,
+    ),
     "not_found": ErrorCode(404, "an unknown id (or a room you are not in)"),
     "no_route": ErrorCode(404, "an unknown path"),
     "method_not_allowed": ErrorCode(405, "a known path with another method (`Allow` names the methods)"),
     "conflict": ErrorCode(409, "the id exists, the task is closed, the approval was decided"),
     "request_in_progress": ErrorCode(409, "a repeat of an Idempotency-Key still running (`Retry-After`)"),
-    "payload_too_large": ErrorCode(413, "a body over 64 KiB (10 MiB at the gateway), a message text over "
-                                        "32 KiB of UTF-8", gateway=True),
+    "payload_too_large": ErrorCode(
+        413, "a body over 64 KiB (10 MiB at the gateway), a message text over 32 KiB of UTF-8", gateway=True
+    ),
     "unsupported_media_type": ErrorCode(415, "a body whose Content-Type is not application/json"),
-    "validation_error": ErrorCode(422, "the body, query or path does not fit the model: `fields` names each "
-                                       "(`body.text`, `query.limit`, `path.room_id`)"),
+    "validation_error": ErrorCode(
+        422,
+        "the body, query or path does not fit the model: `fields` names each "
+        "(`body.text`, `query.limit`, `path.room_id`)",
+    ),
     "idempotency_key_reused": ErrorCode(422, "an Idempotency-Key used before with a different request"),
     "throttled": ErrorCode(429, "the gateway's rate limit (`Retry-After`)", gateway=True),
-    "internal_error": ErrorCode(500, "a fault of the service (logged); never caused by client input",
-                                gateway=True),
+    "internal_error": ErrorCode(500, "a fault of the service (logged); never caused by client input", gateway=True),
     "bad_gateway": ErrorCode(502, "the API function failed or gave no answer", gateway=True),
     "unavailable": ErrorCode(503, "a transient fault (throttling, a busy store): retry after `Retry-After`"),
     "gateway_timeout": ErrorCode(504, "the function took longer than the gateway waits (29 s)", gateway=True),
@@ -112,9 +122,6 @@ _CODES: list[tuple[type[QuayError], str]] = [
     (InvalidInput, "invalid_input"),
     (TransientError, "unavailable"),
 ]
-
-
-
 
 
 def code_of(exc: QuayError) -> str:
@@ -173,11 +180,19 @@ def validation_message(fields: list[dict[str, Any]]) -> str:
 
 def proxy_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
     """An API Gateway proxy (v1) response, for errors raised outside the resolver."""
-    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
-            "multiValueHeaders": {}, "body": json.dumps(body), "isBase64Encoded": False}
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "multiValueHeaders": {},
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
 
 
 def exception_response(exc: QuayError) -> dict[str, Any]:
     status = status_of(exc)
-    return proxy_response(status, error_payload(status, code_of(exc), str(exc) or HTTPStatus(status).phrase,
-                                                fields_of(exc)), headers_for(exc))
+    return proxy_response(
+        status,
+        error_payload(status, code_of(exc), str(exc) or HTTPStatus(status).phrase, fields_of(exc)),
+        headers_for(exc),
+    )

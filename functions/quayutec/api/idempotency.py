@@ -71,7 +71,8 @@ def _persistence(deps: Deps) -> DynamoDBPersistenceLayer:
     store = deps.extra.get(_STORE)
     if store is None:
         store = deps.extra[_STORE] = DynamoDBPersistenceLayer(
-            table_name=deps.settings.idempotency_table, boto3_client=aws.client("dynamodb"))
+            table_name=deps.settings.idempotency_table, boto3_client=aws.client("dynamodb")
+        )
     return store
 
 
@@ -112,34 +113,56 @@ def _replayed(response: Any, data_record: Any) -> Any:
     return response
 
 
-def run_idempotent(deps: Deps, event: dict[str, Any], context: Any, who: Caller, key: str,
-                   resolve: Callable[[dict[str, Any], Any], dict[str, Any]]) -> dict[str, Any]:
+def run_idempotent(
+    deps: Deps,
+    event: dict[str, Any],
+    context: Any,
+    who: Caller,
+    key: str,
+    resolve: Callable[[dict[str, Any], Any], dict[str, Any]],
+) -> dict[str, Any]:
     """``resolve(event, context)`` at most once per (caller, method, path, key)."""
-    config = IdempotencyConfig(event_key_jmespath="[company, member, method, path, key]",
-                               payload_validation_jmespath="fingerprint", raise_on_no_idempotency_key=True,
-                               expires_after_seconds=EXPIRES_AFTER_S, response_hook=_replayed)
+    config = IdempotencyConfig(
+        event_key_jmespath="[company, member, method, path, key]",
+        payload_validation_jmespath="fingerprint",
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=EXPIRES_AFTER_S,
+        response_hook=_replayed,
+    )
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):
         config.register_lambda_context(context)
 
-    @idempotent_function(data_keyword_argument="request", persistence_store=_persistence(deps), config=config,
-                         output_serializer=_KeptResponse())
+    @idempotent_function(
+        data_keyword_argument="request",
+        persistence_store=_persistence(deps),
+        config=config,
+        output_serializer=_KeptResponse(),
+    )
     def _once(request: dict[str, Any]) -> dict[str, Any]:
         response = resolve(event, context)
         if int(response.get("statusCode", 500)) >= 500:
             raise _ServerError(response)
         return response
 
-    request = {"company": who.company or "", "member": who.member, "method": "POST",
-               "path": request_path(event), "key": key, "fingerprint": request_fingerprint(event)}
+    request = {
+        "company": who.company or "",
+        "member": who.member,
+        "method": "POST",
+        "path": request_path(event),
+        "key": key,
+        "fingerprint": request_fingerprint(event),
+    }
     try:
         return _once(request=request)
     except _ServerError as exc:
         return exc.response
     except IdempotencyAlreadyInProgressError:
-        return errors.exception_response(errors.IdempotencyInProgress(
-            "a request with this Idempotency-Key is still in progress: retry later"))
+        return errors.exception_response(
+            errors.IdempotencyInProgress("a request with this Idempotency-Key is still in progress: retry later")
+        )
     except IdempotencyValidationError:
-        return errors.exception_response(errors.IdempotencyKeyReused(
-            "Idempotency-Key was used before with a different request (body or query)"))
+        return errors.exception_response(
+            errors.IdempotencyKeyReused("Idempotency-Key was used before with a different request (body or query)")
+        )
     except (IdempotencyPersistenceLayerError, IdempotencyInconsistentStateError):
         return errors.exception_response(TransientError("idempotency store unavailable: retry later"))

@@ -24,7 +24,8 @@ PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
 ASSET_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]*\.[a-z0-9]+"
 _PATTERNS = tuple(
     (method, re.compile("^" + re.escape(path).replace(re.escape("{asset}"), "[^/]+") + "/?$"))
-    for method, path in PUBLIC_ROUTES)
+    for method, path in PUBLIC_ROUTES
+)
 
 
 def is_public(method: str, path: str) -> bool:

@@ -87,28 +87,47 @@ class TokenStore:
     def db(self) -> Any:
         return self._client or dynamodb()
 
-    def issue(self, company: str | None, member: str, *, admin: bool = False,
-              token: str | None = None) -> tuple[str, Principal]:
+    def issue(
+        self, company: str | None, member: str, *, admin: bool = False, token: str | None = None
+    ) -> tuple[str, Principal]:
         """Create a token for ``member`` of ``company`` (or an operator token with ``admin``).
         Returns the token (shown once) and its principal. ``token``: use this value (local dev
         stacks with a fixed operator token) instead of a fresh random one."""
-        if token is not None and (len(token) < 16 or len(token) > _MAX_TOKEN_LEN or not token.isprintable()
-                                  or " " in token):
+        if token is not None and (
+            len(token) < 16 or len(token) > _MAX_TOKEN_LEN or not token.isprintable() or " " in token
+        ):
             raise ValueError("a token has 16 to 512 printable characters and no spaces")
         token = token or new_token()
         digest = token_hash(token)
-        principal = Principal(token_id=token_id_of(digest), company=company, member=member, admin=admin,
-                              created_at=now_iso())
-        item = {"pk": f"TOKEN#{digest}", "sk": "META", "type": "token",
-                **principal.model_dump(mode="json", exclude_none=True)}
-        index = {"pk": f"COMPANY#{company or ADMIN_BUCKET}", "sk": f"TOKEN#{principal.token_id}",
-                 "type": "company_token", "token_hash": digest,
-                 **principal.model_dump(mode="json", exclude_none=True)}
+        principal = Principal(
+            token_id=token_id_of(digest), company=company, member=member, admin=admin, created_at=now_iso()
+        )
+        item = {
+            "pk": f"TOKEN#{digest}",
+            "sk": "META",
+            "type": "token",
+            **principal.model_dump(mode="json", exclude_none=True),
+        }
+        index = {
+            "pk": f"COMPANY#{company or ADMIN_BUCKET}",
+            "sk": f"TOKEN#{principal.token_id}",
+            "type": "company_token",
+            "token_hash": digest,
+            **principal.model_dump(mode="json", exclude_none=True),
+        }
         with transient_errors():
-            self.db.transact_write_items(TransactItems=[
-                {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
-                {"Put": {"TableName": self.table, "Item": index, "ConditionExpression": "attribute_not_exists(pk)"}},
-            ])
+            self.db.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": index,
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
         return token, principal
 
     def lookup(self, token: str) -> Principal | None:
@@ -117,17 +136,20 @@ class TokenStore:
             return None
         digest = token_hash(token)
         with transient_errors():
-            item = self.db.get_item(TableName=self.table, Key={"pk": f"TOKEN#{digest}", "sk": "META"},
-                                    ConsistentRead=True).get("Item")
+            item = self.db.get_item(
+                TableName=self.table, Key={"pk": f"TOKEN#{digest}", "sk": "META"}, ConsistentRead=True
+            ).get("Item")
         if not item or item.get("revoked"):
             return None
         return Principal.model_validate({k: v for k, v in item.items() if k not in ("pk", "sk", "type")})
 
     def list(self, company: str | None) -> list[TokenInfo]:
-        items = paginate_query(self.db.query, TableName=self.table,
-                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                               ExpressionAttributeValues={":pk": f"COMPANY#{company or ADMIN_BUCKET}",
-                                                          ":p": "TOKEN#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": f"COMPANY#{company or ADMIN_BUCKET}", ":p": "TOKEN#"},
+        )
         return [TokenInfo.model_validate(i) for i in items]
 
     def revoke(self, company: str | None, token_id: str) -> bool:
@@ -139,13 +161,27 @@ class TokenStore:
             return False
         try:
             with transient_errors():
-                self.db.transact_write_items(TransactItems=[
-                    {"Update": {"TableName": self.table, "Key": {"pk": f"TOKEN#{item['token_hash']}", "sk": "META"},
-                                "UpdateExpression": "SET revoked = :t", "ConditionExpression": "attribute_exists(pk)",
-                                "ExpressionAttributeValues": {":t": True}}},
-                    {"Update": {"TableName": self.table, "Key": key, "UpdateExpression": "SET revoked = :t",
-                                "ExpressionAttributeValues": {":t": True}}},
-                ])
+                self.db.transact_write_items(
+                    TransactItems=[
+                        {
+                            "Update": {
+                                "TableName": self.table,
+                                "Key": {"pk": f"TOKEN#{item['token_hash']}", "sk": "META"},
+                                "UpdateExpression": "SET revoked = :t",
+                                "ConditionExpression": "attribute_exists(pk)",
+                                "ExpressionAttributeValues": {":t": True},
+                            }
+                        },
+                        {
+                            "Update": {
+                                "TableName": self.table,
+                                "Key": key,
+                                "UpdateExpression": "SET revoked = :t",
+                                "ExpressionAttributeValues": {":t": True},
+                            }
+                        },
+                    ]
+                )
         except ClientError as exc:
             if is_condition_failure(exc) or exc.response["Error"]["Code"] == "TransactionCanceledException":
                 return False

@@ -18,16 +18,18 @@ from quayutec import seams
 from quayutec.errors import TransientError
 
 #: DynamoDB/AWS error codes that mean "try again later" (AWS API reference, common errors).
-TRANSIENT_CODES = frozenset({
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "Throttling",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "ServiceUnavailable",
-    "TransactionConflictException",
-    "SlowDown",
-})
+TRANSIENT_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "TransactionConflictException",
+        "SlowDown",
+    }
+)
 
 
 #: Called as ``observer(service_id, operation_name, params)`` before every API call of a

@@ -93,74 +93,132 @@ class Directory:
 
     def add_person(self, company_id: str, person: str) -> bool:
         """Add a person to a company; ``False`` when already there (or no such company)."""
-        return update_if(self.db, TableName=self.table, Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
-                         UpdateExpression="SET people = list_append(people, :p)",
-                         ConditionExpression="attribute_exists(pk) AND NOT contains(people, :one)",
-                         ExpressionAttributeValues={":p": [person], ":one": person})
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
+            UpdateExpression="SET people = list_append(people, :p)",
+            ConditionExpression="attribute_exists(pk) AND NOT contains(people, :one)",
+            ExpressionAttributeValues={":p": [person], ":one": person},
+        )
 
     def set_policy(self, company_id: str, policy: RightsPolicy) -> bool:
-        return update_if(self.db, TableName=self.table, Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
-                         UpdateExpression="SET rights = :r", ConditionExpression="attribute_exists(pk)",
-                         ExpressionAttributeValues={":r": policy.model_dump(mode="json")})
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
+            UpdateExpression="SET rights = :r",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":r": policy.model_dump(mode="json")},
+        )
 
     # ------------------------------------------------------------------ rooms
     def create_room(self, room: Room) -> bool:
         """Write a new room with its member items and the companies' room index, in one
         transaction; ``False`` when the room id is taken."""
         pk = f"ROOM#{room.id}"
-        items = [self._put({"pk": pk, "sk": "META", "type": "room", "agents": {}, "memory": {},
-                            **room.model_dump(mode="json", exclude_none=True)})]
+        items = [
+            self._put(
+                {
+                    "pk": pk,
+                    "sk": "META",
+                    "type": "room",
+                    "agents": {},
+                    "memory": {},
+                    **room.model_dump(mode="json", exclude_none=True),
+                }
+            )
+        ]
         for company in room.members:
             items.append(self._put({"pk": pk, "sk": f"MEMBER#{company}", "type": "member", "company": company}, None))
-            items.append(self._put({"pk": f"COMPANY#{company}", "sk": f"ROOM#{room.id}", "type": "company_room",
-                                    "room_id": room.id}, None))
+            items.append(
+                self._put(
+                    {"pk": f"COMPANY#{company}", "sk": f"ROOM#{room.id}", "type": "company_room", "room_id": room.id},
+                    None,
+                )
+            )
         return self._transact(items)
 
     def add_member(self, room_id: str, company: str) -> bool:
         """Make a company a member of a room; ``False`` when it already is."""
         pk = f"ROOM#{room_id}"
-        return self._transact([
-            {"Update": {"TableName": self.table, "Key": {"pk": pk, "sk": "META"},
+        return self._transact(
+            [
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": {"pk": pk, "sk": "META"},
                         "UpdateExpression": "SET members = list_append(members, :c)",
                         "ConditionExpression": "attribute_exists(pk) AND NOT contains(members, :one)",
-                        "ExpressionAttributeValues": {":c": [company], ":one": company}}},
-            self._put({"pk": pk, "sk": f"MEMBER#{company}", "type": "member", "company": company}, None),
-            self._put({"pk": f"COMPANY#{company}", "sk": f"ROOM#{room_id}", "type": "company_room",
-                       "room_id": room_id}, None),
-        ])
+                        "ExpressionAttributeValues": {":c": [company], ":one": company},
+                    }
+                },
+                self._put({"pk": pk, "sk": f"MEMBER#{company}", "type": "member", "company": company}, None),
+                self._put(
+                    {"pk": f"COMPANY#{company}", "sk": f"ROOM#{room_id}", "type": "company_room", "room_id": room_id},
+                    None,
+                ),
+            ]
+        )
 
     def rooms_of(self, company: str) -> list[str]:
-        items = paginate_query(self.db.query, TableName=self.table,
-                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                               ExpressionAttributeValues={":pk": f"COMPANY#{company}", ":p": "ROOM#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": f"COMPANY#{company}", ":p": "ROOM#"},
+        )
         return [i["room_id"] for i in items]
 
     # ------------------------------------------------------------------ agents
     def create_agent(self, agent: Agent) -> bool:
         """Write a new agent and the company's agent index; ``False`` when the id is taken."""
-        return self._transact([
-            self._put({"pk": f"AGENT#{agent.id}", "sk": "META", "type": "agent",
-                       **agent.model_dump(mode="json", exclude_none=True)}),
-            self._put({"pk": f"COMPANY#{agent.company}", "sk": f"AGENT#{agent.id}", "type": "company_agent",
-                       "agent_id": agent.id}, None),
-        ])
+        return self._transact(
+            [
+                self._put(
+                    {
+                        "pk": f"AGENT#{agent.id}",
+                        "sk": "META",
+                        "type": "agent",
+                        **agent.model_dump(mode="json", exclude_none=True),
+                    }
+                ),
+                self._put(
+                    {
+                        "pk": f"COMPANY#{agent.company}",
+                        "sk": f"AGENT#{agent.id}",
+                        "type": "company_agent",
+                        "agent_id": agent.id,
+                    },
+                    None,
+                ),
+            ]
+        )
 
     def agents_of(self, company: str) -> list[str]:
-        items = paginate_query(self.db.query, TableName=self.table,
-                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                               ExpressionAttributeValues={":pk": f"COMPANY#{company}", ":p": "AGENT#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": f"COMPANY#{company}", ":p": "AGENT#"},
+        )
         return [i["agent_id"] for i in items]
 
     # ------------------------------------------------------------------ pages
-    def messages_page(self, room_id: str, limit: int, cursor: str | None = None,
-                      newest_first: bool = False) -> tuple[list[Message], str | None]:
+    def messages_page(
+        self, room_id: str, limit: int, cursor: str | None = None, newest_first: bool = False
+    ) -> tuple[list[Message], str | None]:
         """One page of a room's messages in time order (one bounded query on the LSI) and the
         cursor of the next page (``None`` on the last page)."""
         pk = f"ROOM#{room_id}"
         kwargs: dict[str, Any] = {
-            "TableName": self.table, "IndexName": "by_time", "Limit": limit,
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "Limit": limit,
             "KeyConditionExpression": "pk = :pk AND begins_with(lsi1sk, :p)",
-            "ExpressionAttributeValues": {":pk": pk, ":p": "MSG#"}, "ScanIndexForward": not newest_first}
+            "ExpressionAttributeValues": {":pk": pk, ":p": "MSG#"},
+            "ScanIndexForward": not newest_first,
+        }
         if cursor:
             kwargs["ExclusiveStartKey"] = decode_cursor(cursor, pk=pk, prefix="MSG#")
         with transient_errors():

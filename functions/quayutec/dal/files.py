@@ -38,13 +38,12 @@ def parse_upload_key(key: str) -> tuple[str, str] | None:
     """``(room_id, file_id)`` of an upload key, None for any other key."""
     if not key.startswith(R.UPLOADS_PREFIX):
         return None
-    parts = key[len(R.UPLOADS_PREFIX):].split("/")
+    parts = key[len(R.UPLOADS_PREFIX) :].split("/")
     return (parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
 
 
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: (int(v) if k in {"size", "chunks"} else v) for k, v in item.items()
-            if k not in {"pk", "sk", "type"}}
+    return {k: (int(v) if k in {"size", "chunks"} else v) for k, v in item.items() if k not in {"pk", "sk", "type"}}
 
 
 class FileStore:
@@ -65,28 +64,47 @@ class FileStore:
     # ------------------------------------------------------------------ file records
     def put_file(self, f: RoomFile) -> bool:
         """Record a new file once (False: that id exists)."""
-        item = {"pk": files_pk(f.room_id), "sk": f"FILE#{f.id}", "type": "room_file",
-                **f.model_dump(mode="json", exclude_none=True)}
+        item = {
+            "pk": files_pk(f.room_id),
+            "sk": f"FILE#{f.id}",
+            "type": "room_file",
+            **f.model_dump(mode="json", exclude_none=True),
+        }
         return put_new(self.db, self.table, item)
 
     def get_file(self, room_id: str, file_id: str) -> RoomFile | None:
         with transient_errors():
-            item = self.db.get_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
-                                    ConsistentRead=True).get("Item")
+            item = self.db.get_item(
+                TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"}, ConsistentRead=True
+            ).get("Item")
         return RoomFile.model_validate(_strip(item)) if item else None
 
     def list_files(self, room_id: str) -> list[RoomFile]:
-        items = paginate_query(self.db.query, TableName=self.table,
-                               KeyConditionExpression="pk = :pk AND begins_with(sk, :f)",
-                               ExpressionAttributeValues={":pk": files_pk(room_id), ":f": "FILE#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :f)",
+            ExpressionAttributeValues={":pk": files_pk(room_id), ":f": "FILE#"},
+        )
         return sorted((RoomFile.model_validate(_strip(i)) for i in items), key=lambda f: (f.created_at, f.id))
 
     def delete_file(self, room_id: str, file_id: str) -> None:
         with transient_errors():
             self.db.delete_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"})
 
-    def finish_file(self, room_id: str, file_id: str, *, status: str, reason: str | None, chunks: int,
-                    size: int | None, at: str, etag: str | None = None, replacing: str | None = None) -> bool:
+    def finish_file(
+        self,
+        room_id: str,
+        file_id: str,
+        *,
+        status: str,
+        reason: str | None,
+        chunks: int,
+        size: int | None,
+        at: str,
+        etag: str | None = None,
+        replacing: str | None = None,
+    ) -> bool:
         """``uploading`` → ``status`` once (False: already finished, or deleted meanwhile); with
         ``replacing`` (the ETag a finished file was ingested from), that file → ``status`` once.
         ``etag``: the ETag of the upload this ingest read."""
@@ -108,20 +126,26 @@ class FileStore:
         else:
             condition = "attribute_exists(pk) AND etag = :prev"
             values[":prev"] = replacing
-        return update_if(self.db, TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
-                         UpdateExpression="SET " + ", ".join(sets) + ("" if reason else " REMOVE #r"),
-                         ConditionExpression=condition,
-                         ExpressionAttributeNames={k: v for k, v in names.items()
-                         if k == "#s" or k in " ".join(sets) or (k == "#r" and not reason)},
-                         ExpressionAttributeValues=values)
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
+            UpdateExpression="SET " + ", ".join(sets) + ("" if reason else " REMOVE #r"),
+            ConditionExpression=condition,
+            ExpressionAttributeNames={
+                k: v for k, v in names.items() if k == "#s" or k in " ".join(sets) or (k == "#r" and not reason)
+            },
+            ExpressionAttributeValues=values,
+        )
 
     # ------------------------------------------------------------------ index pointer
     def index_pointer(self, room_id: str, consistent: bool = True) -> tuple[int, str | None]:
         """``(version, object key)`` of the room's current index; ``(0, None)`` before any.
         ``consistent=False`` for a run's retrieval (a version a moment old is as good)."""
         with transient_errors():
-            item = self.db.get_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"},
-                                    ConsistentRead=consistent).get("Item")
+            item = self.db.get_item(
+                TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"}, ConsistentRead=consistent
+            ).get("Item")
         if not item:
             return 0, None
         return int(item["version"]), str(item["key"])
@@ -133,10 +157,15 @@ class FileStore:
         values: dict[str, Any] = {":v": seen_version + 1, ":k": key, ":c": chunks}
         if seen_version:
             values[":seen"] = seen_version
-        return update_if(self.db, TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"},
-                         UpdateExpression="SET version = :v, #k = :k, chunks = :c",
-                         ConditionExpression=cond, ExpressionAttributeNames={"#k": "key"},
-                         ExpressionAttributeValues=values)
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key={"pk": files_pk(room_id), "sk": "INDEX"},
+            UpdateExpression="SET version = :v, #k = :k, chunks = :c",
+            ConditionExpression=cond,
+            ExpressionAttributeNames={"#k": "key"},
+            ExpressionAttributeValues=values,
+        )
 
     # ------------------------------------------------------------------ objects
     def new_index_key(self, room_id: str, version: int) -> str:
@@ -164,8 +193,9 @@ class FileStore:
     def read_upload(self, room_id: str, file_id: str, limit: int) -> bytes:
         """At most ``limit`` bytes of the upload (a Range read: never more in memory)."""
         with transient_errors():
-            body = self.s3.get_object(Bucket=self.bucket, Key=upload_key(room_id, file_id),
-                                      Range=f"bytes=0-{limit - 1}")["Body"]
+            body = self.s3.get_object(
+                Bucket=self.bucket, Key=upload_key(room_id, file_id), Range=f"bytes=0-{limit - 1}"
+            )["Body"]
             return body.read(limit)
 
     def delete_upload(self, room_id: str, file_id: str) -> None:

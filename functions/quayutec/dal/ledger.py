@@ -81,37 +81,62 @@ class LedgerStore:
         """Claim ``(agent_id, wake_id)`` for ``run.execution_arn`` and open its ledger entry, in
         one transaction (SPEC §2.1). Returns a :class:`ClaimOutcome` value. The claim is never
         released."""
-        claim_item = {"agent_id": run.agent_id, "wake_id": run.wake_id, "run_id": run.run_id,
-                      "execution_arn": run.execution_arn, "execution_start": execution_start,
-                      "claimed_at": run.started_at}
+        claim_item = {
+            "agent_id": run.agent_id,
+            "wake_id": run.wake_id,
+            "run_id": run.run_id,
+            "execution_arn": run.execution_arn,
+            "execution_start": execution_start,
+            "claimed_at": run.started_at,
+        }
         run_item = self._run_item(run)
-        if transact_new(self.db, [
-            {"Put": {"TableName": self.claim_table, "Item": claim_item,
-                     "ConditionExpression": "attribute_not_exists(agent_id)"}},
-            {"Put": {"TableName": self.table, "Item": run_item, "ConditionExpression": "attribute_not_exists(pk)"}},
-        ]):
+        if transact_new(
+            self.db,
+            [
+                {
+                    "Put": {
+                        "TableName": self.claim_table,
+                        "Item": claim_item,
+                        "ConditionExpression": "attribute_not_exists(agent_id)",
+                    }
+                },
+                {"Put": {"TableName": self.table, "Item": run_item, "ConditionExpression": "attribute_not_exists(pk)"}},
+            ],
+        ):
             return ClaimOutcome.CLAIMED
         holder = self.get_claim(run.agent_id, run.wake_id)
-        if holder and holder.get("execution_arn") == run.execution_arn and \
-                holder.get("execution_start", "") == execution_start:
+        if (
+            holder
+            and holder.get("execution_arn") == run.execution_arn
+            and holder.get("execution_start", "") == execution_start
+        ):
             return ClaimOutcome.OWN
         return ClaimOutcome.OTHER
 
     def get_claim(self, agent_id: str, wake_id: str) -> dict[str, Any] | None:
         with transient_errors():
-            resp = self.db.get_item(TableName=self.claim_table, Key={"agent_id": agent_id, "wake_id": wake_id},
-                                    ConsistentRead=True)
+            resp = self.db.get_item(
+                TableName=self.claim_table, Key={"agent_id": agent_id, "wake_id": wake_id}, ConsistentRead=True
+            )
         return resp.get("Item")
 
     # ------------------------------------------------------------------ run entry
     def _run_item(self, run: RunRecord) -> dict[str, Any]:
-        return _dec({"pk": f"RUN#{run.run_id}", "sk": "RUN", "gsi1pk": f"ROOM#{run.room_id}",
-                     "gsi1sk": f"{run.started_at}#{run.run_id}", **run.model_dump(mode="json", exclude_none=True)})
+        return _dec(
+            {
+                "pk": f"RUN#{run.run_id}",
+                "sk": "RUN",
+                "gsi1pk": f"ROOM#{run.room_id}",
+                "gsi1sk": f"{run.started_at}#{run.run_id}",
+                **run.model_dump(mode="json", exclude_none=True),
+            }
+        )
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with transient_errors():
-            item = self.db.get_item(TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": "RUN"},
-                                    ConsistentRead=True).get("Item")
+            item = self.db.get_item(
+                TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": "RUN"}, ConsistentRead=True
+            ).get("Item")
         return RunRecord.model_validate(_plain(item)) if item else None
 
     def _update_spec(self, run_id: str, fields: dict[str, Any], only_if_not_final: bool) -> dict[str, Any]:
@@ -124,8 +149,14 @@ class LedgerStore:
             for i, status in enumerate(_FINAL):
                 values[f":final{i}"] = status
             cond += " AND NOT #st IN (" + ", ".join(f":final{i}" for i in range(len(_FINAL))) + ")"
-        return {"TableName": self.table, "Key": {"pk": f"RUN#{run_id}", "sk": "RUN"}, "UpdateExpression": expr,
-                "ConditionExpression": cond, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
+        return {
+            "TableName": self.table,
+            "Key": {"pk": f"RUN#{run_id}", "sk": "RUN"},
+            "UpdateExpression": expr,
+            "ConditionExpression": cond,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
     def update_run(self, run_id: str, fields: dict[str, Any], *, only_if_not_final: bool = True) -> bool:
         """Set fields on a run entry. With ``only_if_not_final`` (the default) nothing changes
@@ -133,8 +164,14 @@ class LedgerStore:
         return update_if(self.db, **self._update_spec(run_id, fields, only_if_not_final))
 
     @staticmethod
-    def _final_fields(status: str, error_class: str | None, error_message: str | None, not_done: list[str] | None,
-                      reply_message_id: str | None, cost: dict[str, Any] | None) -> dict[str, Any]:
+    def _final_fields(
+        status: str,
+        error_class: str | None,
+        error_message: str | None,
+        not_done: list[str] | None,
+        reply_message_id: str | None,
+        cost: dict[str, Any] | None,
+    ) -> dict[str, Any]:
         fields: dict[str, Any] = {"status": status, "ended_at": now_iso(), "updated_at": now_iso()}
         if reply_message_id:
             fields["reply_message_id"] = reply_message_id
@@ -148,28 +185,44 @@ class LedgerStore:
             fields["not_done"] = not_done
         return fields
 
-    def finish_run(self, run_id: str, status: str, *, error_class: str | None = None,
-                   error_message: str | None = None, not_done: list[str] | None = None,
-                   reply_message_id: str | None = None, cost: dict[str, Any] | None = None) -> bool:
+    def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        error_class: str | None = None,
+        error_message: str | None = None,
+        not_done: list[str] | None = None,
+        reply_message_id: str | None = None,
+        cost: dict[str, Any] | None = None,
+    ) -> bool:
         """Give the run its final status, once: a final status is never overwritten. The reply's
         id (when it was posted) is recorded in this same write."""
-        return self.update_run(run_id, self._final_fields(status, error_class, error_message, not_done,
-                                                          reply_message_id, cost))
+        return self.update_run(
+            run_id, self._final_fields(status, error_class, error_message, not_done, reply_message_id, cost)
+        )
 
-    def finish_run_item(self, run_id: str, status: str, *, reply_message_id: str | None = None,
-                        cost: dict[str, Any] | None = None) -> dict[str, Any]:
+    def finish_run_item(
+        self, run_id: str, status: str, *, reply_message_id: str | None = None, cost: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The final write of :meth:`finish_run` as a ``TransactWriteItems`` entry, to land in one
         transaction with the write it completes (a run's reply: SPEC §2.5, §2.8). Its condition
         fails when the run has a final status already."""
-        return {"Update": self._update_spec(
-            run_id, self._final_fields(status, None, None, None, reply_message_id, cost), True)}
+        return {
+            "Update": self._update_spec(
+                run_id, self._final_fields(status, None, None, None, reply_message_id, cost), True
+            )
+        }
 
     def runs_in_room(self, room_id: str) -> list[RunRecord]:
         with transient_errors():
             items: list[dict[str, Any]] = []
-            kwargs: dict[str, Any] = {"TableName": self.table, "IndexName": "runs_by_room",
-                                      "KeyConditionExpression": "gsi1pk = :pk",
-                                      "ExpressionAttributeValues": {":pk": f"ROOM#{room_id}"}}
+            kwargs: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": "runs_by_room",
+                "KeyConditionExpression": "gsi1pk = :pk",
+                "ExpressionAttributeValues": {":pk": f"ROOM#{room_id}"},
+            }
             while True:
                 page = self.db.query(**kwargs)
                 items += page.get("Items", [])
@@ -182,17 +235,22 @@ class LedgerStore:
     def model_requests(self, run_id: str) -> list[ModelRequestRecord]:
         """The recorded model requests of a run (at most a handful: bounded)."""
         with transient_errors():
-            items = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                                  ExpressionAttributeValues={":pk": f"RUN#{run_id}", ":p": "REQ#"},
-                                  ConsistentRead=True, Limit=20).get("Items", [])
+            items = self.db.query(
+                TableName=self.table,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                ExpressionAttributeValues={":pk": f"RUN#{run_id}", ":p": "REQ#"},
+                ConsistentRead=True,
+                Limit=20,
+            ).get("Items", [])
         return sorted((ModelRequestRecord.model_validate(_plain(i)) for i in items), key=lambda r: r.n)
 
     def record_request(self, run_id: str, req: ModelRequestRecord) -> bool:
         """Record request ``req.n`` before it is sent; ``False`` if that number exists already."""
         return put_new(self.db, self.table, _request_item(run_id, req))
 
-    def finish_request(self, run_id: str, req: ModelRequestRecord, reply_json: str | None = None,
-                       reply_at: str | None = None) -> None:
+    def finish_request(
+        self, run_id: str, req: ModelRequestRecord, reply_json: str | None = None, reply_at: str | None = None
+    ) -> None:
         """Store the outcome of a recorded request (overwrites the pending record), with the reply
         it brought (``reply_json``: its JSON text, at most :data:`MAX_INLINE_REPLY_BYTES` UTF-8
         bytes), or where that reply is stored (``reply_at``), in the same write. Raises
@@ -211,8 +269,9 @@ class LedgerStore:
         """The reply stored with request ``n``: a dict, or the ``reply_at`` place it was stored
         instead (``"run-data"``), or ``None`` (no such request, or it brought no reply)."""
         with transient_errors():
-            item = self.db.get_item(TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": f"REQ#{n}"},
-                                    ConsistentRead=True).get("Item")
+            item = self.db.get_item(
+                TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": f"REQ#{n}"}, ConsistentRead=True
+            ).get("Item")
         if not item or item.get("outcome") != "ok":
             return None
         if isinstance(item.get("reply"), str):
@@ -222,18 +281,31 @@ class LedgerStore:
     # ------------------------------------------------------------------ actions
     def actions(self, run_id: str) -> list[ActionRecord]:
         with transient_errors():
-            items = self.db.query(TableName=self.table, KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                                  ExpressionAttributeValues={":pk": f"RUN#{run_id}", ":p": "ACT#"},
-                                  ConsistentRead=True).get("Items", [])
+            items = self.db.query(
+                TableName=self.table,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                ExpressionAttributeValues={":pk": f"RUN#{run_id}", ":p": "ACT#"},
+                ConsistentRead=True,
+            ).get("Items", [])
         return sorted((ActionRecord.model_validate(_plain(i)) for i in items), key=lambda a: a.index)
 
     def record_action(self, run_id: str, action: ActionRecord) -> bool:
         """Record a decided action once; ``False`` if it was recorded before (the stored one stands)."""
-        return put_new(self.db, self.table, _dec({"pk": f"RUN#{run_id}", "sk": f"ACT#{action.index:03d}",
-                                                  **action.model_dump(mode="json", exclude_none=True)}))
+        return put_new(
+            self.db,
+            self.table,
+            _dec(
+                {
+                    "pk": f"RUN#{run_id}",
+                    "sk": f"ACT#{action.index:03d}",
+                    **action.model_dump(mode="json", exclude_none=True),
+                }
+            ),
+        )
 
-    def set_action_outcome(self, run_id: str, index: int, outcome: str, note: str = "",
-                           approval: str | None = None) -> None:
+    def set_action_outcome(
+        self, run_id: str, index: int, outcome: str, note: str = "", approval: str | None = None
+    ) -> None:
         """Set an action's outcome (and the approval answer of a held one)."""
         values = {":o": outcome, ":n": note}
         expr = "SET outcome = :o, outcome_note = :n"
@@ -241,9 +313,13 @@ class LedgerStore:
             values[":a"] = approval
             expr += ", approval = :a"
         with transient_errors():
-            self.db.update_item(TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": f"ACT#{index:03d}"},
-                                UpdateExpression=expr, ConditionExpression="attribute_exists(pk)",
-                                ExpressionAttributeValues=values)
+            self.db.update_item(
+                TableName=self.table,
+                Key={"pk": f"RUN#{run_id}", "sk": f"ACT#{index:03d}"},
+                UpdateExpression=expr,
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues=values,
+            )
 
     # ------------------------------------------------------------------ wake deliveries
     def count_repeat_delivery(self, agent_id: str, wake_id: str, outcome: str) -> int:
@@ -252,16 +328,20 @@ class LedgerStore:
         it). Returns the number of repeats so far."""
         with transient_errors():
             resp = self.db.update_item(
-                TableName=self.table, Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"},
+                TableName=self.table,
+                Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"},
                 UpdateExpression="ADD repeats :one, #o :one SET last_at = :now",
-                ExpressionAttributeNames={"#o": outcome}, ExpressionAttributeValues={":one": 1, ":now": now_iso()},
-                ReturnValues="ALL_NEW")
+                ExpressionAttributeNames={"#o": outcome},
+                ExpressionAttributeValues={":one": 1, ":now": now_iso()},
+                ReturnValues="ALL_NEW",
+            )
         return int(resp["Attributes"]["repeats"])
 
     def deliveries(self, agent_id: str, wake_id: str) -> dict[str, Any]:
         """The repeats counted for a wake: ``{"repeats": n, "started": n, "already_exists": n,
         "last_at"}`` (``{}`` when it was delivered once)."""
         with transient_errors():
-            item = self.db.get_item(TableName=self.table, Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"},
-                                    ConsistentRead=True).get("Item")
+            item = self.db.get_item(
+                TableName=self.table, Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"}, ConsistentRead=True
+            ).get("Item")
         return _plain(item or {})

@@ -42,6 +42,8 @@ from quayutec.dal.aws import (
     transient_errors,
     update_if,
 )
+from quayutec.errors import TransientError
+from quayutec.logic.ids import agent_name, name_key
 from quayutec.models import (
     Agent,
     ApprovalRequest,
@@ -53,8 +55,6 @@ from quayutec.models import (
     TaskEvent,
     Wake,
 )
-from quayutec.errors import TransientError
-from quayutec.logic.ids import agent_name, name_key
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
 #: BatchGetItem attempts at the keys DynamoDB left unprocessed (throttling) before giving up.
@@ -129,8 +129,15 @@ class RoomStore:
     # ------------------------------------------------------------------ companies, agents, rooms
     def put_company(self, company: Company) -> None:
         with transient_errors():
-            self.db.put_item(TableName=self.table, Item={"pk": f"COMPANY#{company.id}", "sk": "META",
-                                                         "type": "company", **company.model_dump(mode="json")})
+            self.db.put_item(
+                TableName=self.table,
+                Item={
+                    "pk": f"COMPANY#{company.id}",
+                    "sk": "META",
+                    "type": "company",
+                    **company.model_dump(mode="json"),
+                },
+            )
 
     def get_company(self, company_id: str) -> Company | None:
         item = self._get(f"COMPANY#{company_id}", "META")
@@ -138,8 +145,15 @@ class RoomStore:
 
     def put_agent(self, agent: Agent) -> None:
         with transient_errors():
-            self.db.put_item(TableName=self.table, Item={"pk": f"AGENT#{agent.id}", "sk": "META",
-                                                         "type": "agent", **agent.model_dump(mode="json", exclude_none=True)})
+            self.db.put_item(
+                TableName=self.table,
+                Item={
+                    "pk": f"AGENT#{agent.id}",
+                    "sk": "META",
+                    "type": "agent",
+                    **agent.model_dump(mode="json", exclude_none=True),
+                },
+            )
 
     def get_agent(self, agent_id: str) -> Agent | None:
         item = self._get(f"AGENT#{agent_id}", "META")
@@ -161,12 +175,19 @@ class RoomStore:
                 names.update({f"#r{i}": k for i, k in enumerate(removed)})
                 expr += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed)))
             with transient_errors():
-                self.db.update_item(TableName=self.table, Key=key, UpdateExpression=expr,
-                                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+                self.db.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression=expr,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                )
         with transient_errors():
             for company in room.members:
-                self.db.put_item(TableName=self.table, Item={"pk": _room_pk(room.id), "sk": f"MEMBER#{company}",
-                                                             "type": "member", "company": company})
+                self.db.put_item(
+                    TableName=self.table,
+                    Item={"pk": _room_pk(room.id), "sk": f"MEMBER#{company}", "type": "member", "company": company},
+                )
 
     def get_room(self, room_id: str, consistent: bool = True) -> Room | None:
         """``consistent=False``: an eventually consistent read (half the read cost), for readers
@@ -186,26 +207,50 @@ class RoomStore:
             company = agent.company if agent else None
         if not company:
             raise ValueError(f"agent {agent_id!r} is not registered: no company to link")
-        link = {"pk": _room_pk(room_id), "sk": f"AGENT#{agent_id}", "type": "room_agent", "agent_id": agent_id,
-                "company": company}
-        name = {"TableName": self.table, "Item": {"pk": _room_pk(room_id), "sk": f"NAME#agent#{name_key(agent_name(agent_id))}",
-                                                 "type": "room_agent_name", "agent_id": agent_id},
-                "ConditionExpression": "attribute_not_exists(pk) OR agent_id = :me",
-                "ExpressionAttributeValues": {":me": agent_id}}
-        meta = {"TableName": self.table, "Key": {"pk": _room_pk(room_id), "sk": "META"},
-                "ConditionExpression": "attribute_exists(pk)"}
-        entry = {**meta, "UpdateExpression": "SET agents.#a = :c", "ExpressionAttributeNames": {"#a": agent_id},
-                 "ExpressionAttributeValues": {":c": company}}
+        link = {
+            "pk": _room_pk(room_id),
+            "sk": f"AGENT#{agent_id}",
+            "type": "room_agent",
+            "agent_id": agent_id,
+            "company": company,
+        }
+        name = {
+            "TableName": self.table,
+            "Item": {
+                "pk": _room_pk(room_id),
+                "sk": f"NAME#agent#{name_key(agent_name(agent_id))}",
+                "type": "room_agent_name",
+                "agent_id": agent_id,
+            },
+            "ConditionExpression": "attribute_not_exists(pk) OR agent_id = :me",
+            "ExpressionAttributeValues": {":me": agent_id},
+        }
+        meta = {
+            "TableName": self.table,
+            "Key": {"pk": _room_pk(room_id), "sk": "META"},
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+        entry = {
+            **meta,
+            "UpdateExpression": "SET agents.#a = :c",
+            "ExpressionAttributeNames": {"#a": agent_id},
+            "ExpressionAttributeValues": {":c": company},
+        }
         try:
-            failed = transact(self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name},
-                                        {"Update": entry}])
+            failed = transact(
+                self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": entry}]
+            )
         except ClientError as exc:  # a room item from before the map has no path for the entry
             if error_code(exc) not in ("TransactionCanceledException", "ValidationException"):
                 raise
-            whole = {**meta, "UpdateExpression": "SET agents = :m",
-                     "ExpressionAttributeValues": {":m": {**self.room_agents(room_id), agent_id: company}}}
-            failed = transact(self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name},
-                                        {"Update": whole}])
+            whole = {
+                **meta,
+                "UpdateExpression": "SET agents = :m",
+                "ExpressionAttributeValues": {":m": {**self.room_agents(room_id), agent_id: company}},
+            }
+            failed = transact(
+                self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": whole}]
+            )
         if failed and failed[1]:
             return False  # another agent of that name
         if failed:
@@ -215,9 +260,12 @@ class RoomStore:
     def room_agents(self, room_id: str) -> dict[str, str]:
         """The agents of a room → their companies: one query (links written before the company
         was carried on them cost a point read each)."""
-        items = paginate_query(self.db.query, TableName=self.table,
-                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                               ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "AGENT#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "AGENT#"},
+        )
         out: dict[str, str] = {}
         for i in items:
             company = i.get("company")
@@ -229,8 +277,9 @@ class RoomStore:
             out[i["agent_id"]] = company
         return out
 
-    def run_reads(self, *, agent_id: str, room_id: str, cause_kind: str, cause_id: str,
-                  task_id: str | None, index_pk: str) -> RunReads:
+    def run_reads(
+        self, *, agent_id: str, room_id: str, cause_kind: str, cause_id: str, task_id: str | None, index_pk: str
+    ) -> RunReads:
         """The key reads of a run in one consistent ``BatchGetItem`` (see :class:`RunReads`;
         ``index_pk``: the partition of the room's index pointer, :func:`quayutec.dal.files.files_pk`).
         Consistent: the agent's company and the wake's cause are what rights rest on (SPEC §2.2).
@@ -266,8 +315,9 @@ class RoomStore:
     def _batch_get(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
         """Items by ``(pk, sk)`` (at most 100 keys), read consistently; keys DynamoDB leaves
         unprocessed are asked again with a short backoff (BatchGetItem, DynamoDB API reference)."""
-        pending: dict[str, Any] = {self.table: {"Keys": [{"pk": pk, "sk": sk} for pk, sk in dict.fromkeys(keys)],
-                                                "ConsistentRead": True}}
+        pending: dict[str, Any] = {
+            self.table: {"Keys": [{"pk": pk, "sk": sk} for pk, sk in dict.fromkeys(keys)], "ConsistentRead": True}
+        }
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for attempt in range(_BATCH_ATTEMPTS):
             with transient_errors():
@@ -277,21 +327,28 @@ class RoomStore:
             pending = resp.get("UnprocessedKeys") or {}
             if not pending:
                 return found
-            time.sleep(0.05 * 2 ** attempt)
+            time.sleep(0.05 * 2**attempt)
         raise TransientError(f"BatchGetItem left {len(pending.get(self.table, {}).get('Keys', []))} key(s) unprocessed")
 
     def room_agent_ids(self, room_id: str) -> list[str]:
         """The agents of a room (bounded by the number of agents registered in it)."""
-        items = paginate_query(self.db.query, TableName=self.table,
-                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                               ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "AGENT#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "AGENT#"},
+        )
         return [i["agent_id"] for i in items]
 
     # ------------------------------------------------------------------ messages
     def _message_item(self, message: Message, wakes: list[Wake] | None) -> dict[str, Any]:
-        item = {"pk": _room_pk(message.room_id), "sk": f"MSG#{message.id}", "type": "message",
-                "lsi1sk": f"MSG#{message.created_at}#{message.id}",
-                **message.model_dump(mode="json", exclude_none=True)}
+        item = {
+            "pk": _room_pk(message.room_id),
+            "sk": f"MSG#{message.id}",
+            "type": "message",
+            "lsi1sk": f"MSG#{message.created_at}#{message.id}",
+            **message.model_dump(mode="json", exclude_none=True),
+        }
         if wakes:
             item["wakes"] = [w.model_dump(mode="json") for w in wakes]
         return item
@@ -300,15 +357,18 @@ class RoomStore:
         """Write a message once (its id is the idempotency key); its wakes ride on the item."""
         return self._put_new(self._message_item(message, wakes))
 
-    def put_messages_with(self, messages: list[tuple[Message, list[Wake] | None]],
-                          also: dict[str, Any]) -> tuple[list[bool], bool] | None:
+    def put_messages_with(
+        self, messages: list[tuple[Message, list[Wake] | None]], also: dict[str, Any]
+    ) -> tuple[list[bool], bool] | None:
         """Write ``messages`` (each once, with its wakes) and ``also`` (one ``TransactWriteItems``
         entry of another table, e.g. the run's final ledger write) in one transaction (at most
         100 entries). Returns ``None`` when all landed, else which conditions failed:
         ``([message existed already, ...], also's condition failed)`` (nothing was written).
         Raises TransientError on throttling or a conflicting transaction."""
-        items = [{"Put": {"TableName": self.table, "Item": self._message_item(m, w), "ConditionExpression": _NOT_EXISTS}}
-                 for m, w in messages] + [also]
+        items = [
+            {"Put": {"TableName": self.table, "Item": self._message_item(m, w), "ConditionExpression": _NOT_EXISTS}}
+            for m, w in messages
+        ] + [also]
         failed = transact(self.db, items)
         return None if failed is None else (failed[:-1], failed[-1])
 
@@ -318,30 +378,48 @@ class RoomStore:
 
     def recent_messages(self, room_id: str, limit: int) -> list[Message]:
         """The newest ``limit`` messages, oldest first (one bounded query on the LSI)."""
-        items = self._query(IndexName="by_time", KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
-                            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "MSG#"},
-                            ScanIndexForward=False, Limit=limit)
+        items = self._query(
+            IndexName="by_time",
+            KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
+            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "MSG#"},
+            ScanIndexForward=False,
+            Limit=limit,
+        )
         return [Message.model_validate(_strip(i)) for i in reversed(items)]
 
     def all_messages(self, room_id: str) -> list[Message]:
         """Every message in time order (transcripts; never used by a run)."""
-        items = paginate_query(self.db.query, TableName=self.table, IndexName="by_time",
-                               KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
-                               ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "MSG#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            IndexName="by_time",
+            KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
+            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "MSG#"},
+        )
         return [Message.model_validate(_strip(i)) for i in items]
 
     # ------------------------------------------------------------------ tasks
     def _task_item(self, task: Task) -> dict[str, Any]:
-        item = {"pk": _room_pk(task.room_id), "sk": f"TASK#{task.id}", "type": "task",
-                "lsi1sk": f"TASK#{task.created_at}#{task.id}", **task.model_dump(mode="json", exclude_none=True)}
+        item = {
+            "pk": _room_pk(task.room_id),
+            "sk": f"TASK#{task.id}",
+            "type": "task",
+            "lsi1sk": f"TASK#{task.created_at}#{task.id}",
+            **task.model_dump(mode="json", exclude_none=True),
+        }
         if task.status == "open":
             item["gsi1pk"] = f"OPEN#{task.room_id}#{task.to}"
             item["gsi1sk"] = f"{task.created_at}#{task.id}"
         return item
 
     def _event_item(self, event: TaskEvent, wakes: list[Wake] | None) -> dict[str, Any]:
-        item = {"pk": _room_pk(event.room_id), "sk": f"TEV#{event.task_id}#{event.id}", "type": "task_event",
-                "lsi1sk": f"TEV#{event.created_at}#{event.id}", **event.model_dump(mode="json", exclude_none=True)}
+        item = {
+            "pk": _room_pk(event.room_id),
+            "sk": f"TEV#{event.task_id}#{event.id}",
+            "type": "task_event",
+            "lsi1sk": f"TEV#{event.created_at}#{event.id}",
+            **event.model_dump(mode="json", exclude_none=True),
+        }
         if wakes:
             item["wakes"] = [w.model_dump(mode="json") for w in wakes]
         return item
@@ -349,10 +427,19 @@ class RoomStore:
     def create_task(self, task: Task, event: TaskEvent, wakes: list[Wake] | None = None) -> bool:
         """Write a task and its ``created`` event in one transaction, once. ``False`` when the
         task id already exists (a repeat)."""
-        return transact_new(self.db, [
-            {"Put": {"TableName": self.table, "Item": self._task_item(task), "ConditionExpression": _NOT_EXISTS}},
-            {"Put": {"TableName": self.table, "Item": self._event_item(event, wakes), "ConditionExpression": _NOT_EXISTS}},
-        ])
+        return transact_new(
+            self.db,
+            [
+                {"Put": {"TableName": self.table, "Item": self._task_item(task), "ConditionExpression": _NOT_EXISTS}},
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": self._event_item(event, wakes),
+                        "ConditionExpression": _NOT_EXISTS,
+                    }
+                },
+            ],
+        )
 
     def add_task_event(self, event: TaskEvent, wakes: list[Wake] | None = None) -> str:
         """Write an ``update`` or ``close`` event on an open task, once.
@@ -361,20 +448,33 @@ class RoomStore:
         ``"task_closed"`` (the task is closed or gone: nothing written).
         """
         updates: dict[str, Any] = {
-            "Update": {"TableName": self.table, "Key": {"pk": _room_pk(event.room_id), "sk": f"TASK#{event.task_id}"},
-                       "ConditionExpression": "attribute_exists(pk) AND #s = :open",
-                       "ExpressionAttributeNames": {"#s": "status"},
-                       "ExpressionAttributeValues": {":open": "open", ":now": event.created_at},
-                       "UpdateExpression": "SET updated_at = :now"}}
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": _room_pk(event.room_id), "sk": f"TASK#{event.task_id}"},
+                "ConditionExpression": "attribute_exists(pk) AND #s = :open",
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": {":open": "open", ":now": event.created_at},
+                "UpdateExpression": "SET updated_at = :now",
+            }
+        }
         if event.kind == "close":
             upd = updates["Update"]
             upd["UpdateExpression"] = "SET updated_at = :now, #s = :closed, #r = :result REMOVE gsi1pk, gsi1sk"
             upd["ExpressionAttributeNames"]["#r"] = "result"
             upd["ExpressionAttributeValues"].update({":closed": "closed", ":result": event.text})
-        failed = transact(self.db, [
-            {"Put": {"TableName": self.table, "Item": self._event_item(event, wakes), "ConditionExpression": _NOT_EXISTS}},
-            updates,
-        ])
+        failed = transact(
+            self.db,
+            [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": self._event_item(event, wakes),
+                        "ConditionExpression": _NOT_EXISTS,
+                    }
+                },
+                updates,
+            ],
+        )
         if failed is None:
             return "written"
         return "exists" if failed[0] else "task_closed"
@@ -385,21 +485,31 @@ class RoomStore:
 
     def open_tasks_for(self, room_id: str, agent_id: str, limit: int) -> list[Task]:
         """Open tasks sent to an agent, oldest first (bounded query on the sparse GSI)."""
-        items = self._query(IndexName="open_tasks", KeyConditionExpression="gsi1pk = :pk",
-                            ExpressionAttributeValues={":pk": f"OPEN#{room_id}#{agent_id}"}, Limit=limit)
+        items = self._query(
+            IndexName="open_tasks",
+            KeyConditionExpression="gsi1pk = :pk",
+            ExpressionAttributeValues={":pk": f"OPEN#{room_id}#{agent_id}"},
+            Limit=limit,
+        )
         return [Task.model_validate(_strip(i)) for i in items]
 
     def all_tasks(self, room_id: str) -> list[Task]:
         """Every task of a room in creation order."""
-        items = paginate_query(self.db.query, TableName=self.table, IndexName="by_time",
-                               KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
-                               ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "TASK#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            IndexName="by_time",
+            KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
+            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "TASK#"},
+        )
         return [Task.model_validate(_strip(i)) for i in items]
 
     def task_events(self, room_id: str, task_id: str, limit: int = 100) -> list[TaskEvent]:
-        items = self._query(KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": f"TEV#{task_id}#"},
-                            Limit=limit)
+        items = self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": f"TEV#{task_id}#"},
+            Limit=limit,
+        )
         return sorted((TaskEvent.model_validate(_strip(i)) for i in items), key=lambda e: e.created_at)
 
     def get_task_event(self, room_id: str, task_id: str, event_id: str) -> TaskEvent | None:
@@ -411,15 +521,29 @@ class RoomStore:
         """Write a memory line once, and mark its partition in the room item's ``memory`` map in
         the same transaction (a run then queries only partitions that hold lines). ``False``
         when the line existed already. A room item from before the map gets the line alone."""
-        item = {"pk": _mem_pk(line.room_id, line.visibility, line.company), "sk": f"MEM#{line.id}",
-                "type": "memory", "lsi1sk": f"MEM#{line.created_at}#{line.id}",
-                **line.model_dump(mode="json", exclude_none=True)}
-        failed = transact(self.db, [
-            {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": _NOT_EXISTS}},
-            {"Update": {"TableName": self.table, "Key": {"pk": _room_pk(line.room_id), "sk": "META"},
-                        "UpdateExpression": "SET memory.#k = :t", "ConditionExpression": "attribute_exists(memory)",
+        item = {
+            "pk": _mem_pk(line.room_id, line.visibility, line.company),
+            "sk": f"MEM#{line.id}",
+            "type": "memory",
+            "lsi1sk": f"MEM#{line.created_at}#{line.id}",
+            **line.model_dump(mode="json", exclude_none=True),
+        }
+        failed = transact(
+            self.db,
+            [
+                {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": _NOT_EXISTS}},
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": {"pk": _room_pk(line.room_id), "sk": "META"},
+                        "UpdateExpression": "SET memory.#k = :t",
+                        "ConditionExpression": "attribute_exists(memory)",
                         "ExpressionAttributeNames": {"#k": _mem_key(line.visibility, line.company)},
-                        "ExpressionAttributeValues": {":t": True}}}])
+                        "ExpressionAttributeValues": {":t": True},
+                    }
+                },
+            ],
+        )
         if failed is None:
             return True
         if failed[0]:
@@ -438,9 +562,13 @@ class RoomStore:
         for visibility in ("room", "company"):
             if present is not None and _mem_key(visibility, company) not in present:
                 continue
-            items = self._query(IndexName="by_time", KeyConditionExpression="pk = :pk",
-                                ExpressionAttributeValues={":pk": _mem_pk(room_id, visibility, company)},
-                                ScanIndexForward=False, Limit=limit)
+            items = self._query(
+                IndexName="by_time",
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": _mem_pk(room_id, visibility, company)},
+                ScanIndexForward=False,
+                Limit=limit,
+            )
             lines += [MemoryLine.model_validate(_strip(i)) for i in items]
         lines.sort(key=lambda m: m.created_at)
         return lines[-limit:]
@@ -449,9 +577,15 @@ class RoomStore:
         out: list[MemoryLine] = []
         pks = [_mem_pk(room_id, "room", "")] + [_mem_pk(room_id, "company", c) for c in companies]
         for pk in pks:
-            out += [MemoryLine.model_validate(_strip(i)) for i in paginate_query(
-                self.db.query, TableName=self.table, KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues={":pk": pk})]
+            out += [
+                MemoryLine.model_validate(_strip(i))
+                for i in paginate_query(
+                    self.db.query,
+                    TableName=self.table,
+                    KeyConditionExpression="pk = :pk",
+                    ExpressionAttributeValues={":pk": pk},
+                )
+            ]
         return sorted(out, key=lambda m: m.created_at)
 
     # ------------------------------------------------------------------ approvals
@@ -460,14 +594,24 @@ class RoomStore:
         gets a new token) only refreshes the token while the request is pending. Returns
         ``approval`` itself when it was recorded now, else the stored request."""
         key = {"pk": _room_pk(approval.room_id), "sk": f"APPROVAL#{approval.run_id}#{approval.index:03d}"}
-        item = {**key, "type": "approval", "task_token": task_token, **approval.model_dump(mode="json", exclude_none=True)}
+        item = {
+            **key,
+            "type": "approval",
+            "task_token": task_token,
+            **approval.model_dump(mode="json", exclude_none=True),
+        }
         if self._put_new(item):
             return approval
         try:
             with transient_errors():
-                self.db.update_item(TableName=self.table, Key=key, UpdateExpression="SET task_token = :t",
-                                    ConditionExpression="#s = :pending", ExpressionAttributeNames={"#s": "status"},
-                                    ExpressionAttributeValues={":t": task_token, ":pending": "pending"})
+                self.db.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET task_token = :t",
+                    ConditionExpression="#s = :pending",
+                    ExpressionAttributeNames={"#s": "status"},
+                    ExpressionAttributeValues={":t": task_token, ":pending": "pending"},
+                )
         except ClientError as exc:
             if not is_condition_failure(exc):
                 raise
@@ -481,8 +625,15 @@ class RoomStore:
             return None
         return ApprovalRequest.model_validate(_strip(item)), str(item.get("task_token", ""))
 
-    def set_approval_status(self, room_id: str, run_id: str, index: int, status: str, by: str | None,
-                            from_statuses: tuple[str, ...] = ("pending",)) -> bool:
+    def set_approval_status(
+        self,
+        room_id: str,
+        run_id: str,
+        index: int,
+        status: str,
+        by: str | None,
+        from_statuses: tuple[str, ...] = ("pending",),
+    ) -> bool:
         """Move an approval from one of ``from_statuses`` (default: pending) to ``status``;
         ``False`` when it is in none of them (already decided, or gone). ``by``: who decided
         (``None``: ``system`` for an expiry, else the person recorded when deciding began)."""
@@ -494,18 +645,33 @@ class RoomStore:
             values[":by"] = by or "system"
         condition = f"attribute_exists(pk) AND #s IN ({', '.join(f':f{i}' for i in range(len(from_statuses)))})"
         return update_if(
-            self.db, TableName=self.table, Key={"pk": _room_pk(room_id), "sk": f"APPROVAL#{run_id}#{index:03d}"},
-            UpdateExpression=update, ConditionExpression=condition,
-            ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+            self.db,
+            TableName=self.table,
+            Key={"pk": _room_pk(room_id), "sk": f"APPROVAL#{run_id}#{index:03d}"},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
     def approvals(self, room_id: str) -> list[ApprovalRequest]:
-        items = paginate_query(self.db.query, TableName=self.table,
-                               KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                               ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "APPROVAL#"})
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "APPROVAL#"},
+        )
         return sorted((ApprovalRequest.model_validate(_strip(i)) for i in items), key=lambda a: (a.created_at, a.index))
 
     # ------------------------------------------------------------------ outbox
     def put_outbox(self, room_id: str, outbox_id: str, run_id: str, wakes: list[Wake]) -> bool:
         """The wakes of a run's action writes, as one item (sent by the stream dispatcher)."""
-        return self._put_new({"pk": _room_pk(room_id), "sk": f"OUTBOX#{outbox_id}", "type": "outbox",
-                              "run_id": run_id, "wakes": [w.model_dump(mode="json") for w in wakes]})
+        return self._put_new(
+            {
+                "pk": _room_pk(room_id),
+                "sk": f"OUTBOX#{outbox_id}",
+                "type": "outbox",
+                "run_id": run_id,
+                "wakes": [w.model_dump(mode="json") for w in wakes],
+            }
+        )

@@ -23,14 +23,20 @@ class RunDataStore:
 
     def put(self, run_id: str, name: str, data: dict[str, Any]) -> None:
         with transient_errors():
-            self.s3.put_object(Bucket=self.bucket, Key=f"{RUN_DATA_PREFIX}{run_id}/{name}.json",
-                               Body=json.dumps(data).encode(), ContentType="application/json")
+            self.s3.put_object(
+                Bucket=self.bucket,
+                Key=f"{RUN_DATA_PREFIX}{run_id}/{name}.json",
+                Body=json.dumps(data).encode(),
+                ContentType="application/json",
+            )
 
     def get(self, run_id: str, name: str) -> dict[str, Any] | None:
         """The stored document, or ``None`` when it does not exist."""
         try:
             with transient_errors():
-                body = self.s3.get_object(Bucket=self.bucket, Key=f"{RUN_DATA_PREFIX}{run_id}/{name}.json")["Body"].read()
+                body = self.s3.get_object(Bucket=self.bucket, Key=f"{RUN_DATA_PREFIX}{run_id}/{name}.json")[
+                    "Body"
+                ].read()
         except ClientError as exc:
             if error_code(exc) in {"NoSuchKey", "404"}:
                 return None

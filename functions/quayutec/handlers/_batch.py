@@ -31,8 +31,9 @@ def stream_id(record: dict[str, Any]) -> str:
     return str((record.get("dynamodb") or {}).get("SequenceNumber", ""))
 
 
-def partial_response(event: dict[str, Any], handle: Callable[[dict[str, Any]], Any],
-                     item_id: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+def partial_response(
+    event: dict[str, Any], handle: Callable[[dict[str, Any]], Any], item_id: Callable[[dict[str, Any]], str]
+) -> dict[str, Any]:
     """``{"batchItemFailures": [{"itemIdentifier": id}, ...]}`` of ``event``'s records, each given
     to ``handle`` (a raw record dict) in order; raises :class:`BatchFailed` when all failed."""
     records = (event.get("Records") or []) if isinstance(event, dict) else []

@@ -38,8 +38,10 @@ def phase_handler(phase: Phase, states: Callable[[RunState], int] = lambda out: 
         try:
             state = RunState.model_validate(event.get("state") or {})
         except ValidationError as exc:
-            raise RunStateInvalid(f"state does not fit the run state: {exc.error_count()} error(s), first at "
-                                  f"{'.'.join(str(x) for x in exc.errors()[0]['loc'])}") from None
+            raise RunStateInvalid(
+                f"state does not fit the run state: {exc.error_count()} error(s), first at "
+                f"{'.'.join(str(x) for x in exc.errors()[0]['loc'])}"
+            ) from None
         if state.run:
             logger.append_keys(run_id=state.run.run_id, agent_id=state.run.agent_id)
         d = deps or default_deps()

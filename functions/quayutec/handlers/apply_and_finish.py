@@ -4,5 +4,6 @@ approved actions and the run's wakes written (SPEC §2.7), then the final status
 from quayutec.handlers._phase import phase_handler
 from quayutec.logic.phases import apply_and_finish as phase
 
-handler = phase_handler(lambda deps, state, event: phase.apply_and_finish(deps, state),
-                        states=phase.apply_and_finish_states)
+handler = phase_handler(
+    lambda deps, state, event: phase.apply_and_finish(deps, state), states=phase.apply_and_finish_states
+)

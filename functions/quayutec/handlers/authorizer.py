@@ -56,9 +56,20 @@ def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = N
     logger.debug("token accepted", extra={"token_id": principal.token_id, "company": principal.company})
     return {
         "principalId": f"{principal.company or '_admin'}/{principal.member}",
-        "policyDocument": {"Version": "2012-10-17", "Statement": [{
-            "Action": "execute-api:Invoke", "Effect": "Allow",
-            "Resource": stage_wildcard(str(event.get("methodArn", "")))}]},
-        "context": {"company": principal.company or "", "member": principal.member,
-                    "admin": "true" if principal.admin else "false", "token_id": principal.token_id},
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Action": "execute-api:Invoke",
+                    "Effect": "Allow",
+                    "Resource": stage_wildcard(str(event.get("methodArn", ""))),
+                }
+            ],
+        },
+        "context": {
+            "company": principal.company or "",
+            "member": principal.member,
+            "admin": "true" if principal.admin else "false",
+            "token_id": principal.token_id,
+        },
     }

@@ -4,5 +4,7 @@ from quayutec.handlers._phase import phase_handler
 from quayutec.logic.phases import call_model as phase
 
 # States entered: CallModel, ModelOutcome? and, before another request, the Wait.
-handler = phase_handler(lambda deps, state, event: phase.call_model(deps, state),
-                        states=lambda out: 3 if out.model is not None and out.model.outcome == "wait" else 2)
+handler = phase_handler(
+    lambda deps, state, event: phase.call_model(deps, state),
+    states=lambda out: 3 if out.model is not None and out.model.outcome == "wait" else 2,
+)

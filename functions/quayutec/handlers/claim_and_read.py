@@ -6,5 +6,8 @@ the claim (the ASL ends the attempt in a Succeed state)."""
 from quayutec.handlers._phase import phase_handler
 from quayutec.logic.phases import claim_and_read as phase
 
-handler = phase_handler(lambda deps, state, event: phase.claim_and_read(
-    deps, state, event["run_id"], event["execution_arn"], event.get("execution_start")))
+handler = phase_handler(
+    lambda deps, state, event: phase.claim_and_read(
+        deps, state, event["run_id"], event["execution_arn"], event.get("execution_start")
+    )
+)

@@ -40,8 +40,10 @@ def record_handler(record: dict[str, Any]) -> int:
     if record.get("eventName") != "INSERT":
         return 0
     if not from_room_table(record):
-        logger.warning("stream record of another source skipped",
-                       extra={"event_source_arn": str(record.get("eventSourceARN"))[:256]})
+        logger.warning(
+            "stream record of another source skipped",
+            extra={"event_source_arn": str(record.get("eventSourceARN"))[:256]},
+        )
         return 0
     wakes = wakes_of_stream_image(new_image(record))
     if wakes:

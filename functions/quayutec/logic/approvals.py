@@ -35,8 +35,12 @@ from quayutec.models import FINAL_STATUSES, ApprovalRequest, Author
 #: Step Functions errors meaning the token can no longer be answered (SendTaskSuccess API reference).
 _DEAD_TOKEN = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 #: Step Functions refused the call for a reason worth retrying: nothing was accepted.
-_SFN_TRANSIENT = TRANSIENT_CODES | {"InternalFailure", "ServiceUnavailableException", "TooManyRequestsException",
-                                    "ServiceQuotaExceededException"}
+_SFN_TRANSIENT = TRANSIENT_CODES | {
+    "InternalFailure",
+    "ServiceUnavailableException",
+    "TooManyRequestsException",
+    "ServiceQuotaExceededException",
+}
 #: The request may have reached Step Functions: whether it was accepted is unknown.
 _FATE_UNKNOWN = (ReadTimeoutError, ConnectionClosedError)
 _FINAL = ("approved", "rejected", "expired")
@@ -92,8 +96,9 @@ def decide_approval(deps: Deps, room_id: str, approval_id: str, person: Author, 
         if approve:
             sfn.send_task_success(taskToken=token, output=json.dumps({"approved_by": person.id}))
         else:
-            sfn.send_task_failure(taskToken=token, error=ApprovalRejected.__name__,
-                                  cause=f"denied by {person.id} of {person.company}")
+            sfn.send_task_failure(
+                taskToken=token, error=ApprovalRejected.__name__, cause=f"denied by {person.id} of {person.company}"
+            )
     except ClientError as exc:
         code = error_code(exc)
         if code in _DEAD_TOKEN:
@@ -102,22 +107,26 @@ def decide_approval(deps: Deps, room_id: str, approval_id: str, person: Author, 
         deps.room.set_approval_status(room_id, run_id, index, "pending", None, from_statuses=("deciding",))
         http = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         if code in _SFN_TRANSIENT or http >= 500:
-            raise DecisionUnavailable(f"Step Functions did not take the decision ({code}): "
-                                      f"approval {approval_id!r} is still pending, retry") from None
+            raise DecisionUnavailable(
+                f"Step Functions did not take the decision ({code}): approval {approval_id!r} is still pending, retry"
+            ) from None
         raise
     except _FATE_UNKNOWN:
         # It may have landed: the row stays deciding; the retry (or the run) settles it.
-        raise DecisionUnavailable(f"the decision on approval {approval_id!r} may not have reached Step "
-                                  "Functions: retry") from None
+        raise DecisionUnavailable(
+            f"the decision on approval {approval_id!r} may not have reached Step Functions: retry"
+        ) from None
     except BotoCoreError:  # never connected: nothing was sent
         deps.room.set_approval_status(room_id, run_id, index, "pending", None, from_statuses=("deciding",))
-        raise DecisionUnavailable(f"Step Functions could not be reached: approval {approval_id!r} is still "
-                                  "pending, retry") from None
+        raise DecisionUnavailable(
+            f"Step Functions could not be reached: approval {approval_id!r} is still pending, retry"
+        ) from None
     # Accepted: this is the decision, whatever the row said meanwhile. Should this write fail,
     # the run records the outcome it was given and sets the row itself.
     try:
-        deps.room.set_approval_status(room_id, run_id, index, status, person.id,
-                                      from_statuses=("pending", "deciding", "expired"))
+        deps.room.set_approval_status(
+            room_id, run_id, index, status, person.id, from_statuses=("pending", "deciding", "expired")
+        )
     except (TransientError, ClientError):
         pass
     return approval.model_copy(update={"status": status, "decided_by": person.id})
@@ -132,8 +141,14 @@ def _dead_token(deps: Deps, approval: ApprovalRequest, prior: str, status: str, 
         outcome = "expired"  # no earlier answer was sent: the token died unanswered
     if outcome is None:  # an earlier answer may have landed; the run will record its outcome
         raise Conflict(f"approval {approval.id!r} was answered already; the run is recording the outcome")
-    deps.room.set_approval_status(room_id, run_id, index, outcome, None if outcome != "expired" else "system",
-                                  from_statuses=("pending", "deciding"))
+    deps.room.set_approval_status(
+        room_id,
+        run_id,
+        index,
+        outcome,
+        None if outcome != "expired" else "system",
+        from_statuses=("pending", "deciding"),
+    )
     if outcome == status:  # the person's own earlier answer landed: this retry is answered by it
         return approval.model_copy(update={"status": status, "decided_by": approval.decided_by or person.id})
     if outcome == "expired":

@@ -30,13 +30,16 @@ def send_wakes(queue_url: str, wakes: list[Wake], client: Any | None = None) -> 
     stream record is retried (a repeat is harmless: the execution name dedups)."""
     q = client or sqs()
     for start in range(0, len(wakes), 10):
-        batch = wakes[start:start + 10]
+        batch = wakes[start : start + 10]
         with transient_errors():
-            resp = q.send_message_batch(QueueUrl=queue_url, Entries=[
-                {"Id": str(i), "MessageBody": w.model_dump_json()} for i, w in enumerate(batch)])
+            resp = q.send_message_batch(
+                QueueUrl=queue_url,
+                Entries=[{"Id": str(i), "MessageBody": w.model_dump_json()} for i, w in enumerate(batch)],
+            )
         if resp.get("Failed"):
-            raise RuntimeError(f"{len(resp['Failed'])} wake(s) not accepted by SQS: "
-                               + ", ".join(f["Code"] for f in resp["Failed"]))
+            raise RuntimeError(
+                f"{len(resp['Failed'])} wake(s) not accepted by SQS: " + ", ".join(f["Code"] for f in resp["Failed"])
+            )
 
 
 def start_run(deps: Deps, wake: Wake, receive_count: int = 1) -> str:
@@ -56,16 +59,26 @@ def start_run(deps: Deps, wake: Wake, receive_count: int = 1) -> str:
     outcome = "started"
     try:
         with transient_errors():
-            sfn.start_execution(stateMachineArn=deps.settings.state_machine_arn, name=name,
-                                input=json.dumps({"wake": wake.model_dump(mode="json")}))
+            sfn.start_execution(
+                stateMachineArn=deps.settings.state_machine_arn,
+                name=name,
+                input=json.dumps({"wake": wake.model_dump(mode="json")}),
+            )
     except ClientError as exc:
         if error_code(exc) != "ExecutionAlreadyExists":
             raise
         outcome = "already_exists"
     if outcome == "already_exists" or receive_count > 1:
         repeats = deps.ledger.count_repeat_delivery(wake.agent_id, wake.wake_id, outcome)
-        logger.info("repeated wake delivery", extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id,
-                                                     "repeats": repeats, "outcome": outcome,
-                                                     "receive_count": receive_count})
+        logger.info(
+            "repeated wake delivery",
+            extra={
+                "agent_id": wake.agent_id,
+                "wake_id": wake.wake_id,
+                "repeats": repeats,
+                "outcome": outcome,
+                "receive_count": receive_count,
+            },
+        )
         metrics.add_metric(name="DuplicateWakeDelivery", unit=MetricUnit.Count, value=1)
     return outcome

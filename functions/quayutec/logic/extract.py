@@ -14,11 +14,27 @@ import time
 from html.parser import HTMLParser
 
 KINDS = ("text", "markdown", "csv", "json", "html", "pdf")
-_BY_SUFFIX = {".txt": "text", ".text": "text", ".log": "text", ".md": "markdown", ".markdown": "markdown",
-              ".csv": "csv", ".json": "json", ".html": "html", ".htm": "html", ".pdf": "pdf"}
-_BY_TYPE = {"text/plain": "text", "text/markdown": "markdown", "text/x-markdown": "markdown",
-            "text/csv": "csv", "application/json": "json", "text/html": "html",
-            "application/pdf": "pdf"}
+_BY_SUFFIX = {
+    ".txt": "text",
+    ".text": "text",
+    ".log": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".csv": "csv",
+    ".json": "json",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+_BY_TYPE = {
+    "text/plain": "text",
+    "text/markdown": "markdown",
+    "text/x-markdown": "markdown",
+    "text/csv": "csv",
+    "application/json": "json",
+    "text/html": "html",
+    "application/pdf": "pdf",
+}
 
 #: PDF bounds: pages read, and seconds spent extracting (the ingest function's timeout is 300 s).
 PDF_MAX_PAGES = 2000
@@ -82,8 +98,27 @@ def _decode(data: bytes) -> str:
 
 class _Text(HTMLParser):
     _SKIP = {"script", "style", "noscript", "template"}
-    _BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article",
-              "table", "ul", "ol", "pre", "blockquote", "title"}
+    _BLOCK = {
+        "p",
+        "div",
+        "br",
+        "li",
+        "tr",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "section",
+        "article",
+        "table",
+        "ul",
+        "ol",
+        "pre",
+        "blockquote",
+        "title",
+    }
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

@@ -30,18 +30,36 @@ def new_file_id() -> str:
     return "f-" + secrets.token_hex(8)
 
 
-def declare_upload(deps: Any, room_id: str, *, name: str, content_type: str, size: int, uploader: Author,
-                   at: str, file_id: str | None = None) -> RoomFile:
+def declare_upload(
+    deps: Any,
+    room_id: str,
+    *,
+    name: str,
+    content_type: str,
+    size: int,
+    uploader: Author,
+    at: str,
+    file_id: str | None = None,
+) -> RoomFile:
     """Record a file ``uploading`` (kind from its type or name). Raises ValueError for a kind
     not accepted or a size over the limit (checked by the caller first, for its own status)."""
     kind = kind_of(name, content_type)
     if kind is None:
-        raise ValueError(f"{name!r} ({content_type}): not a kind the room takes (plain text, Markdown, CSV, "
-                         "JSON, HTML, PDF)")
+        raise ValueError(
+            f"{name!r} ({content_type}): not a kind the room takes (plain text, Markdown, CSV, JSON, HTML, PDF)"
+        )
     if size > R.MAX_UPLOAD_BYTES:
         raise ValueError(f"{size} bytes is over the {R.MAX_UPLOAD_BYTES} byte limit")
-    f = RoomFile(id=file_id or new_file_id(), room_id=room_id, name=name, content_type=content_type, size=size,
-                 kind=kind, uploader=uploader, created_at=at)
+    f = RoomFile(
+        id=file_id or new_file_id(),
+        room_id=room_id,
+        name=name,
+        content_type=content_type,
+        size=size,
+        kind=kind,
+        uploader=uploader,
+        created_at=at,
+    )
     if not deps.files.put_file(f):
         raise RuntimeError(f"file id {f.id} collision")
     return f
@@ -84,8 +102,20 @@ def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
         return "skipped"  # a redelivered event of a finished ingest
 
     def fail(reason: str) -> str:
-        if files.finish_file(room_id, file_id, status="failed", reason=reason, chunks=0, size=size, at=at,
-                             etag=etag, replacing=replacing) and meta.status == "ready":
+        if (
+            files.finish_file(
+                room_id,
+                file_id,
+                status="failed",
+                reason=reason,
+                chunks=0,
+                size=size,
+                at=at,
+                etag=etag,
+                replacing=replacing,
+            )
+            and meta.status == "ready"
+        ):
             update_index(deps, room_id, add=[], remove=file_id, limit=deps.settings.max_file_chunks)
         return f"failed: {reason}"
 
@@ -98,8 +128,7 @@ def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
         return fail(str(exc))
     chunks: list[FileChunk] = []
     for page, text in parts:
-        chunks += retrieval.chunk_text(room_id, meta.name, text, file_id=file_id, page=page,
-                                       start_index=len(chunks))
+        chunks += retrieval.chunk_text(room_id, meta.name, text, file_id=file_id, page=page, start_index=len(chunks))
     if not chunks:
         return fail("no text")
     limit = deps.settings.max_file_chunks
@@ -107,8 +136,17 @@ def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
         update_index(deps, room_id, add=chunks, remove=file_id, limit=limit)
     except TooManyChunks as exc:
         return fail(str(exc))
-    if not files.finish_file(room_id, file_id, status="ready", reason=None, chunks=len(chunks), size=size, at=at,
-                             etag=etag, replacing=replacing):
+    if not files.finish_file(
+        room_id,
+        file_id,
+        status="ready",
+        reason=None,
+        chunks=len(chunks),
+        size=size,
+        at=at,
+        etag=etag,
+        replacing=replacing,
+    ):
         if files.get_file(room_id, file_id) is None:  # deleted while ingesting: take it out again
             update_index(deps, room_id, add=[], remove=file_id, limit=limit)
         return "skipped"
@@ -146,8 +184,9 @@ def update_index(deps: Any, room_id: str, *, add: list[FileChunk], remove: str |
 
 
 # ----------------------------------------------------------------------------- runs
-def passages(deps: Any, room_id: str, query: str, k: int,
-             pointer: tuple[int, str | None] | None = None) -> tuple[int, list[FileChunk]]:
+def passages(
+    deps: Any, room_id: str, query: str, k: int, pointer: tuple[int, str | None] | None = None
+) -> tuple[int, list[FileChunk]]:
     """The room's index version and its top ``k`` passages for ``query``: one pointer read (none
     when the caller read ``pointer``, ``(version, object key)``, with its other reads) and,
     unless this Lambda holds that version already, one object read."""

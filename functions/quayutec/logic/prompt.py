@@ -49,7 +49,7 @@ def user_text(ctx: dict[str, Any]) -> str:
         lines.append(f"- [{m['created_at'][:19]}] {_author(m['author'])}: {_inline(m['text'])}")
     lines.append("\n## Open tasks sent to you")
     for t in ctx["open_tasks"] or []:
-        lines.append(f"- {t['id']} \"{_inline(t['title'])}\" from {_author(t['created_by'])}: {_inline(t['body'])}")
+        lines.append(f'- {t["id"]} "{_inline(t["title"])}" from {_author(t["created_by"])}: {_inline(t["body"])}')
     if not ctx["open_tasks"]:
         lines.append("- none")
     lines.append("\n## Memory")
@@ -58,8 +58,11 @@ def user_text(ctx: dict[str, Any]) -> str:
     if ctx["passages"]:
         lines.append("\n## From the room's files")
         for p in ctx["passages"]:
-            where = [f"part {p['index'] + 1}"] + ([f"page {p['page']}"] if p.get("page") else []) + (
-                [f"line {p['line']}"] if p.get("line") else [])
+            where = (
+                [f"part {p['index'] + 1}"]
+                + ([f"page {p['page']}"] if p.get("page") else [])
+                + ([f"line {p['line']}"] if p.get("line") else [])
+            )
             lines.append(f"### {_inline(p['name'])} ({', '.join(where)})\n{_block(p['text'])}")
     cause = ctx["cause"]
     lines.append("\n## Why you woke")
@@ -68,8 +71,10 @@ def user_text(ctx: dict[str, Any]) -> str:
         lines.append(f"Message from {_author(m['author'])}: {_inline(m['text'])}")
     else:
         t, e = cause["task"], cause["event"]
-        lines.append(f"Task {t['id']} ({t['status']}) \"{_inline(t['title'])}\" for {t['to']} by "
-                     f"{_author(t['created_by'])}: event '{e['kind']}' by {_author(e['by'])}: {_inline(e['text'])}")
+        lines.append(
+            f'Task {t["id"]} ({t["status"]}) "{_inline(t["title"])}" for {t["to"]} by '
+            f"{_author(t['created_by'])}: event '{e['kind']}' by {_author(e['by'])}: {_inline(e['text'])}"
+        )
         if e["kind"] == "created":
             lines.append(f"Task body: {_inline(t['body'])}")
     return "\n".join(lines)

@@ -41,8 +41,9 @@ CHUNK_CHARS = 800
 INDEX_FORMAT = 1
 _CHUNKS_MEMBER = "chunks.json"
 #: Index files bm25s writes (``BM25.save``), the only members an index object may hold.
-_BM25_MEMBERS = frozenset({"data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy",
-                           "vocab.index.json", "params.index.json"})
+_BM25_MEMBERS = frozenset(
+    {"data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "vocab.index.json", "params.index.json"}
+)
 
 
 def tokenize(text: str) -> list[str]:
@@ -53,8 +54,16 @@ def tokenize(text: str) -> list[str]:
 _LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
 
 
-def chunk_text(room_id: str, name: str, text: str, size: int = CHUNK_CHARS, *, file_id: str = "",
-               page: int | None = None, start_index: int = 0) -> list[FileChunk]:
+def chunk_text(
+    room_id: str,
+    name: str,
+    text: str,
+    size: int = CHUNK_CHARS,
+    *,
+    file_id: str = "",
+    page: int | None = None,
+    start_index: int = 0,
+) -> list[FileChunk]:
     """Split a file's text into chunks of at most ``size`` characters, on line breaks when
     possible; each chunk knows the first line it covers (1-based) and its ``page`` if given.
 
@@ -71,7 +80,7 @@ def chunk_text(room_id: str, name: str, text: str, size: int = CHUNK_CHARS, *, f
                 chunks.append((current_line, current))
             current = ""
             cut = len(line) - (len(line) % size or size)  # whole pieces; the last one (<= size) goes on
-            chunks.extend((lineno, line[i:i + size]) for i in range(0, cut, size))
+            chunks.extend((lineno, line[i : i + size]) for i in range(0, cut, size))
             line = line[cut:]
         if len(current) + len(line) > size and current:
             if current.strip():
@@ -82,9 +91,10 @@ def chunk_text(room_id: str, name: str, text: str, size: int = CHUNK_CHARS, *, f
         current += line
     if current.strip():
         chunks.append((current_line, current))
-    return [FileChunk(room_id=room_id, name=name, index=start_index + i, text=c, file_id=file_id,
-                      line=ln, page=page)
-            for i, (ln, c) in enumerate(chunks)]
+    return [
+        FileChunk(room_id=room_id, name=name, index=start_index + i, text=c, file_id=file_id, line=ln, page=page)
+        for i, (ln, c) in enumerate(chunks)
+    ]
 
 
 # ----------------------------------------------------------------------------- the index
@@ -105,8 +115,7 @@ class RoomIndex:
         import numpy as np
 
         ids = self.retriever.get_tokens_ids(tokenize(query))
-        scores = (self.retriever.get_scores_from_ids(ids) if ids
-                  else np.zeros(len(self.chunks), dtype="float32"))
+        scores = self.retriever.get_scores_from_ids(ids) if ids else np.zeros(len(self.chunks), dtype="float32")
         order = np.lexsort((np.arange(len(self.chunks)), -scores))  # score desc, then index
         if len(self.chunks) <= k:
             return [self.chunks[int(i)] for i in order]
@@ -123,8 +132,7 @@ def build_index(chunks: list[FileChunk]) -> bytes:
     import bm25s
 
     out = io.BytesIO()
-    with tempfile.TemporaryDirectory(prefix="quay-index-") as tmp, \
-            tarfile.open(fileobj=out, mode="w:gz") as tar:
+    with tempfile.TemporaryDirectory(prefix="quay-index-") as tmp, tarfile.open(fileobj=out, mode="w:gz") as tar:
         meta = {"format": INDEX_FORMAT, "chunks": [c.model_dump(mode="json") for c in chunks]}
         _add(tar, _CHUNKS_MEMBER, json.dumps(meta).encode())
         if chunks:

@@ -66,12 +66,20 @@ def shown(value: str, limit: int = 64) -> str:
 
 
 def _deny(index: int, kind: str, reason: str, fields: dict[str, Any] | None = None, target: str = "") -> ActionRecord:
-    return ActionRecord(index=index, kind=shown(kind), fields=fields or {}, decision="deny", reason=reason,
-                        target=target, outcome="denied")
+    return ActionRecord(
+        index=index,
+        kind=shown(kind),
+        fields=fields or {},
+        decision="deny",
+        reason=reason,
+        target=target,
+        outcome="denied",
+    )
 
 
-def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent: Agent, policy: RightsPolicy | None,
-                  room: RoomView) -> ActionRecord:
+def decide_action(
+    index: int, name: str, arguments: dict[str, Any] | None, agent: Agent, policy: RightsPolicy | None, room: RoomView
+) -> ActionRecord:
     """Validate and decide one declared action. Never raises for bad model output."""
     model = ACTION_MODELS.get(name)
     if model is None:
@@ -91,8 +99,13 @@ def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent
     elif name == "create_task":
         to = resolve_agent(fields["to"], room.agent_company)  # an id, or the name of one agent
         if to is None:
-            return _deny(index, name, f"agent '{shown(fields['to'])}' is not in the room", fields,
-                         f"task for {shown(fields['to'])}")
+            return _deny(
+                index,
+                name,
+                f"agent '{shown(fields['to'])}' is not in the room",
+                fields,
+                f"task for {shown(fields['to'])}",
+            )
         fields["to"] = to
         target = f"task for {to}"
         target_company = room.agent_company[to]
@@ -113,18 +126,29 @@ def decide_action(index: int, name: str, arguments: dict[str, Any] | None, agent
     decision, rule = decide(policy, agent.id, name, cross)
     reason = f"{agent.company} policy: {rule} = {decision}" + (f"; the target is {target_company}'s" if cross else "")
     outcome = {"allow": "pending", "ask": "held", "deny": "denied"}[decision]
-    return ActionRecord(index=index, kind=name, fields=fields, decision=decision, reason=reason, target=target,
-                        target_company=target_company, outcome=outcome)  # type: ignore[arg-type]
+    return ActionRecord(
+        index=index,
+        kind=name,
+        fields=fields,
+        decision=decision,
+        reason=reason,
+        target=target,
+        target_company=target_company,
+        outcome=outcome,
+    )  # type: ignore[arg-type]
 
 
-def decide_all(tool_calls: list[dict[str, Any]], agent: Agent, policy: RightsPolicy | None,
-               room: RoomView) -> tuple[list[ActionRecord], int]:
+def decide_all(
+    tool_calls: list[dict[str, Any]], agent: Agent, policy: RightsPolicy | None, room: RoomView
+) -> tuple[list[ActionRecord], int]:
     """Decide every declared action in order; at most 25 (the rest are "over limit").
 
     ``tool_calls``: ``[{"name": str, "input": dict | None}]``. Returns ``(records, over_limit)``.
     """
-    records = [decide_action(i, str(c.get("name") or ""), c.get("input"), agent, policy, room)
-               for i, c in enumerate(tool_calls[:MAX_ACTIONS])]
+    records = [
+        decide_action(i, str(c.get("name") or ""), c.get("input"), agent, policy, room)
+        for i, c in enumerate(tool_calls[:MAX_ACTIONS])
+    ]
     return records, max(0, len(tool_calls) - MAX_ACTIONS)
 
 

@@ -63,8 +63,9 @@ class RoomService:
         return list(dict.fromkeys(a for _, a in resolved if a is not None))
 
     # ------------------------------------------------------------------ messages
-    def post_message(self, room_id: str, author: Author, text: str, to: list[str] | None = None,
-                     idempotency_key: str | None = None) -> Message:
+    def post_message(
+        self, room_id: str, author: Author, text: str, to: list[str] | None = None, idempotency_key: str | None = None
+    ) -> Message:
         """Post a person's message; it wakes the agents in ``to`` and those it @mentions.
 
         Raises InvalidInput (empty or over 32 KiB text, unknown recipient), NotFound, Forbidden.
@@ -76,8 +77,15 @@ class RoomService:
         self.member_room(room_id, author.company or "")
         recipients = self._room_agents(room_id, list(to or []))
         mentioned = wake_rules.mentions(text, self.store.room_agent_ids(room_id))
-        msg = Message(id=_new_id("msg", idempotency_key), room_id=room_id, author=author, text=text,
-                      to=recipients, mentions=mentioned, created_at=now_iso())
+        msg = Message(
+            id=_new_id("msg", idempotency_key),
+            room_id=room_id,
+            author=author,
+            text=text,
+            to=recipients,
+            mentions=mentioned,
+            created_at=now_iso(),
+        )
         wakes = wake_rules.person_message_wakes(msg, recipients + mentioned)
         if not self.store.put_message(msg, wakes):
             existing = self.store.get_message(room_id, msg.id)
@@ -87,18 +95,34 @@ class RoomService:
         return msg
 
     # ------------------------------------------------------------------ tasks
-    def create_task(self, room_id: str, author: Author, to: str, title: str, body: str,
-                    idempotency_key: str | None = None) -> Task:
+    def create_task(
+        self, room_id: str, author: Author, to: str, title: str, body: str, idempotency_key: str | None = None
+    ) -> Task:
         """Create a task sent to agent ``to``; it wakes that agent (hop 0)."""
         if not title.strip():
             raise InvalidInput("title must not be empty")
         self.member_room(room_id, author.company or "")
         (to,) = self._room_agents(room_id, [to])
         now = now_iso()
-        task = Task(id=_new_id("task", idempotency_key), room_id=room_id, title=title, body=body, to=to,
-                    created_by=author, created_at=now, updated_at=now)
-        event = TaskEvent(id=f"tev-{task.id}-created", room_id=room_id, task_id=task.id, kind="created",
-                          text=title, by=author, created_at=now)
+        task = Task(
+            id=_new_id("task", idempotency_key),
+            room_id=room_id,
+            title=title,
+            body=body,
+            to=to,
+            created_by=author,
+            created_at=now,
+            updated_at=now,
+        )
+        event = TaskEvent(
+            id=f"tev-{task.id}-created",
+            room_id=room_id,
+            task_id=task.id,
+            kind="created",
+            text=title,
+            by=author,
+            created_at=now,
+        )
         wakes = wake_rules.task_event_wakes(room_id, task.id, event.id, [to], hop=0, exclude=None)
         if not self.store.create_task(task, event, wakes):
             existing = self.store.get_task(room_id, task.id)
@@ -107,8 +131,9 @@ class RoomService:
             return existing
         return task
 
-    def task_event(self, room_id: str, author: Author, task_id: str, kind: str, text: str,
-                   idempotency_key: str | None = None) -> TaskEvent:
+    def task_event(
+        self, room_id: str, author: Author, task_id: str, kind: str, text: str, idempotency_key: str | None = None
+    ) -> TaskEvent:
         """A person's ``update`` (a note) or ``close`` (a result) on an open task; it wakes the
         assignee and the agent that created the task. Only a person of the task creator's or the
         assignee's company may (SPEC §5). Raises NotFound, Forbidden, Conflict (closed)."""
@@ -120,10 +145,18 @@ class RoomService:
             raise NotFound(f"task {task_id!r} is not in room {room_id!r}")
         if author.company not in self.task_companies(task):
             raise Forbidden(f"only the companies of task {task_id!r}'s creator and assignee may {kind} it")
-        event = TaskEvent(id=_new_id("tev", idempotency_key), room_id=room_id, task_id=task_id, kind=kind,  # type: ignore[arg-type]
-                          text=text, by=author, created_at=now_iso())
-        wakes = wake_rules.task_event_wakes(room_id, task_id, event.id, wake_rules.task_watchers(task), hop=0,
-                                            exclude=None)
+        event = TaskEvent(
+            id=_new_id("tev", idempotency_key),
+            room_id=room_id,
+            task_id=task_id,
+            kind=kind,  # type: ignore[arg-type]
+            text=text,
+            by=author,
+            created_at=now_iso(),
+        )
+        wakes = wake_rules.task_event_wakes(
+            room_id, task_id, event.id, wake_rules.task_watchers(task), hop=0, exclude=None
+        )
         result = self.store.add_task_event(event, wakes)
         if result == "task_closed":
             raise Conflict(f"task {task_id!r} is closed")

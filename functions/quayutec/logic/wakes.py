@@ -46,19 +46,46 @@ def task_watchers(task: Task) -> list[str]:
 
 
 def person_message_wakes(message: Message, recipients: list[str]) -> list[Wake]:
-    return [Wake(agent_id=a, wake_id=ids.message_wake_id(message.id), room_id=message.room_id, hop=0,
-                 cause_kind="message", cause_id=message.id) for a in unique(recipients)]
+    return [
+        Wake(
+            agent_id=a,
+            wake_id=ids.message_wake_id(message.id),
+            room_id=message.room_id,
+            hop=0,
+            cause_kind="message",
+            cause_id=message.id,
+        )
+        for a in unique(recipients)
+    ]
 
 
-def task_event_wakes(room_id: str, task_id: str, event_id: str, agents: list[str], hop: int,
-                     exclude: str | None) -> list[Wake]:
-    return [Wake(agent_id=a, wake_id=ids.task_event_wake_id(event_id), room_id=room_id, hop=hop,
-                 cause_kind="task_event", cause_id=event_id, task_id=task_id)
-            for a in unique(agents, exclude=exclude)]
+def task_event_wakes(
+    room_id: str, task_id: str, event_id: str, agents: list[str], hop: int, exclude: str | None
+) -> list[Wake]:
+    return [
+        Wake(
+            agent_id=a,
+            wake_id=ids.task_event_wake_id(event_id),
+            room_id=room_id,
+            hop=hop,
+            cause_kind="task_event",
+            cause_id=event_id,
+            task_id=task_id,
+        )
+        for a in unique(agents, exclude=exclude)
+    ]
 
 
-def run_wakes(*, run_id: str, room_id: str, step: str, run_agent: str, run_hop: int, hop_limit: int,
-              targets: list[tuple[str, str, str, str | None]]) -> tuple[list[Wake], list[Message]]:
+def run_wakes(
+    *,
+    run_id: str,
+    room_id: str,
+    step: str,
+    run_agent: str,
+    run_hop: int,
+    hop_limit: int,
+    targets: list[tuple[str, str, str, str | None]],
+) -> tuple[list[Wake], list[Message]]:
     """Wakes for one write step of a run, and the notices for wakes past the hop limit.
 
     ``targets``: ``(agent_id, cause_kind, cause_id, task_id)``, first cause per agent wins; the
@@ -73,11 +100,27 @@ def run_wakes(*, run_id: str, room_id: str, step: str, run_agent: str, run_hop: 
             continue
         done.add(agent_id)
         if hop > hop_limit:
-            notices.append(Message(
-                id=ids.notice_id(run_id, step, agent_id), room_id=room_id,
-                author=Author(kind="system", id="quayutec"), kind="notice", run_id=run_id, created_at=now_iso(),
-                text=f"{agent_id} was not woken: hop limit {hop_limit} reached (wake by {run_agent}, hop {hop})."))
+            notices.append(
+                Message(
+                    id=ids.notice_id(run_id, step, agent_id),
+                    room_id=room_id,
+                    author=Author(kind="system", id="quayutec"),
+                    kind="notice",
+                    run_id=run_id,
+                    created_at=now_iso(),
+                    text=f"{agent_id} was not woken: hop limit {hop_limit} reached (wake by {run_agent}, hop {hop}).",
+                )
+            )
             continue
-        wakes.append(Wake(agent_id=agent_id, wake_id=ids.run_wake_id(run_id, step, agent_id), room_id=room_id,
-                          hop=hop, cause_kind=cause_kind, cause_id=cause_id, task_id=task_id))  # type: ignore[arg-type]
+        wakes.append(
+            Wake(
+                agent_id=agent_id,
+                wake_id=ids.run_wake_id(run_id, step, agent_id),
+                room_id=room_id,
+                hop=hop,
+                cause_kind=cause_kind,
+                cause_id=cause_id,
+                task_id=task_id,
+            )
+        )  # type: ignore[arg-type]
     return wakes, notices

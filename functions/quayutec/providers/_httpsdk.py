@@ -15,21 +15,44 @@ from .classify import CONNECTION, TIMEOUT, build_failure
 from .models import ProviderFailure
 
 
-def failure_from_sdk_error(provider: str, sdk: ModuleType, exc: BaseException, secret: str,
-                           request_id_header: str) -> ProviderFailure | None:
+def failure_from_sdk_error(
+    provider: str, sdk: ModuleType, exc: BaseException, secret: str, request_id_header: str
+) -> ProviderFailure | None:
     """The failure for an SDK exception, or ``None`` when ``exc`` is not an SDK API error."""
     if isinstance(exc, sdk.APITimeoutError):
-        return build_failure(provider=provider, status=None, headers=None, body_text="", request_id=None,
-                             secret=secret, error_type=TIMEOUT, error_code=type(exc).__name__,
-                             message="request timed out (client timeout)")
+        return build_failure(
+            provider=provider,
+            status=None,
+            headers=None,
+            body_text="",
+            request_id=None,
+            secret=secret,
+            error_type=TIMEOUT,
+            error_code=type(exc).__name__,
+            message="request timed out (client timeout)",
+        )
     if isinstance(exc, sdk.APIConnectionError):
-        return build_failure(provider=provider, status=None, headers=None, body_text="", request_id=None,
-                             secret=secret, error_type=CONNECTION, error_code=type(exc).__name__,
-                             message=f"connection failed ({transport_error_text(exc)})")
+        return build_failure(
+            provider=provider,
+            status=None,
+            headers=None,
+            body_text="",
+            request_id=None,
+            secret=secret,
+            error_type=CONNECTION,
+            error_code=type(exc).__name__,
+            message=f"connection failed ({transport_error_text(exc)})",
+        )
     response = getattr(exc, "response", None)
     if isinstance(exc, sdk.APIError) and response is not None:
-        return failure_from_response(provider, response, secret, request_id_header,
-                                     error_type=_attr_str(exc, "type"), error_code=_attr_str(exc, "code"))
+        return failure_from_response(
+            provider,
+            response,
+            secret,
+            request_id_header,
+            error_type=_attr_str(exc, "type"),
+            error_code=_attr_str(exc, "code"),
+        )
     return None
 
 
@@ -47,9 +70,15 @@ def transport_error_text(exc: BaseException) -> str:
     return " <- ".join(names[1:] or names)
 
 
-def failure_from_response(provider: str, response: Any, secret: str, request_id_header: str,
-                          error_type: str | None = None, error_code: str | None = None,
-                          message: str | None = None) -> ProviderFailure:
+def failure_from_response(
+    provider: str,
+    response: Any,
+    secret: str,
+    request_id_header: str,
+    error_type: str | None = None,
+    error_code: str | None = None,
+    message: str | None = None,
+) -> ProviderFailure:
     """The failure for an ``httpx`` response (error status, or a 2xx that could not be read)."""
     try:
         body_text = response.text

@@ -75,17 +75,38 @@ def call_model(call: ModelCall) -> ModelReply:
     adapter = _ADAPTERS[call.provider]
     problem = key_problem(call.api_key.get_secret_value())
     if problem:  # nothing is sent: the HTTP client would refuse the header, quoting it
-        _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="", request_id=None,
-                                   secret=call.api_key.get_secret_value(), error_type="invalid_key",
-                                   error_code="InvalidKey", message=f"the stored key is not valid: {problem}"))
+        _raise(
+            call,
+            build_failure(
+                provider=call.provider,
+                status=None,
+                headers=None,
+                body_text="",
+                request_id=None,
+                secret=call.api_key.get_secret_value(),
+                error_type="invalid_key",
+                error_code="InvalidKey",
+                message=f"the stored key is not valid: {problem}",
+            ),
+        )
     if call.owner_base_url and call.base_url:
         try:
             checked_address(call.base_url, allow_loopback=call.allow_loopback)
         except AddressRefused as exc:
-            _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="",
-                                       request_id=None, secret=call.api_key.get_secret_value(),
-                                       error_type="address_refused", error_code="AddressRefused",
-                                       message=f"the owner's model address is refused: {exc}"))
+            _raise(
+                call,
+                build_failure(
+                    provider=call.provider,
+                    status=None,
+                    headers=None,
+                    body_text="",
+                    request_id=None,
+                    secret=call.api_key.get_secret_value(),
+                    error_type="address_refused",
+                    error_code="AddressRefused",
+                    message=f"the owner's model address is refused: {exc}",
+                ),
+            )
     reply = scrub_reply(adapter(call), call.api_key.get_secret_value())
     _count_tokens(call, reply)
     return reply
@@ -143,8 +164,12 @@ def _tool_call(id_: Any, name: Any, raw: Any) -> ToolCall:
             raw_text = ""
     if not _nested_within(parsed, MAX_ARGUMENT_DEPTH):
         parsed = None
-    return ToolCall(id=id_ if isinstance(id_, str) else None, name=name if isinstance(name, str) else "",
-                    input=parsed if isinstance(parsed, dict) else None, raw_input=raw_text)
+    return ToolCall(
+        id=id_ if isinstance(id_, str) else None,
+        name=name if isinstance(name, str) else "",
+        input=parsed if isinstance(parsed, dict) else None,
+        raw_input=raw_text,
+    )
 
 
 def _sdk_kwargs(call: ModelCall, key: str) -> dict[str, Any]:
@@ -156,13 +181,24 @@ def _sdk_kwargs(call: ModelCall, key: str) -> dict[str, Any]:
         kwargs["base_url"] = call.base_url
     if call.owner_base_url and call.base_url:
         try:
-            kwargs["http_client"] = pinned_http_client(call.base_url, timeout_s=call.timeout_s,
-                                                       allow_loopback=call.allow_loopback)
+            kwargs["http_client"] = pinned_http_client(
+                call.base_url, timeout_s=call.timeout_s, allow_loopback=call.allow_loopback
+            )
         except AddressRefused as exc:
-            _raise(call, build_failure(provider=call.provider, status=None, headers=None, body_text="",
-                                       request_id=None, secret=key, error_type="address_refused",
-                                       error_code="AddressRefused",
-                                       message=f"the owner's model address is refused: {exc}"))
+            _raise(
+                call,
+                build_failure(
+                    provider=call.provider,
+                    status=None,
+                    headers=None,
+                    body_text="",
+                    request_id=None,
+                    secret=key,
+                    error_type="address_refused",
+                    error_code="AddressRefused",
+                    message=f"the owner's model address is refused: {exc}",
+                ),
+            )
     return kwargs
 
 
@@ -215,8 +251,7 @@ def _sdk_client(call: ModelCall, sdk_class: Any, kwargs: dict[str, Any], key: st
         with sdk_class(**kwargs) as client:
             yield client
         return
-    yield _cached_client((call.provider, kwargs.get("base_url"), _key_digest(key)),
-                         lambda: sdk_class(**kwargs))
+    yield _cached_client((call.provider, kwargs.get("base_url"), _key_digest(key)), lambda: sdk_class(**kwargs))
 
 
 # --------------------------------------------------------------------------- Anthropic
@@ -253,13 +288,12 @@ def _call_anthropic(call: ModelCall) -> ModelReply:
                 raise ValueError("reply content is not a list of blocks")
             text = "".join(b.text for b in message.content if getattr(b, "type", None) == "text")
             tools = [
-                _tool_call(b.id, b.name, b.input)
-                for b in message.content
-                if getattr(b, "type", None) == "tool_use"
+                _tool_call(b.id, b.name, b.input) for b in message.content if getattr(b, "type", None) == "tool_use"
             ]
         except Exception:  # a 2xx we cannot read: classified like any other failure
-            failure = failure_from_response(call.provider, raw.http_response, key, "request-id",
-                                            message="reply could not be read")
+            failure = failure_from_response(
+                call.provider, raw.http_response, key, "request-id", message="reply could not be read"
+            )
         if failure is not None:
             _raise(call, failure)
     return ModelReply(
@@ -332,8 +366,9 @@ def _call_openai(call: ModelCall) -> ModelReply:
                 tokens_in = _token_count(getattr(usage, "input_tokens", None))
                 tokens_out = _token_count(getattr(usage, "output_tokens", None))
         except Exception:
-            failure = failure_from_response(call.provider, raw.http_response, key, "x-request-id",
-                                            message="reply could not be read")
+            failure = failure_from_response(
+                call.provider, raw.http_response, key, "x-request-id", message="reply could not be read"
+            )
         if failure is not None:
             _raise(call, failure)
     return ModelReply(
@@ -426,8 +461,9 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
     key = call.api_key.get_secret_value()
     # Kept per endpoint, key, timeout (botocore sets it per client) and region.
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    client = _cached_client(("bedrock", call.base_url, _key_digest(key), call.timeout_s, region),
-                            lambda: _bedrock_client(call))
+    client = _cached_client(
+        ("bedrock", call.base_url, _key_digest(key), call.timeout_s, region), lambda: _bedrock_client(call)
+    )
     seen: dict[str, Any] = {}
     _BEDROCK_RAW.seen = seen
     failure = None
@@ -439,8 +475,13 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
             inferenceConfig={"maxTokens": call.max_tokens},
             toolConfig={
                 "tools": [
-                    {"toolSpec": {"name": t["name"], "description": t["description"],
-                                  "inputSchema": {"json": t["input_schema"]}}}
+                    {
+                        "toolSpec": {
+                            "name": t["name"],
+                            "description": t["description"],
+                            "inputSchema": {"json": t["input_schema"]},
+                        }
+                    }
                     for t in TOOL_SPECS
                 ]
             },
@@ -449,13 +490,29 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
     except bce.ClientError as exc:
         failure = _bedrock_client_error(call, exc, seen.get("response"), key)
     except (bce.ReadTimeoutError, bce.ConnectTimeoutError) as exc:
-        failure = build_failure(provider=call.provider, status=None, headers=None, body_text="", request_id=None,
-                                secret=key, error_type=TIMEOUT, error_code=type(exc).__name__,
-                                message=f"request timed out ({transport_error_text(exc)})")
+        failure = build_failure(
+            provider=call.provider,
+            status=None,
+            headers=None,
+            body_text="",
+            request_id=None,
+            secret=key,
+            error_type=TIMEOUT,
+            error_code=type(exc).__name__,
+            message=f"request timed out ({transport_error_text(exc)})",
+        )
     except (bce.HTTPClientError, bce.ConnectionError) as exc:
-        failure = build_failure(provider=call.provider, status=None, headers=None, body_text="", request_id=None,
-                                secret=key, error_type=CONNECTION, error_code=type(exc).__name__,
-                                message=f"connection failed ({transport_error_text(exc)})")
+        failure = build_failure(
+            provider=call.provider,
+            status=None,
+            headers=None,
+            body_text="",
+            request_id=None,
+            secret=key,
+            error_type=CONNECTION,
+            error_code=type(exc).__name__,
+            message=f"connection failed ({transport_error_text(exc)})",
+        )
     except ResponseParserError:
         raw = seen.get("response") or {}
         failure = _bedrock_raw_failure(call, raw, key, message="reply could not be read")

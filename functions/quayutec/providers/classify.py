@@ -59,8 +59,9 @@ class Rule:
     retryable: bool
     no_response: bool = False
 
-    def matches(self, provider: str, status: int | None, error_type: str | None,
-                error_code: str | None, message: str) -> bool:
+    def matches(
+        self, provider: str, status: int | None, error_type: str | None, error_code: str | None, message: str
+    ) -> bool:
         if provider not in self.providers:
             return False
         if self.no_response != (status is None):
@@ -151,8 +152,7 @@ RULES: tuple[Rule, ...] = (
 # fmt: on
 
 
-def classify(provider: str, status: int | None, error_type: str | None, error_code: str | None,
-             message: str) -> Rule:
+def classify(provider: str, status: int | None, error_type: str | None, error_code: str | None, message: str) -> Rule:
     """The first row of :data:`RULES` matching the failure (the table ends with catch-alls)."""
     for rule in RULES:
         if rule.matches(provider, status, error_type, error_code, message):
@@ -161,8 +161,9 @@ def classify(provider: str, status: int | None, error_type: str | None, error_co
 
 
 # --------------------------------------------------------------------------- retry-after
-def parse_retry_after(headers: Mapping[str, str] | None, now: datetime | None = None
-                      ) -> tuple[float | None, str | None]:
+def parse_retry_after(
+    headers: Mapping[str, str] | None, now: datetime | None = None
+) -> tuple[float | None, str | None]:
     """The wait a response names, exact, in seconds, and the header it came from.
 
     ``retry-after-ms`` (milliseconds) wins over ``retry-after``, which may be an integer or
@@ -227,20 +228,25 @@ def decide_next(failure: ProviderFailure, requests_made: int, one_request_only: 
     if one_request_only:
         return RetryDecision(retry=False, wait_seconds=None, reason="owner base URL: one request")
     if requests_made >= MAX_REQUESTS:
-        return RetryDecision(retry=False, wait_seconds=None,
-                             reason=f"{failure.category}: request {requests_made} of {MAX_REQUESTS} was the last")
+        return RetryDecision(
+            retry=False,
+            wait_seconds=None,
+            reason=f"{failure.category}: request {requests_made} of {MAX_REQUESTS} was the last",
+        )
     next_request = requests_made + 1
     if failure.retry_after_s is not None:
         exact = failure.retry_after_s
         header = failure.retry_after_header or "retry-after"
         if exact > MAX_RETRY_AFTER_S:
             return RetryDecision(
-                retry=False, wait_seconds=None,
+                retry=False,
+                wait_seconds=None,
                 reason=f"{header} -> {_fmt_seconds(exact)} s > {_fmt_seconds(MAX_RETRY_AFTER_S)} s: not waited for",
             )
         wait = math.ceil(exact)
-        return RetryDecision(retry=True, wait_seconds=wait,
-                             reason=f"{header} -> wait {wait} s before request {next_request}")
+        return RetryDecision(
+            retry=True, wait_seconds=wait, reason=f"{header} -> wait {wait} s before request {next_request}"
+        )
     wait = DEFAULT_WAITS_S[next_request]
     return RetryDecision(retry=True, wait_seconds=wait, reason=f"default wait {wait} s before request {next_request}")
 
@@ -368,22 +374,32 @@ def scrub_reply(reply: ModelReply, secret: str) -> ModelReply:
     def clean(text: str) -> str:
         return _SURROGATE.sub("\ufffd", scrub(text))
 
-    return reply.model_copy(update={
-        "text": clean(reply.text),
-        "tool_calls": [ToolCall(id=clean(c.id) if c.id else c.id, name=clean(c.name),
-                                input=scrub_value(c.input, clean) if c.input is not None else None,
-                                raw_input=clean(c.raw_input))
-                       for c in reply.tool_calls],
-        "request_id": clean(reply.request_id) if reply.request_id else reply.request_id,
-        "stop_reason": clean(reply.stop_reason) if reply.stop_reason else reply.stop_reason,
-    })
+    return reply.model_copy(
+        update={
+            "text": clean(reply.text),
+            "tool_calls": [
+                ToolCall(
+                    id=clean(c.id) if c.id else c.id,
+                    name=clean(c.name),
+                    input=scrub_value(c.input, clean) if c.input is not None else None,
+                    raw_input=clean(c.raw_input),
+                )
+                for c in reply.tool_calls
+            ],
+            "request_id": clean(reply.request_id) if reply.request_id else reply.request_id,
+            "stop_reason": clean(reply.stop_reason) if reply.stop_reason else reply.stop_reason,
+        }
+    )
 
 
 def scrub_failure(failure: ProviderFailure, secret: str) -> ProviderFailure:
     """``failure`` with every form of ``secret`` removed from its text fields (the adapters build
     failures scrubbed already: this is the same rule applied where the failure is stored)."""
     clean = scrubber(secret)
-    return failure.model_copy(update={
-        name: clean(value) for name in ("error_type", "error_code", "message", "request_id", "body",
-                                        "retry_after_header")
-        if isinstance(value := getattr(failure, name), str)})
+    return failure.model_copy(
+        update={
+            name: clean(value)
+            for name in ("error_type", "error_code", "message", "request_id", "body", "retry_after_header")
+            if isinstance(value := getattr(failure, name), str)
+        }
+    )

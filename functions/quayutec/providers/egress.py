@@ -169,8 +169,9 @@ def checked_address(url: str, *, allow_loopback: bool = False, resolver: Resolve
     return str(_ip(addresses[0]))
 
 
-def pinned_http_client(url: str, *, timeout_s: float, allow_loopback: bool = False,
-                       resolver: Resolver | None = None) -> Any:
+def pinned_http_client(
+    url: str, *, timeout_s: float, allow_loopback: bool = False, resolver: Resolver | None = None
+) -> Any:
     """An ``httpx`` client (the one the OpenAI SDK is built on) whose connections to ``url``'s host
     go to the address :func:`checked_address` approved. Raises :class:`AddressRefused`."""
     import httpcore2
@@ -180,12 +181,19 @@ def pinned_http_client(url: str, *, timeout_s: float, allow_loopback: bool = Fal
     checked_host = (urlsplit(url).hostname or "").rstrip(".").strip("[]").lower()
 
     class _Pinned(httpcore2.SyncBackend):
-        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                        local_address: str | None = None, socket_options: Any = None) -> Any:
+        def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Any = None,
+        ) -> Any:
             if host.strip("[]").lower().rstrip(".") != checked_host:
                 raise httpcore2.ConnectError("connection to another host than the checked one refused")
-            return super().connect_tcp(address, port, timeout=timeout, local_address=local_address,
-                                       socket_options=socket_options)
+            return super().connect_tcp(
+                address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+            )
 
     transport = httpx2.HTTPTransport(retries=0)
     transport._pool._network_backend = _Pinned()  # the pool's only connector: every connection is pinned

@@ -33,8 +33,7 @@ def key_problem(key: str) -> str | None:
         return f"a key is {MIN_KEY_BYTES} to {MAX_KEY_BYTES} bytes (this one is {size})"
     for i, ch in enumerate(key):
         if not "\x21" <= ch <= "\x7e":
-            return (f"a key is printable ASCII without whitespace or control characters "
-                    f"(character {i + 1} is not)")
+            return f"a key is printable ASCII without whitespace or control characters (character {i + 1} is not)"
     return None
 
 
@@ -58,11 +57,20 @@ def encodings(secret: str) -> list[str]:
     numeric entities), hex and base64 (standard and URL-safe, at any alignment), longest first.
     Matching is case-insensitive (see :func:`scrubber`), which covers upper- and lower-case
     variants and hex in either case."""
-    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
-             secret.encode("unicode_escape").decode("ascii"), repr(secret)[1:-1],
-             quote(secret, safe=""), quote_plus(secret, safe=""), quote(secret),
-             html.escape(secret), html.escape(secret, quote=False),
-             "".join(f"&#{ord(c)};" for c in secret), "".join(f"&#x{ord(c):x};" for c in secret)}
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        secret.encode("unicode_escape").decode("ascii"),
+        repr(secret)[1:-1],
+        quote(secret, safe=""),
+        quote_plus(secret, safe=""),
+        quote(secret),
+        html.escape(secret),
+        html.escape(secret, quote=False),
+        "".join(f"&#{ord(c)};" for c in secret),
+        "".join(f"&#x{ord(c):x};" for c in secret),
+    }
     forms.add(json.dumps(json.dumps(secret)[1:-1])[1:-1])  # escaped twice (a body quoted in JSON)
     stripped = secret.strip()
     if stripped and stripped != secret:

@@ -14,8 +14,10 @@ CompanyId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN
 AgentId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="An agent id")]
 TaskId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A task id")]
 RunId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A run id")]
-ApprovalId = Annotated[str, Path(min_length=1, max_length=160, pattern=ID_PATTERN,
-                                 description="An approval request id: '{run_id}:{index}'")]
+ApprovalId = Annotated[
+    str,
+    Path(min_length=1, max_length=160, pattern=ID_PATTERN, description="An approval request id: '{run_id}:{index}'"),
+]
 TokenId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$", description="A token id")]
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size")]
 Cursor = Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")]

@@ -54,8 +54,7 @@ def _store_key(svc: Services, company: str, provider: str, key: str) -> None:
     sm = _secrets(svc)
     with transient_errors():
         try:
-            sm.create_secret(Name=name, SecretString=key,
-                             Description=f"quayutec: {provider} key of company {company}")
+            sm.create_secret(Name=name, SecretString=key, Description=f"quayutec: {provider} key of company {company}")
         except ClientError as exc:
             if error_code(exc) != "ResourceExistsException":
                 raise
@@ -63,8 +62,9 @@ def _store_key(svc: Services, company: str, provider: str, key: str) -> None:
 
 
 def _out(svc: Services, agent: Agent) -> AgentOut:
-    return AgentOut(**agent.model_dump(), name=ids.agent_name(agent.id),
-                    key_stored=_key_stored(svc, agent.company, agent.provider))
+    return AgentOut(
+        **agent.model_dump(), name=ids.agent_name(agent.id), key_stored=_key_stored(svc, agent.company, agent.provider)
+    )
 
 
 @router.post("/agents", status_code=201, tags=["agents"], summary="Register an always-on agent of the caller's company")
@@ -76,13 +76,28 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     if body.base_url is not None:  # https to a public address (SPEC §5); checked again at each request
         problem = url_problem(body.base_url, allow_loopback=svc.deps.settings.allow_loopback_model_urls)
         if problem:
-            raise ValidationError.from_exception_data("AgentIn", [
-                {"type": "value_error", "loc": ("body", "base_url"), "input": None, "ctx": {"error": ValueError(problem)}}])
+            raise ValidationError.from_exception_data(
+                "AgentIn",
+                [
+                    {
+                        "type": "value_error",
+                        "loc": ("body", "base_url"),
+                        "input": None,
+                        "ctx": {"error": ValueError(problem)},
+                    }
+                ],
+            )
     if body.api_key is None and not _key_stored(svc, company, body.provider):
         raise InvalidInput(f"api_key: no {body.provider} key is stored for company {company!r} yet")
     # The id is scoped to the caller's company (SPEC §5): "taken" can only be about its own agent.
-    agent = Agent(id=ids.agent_id(company, body.name), company=company, provider=body.provider, model=body.model,
-                  instructions=body.instructions, base_url=body.base_url)
+    agent = Agent(
+        id=ids.agent_id(company, body.name),
+        company=company,
+        provider=body.provider,
+        model=body.model,
+        instructions=body.instructions,
+        base_url=body.base_url,
+    )
     mine = [a for a in svc.directory.agents_of(company) if ids.name_key(ids.agent_name(a)) == ids.name_key(body.name)]
     if mine:  # a name is one name, letter case aside (@Planner and @planner are one agent)
         raise Conflict(f"your company has an agent named {ids.agent_name(mine[0])!r} already ({mine[0]})")
@@ -90,8 +105,10 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     if held is not None and held.company == company:
         raise Conflict(f"your company has an agent named {body.name!r} already ({agent.id})")
     if held is not None:  # only an agent written before ids were scoped can hold this id
-        raise Conflict(f"agent id {agent.id!r} is held by an agent registered before ids were scoped to "
-                       "companies: choose another name (an operator can rename the old agent)")
+        raise Conflict(
+            f"agent id {agent.id!r} is held by an agent registered before ids were scoped to "
+            "companies: choose another name (an operator can rename the old agent)"
+        )
     if body.api_key is not None:  # first the key: an agent is never left registered without it
         _store_key(svc, company, body.provider, body.api_key.get_secret_value())
     if not svc.directory.create_agent(agent):

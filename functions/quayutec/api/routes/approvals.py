@@ -18,10 +18,12 @@ from quayutec.models import ApprovalRequest
 router = APIGatewayRouter()
 
 
-@router.get("/rooms/<room_id>/approvals", tags=["approvals"],
-            summary="Approval requests of the caller's company's agents (pending ones by default)")
-def list_approvals(room_id: RoomId,
-                   status: Annotated[Literal["pending", "all"], Query()] = "pending") -> ApprovalList:
+@router.get(
+    "/rooms/<room_id>/approvals",
+    tags=["approvals"],
+    summary="Approval requests of the caller's company's agents (pending ones by default)",
+)
+def list_approvals(room_id: RoomId, status: Annotated[Literal["pending", "all"], Query()] = "pending") -> ApprovalList:
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
@@ -37,13 +39,19 @@ def _decide(room_id: str, approval_id: str, approve: bool) -> ApprovalRequest:
     return decide_approval(svc.deps, room_id, approval_id, who.author(), approve=approve)
 
 
-@router.post("/rooms/<room_id>/approvals/<approval_id>/approve", tags=["approvals"],
-             summary="Approve a held action (the agent's owning company only)")
+@router.post(
+    "/rooms/<room_id>/approvals/<approval_id>/approve",
+    tags=["approvals"],
+    summary="Approve a held action (the agent's owning company only)",
+)
 def approve(room_id: RoomId, approval_id: ApprovalId) -> ApprovalRequest:
     return _decide(room_id, approval_id, True)
 
 
-@router.post("/rooms/<room_id>/approvals/<approval_id>/deny", tags=["approvals"],
-             summary="Deny a held action (the agent's owning company only)")
+@router.post(
+    "/rooms/<room_id>/approvals/<approval_id>/deny",
+    tags=["approvals"],
+    summary="Deny a held action (the agent's owning company only)",
+)
 def deny(room_id: RoomId, approval_id: ApprovalId) -> ApprovalRequest:
     return _decide(room_id, approval_id, False)

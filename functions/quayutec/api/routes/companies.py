@@ -35,8 +35,12 @@ def get_company(company_id: CompanyId) -> CompanyOut:
     return _out(own_company(services(), company_id, caller()))
 
 
-@router.post("/companies/<company_id>/people", status_code=201, tags=["companies"],
-             summary="Add a person to a company (operator)")
+@router.post(
+    "/companies/<company_id>/people",
+    status_code=201,
+    tags=["companies"],
+    summary="Add a person to a company (operator)",
+)
 def add_person(company_id: CompanyId, body: Annotated[PersonIn, Body()]) -> CompanyOut:
     caller().require_admin()
     svc = services()

@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import quote
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
@@ -40,8 +40,9 @@ MEDIA_TYPE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]
 class FileIn(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00-\x1f]+$")
-    content_type: str = Field(min_length=1, max_length=100, pattern=MEDIA_TYPE,
-                              description="The file's media type, e.g. text/markdown")
+    content_type: str = Field(
+        min_length=1, max_length=100, pattern=MEDIA_TYPE, description="The file's media type, e.g. text/markdown"
+    )
     size: StrictInt = Field(ge=1, description=f"bytes; at most {R.MAX_UPLOAD_BYTES}")  # never true/false
 
 
@@ -76,8 +77,9 @@ def _signer(observed: bool = True) -> Any:
     from botocore.config import Config
 
     if endpoint:
-        client = boto3.client("s3", endpoint_url=endpoint,
-                              config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, config=Config(signature_version="s3v4", s3={"addressing_style": "path"})
+        )
     else:
         client = regional_s3(boto3.session.Session().region_name or os.environ.get("AWS_REGION") or "us-east-1")
     return aws.observe(client) if observed else client
@@ -97,38 +99,61 @@ def regional_s3(region: str) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.client("s3", region_name=region, endpoint_url=f"https://s3.{region}.amazonaws.com",
-                        config=Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
+    return boto3.client(
+        "s3",
+        region_name=region,
+        endpoint_url=f"https://s3.{region}.amazonaws.com",
+        config=Config(signature_version="s3v4", s3={"addressing_style": "virtual"}),
+    )
 
 
 def _now() -> str:
     return iso(services().deps.clock())
 
 
-@router.post("/rooms/<room_id>/files", status_code=201, tags=["files"],
-             summary="Declare a file upload: a file id and a presigned S3 POST (files up to 25 MB)")
+@router.post(
+    "/rooms/<room_id>/files",
+    status_code=201,
+    tags=["files"],
+    summary="Declare a file upload: a file id and a presigned S3 POST (files up to 25 MB)",
+)
 def add_file(room_id: RoomId, body: Annotated[FileIn, Body()]) -> FileUploadOut:
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
     if body.size > R.MAX_UPLOAD_BYTES:
-        raise PayloadTooLarge(f"body.size: {body.size} bytes is over the {R.MAX_UPLOAD_BYTES} byte (25 MB) limit "
-                              "for a room file")
+        raise PayloadTooLarge(
+            f"body.size: {body.size} bytes is over the {R.MAX_UPLOAD_BYTES} byte (25 MB) limit for a room file"
+        )
     if kind_of(body.name, body.content_type) is None:
-        raise InvalidInput(f"content_type: {body.content_type!r} ({body.name!r}) is not a kind the room takes "
-                           "(plain text, Markdown, CSV, JSON, HTML, PDF)")
-    f = room_files.declare_upload(svc.deps, room_id, name=body.name, content_type=body.content_type,
-                                  size=body.size, uploader=who.author(), at=_now())
+        raise InvalidInput(
+            f"content_type: {body.content_type!r} ({body.name!r}) is not a kind the room takes "
+            "(plain text, Markdown, CSV, JSON, HTML, PDF)"
+        )
+    f = room_files.declare_upload(
+        svc.deps,
+        room_id,
+        name=body.name,
+        content_type=body.content_type,
+        size=body.size,
+        uploader=who.author(),
+        at=_now(),
+    )
     bucket, key = svc.deps.files.bucket, upload_key(room_id, f.id)
     post = _signer(observed=False).generate_presigned_post(
-        Bucket=bucket, Key=key, Fields={"Content-Type": body.content_type},
+        Bucket=bucket,
+        Key=key,
+        Fields={"Content-Type": body.content_type},
         Conditions=[{"Content-Type": body.content_type}, ["content-length-range", 1, R.MAX_UPLOAD_BYTES]],
-        ExpiresIn=URL_EXPIRES_S)
+        ExpiresIn=URL_EXPIRES_S,
+    )
     # Announce the action the signature grants (s3:PutObject on the key) to the call observers
     # (the IAM check), as a presigned GET is announced as its GetObject.
     aws.announce("s3", "PutObject", {"Bucket": bucket, "Key": key})
-    return FileUploadOut(file=f, upload=Upload(url=post["url"], fields=post["fields"], expires_in=URL_EXPIRES_S,
-                                               max_bytes=R.MAX_UPLOAD_BYTES))
+    return FileUploadOut(
+        file=f,
+        upload=Upload(url=post["url"], fields=post["fields"], expires_in=URL_EXPIRES_S, max_bytes=R.MAX_UPLOAD_BYTES),
+    )
 
 
 @router.get("/rooms/<room_id>/files", tags=["files"], summary="The room's files (name, size, kind, status)")
@@ -163,14 +188,22 @@ def get_file(room_id: RoomId, file_id: FileId) -> FileOut:
         # Served as a download, never rendered where the URL opens: an uploaded HTML file must
         # not run as a page (S3 applies response-* overrides on signed requests, GetObject API).
         url = _signer().generate_presigned_url(
-            "get_object", Params={"Bucket": services().deps.files.bucket, "Key": upload_key(room_id, file_id),
-                                  "ResponseContentDisposition": attachment(f.name)},
-            ExpiresIn=URL_EXPIRES_S)
+            "get_object",
+            Params={
+                "Bucket": services().deps.files.bucket,
+                "Key": upload_key(room_id, file_id),
+                "ResponseContentDisposition": attachment(f.name),
+            },
+            ExpiresIn=URL_EXPIRES_S,
+        )
     return FileOut(file=room_files.as_seen(f, services().deps.clock()), download_url=url)
 
 
-@router.delete("/rooms/<room_id>/files/<file_id>", tags=["files"],
-               summary="Delete a file (the uploader's company); it leaves the room's index")
+@router.delete(
+    "/rooms/<room_id>/files/<file_id>",
+    tags=["files"],
+    summary="Delete a file (the uploader's company); it leaves the room's index",
+)
 def delete_file(room_id: RoomId, file_id: FileId) -> FileOut:
     who = caller()
     f = _file(room_id, file_id)

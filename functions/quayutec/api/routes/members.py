@@ -8,12 +8,12 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import member_room, own_agent, services
-from quayutec.logic import ids
 from quayutec.api.context import caller
 from quayutec.api.routes._params import RoomId
 from quayutec.api.routes.rooms import room_out
 from quayutec.api.schemas import MemberIn, RoomAgentIn, RoomOut
 from quayutec.errors import Conflict, InvalidInput
+from quayutec.logic import ids
 
 router = APIGatewayRouter()
 
@@ -24,8 +24,12 @@ def list_members(room_id: RoomId) -> RoomOut:
     return room_out(svc, member_room(svc, room_id, caller()))
 
 
-@router.post("/rooms/<room_id>/members", status_code=201, tags=["members"],
-             summary="Add a company to the room (by a person of a member company)")
+@router.post(
+    "/rooms/<room_id>/members",
+    status_code=201,
+    tags=["members"],
+    summary="Add a company to the room (by a person of a member company)",
+)
 def add_member(room_id: RoomId, body: Annotated[MemberIn, Body()]) -> RoomOut:
     svc = services()
     member_room(svc, room_id, caller())
@@ -36,8 +40,12 @@ def add_member(room_id: RoomId, body: Annotated[MemberIn, Body()]) -> RoomOut:
     return room_out(svc, member_room(svc, room_id, caller()))
 
 
-@router.post("/rooms/<room_id>/agents", status_code=201, tags=["members"],
-             summary="Place one of the caller's company's agents in the room")
+@router.post(
+    "/rooms/<room_id>/agents",
+    status_code=201,
+    tags=["members"],
+    summary="Place one of the caller's company's agents in the room",
+)
 def add_agent(room_id: RoomId, body: Annotated[RoomAgentIn, Body()]) -> RoomOut:
     svc = services()
     who = caller()
@@ -52,6 +60,7 @@ def add_agent(room_id: RoomId, body: Annotated[RoomAgentIn, Body()]) -> RoomOut:
     same = [a for a in present if ids.name_key(ids.agent_name(a)) == ids.name_key(name)]
     if same or not svc.deps.room.add_room_agent(room_id, agent.id, agent.company):
         holder = same[0] if same else "another agent"
-        raise Conflict(f"room {room_id!r} has an agent named {name!r} already ({holder}): "
-                       "register yours under another name")
+        raise Conflict(
+            f"room {room_id!r} has an agent named {name!r} already ({holder}): register yours under another name"
+        )
     return room_out(svc, room)

@@ -32,8 +32,14 @@ def add_memory(room_id: RoomId, body: Annotated[MemoryIn, Body()]) -> MemoryLine
     svc = services()
     member_room(svc, room_id, who)
     key = idempotency_key()
-    line = MemoryLine(id=f"mem-{key[:24]}" if key else f"mem-{uuid.uuid4().hex[:24]}", room_id=room_id,
-                      text=body.text, visibility=body.visibility, company=who.require_company(),
-                      author=who.author(), created_at=now_iso())
+    line = MemoryLine(
+        id=f"mem-{key[:24]}" if key else f"mem-{uuid.uuid4().hex[:24]}",
+        room_id=room_id,
+        text=body.text,
+        visibility=body.visibility,
+        company=who.require_company(),
+        author=who.author(),
+        created_at=now_iso(),
+    )
     svc.deps.room.put_memory(line)  # conditional: a repeat (same key) writes nothing new
     return line

@@ -18,22 +18,30 @@ from quayutec.models import MAX_REPLY_BYTES, Message
 router = APIGatewayRouter()
 
 
-@router.post("/rooms/<room_id>/messages", status_code=201, tags=["messages"],
-             summary="Post a message (wakes the agents in `to` and those it @mentions)")
+@router.post(
+    "/rooms/<room_id>/messages",
+    status_code=201,
+    tags=["messages"],
+    summary="Post a message (wakes the agents in `to` and those it @mentions)",
+)
 def post_message(room_id: RoomId, body: Annotated[MessageIn, Body()]) -> Message:
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
     if len(body.text.encode("utf-8", "surrogatepass")) > MAX_REPLY_BYTES:
         raise PayloadTooLarge(f"body.text: longer than {MAX_REPLY_BYTES} bytes (32 KiB) of UTF-8")
-    return svc.rooms.post_message(room_id, who.author(), body.text, list(dict.fromkeys(body.to)),
-                                  idempotency_key=idempotency_key())
+    return svc.rooms.post_message(
+        room_id, who.author(), body.text, list(dict.fromkeys(body.to)), idempotency_key=idempotency_key()
+    )
 
 
 @router.get("/rooms/<room_id>/messages", tags=["messages"], summary="The room's messages, a page at a time")
-def list_messages(room_id: RoomId, limit: Limit = 50, cursor: Cursor = None,
-                  order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first")] = "asc",
-                  ) -> MessagePage:
+def list_messages(
+    room_id: RoomId,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+    order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first")] = "asc",
+) -> MessagePage:
     svc = services()
     member_room(svc, room_id, caller())
     messages, next_cursor = svc.directory.messages_page(room_id, limit, cursor, newest_first=order == "desc")

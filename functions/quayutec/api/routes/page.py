@@ -57,10 +57,20 @@ def upload_origins(env: dict[str, str] | None = None) -> list[str]:
 
 def content_security_policy(extra_connect: list[str] | tuple[str, ...] = ()) -> str:
     connect = " ".join(("'self'", *extra_connect))
-    return "; ".join((
-        "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
-        f"connect-src {connect}", "font-src 'self'", "object-src 'none'", "base-uri 'none'",
-        "form-action 'self'", "frame-ancestors 'none'"))
+    return "; ".join(
+        (
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            f"connect-src {connect}",
+            "font-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        )
+    )
 
 
 def security_headers() -> dict[str, str]:
@@ -79,8 +89,11 @@ def _shipped() -> frozenset[str]:
     """The names of the files the package ships in the page's folder (read once, at import)."""
     if not STATIC_DIR.is_dir():
         return frozenset()
-    return frozenset(path.name for path in STATIC_DIR.iterdir()
-                     if path.is_file() and re.fullmatch(ASSET_NAME, path.name) and path.suffix in CONTENT_TYPES)
+    return frozenset(
+        path.name
+        for path in STATIC_DIR.iterdir()
+        if path.is_file() and re.fullmatch(ASSET_NAME, path.name) and path.suffix in CONTENT_TYPES
+    )
 
 
 #: The only names :func:`_asset` answers (and caches): any other name is a 404 without a look at
@@ -108,8 +121,12 @@ def _serve(name: str) -> Response:
     found = _asset(name)
     headers = security_headers()
     if found is None:
-        return Response(status_code=404, content_type="application/json", headers=headers,
-                        body=error_payload(404, "not_found", f"no file {name!r} in the room page"))
+        return Response(
+            status_code=404,
+            content_type="application/json",
+            headers=headers,
+            body=error_payload(404, "not_found", f"no file {name!r} in the room page"),
+        )
     kind, text = found
     headers["Cache-Control"] = "no-cache"
     return Response(status_code=200, content_type=kind, body=text, headers=headers)
@@ -123,8 +140,12 @@ def page_index():  # noqa: ANN201
     relative URLs resolve inside the folder."""
     path = str(router.current_event.path or "")
     if not path.endswith("/"):
-        return Response(status_code=308, content_type="text/plain; charset=utf-8", body="app/",
-                        headers={**security_headers(), "Location": "app/"})
+        return Response(
+            status_code=308,
+            content_type="text/plain; charset=utf-8",
+            body="app/",
+            headers={**security_headers(), "Location": "app/"},
+        )
     return _serve("index.html")
 
 

@@ -8,12 +8,12 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from quayutec.logic import ids
 from quayutec.api.access import Services, member_room, services
 from quayutec.api.context import caller, idempotency_key
 from quayutec.api.routes._params import RoomId
 from quayutec.api.schemas import RoomAgentOut, RoomIn, RoomList, RoomOut
 from quayutec.errors import Conflict, InvalidInput
+from quayutec.logic import ids
 from quayutec.logic.ids import new_room_id
 from quayutec.models import Room
 
@@ -22,8 +22,10 @@ router = APIGatewayRouter()
 
 def room_out(svc: Services, room: Room) -> RoomOut:
     """A room with its agents (id and owning company only: never their configuration)."""
-    agents = [RoomAgentOut(id=agent_id, name=ids.agent_name(agent_id), company=company)
-              for agent_id, company in svc.deps.room.room_agents(room.id).items()]
+    agents = [
+        RoomAgentOut(id=agent_id, name=ids.agent_name(agent_id), company=company)
+        for agent_id, company in svc.deps.room.room_agents(room.id).items()
+    ]
     return RoomOut(id=room.id, name=room.name, members=room.members, hop_limit=room.hop_limit, agents=agents)
 
 

@@ -17,14 +17,22 @@ from quayutec.api.schemas import RoomCost, RunDetail, RunList
 from quayutec.errors import InvalidInput, NotFound
 from quayutec.models import iso, parse_iso
 
-Since = Annotated[str | None, Query(min_length=1, max_length=64,
-                                    description="Only runs started at or after this instant: an ISO-8601 "
-                                                "timestamp or date (UTC when it names no zone)")]
+Since = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=64,
+        description="Only runs started at or after this instant: an ISO-8601 "
+        "timestamp or date (UTC when it names no zone)",
+    ),
+]
 
 router = APIGatewayRouter()
 
 
-@router.get("/rooms/<room_id>/runs", tags=["runs"], summary="Runs of the caller's company's agents in a room, newest first")
+@router.get(
+    "/rooms/<room_id>/runs", tags=["runs"], summary="Runs of the caller's company's agents in a room, newest first"
+)
 def list_runs(room_id: RoomId, limit: Limit = 50) -> RunList:
     who = caller()
     svc = services()
@@ -34,18 +42,28 @@ def list_runs(room_id: RoomId, limit: Limit = 50) -> RunList:
     return RunList(runs=runs[:limit])
 
 
-@router.get("/rooms/<room_id>/cost", tags=["runs"],
-            summary="The summed cost lines of the caller's company's agents' runs in a room")
+@router.get(
+    "/rooms/<room_id>/cost",
+    tags=["runs"],
+    summary="The summed cost lines of the caller's company's agents' runs in a room",
+)
 def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
     who = caller()
     svc = services()
     start = _instant(since) if since is not None else None
     member_room(svc, room_id, who)
-    runs = [r for r in svc.deps.ledger.runs_in_room(room_id) if r.company == who.company
-            and (start is None or parse_iso(r.started_at) >= start)]
-    return RoomCost(room_id=room_id, since=iso(start) if start else None,
-                    runs=len(runs), without_cost=sum(1 for r in runs if r.cost is None),
-                    cost=pricing.total(r.cost for r in runs if r.cost is not None))
+    runs = [
+        r
+        for r in svc.deps.ledger.runs_in_room(room_id)
+        if r.company == who.company and (start is None or parse_iso(r.started_at) >= start)
+    ]
+    return RoomCost(
+        room_id=room_id,
+        since=iso(start) if start else None,
+        runs=len(runs),
+        without_cost=sum(1 for r in runs if r.cost is None),
+        cost=pricing.total(r.cost for r in runs if r.cost is not None),
+    )
 
 
 def _instant(text: str) -> datetime:
@@ -53,8 +71,9 @@ def _instant(text: str) -> datetime:
         value = datetime.fromisoformat(text.strip())
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     except (ValueError, OverflowError):
-        raise InvalidInput(f"since: {text[:64]!r} is not an ISO-8601 timestamp or date "
-                           "(e.g. 2026-11-30T12:00:00Z)") from None
+        raise InvalidInput(
+            f"since: {text[:64]!r} is not an ISO-8601 timestamp or date (e.g. 2026-11-30T12:00:00Z)"
+        ) from None
 
 
 @router.get("/runs/<run_id>", tags=["runs"], summary="One run: wake, model requests, actions, outcome")

@@ -22,13 +22,13 @@ def create_task(room_id: RoomId, body: Annotated[TaskIn, Body()]) -> Task:
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
-    return svc.rooms.create_task(room_id, who.author(), body.to, body.title, body.body,
-                                 idempotency_key=idempotency_key())
+    return svc.rooms.create_task(
+        room_id, who.author(), body.to, body.title, body.body, idempotency_key=idempotency_key()
+    )
 
 
 @router.get("/rooms/<room_id>/tasks", tags=["tasks"], summary="The room's tasks (open ones by default)")
-def list_tasks(room_id: RoomId,
-               status: Annotated[Literal["open", "closed", "all"], Query()] = "open") -> TaskList:
+def list_tasks(room_id: RoomId, status: Annotated[Literal["open", "closed", "all"], Query()] = "open") -> TaskList:
     svc = services()
     member_room(svc, room_id, caller())
     tasks = svc.deps.room.all_tasks(room_id)
@@ -52,8 +52,12 @@ def _event(room_id: str, task_id: str, kind: str, text: str) -> TaskEvent:
     return svc.rooms.task_event(room_id, who.author(), task_id, kind, text, idempotency_key=idempotency_key())
 
 
-@router.post("/rooms/<room_id>/tasks/<task_id>/updates", status_code=201, tags=["tasks"],
-             summary="Add a progress note to an open task")
+@router.post(
+    "/rooms/<room_id>/tasks/<task_id>/updates",
+    status_code=201,
+    tags=["tasks"],
+    summary="Add a progress note to an open task",
+)
 def update_task(room_id: RoomId, task_id: TaskId, body: Annotated[TaskUpdateIn, Body()]) -> TaskEvent:
     return _event(room_id, task_id, "update", body.note)
 

@@ -16,8 +16,12 @@ from quayutec.errors import InvalidInput, NotFound
 router = APIGatewayRouter()
 
 
-@router.post("/companies/<company_id>/tokens", status_code=201, tags=["tokens"],
-             summary="Issue a bearer token for a person of the company (operator)")
+@router.post(
+    "/companies/<company_id>/tokens",
+    status_code=201,
+    tags=["tokens"],
+    summary="Issue a bearer token for a person of the company (operator)",
+)
 def issue_token(company_id: CompanyId, body: Annotated[TokenIn, Body()]) -> TokenIssued:
     caller().require_admin()
     svc = services()

@@ -4,12 +4,21 @@ then record the final status.
 
 from __future__ import annotations
 
-
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.deps import Deps
 from quayutec.logic import ids
 from quayutec.logic import wakes as wake_rules
+from quayutec.logic.phases.common import (
+    _hop_limit_of,
+    _iso,
+    _load_run,
+    _need_run,
+    _Started,
+    budget,
+    finish,
+    metrics,
+)
 from quayutec.models import (
     APPROVAL_STATUSES,
     ActionRecord,
@@ -21,13 +30,7 @@ from quayutec.models import (
     TaskEvent,
     parse_iso,
 )
-
-
 from quayutec.seams import part
-from quayutec.logic.phases.common import (
-    _iso, _need_run, _load_run, _Started, _hop_limit_of, budget, finish,
-    metrics,
-)
 
 
 # ----------------------------------------------------------------------------- 7. write
@@ -37,26 +40,56 @@ def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRec
     now = _iso(deps)
     f = a.fields
     if a.kind == "remember":
-        line = MemoryLine(id=ids.action_write_id(run.run_id, a.index, "mem"), room_id=run.room_id, text=f["text"],
-                          visibility=f["visibility"], company=run.company, author=agent_author, run_id=run.run_id,
-                          created_at=now)
+        line = MemoryLine(
+            id=ids.action_write_id(run.run_id, a.index, "mem"),
+            room_id=run.room_id,
+            text=f["text"],
+            visibility=f["visibility"],
+            company=run.company,
+            author=agent_author,
+            run_id=run.run_id,
+            created_at=now,
+        )
         deps.room.put_memory(line)
         return "written", "", []
     if a.kind == "create_task":
         task_id = ids.action_write_id(run.run_id, a.index, "task")
-        task = Task(id=task_id, room_id=run.room_id, title=f["title"], body=f["body"], to=f["to"],
-                    created_by=agent_author, created_at=now, updated_at=now)
-        event = TaskEvent(id=ids.action_write_id(run.run_id, a.index, "tev"), room_id=run.room_id, task_id=task_id,
-                          kind="created", text=f["title"], by=agent_author, run_id=run.run_id, created_at=now)
+        task = Task(
+            id=task_id,
+            room_id=run.room_id,
+            title=f["title"],
+            body=f["body"],
+            to=f["to"],
+            created_by=agent_author,
+            created_at=now,
+            updated_at=now,
+        )
+        event = TaskEvent(
+            id=ids.action_write_id(run.run_id, a.index, "tev"),
+            room_id=run.room_id,
+            task_id=task_id,
+            kind="created",
+            text=f["title"],
+            by=agent_author,
+            run_id=run.run_id,
+            created_at=now,
+        )
         deps.room.create_task(task, event)
         return "written", f"task {task_id}", [(f["to"], "task_event", event.id, task_id)]
     task = deps.room.get_task(run.room_id, f["task"])
     if task is None:
         return "not_reached", "task not found", []
     kind = "update" if a.kind == "update_task" else "close"
-    event = TaskEvent(id=ids.action_write_id(run.run_id, a.index, "tev"), room_id=run.room_id, task_id=task.id,
-                      kind=kind, text=f["note"] if kind == "update" else f["result"], by=agent_author,
-                      run_id=run.run_id, created_at=now)
+    event = TaskEvent(
+        id=ids.action_write_id(run.run_id, a.index, "tev"),
+        room_id=run.room_id,
+        task_id=task.id,
+        kind=kind,
+        text=f["note"] if kind == "update" else f["result"],
+        by=agent_author,
+        run_id=run.run_id,
+        created_at=now,
+    )
     result = deps.room.add_task_event(event)
     if result == "task_closed":
         return "not_reached", "the task was closed before the write", []
@@ -77,8 +110,10 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
     if run.parked_since:  # the run is back from its approvals: parked time stops counting
         metrics.add_metric(name="ApprovalClosed", unit=MetricUnit.Count, value=len(approvals))
         parked = (deps.clock() - parse_iso(run.parked_since)).total_seconds()
-        deps.ledger.update_run(ref.run_id, {"parked_s": run.parked_s + parked, "parked_since": None,
-                                            "status": "running", "updated_at": _iso(deps)})
+        deps.ledger.update_run(
+            ref.run_id,
+            {"parked_s": run.parked_s + parked, "parked_since": None, "status": "running", "updated_at": _iso(deps)},
+        )
         run = _load_run(deps, ref)
     for a in deps.ledger.actions(ref.run_id):
         if a.decision == "deny":
@@ -90,8 +125,14 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
             # The run's side settles the approval row with the outcome Step Functions gave it
             # (SPEC §2.6): also when the API's row update was lost after its answer landed, or a
             # retry found the token used and left the row deciding.
-            deps.room.set_approval_status(run.room_id, run.run_id, a.index, outcome, None,
-                                          from_statuses=tuple(s for s in APPROVAL_STATUSES if s != outcome))
+            deps.room.set_approval_status(
+                run.room_id,
+                run.run_id,
+                a.index,
+                outcome,
+                None,
+                from_statuses=tuple(s for s in APPROVAL_STATUSES if s != outcome),
+            )
             if outcome != "approved":
                 deps.ledger.set_action_outcome(ref.run_id, a.index, outcome, approval=outcome)
                 continue
@@ -102,12 +143,18 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
             continue
         outcome, note, wake_targets = _write_action(deps, run, agent_author, a)
         targets += wake_targets
-        deps.ledger.set_action_outcome(ref.run_id, a.index, outcome, note,
-                                       approval="approved" if a.decision == "ask" else None)
-    wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="actions",
-                                          run_agent=run.agent_id, run_hop=ref.hop,
-                                          hop_limit=_run_hop_limit(deps, state),
-                                          targets=targets)
+        deps.ledger.set_action_outcome(
+            ref.run_id, a.index, outcome, note, approval="approved" if a.decision == "ask" else None
+        )
+    wakes, notices = wake_rules.run_wakes(
+        run_id=ref.run_id,
+        room_id=ref.room_id,
+        step="actions",
+        run_agent=run.agent_id,
+        run_hop=ref.hop,
+        hop_limit=_run_hop_limit(deps, state),
+        targets=targets,
+    )
     for notice in notices:
         deps.room.put_message(notice)
     if wakes:
@@ -141,7 +188,6 @@ def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tup
     return []
 
 
-
 def apply_and_finish(deps: Deps, state: RunState) -> RunState:
     """Write the allowed and approved actions and the run's wakes (SPEC §2.7), then record the
     final status (§2.8)."""
@@ -155,5 +201,3 @@ def apply_and_finish_states(state: RunState) -> int:
     """States entered from Finished? on: ApplyAndFinish, the HeldActions Map and, per held
     action, its RequestApproval and outcome states (the cost line's estimate)."""
     return 2 + 2 * len(state.approvals or [])
-
-

@@ -7,11 +7,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-
 from quayutec import cost_line
 from quayutec.deps import Deps
 from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut, TransientError
 from quayutec.logic import prompt
+from quayutec.logic.phases.common import (
+    MAX_ERROR_BODY,
+    _facts,
+    _finish_request,
+    _iso,
+    _need_run,
+    _timing,
+    budget,
+    remaining_seconds,
+)
 from quayutec.models import (
     MAX_REPLY_BYTES,
     Agent,
@@ -19,11 +28,6 @@ from quayutec.models import (
     ModelRequestRecord,
     ModelStep,
     RunState,
-)
-
-
-from quayutec.logic.phases.common import (
-    _finish_request, MAX_ERROR_BODY, _iso, _need_run, _timing, _facts, remaining_seconds, budget,
 )
 
 
@@ -69,8 +73,9 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     task_left = (state.budget.remaining_s if state.budget else left) - (deps.clock() - entered).total_seconds()
     timeout_s = min(deps.settings.model_timeout_s, left, task_left - 1)
     if timeout_s < 1:
-        raise RunTimedOut(f"no active time left for a model request ({max(0.0, left):.1f} s of "
-                          f"{deps.settings.run_time_limit_s} s)")
+        raise RunTimedOut(
+            f"no active time left for a model request ({max(0.0, left):.1f} s of {deps.settings.run_time_limit_s} s)"
+        )
     record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model)
     if not deps.ledger.record_request(ref.run_id, record):
         reused = _after_earlier_attempt(deps, state, ref, run)
@@ -83,12 +88,22 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         if not deps.ledger.record_request(ref.run_id, record):
             raise ModelCallFailed(f"request {n} was recorded by another attempt")
     base_url = agent.base_url or {
-        "anthropic": deps.settings.anthropic_base_url, "openai": deps.settings.openai_base_url,
-        "bedrock": deps.settings.bedrock_endpoint_url}.get(agent.provider)
-    call = ModelCall(provider=agent.provider, model=agent.model, system=prompt.system_prompt(ctx),
-                     user_text=prompt.user_text(ctx), end_user_id=agent.id, api_key=api_key, base_url=base_url,
-                     owner_base_url=owner_url, timeout_s=timeout_s,
-                     allow_loopback=bool(owner_url and deps.settings.allow_loopback_model_urls))
+        "anthropic": deps.settings.anthropic_base_url,
+        "openai": deps.settings.openai_base_url,
+        "bedrock": deps.settings.bedrock_endpoint_url,
+    }.get(agent.provider)
+    call = ModelCall(
+        provider=agent.provider,
+        model=agent.model,
+        system=prompt.system_prompt(ctx),
+        user_text=prompt.user_text(ctx),
+        end_user_id=agent.id,
+        api_key=api_key,
+        base_url=base_url,
+        owner_base_url=owner_url,
+        timeout_s=timeout_s,
+        allow_loopback=bool(owner_url and deps.settings.allow_loopback_model_urls),
+    )
     # Where the key and the model's answer meet: a model server (an owner's own, above all) is
     # sent the key and can echo it in its text, its tool calls' fields or its request id. Nothing
     # of the answer is stored before it is scrubbed of the key in every encoding (SPEC §5).
@@ -106,18 +121,32 @@ def call_model(deps: Deps, state: RunState) -> RunState:
             out_of_time = f"{why}, but only {max(0.0, left):.1f} s of the run's time are left: not waited for"
         if out_of_time:
             wait_s, why = None, out_of_time
-        finished = record.model_copy(update={
-            "outcome": "error", "status": f.status, "request_id": f.request_id, "error_type": f.error_type,
-            "error_code": f.error_code, "category": f.category, "retryable": f.retryable,
-            "wait_s": wait_s, "decision": why,
-            "message": f.message[:1000], "body": f.body[:MAX_ERROR_BODY], "finished_at": _iso(deps)})
+        finished = record.model_copy(
+            update={
+                "outcome": "error",
+                "status": f.status,
+                "request_id": f.request_id,
+                "error_type": f.error_type,
+                "error_code": f.error_code,
+                "category": f.category,
+                "retryable": f.retryable,
+                "wait_s": wait_s,
+                "decision": why,
+                "message": f.message[:1000],
+                "body": f.body[:MAX_ERROR_BODY],
+                "finished_at": _iso(deps),
+            }
+        )
         _finish_request(deps, ref.run_id, finished)
         if out_of_time:
             raise RunTimedOut(f"{f.category} ({f.status}): {why}") from None
         if wait_s is not None:  # the next Task's budget is what is left after the Wait
-            return state.model_copy(update={
-                "model": ModelStep(outcome="wait", wait_seconds=wait_s, requests=n),
-                "budget": Budget(remaining_s=max(1, math.floor(left - wait_s)))})
+            return state.model_copy(
+                update={
+                    "model": ModelStep(outcome="wait", wait_seconds=wait_s, requests=n),
+                    "budget": Budget(remaining_s=max(1, math.floor(left - wait_s))),
+                }
+            )
         raise ModelCallFailed(f"{f.category} ({f.status}): {why}") from None
     except TransientError:  # the step is retried as it is (the request stays recorded: it counts)
         raise
@@ -127,21 +156,48 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         # text is scrubbed of the key in every encoding before the ledger, the logs or Step
         # Functions' history see it (SPEC §5).
         text = scrub(f"{type(exc).__name__}: {exc}", api_key)[:1000]
-        _finish_request(deps, ref.run_id, record.model_copy(update={
-            "outcome": "error", "category": "unexpected", "retryable": False, "message": text,
-            "decision": "an error the provider layer did not classify: final", "finished_at": _iso(deps)}))
+        _finish_request(
+            deps,
+            ref.run_id,
+            record.model_copy(
+                update={
+                    "outcome": "error",
+                    "category": "unexpected",
+                    "retryable": False,
+                    "message": text,
+                    "decision": "an error the provider layer did not classify: final",
+                    "finished_at": _iso(deps),
+                }
+            ),
+        )
         raise ModelCallFailed(f"unexpected error in the provider call: {text}") from None
     text = reply.text
     truncated = len(text.encode()) > MAX_REPLY_BYTES
     if truncated:
         text = text.encode()[:MAX_REPLY_BYTES].decode(errors="ignore")
-    stored = {"text": text, "truncated": truncated, "request_id": reply.request_id,
-              "tool_calls": [{"name": c.name, "input": c.input} for c in reply.tool_calls]}
+    stored = {
+        "text": text,
+        "truncated": truncated,
+        "request_id": reply.request_id,
+        "tool_calls": [{"name": c.name, "input": c.input} for c in reply.tool_calls],
+    }
     # The reply rides on the request's outcome write (one write: no outcome without its reply);
     # one too large for a ledger item goes to run data first (ReplyStore).
-    _finish_request(deps, ref.run_id, record.model_copy(update={
-        "outcome": "ok", "status": reply.status, "request_id": reply.request_id, "finished_at": _iso(deps),
-        "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}), reply=stored)
+    _finish_request(
+        deps,
+        ref.run_id,
+        record.model_copy(
+            update={
+                "outcome": "ok",
+                "status": reply.status,
+                "request_id": reply.request_id,
+                "finished_at": _iso(deps),
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+            }
+        ),
+        reply=stored,
+    )
     return state.model_copy(update={"model": ModelStep(outcome="reply", requests=n), "budget": budget(deps, run)})
 
 
@@ -156,13 +212,22 @@ def _after_earlier_attempt(deps: Deps, state: RunState, ref: Any, run: Any) -> R
         # Functions), so its counts are lost: the reply's tokens are counted here, once.
         r = answered[-1]
         cost_line.count_tokens(r.provider, r.model, r.input_tokens, r.output_tokens)
-        return state.model_copy(update={"model": ModelStep(outcome="reply", requests=answered[-1].n),
-                                        "budget": budget(deps, run)})
+        return state.model_copy(
+            update={"model": ModelStep(outcome="reply", requests=answered[-1].n), "budget": budget(deps, run)}
+        )
     for r in requests:
         if r.outcome == "pending":  # sent by an attempt that died before recording its outcome
-            _finish_request(deps, ref.run_id, r.model_copy(update={
-                "outcome": "lost", "category": "lost", "retryable": True, "finished_at": _iso(deps),
-                "decision": "outcome unknown (the step died mid-request); counted against the cap"}))
+            _finish_request(
+                deps,
+                ref.run_id,
+                r.model_copy(
+                    update={
+                        "outcome": "lost",
+                        "category": "lost",
+                        "retryable": True,
+                        "finished_at": _iso(deps),
+                        "decision": "outcome unknown (the step died mid-request); counted against the cap",
+                    }
+                ),
+            )
     return None
-
-

@@ -8,9 +8,23 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from quayutec.dal.files import files_pk
+from quayutec.dal.ledger import ClaimOutcome
+from quayutec.dal.room import RunReads
 from quayutec.deps import Deps
 from quayutec.errors import AlreadyClaimed, RunStateInvalid
 from quayutec.logic import files as room_files
+from quayutec.logic.phases.common import (
+    _facts,
+    _iso,
+    _load_run,
+    _need_run,
+    _Started,
+    _timing,
+    budget,
+    logger,
+    metrics,
+)
 from quayutec.models import (
     Agent,
     ClaimResult,
@@ -20,18 +34,13 @@ from quayutec.models import (
     RunSettings,
     RunState,
 )
-from quayutec.dal.files import files_pk
-from quayutec.dal.ledger import ClaimOutcome
-from quayutec.dal.room import RunReads
-from quayutec.logic.phases.common import (
-    _iso, _need_run, _load_run, _Started, _timing, _facts, budget, logger, metrics,
-)
 from quayutec.seams import part
 
 
 # ----------------------------------------------------------------------------- 1. claim
-def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None,
-          agent: Agent | None) -> RunState:
+def claim(
+    deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None, agent: Agent | None
+) -> RunState:
     """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1).
 
     The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
@@ -44,13 +53,24 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, executio
         raise RunStateInvalid("execution input has no wake")
     company = agent.company if agent else "unknown"
     now = _iso(deps)
-    record = RunRecord(run_id=run_id, agent_id=wake.agent_id, company=company, room_id=wake.room_id,
-                       wake_id=wake.wake_id, wake=wake, hop=wake.hop, execution_arn=execution_arn,
-                       status="running", started_at=now, updated_at=now)
+    record = RunRecord(
+        run_id=run_id,
+        agent_id=wake.agent_id,
+        company=company,
+        room_id=wake.room_id,
+        wake_id=wake.wake_id,
+        wake=wake,
+        hop=wake.hop,
+        execution_arn=execution_arn,
+        status="running",
+        started_at=now,
+        updated_at=now,
+    )
     outcome = deps.ledger.claim(record, execution_start or "")
     if outcome == ClaimOutcome.OTHER:
-        logger.warning("wake already claimed by another execution", extra={"agent_id": wake.agent_id,
-                                                                          "wake_id": wake.wake_id})
+        logger.warning(
+            "wake already claimed by another execution", extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id}
+        )
         metrics.add_metric(name="DuplicateClaimRefused", unit=MetricUnit.Count, value=1)
         return RunState(wake=wake, claim=ClaimResult(claimed=False))
     ref = RunRef(run_id=run_id, agent_id=wake.agent_id, wake_id=wake.wake_id, room_id=wake.room_id, hop=wake.hop)
@@ -58,11 +78,21 @@ def claim(deps: Deps, state: RunState, run_id: str, execution_arn: str, executio
     run: Any = _Started(run_id, now) if outcome == ClaimOutcome.CLAIMED else _load_run(deps, ref)
     if agent is None:
         raise RunStateInvalid(f"agent {wake.agent_id} is not registered")
-    facts = RunFacts(company=run.company if isinstance(run, RunRecord) else company, started_at=run.started_at,
-                     provider=agent.provider, model=agent.model, owner_url=agent.base_url is not None)
+    facts = RunFacts(
+        company=run.company if isinstance(run, RunRecord) else company,
+        started_at=run.started_at,
+        provider=agent.provider,
+        model=agent.model,
+        owner_url=agent.base_url is not None,
+    )
     return RunState(
-        wake=wake, claim=ClaimResult(claimed=True, resumed=outcome == ClaimOutcome.OWN), run=ref, facts=facts,
-        budget=budget(deps, run), settings=RunSettings(approval_timeout_s=deps.settings.approval_timeout_s))
+        wake=wake,
+        claim=ClaimResult(claimed=True, resumed=outcome == ClaimOutcome.OWN),
+        run=ref,
+        facts=facts,
+        budget=budget(deps, run),
+        settings=RunSettings(approval_timeout_s=deps.settings.approval_timeout_s),
+    )
 
 
 # ----------------------------------------------------------------------------- 2. read the room
@@ -70,8 +100,14 @@ def _key_reads(deps: Deps, state: RunState) -> RunReads:
     wake = state.wake
     if wake is None:
         raise RunStateInvalid("execution input has no wake")
-    return deps.room.run_reads(agent_id=wake.agent_id, room_id=wake.room_id, cause_kind=wake.cause_kind,
-                               cause_id=wake.cause_id, task_id=wake.task_id, index_pk=files_pk(wake.room_id))
+    return deps.room.run_reads(
+        agent_id=wake.agent_id,
+        room_id=wake.room_id,
+        cause_kind=wake.cause_kind,
+        cause_id=wake.cause_id,
+        task_id=wake.task_id,
+        index_pk=files_pk(wake.room_id),
+    )
 
 
 def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
@@ -103,13 +139,18 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
     index_version, passages = room_files.passages(deps, ref.room_id, query, s.file_passages, pointer=reads.index)
     ctx = {
         "agent": agent.model_dump(mode="json", include={"id", "company", "instructions", "provider", "model"}),
-        "room": {"id": room.id, "members": room.members,
-                 "agents": [{"id": a, "company": c} for a, c in agents.items()]},
+        "room": {
+            "id": room.id,
+            "members": room.members,
+            "agents": [{"id": a, "company": c} for a, c in agents.items()],
+        },
         "cause": cause,
         "messages": [m.model_dump(mode="json") for m in deps.room.recent_messages(ref.room_id, s.recent_messages)],
         "open_tasks": [t.model_dump(mode="json") for t in deps.room.open_tasks_for(ref.room_id, agent.id, 50)],
-        "memory": [m.model_dump(mode="json") for m in deps.room.memory_for(ref.room_id, agent.company, s.memory_lines,
-                                                                                 reads.memory)],
+        "memory": [
+            m.model_dump(mode="json")
+            for m in deps.room.memory_for(ref.room_id, agent.company, s.memory_lines, reads.memory)
+        ],
         "passages": [p.model_dump(mode="json", exclude_none=True) for p in passages],
         "index_version": index_version,
     }
@@ -118,13 +159,13 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
     return state.model_copy(update={"budget": budget(deps, run), "facts": facts})
 
 
-
 # ----------------------------------------------------------------------------- merged phases
 # A Lambda per phase of the state machine, fewer phases (issue 13): adjacent phases whose order is
 # kept inside one invocation. Each part runs in its own fault scope, so the crash matrix keeps
 # every point of the parts (faults.subphase) and gains the merged invocation's own.
-def claim_and_read(deps: Deps, state: RunState, run_id: str, execution_arn: str,
-                   execution_start: str | None = None) -> RunState:
+def claim_and_read(
+    deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None
+) -> RunState:
     """Claim (SPEC §2.1), then read the room (§2.2). Raises AlreadyClaimed when another
     execution holds the claim: the ASL catches it into a Succeed state, nothing done."""
     with part("claim"):  # the agent, room, cause and index pointer: one consistent read
@@ -134,5 +175,3 @@ def claim_and_read(deps: Deps, state: RunState, run_id: str, execution_arn: str,
         raise AlreadyClaimed(f"wake {state.wake.wake_id if state.wake else '?'} is claimed by another execution")
     with part("load_context"):
         return load_context(deps, claimed, reads)
-
-

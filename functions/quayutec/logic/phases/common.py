@@ -13,9 +13,9 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from quayutec import cost_line
 from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA
 from quayutec.deps import Deps
-from quayutec import cost_line
 from quayutec.errors import RunStateInvalid, RunTimedOut
 from quayutec.logic import ids
 from quayutec.models import (
@@ -33,8 +33,7 @@ logger = Logger(child=True)
 metrics = Metrics()
 
 
-def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord,
-                    reply: dict[str, Any] | None = None) -> None:
+def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord, reply: dict[str, Any] | None = None) -> None:
     """Store a model request's outcome, with the ``reply`` it brought in the same ledger write (as
     its JSON text: whatever the model wrote is stored as it came); a reply too large for a
     DynamoDB item goes to run data first. Counts it (metric ``ModelRequest_<outcome>``)."""
@@ -109,8 +108,13 @@ def _facts(deps: Deps, state: RunState, ref: RunRef) -> RunFacts:
     agent = deps.room.get_agent(ref.agent_id)
     if agent is None:
         raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
-    return RunFacts(company=run.company, started_at=run.started_at, provider=agent.provider, model=agent.model,
-                    owner_url=agent.base_url is not None)
+    return RunFacts(
+        company=run.company,
+        started_at=run.started_at,
+        provider=agent.provider,
+        model=agent.model,
+        owner_url=agent.base_url is not None,
+    )
 
 
 def remaining_seconds(deps: Deps, run: Any) -> float:
@@ -136,16 +140,14 @@ def budget(deps: Deps, run: Any) -> Budget:
     return Budget(remaining_s=max(1, math.floor(left)))
 
 
-
 # ----------------------------------------------------------------------------- 8. record
 def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
     """Record ``completed`` (SPEC §2.8), with the cost line: the state's counters, this
     invocation's so far, ``states`` entered for it and this final write (SPEC §10)."""
     ref = _need_run(state)
     cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
-    if deps.ledger.finish_run(ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id),
-                              cost=cost.model_dump(mode="json")):  # not again when a retry finds it final
+    if deps.ledger.finish_run(
+        ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id), cost=cost.model_dump(mode="json")
+    ):  # not again when a retry finds it final
         metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
     return state
-
-

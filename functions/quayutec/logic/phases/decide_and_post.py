@@ -6,25 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 
+from quayutec import cost_line
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import ids, rights
 from quayutec.logic import wakes as wake_rules
-from quayutec.models import (
-    MAX_ACTIONS,
-    ActionRecord,
-    Agent,
-    Author,
-    Message,
-    RightsStep,
-    RunState,
-)
-
-
-from aws_lambda_powertools.metrics import MetricUnit
-
-from quayutec import cost_line
 from quayutec.logic.phases.common import (
     _facts,
     _hop_limit_of,
@@ -38,19 +26,33 @@ from quayutec.logic.phases.common import (
     metrics,
     stored_reply,
 )
+from quayutec.models import (
+    MAX_ACTIONS,
+    ActionRecord,
+    Agent,
+    Author,
+    Message,
+    RightsStep,
+    RunState,
+)
 from quayutec.seams import part
 
 
 # ----------------------------------------------------------------------------- 4. rights
-def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]],
-               agents: dict[str, str] | None = None) -> rights.RoomView:
+def _room_view(
+    deps: Deps, room_id: str, tool_calls: list[dict[str, Any]], agents: dict[str, str] | None = None
+) -> rights.RoomView:
     """The room as the rights check needs it: its agents (as the run's room read found them,
     carried in the state), and only the tasks the declared actions name (at most 25 point reads:
     the cost does not grow with the room's history)."""
     agent_company = dict(agents) if agents is not None else deps.room.room_agents(room_id)
-    named = {str(c["input"]["task"]) for c in tool_calls[:MAX_ACTIONS]
-             if isinstance(c.get("input"), dict) and isinstance(c["input"].get("task"), str)
-             and 0 < len(c["input"]["task"]) <= 256}
+    named = {
+        str(c["input"]["task"])
+        for c in tool_calls[:MAX_ACTIONS]
+        if isinstance(c.get("input"), dict)
+        and isinstance(c["input"].get("task"), str)
+        and 0 < len(c["input"]["task"]) <= 256
+    }
     tasks = {t.id: t for t in (deps.room.get_task(room_id, task_id) for task_id in sorted(named)) if t}
     return rights.RoomView(agent_company=agent_company, tasks=tasks)
 
@@ -64,18 +66,24 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
     reply = reply if reply is not None else stored_reply(deps, state, ref)
     if not reply["tool_calls"]:  # a plain reply declares nothing: no policy, room or ledger to read
         if reply.get("truncated"):
-            deps.ledger.update_run(ref.run_id, {"actions_over_limit": 0, "reply_truncated": True,
-                                                "updated_at": _iso(deps)})
-        return state.model_copy(update={"rights": RightsStep(held=[], held_count=0, actions=0, over_limit=0),
-                                        "budget": budget(deps, run)})
+            deps.ledger.update_run(
+                ref.run_id, {"actions_over_limit": 0, "reply_truncated": True, "updated_at": _iso(deps)}
+            )
+        return state.model_copy(
+            update={"rights": RightsStep(held=[], held_count=0, actions=0, over_limit=0), "budget": budget(deps, run)}
+        )
     recorded = {a.index: a for a in deps.ledger.actions(ref.run_id)}
     facts = _facts(deps, state, ref)
     # The rights rest on the agent's company (read consistently at claim) and its company's
     # policy, read now, consistently.
     agent = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
     company = deps.room.get_company(agent.company)
-    records, over = rights.decide_all(reply["tool_calls"], agent, company.rights if company else None,
-                                      _room_view(deps, ref.room_id, reply["tool_calls"], facts.agents))
+    records, over = rights.decide_all(
+        reply["tool_calls"],
+        agent,
+        company.rights if company else None,
+        _room_view(deps, ref.room_id, reply["tool_calls"], facts.agents),
+    )
     final: list[ActionRecord] = []
     for rec in records:
         if rec.index not in recorded:
@@ -83,12 +91,17 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
             recorded[rec.index] = rec
         final.append(recorded[rec.index])
     if over or reply.get("truncated"):
-        deps.ledger.update_run(ref.run_id, {"actions_over_limit": over, "reply_truncated": bool(reply.get("truncated")),
-                                            "updated_at": _iso(deps)})
+        deps.ledger.update_run(
+            ref.run_id,
+            {"actions_over_limit": over, "reply_truncated": bool(reply.get("truncated")), "updated_at": _iso(deps)},
+        )
     held = [r.index for r in final if r.decision == "ask"]
-    return state.model_copy(update={"rights": RightsStep(held=held, held_count=len(held), actions=len(final),
-                                                         over_limit=over),
-                                    "budget": budget(deps, run)})
+    return state.model_copy(
+        update={
+            "rights": RightsStep(held=held, held_count=len(held), actions=len(final), over_limit=over),
+            "budget": budget(deps, run),
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- 5. post the reply
@@ -110,8 +123,9 @@ def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, trunc
     return text.rstrip() + ("\n\n" + "\n".join(notes) if notes else "")
 
 
-def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None,
-               finish_states: int | None = None) -> RunState:
+def post_reply(
+    deps: Deps, state: RunState, reply: dict[str, Any] | None = None, finish_states: int | None = None
+) -> RunState:
     """Post the reply, the run's first write to the room (SPEC §2.5). Its id derives from the
     run id; it wakes only the agents it @mentions. ``finish_states``: the reply declared no action,
     so the run ends here — its final ledger write (status ``completed``, the cost line with
@@ -122,8 +136,9 @@ def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None,
     reply = reply if reply is not None else stored_reply(deps, state, ref)
     step = state.rights
     actions = [] if step is not None and step.actions == 0 else deps.ledger.actions(ref.run_id)
-    over = step.over_limit if step is not None and step.over_limit is not None else \
-        _load_run(deps, ref).actions_over_limit
+    over = (
+        step.over_limit if step is not None and step.over_limit is not None else _load_run(deps, ref).actions_over_limit
+    )
     facts = _facts(deps, state, ref)
     if facts.agents is None or state.facts is None:  # a state from before the facts were carried
         room = deps.room.get_room(ref.room_id)
@@ -133,12 +148,25 @@ def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None,
     text = compose_reply(reply["text"], actions, over, bool(reply.get("truncated")), facts.company)
     msg_id = ids.reply_message_id(ref.run_id)
     mentioned = wake_rules.mentions(reply["text"], list(facts.agents or {}))
-    wakes, notices = wake_rules.run_wakes(run_id=ref.run_id, room_id=ref.room_id, step="reply",
-                                          run_agent=ref.agent_id, run_hop=ref.hop,
-                                          hop_limit=_hop_limit_of(deps, facts.hop_limit),
-                                          targets=[(a, "message", msg_id, None) for a in mentioned])
-    msg = Message(id=msg_id, room_id=ref.room_id, author=Author(kind="agent", id=ref.agent_id, company=facts.company),
-                  text=text, mentions=mentioned, kind="reply", run_id=ref.run_id, created_at=_iso(deps))
+    wakes, notices = wake_rules.run_wakes(
+        run_id=ref.run_id,
+        room_id=ref.room_id,
+        step="reply",
+        run_agent=ref.agent_id,
+        run_hop=ref.hop,
+        hop_limit=_hop_limit_of(deps, facts.hop_limit),
+        targets=[(a, "message", msg_id, None) for a in mentioned],
+    )
+    msg = Message(
+        id=msg_id,
+        room_id=ref.room_id,
+        author=Author(kind="agent", id=ref.agent_id, company=facts.company),
+        text=text,
+        mentions=mentioned,
+        kind="reply",
+        run_id=ref.run_id,
+        created_at=_iso(deps),
+    )
     if finish_states is not None and len(notices) <= MAX_NOTICES_IN_TRANSACTION:
         _post_and_finish(deps, state, msg, wakes, notices, finish_states)
         return state.model_copy(update={"budget": budget(deps, run)})
@@ -156,8 +184,9 @@ def post_reply(deps: Deps, state: RunState, reply: dict[str, Any] | None = None,
 MAX_NOTICES_IN_TRANSACTION = 98
 
 
-def _post_and_finish(deps: Deps, state: RunState, msg: Message, wakes: list[Any], notices: list[Message],
-                     states: int) -> None:
+def _post_and_finish(
+    deps: Deps, state: RunState, msg: Message, wakes: list[Any], notices: list[Message], states: int
+) -> None:
     """The reply, its notices and the run's final write, in one transaction (SPEC §2.5, §2.8). A
     retried step finds what an earlier attempt landed: all of it (nothing to do), or the reply
     without the final write (then it writes that alone); a run that got a final status meanwhile

@@ -9,21 +9,20 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec.deps import Deps
 from quayutec import cost_line
+from quayutec.deps import Deps
 from quayutec.logic import ids, rights
+from quayutec.logic.phases.common import (
+    _finish_request,
+    _iso,
+    metrics,
+)
 from quayutec.models import (
     FINAL_STATUSES,
     ActionRecord,
     RunRecord,
     RunState,
 )
-
-
-from quayutec.logic.phases.common import (
-    _finish_request, _iso, metrics,
-)
-
 
 #: RecordFailure and RunFailed (the failed phase's own state is not counted: its state is lost).
 RECORD_FAILURE_STATES = 2
@@ -58,16 +57,30 @@ def _write_landed(deps: Deps, run: RunRecord, a: ActionRecord) -> bool:
     if a.decision == "deny" or not a.fields:
         return False
     if a.kind == "remember":
-        return deps.room.get_memory(run.room_id, a.fields["visibility"], run.company,
-                                    ids.action_write_id(run.run_id, a.index, "mem")) is not None
+        return (
+            deps.room.get_memory(
+                run.room_id, a.fields["visibility"], run.company, ids.action_write_id(run.run_id, a.index, "mem")
+            )
+            is not None
+        )
     if a.kind == "create_task":
         return deps.room.get_task(run.room_id, ids.action_write_id(run.run_id, a.index, "task")) is not None
-    return deps.room.get_task_event(run.room_id, str(a.fields.get("task", "")),
-                                    ids.action_write_id(run.run_id, a.index, "tev")) is not None
+    return (
+        deps.room.get_task_event(
+            run.room_id, str(a.fields.get("task", "")), ids.action_write_id(run.run_id, a.index, "tev")
+        )
+        is not None
+    )
 
 
-def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_name: str, message: str,
-                     cost: dict[str, Any] | None = None) -> str | None:
+def close_failed_run(
+    deps: Deps,
+    run_id: str,
+    execution_arn: str | None,
+    error_name: str,
+    message: str,
+    cost: dict[str, Any] | None = None,
+) -> str | None:
     """Give a claimed run its final failure status, once. Returns the status set, or ``None`` when
     there is no claimed run of this execution or it already has a final status."""
     run = deps.ledger.get_run(run_id)
@@ -78,30 +91,56 @@ def close_failed_run(deps: Deps, run_id: str, execution_arn: str | None, error_n
     status = final_status_for(deps, run, error_name)
     for q in deps.ledger.model_requests(run_id):
         if q.outcome == "pending":  # sent, but the run ended before its outcome was recorded
-            _finish_request(deps, run_id, q.model_copy(update={
-                "outcome": "lost", "category": "lost", "finished_at": _iso(deps),
-                "decision": f"outcome unknown: the run ended ({error_name}) first"}))
+            _finish_request(
+                deps,
+                run_id,
+                q.model_copy(
+                    update={
+                        "outcome": "lost",
+                        "category": "lost",
+                        "finished_at": _iso(deps),
+                        "decision": f"outcome unknown: the run ended ({error_name}) first",
+                    }
+                ),
+            )
     not_done = []
     for a in deps.ledger.actions(run_id):
-        if a.outcome in ("pending", "held") or (a.decision == "ask" and a.outcome not in ("written", "rejected", "expired", "not_reached")):
+        if a.outcome in ("pending", "held") or (
+            a.decision == "ask" and a.outcome not in ("written", "rejected", "expired", "not_reached")
+        ):
             if _write_landed(deps, run, a):  # written, then the step failed before recording it
-                deps.ledger.set_action_outcome(run_id, a.index, "written", "written before the run ended",
-                                               approval="approved" if a.decision == "ask" else None)
+                deps.ledger.set_action_outcome(
+                    run_id,
+                    a.index,
+                    "written",
+                    "written before the run ended",
+                    approval="approved" if a.decision == "ask" else None,
+                )
                 continue
             deps.ledger.set_action_outcome(run_id, a.index, "not_reached", "the run ended first")
             not_done.append(f"action {a.index} {rights.describe(a)}")
         if a.decision == "ask":  # an approval request still pending can no longer be answered
-            if deps.room.set_approval_status(run.room_id, run_id, a.index, "expired", None,
-                                             from_statuses=("pending", "deciding")):
+            if deps.room.set_approval_status(
+                run.room_id, run_id, a.index, "expired", None, from_statuses=("pending", "deciding")
+            ):
                 metrics.add_metric(name="ApprovalClosed", unit=MetricUnit.Count, value=1)
     if status == "failed_before_reply" or (  # a timed-out run says whether its reply got out
-            status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None):
+        status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None
+    ):
         not_done.insert(0, "reply not posted")
     reply_id = ids.reply_message_id(run_id)
     posted = status == "failed_after_reply" or (
-        status == "timed_out" and deps.room.get_message(run.room_id, reply_id) is not None)
-    if deps.ledger.finish_run(run_id, status, error_class=error_name, error_message=message, not_done=not_done,
-                              reply_message_id=reply_id if posted else None, cost=cost):
+        status == "timed_out" and deps.room.get_message(run.room_id, reply_id) is not None
+    )
+    if deps.ledger.finish_run(
+        run_id,
+        status,
+        error_class=error_name,
+        error_message=message,
+        not_done=not_done,
+        reply_message_id=reply_id if posted else None,
+        cost=cost,
+    ):
         metrics.add_metric(name=f"Run_{status}", unit=MetricUnit.Count, value=1)
         return status
     return None
@@ -128,4 +167,3 @@ def reconcile(deps: Deps, detail: dict[str, Any]) -> str | None:
         error = "TIMED_OUT"
     message = detail.get("cause") or f"execution {status.lower()} outside the state machine's Catch"
     return close_failed_run(deps, name, detail.get("executionArn"), str(error), str(message))
-

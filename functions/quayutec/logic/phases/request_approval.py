@@ -1,5 +1,4 @@
-"""RequestApproval (SPEC §2.6): record a held action's approval request with its task token.
-"""
+"""RequestApproval (SPEC §2.6): record a held action's approval request with its task token."""
 
 from __future__ import annotations
 
@@ -10,10 +9,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import rights
-
-
 from quayutec.logic.phases.common import (
-    _iso, metrics,
+    _iso,
+    metrics,
 )
 
 
@@ -29,15 +27,20 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
     action = next((a for a in deps.ledger.actions(run_id) if a.index == index), None)
     if action is None or action.decision != "ask":
         raise RunStateInvalid(f"action {index} of run {run_id} is not held for approval")
-    approval = ApprovalRequest(id=f"{run_id}:{index}", room_id=run.room_id, run_id=run_id, index=index,
-                               agent_id=run.agent_id, company=run.company, summary=rights.describe(action),
-                               fields=action.fields,
-                               created_at=_iso(deps))
+    approval = ApprovalRequest(
+        id=f"{run_id}:{index}",
+        room_id=run.room_id,
+        run_id=run_id,
+        index=index,
+        agent_id=run.agent_id,
+        company=run.company,
+        summary=rights.describe(action),
+        fields=action.fields,
+        created_at=_iso(deps),
+    )
     if deps.room.put_approval(approval, task_token) is approval:  # recorded now, not a retry
         metrics.add_metric(name="ApprovalRequested", unit=MetricUnit.Count, value=1)
     fields: dict[str, Any] = {"status": "waiting_approval", "updated_at": _iso(deps)}
     if run.parked_since is None:
         fields["parked_since"] = _iso(deps)
     deps.ledger.update_run(run_id, fields)
-
-
