@@ -29,17 +29,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
 
-from runhelpers import make_room  # noqa: E402
+from runhelpers import make_room
 
-from quaylocal import calls  # noqa: E402
-from quaylocal.costs import RunFigures, plain_runs, retrieval_reads  # noqa: E402
-from quaylocal.provider_server import ProviderServer  # noqa: E402
-from quaylocal.stack import LocalStack  # noqa: E402
-from quayutec import deps as quay_deps  # noqa: E402
-from quayutec import pricing  # noqa: E402
-from quayutec.logic.room_service import RoomService  # noqa: E402
-from quayutec.models import Author, parse_iso  # noqa: E402
-from quayutec.settings import FIELD_BY_ENV, HANDLER_ENV  # noqa: E402
+from quaylocal import calls
+from quaylocal.costs import RunFigures, plain_runs, retrieval_reads
+from quaylocal.provider_server import ProviderServer
+from quaylocal.stack import LocalStack
+from quayutec import deps as quay_deps
+from quayutec import pricing
+from quayutec.logic.room_service import RoomService
+from quayutec.models import Author, parse_iso
+from quayutec.settings import FIELD_BY_ENV, HANDLER_ENV
 
 #: An estimate, labelled as such: billed duration per invocation (512 MB) is not measured here.
 ESTIMATED_MS_PER_INVOCATION = 100

@@ -111,7 +111,7 @@ def _iam_check_each_call(request: pytest.FixtureRequest) -> Any:
     others, _call_log_offset = C.read_call_log(str(CALL_LOG), _call_log_offset)
     recorded += others
     if not any(
-        c.owner and c.owner.startswith("function:") or c.owner == C.STATE_MACHINE or c.owner is None or c.unmapped
+        (c.owner and c.owner.startswith("function:")) or c.owner == C.STATE_MACHINE or c.owner is None or c.unmapped
         for c in recorded
     ):
         return

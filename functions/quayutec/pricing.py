@@ -170,7 +170,7 @@ def model_price(model: str, provider: str, overrides: Overrides | None = None) -
     return (known[1], known[2]) if known and known[0] == provider else None
 
 
-def price_cost(cost: "RunCost", *, memory_mb: int, overrides: Overrides | None = None) -> "RunCost":
+def price_cost(cost: RunCost, *, memory_mb: int, overrides: Overrides | None = None) -> RunCost:
     """``cost`` with its USD figures: ``usd_model_excluded`` (the AWS side), ``model_usd`` (the
     tokens' cost, ``None`` when a model's price is unknown: ``model_price_unknown`` names it) and
     ``usd``, their sum (the AWS side alone when the model's price is unknown)."""
@@ -204,7 +204,7 @@ def price_cost(cost: "RunCost", *, memory_mb: int, overrides: Overrides | None =
     )
 
 
-def total(costs: Iterable["RunCost"]) -> "RunCost":
+def total(costs: Iterable[RunCost]) -> RunCost:
     """The sum of several runs' cost lines (``quay cost``): counts added, USD figures added as
     each run recorded them (at the prices of its own time); ``model_usd`` is ``None`` when any
     run's model price was unknown (``model_price_unknown`` names those models)."""

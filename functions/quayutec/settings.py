@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
@@ -129,7 +129,7 @@ def environment() -> Mapping[str, str]:
     return os.environ if env is None else env
 
 
-@lru_cache(maxsize=None)
+@cache
 def settings_model(function_id: str) -> type[BaseModel]:
     """The environment model of one function: the :class:`Settings` fields its
     ``FunctionDef.reads`` names, with their types and bounds, required unless optional."""

@@ -143,7 +143,7 @@ class Settings:
         return self.runtime[R.SECRET_PREFIX_ENV]
 
     @classmethod
-    def from_context(cls, node: Node) -> "Settings":
+    def from_context(cls, node: Node) -> Settings:
         def get(key: str, default: Any) -> Any:
             value = node.try_get_context(key)
             return default if value is None else value

@@ -13,6 +13,7 @@ Only boto3 clients are used (pass moto-backed ones); nothing here imports moto.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -63,10 +64,8 @@ def bootstrap(ssm: Any, s3: Any, *, account: str, region: str) -> str:
     )
     bucket = f"cdk-{QUALIFIER}-assets-{account}-{region}"
     kwargs = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-    try:
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
         s3.create_bucket(Bucket=bucket, **kwargs)
-    except s3.exceptions.BucketAlreadyOwnedByYou:
-        pass
     return bucket
 
 

@@ -282,7 +282,8 @@ def full_matrix(trace: list[str]) -> list[Point]:
             points += [Point(at, "crash"), Point(at, "die")]
         elif at.endswith(":end"):
             points += [Point(at, "die_end"), Point(at, "stop")]
-    return points + [
+    return [
+        *points,
         Point(REPLY_WRITE, "crash", also=(("record_failure:start", "crash"),)),
         Point("decide_rights:start", "crash", also=(("record_failure:after:update ledger:RUN", "die"),)),
         *[p for p in standard_matrix() if not p.run_scoped],

@@ -89,7 +89,7 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 _TARGET: dict[str, object] = {}
 
 
-def _client(url: str, token: str):  # noqa: ANN202
+def _client(url: str, token: str):
     from urllib.parse import urlsplit
 
     from quaylocal.client import QuayClient
@@ -105,7 +105,7 @@ def _client(url: str, token: str):  # noqa: ANN202
     return QuayClient(url, token or None)
 
 
-def _run(fn, not_found: str = ""):  # noqa: ANN001, ANN202
+def _run(fn, not_found: str = ""):
     """Call the API; an HTTP error is printed (status and the API's message) with exit status 1.
     ``not_found``: a hint added to a 404."""
     from quaylocal.client import ApiError
@@ -143,7 +143,7 @@ def _run(fn, not_found: str = ""):  # noqa: ANN001, ANN202
         ) from None
 
 
-def _json_text(data) -> str:  # noqa: ANN001
+def _json_text(data) -> str:
     """``data`` as indented JSON for machines and terminals alike: non-ASCII text as itself (``→``,
     not ``\\u2192``), but control, format and separator characters (ESC, C1, U+202E ...) as
     ``\\uXXXX`` escapes, which are still the same JSON string."""
@@ -161,7 +161,7 @@ def _json_text(data) -> str:  # noqa: ANN001
     return "".join(out)
 
 
-def _print(data) -> None:  # noqa: ANN001
+def _print(data) -> None:
     print(_json_text(data))
 
 
@@ -324,7 +324,7 @@ def admin_bootstrap_token(
         raise _fail(f"quay admin bootstrap-token: {exc}", 1) from None
 
 
-def _bootstrap(session, stack: str | None, table: str | None) -> dict:  # noqa: ANN001
+def _bootstrap(session, stack: str | None, table: str | None) -> dict:
     from quayutec.dal.auth import TokenStore
 
     api_url = None
@@ -431,7 +431,7 @@ def deny(
 class _RoomGroup(typer.core.TyperGroup):
     """``quay room ROOM`` (the form before the subcommands existed) is ``quay room show ROOM``."""
 
-    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201
+    def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["show", *args]
         return super().parse_args(ctx, args)
@@ -752,7 +752,7 @@ def _file_line(f: dict) -> str:
     return f"{f['id']}  {f['name']}  {_size(int(f['size']))}  {f['kind']}  {status}  by {who}"
 
 
-def _s3_problem(resp) -> str:  # noqa: ANN001
+def _s3_problem(resp) -> str:
     import re
 
     text = resp.text or ""
@@ -820,7 +820,7 @@ def file_add(
             if time.monotonic() > deadline:
                 raise _fail(f"quay file add: {path.name} ({f['id']}) still uploading after {timeout:g} s", 1)
             time.sleep(0.5)
-            f = _run(lambda: client.file(room, f["id"]))["file"]
+            f = _run(lambda file_id=f["id"]: client.file(room, file_id))["file"]
     if as_json:
         _print(f)
     else:
@@ -870,7 +870,7 @@ def ledger(
         _print(_run(lambda: client.run(run)) if run is not None else {"runs": _run(lambda: client.runs(room))})
         return
 
-    def print(line: str) -> None:  # noqa: A001 - every ledger line may hold provider or model text
+    def print(line: str) -> None:
         builtins.print(visible(line))
 
     if run is not None:

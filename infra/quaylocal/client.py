@@ -55,7 +55,7 @@ class _NeverFollow(HTTPRedirectHandler):
     """A 3xx is the answer (an :class:`ApiError` from the named methods), never followed: a
     redirect would carry the ``Authorization`` header to another host, and turn a POST into a GET."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201, PLR0913
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
 
 
@@ -279,7 +279,7 @@ def upload_form(
     from urllib.request import HTTPRedirectHandler, build_opener
 
     class _NoRedirect(HTTPRedirectHandler):
-        def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201, PLR0913
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
             return None  # a 3xx from the upload URL is its answer, never followed
 
     boundary = "quay-" + uuid.uuid4().hex

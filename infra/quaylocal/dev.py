@@ -310,7 +310,7 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         server_version = "quay-dev"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet; the API logs
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
@@ -362,7 +362,7 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(result.body)
 
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve  # noqa: N815
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
 
     return Handler
 

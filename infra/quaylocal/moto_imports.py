@@ -76,9 +76,9 @@ def _session_on_default_loader(cls: type) -> Any:
     import boto3
 
     session = boto3.Session()
-    session._session.register_component(  # noqa: SLF001 - botocore's documented component registry
+    session._session.register_component(
         "data_loader", boto3._get_default_session()._session.get_component("data_loader")
-    )  # noqa: SLF001
+    )
     return session
 
 

@@ -16,6 +16,7 @@ Each names moto internals: tests/run/test_local_engine*.py guard them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import weakref
@@ -30,7 +31,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-from quaylocal import moto_imports  # noqa: F401,I001 - before moto's modules: defers what they need not import
+from quaylocal import moto_imports  # noqa: F401 - before moto's modules: defers what they need not import
 
 _threads_lock = threading.Lock()
 
@@ -214,14 +215,11 @@ def _new_weakly_tracked(cls: type, *args: Any, **kwargs: Any) -> Any:
         with _tracking_lock:
             tracked = cls.instances_tracked  # type: ignore[attr-defined]
             if type(tracked) is list:
-                try:
+                # A class without weak references (__slots__) keeps moto's list.
+                with contextlib.suppress(TypeError):
                     tracked = cls.instances_tracked = _WeakInstances(tracked)  # type: ignore[attr-defined]
-                except TypeError:  # a class without weak references (__slots__): moto's list
-                    pass
-    try:
+    with contextlib.suppress(TypeError):  # this instance cannot be referenced weakly
         tracked.append(instance)
-    except TypeError:  # this instance cannot be referenced weakly
-        pass
     return instance
 
 

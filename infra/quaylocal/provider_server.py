@@ -42,15 +42,17 @@ Every response carries a request id header (``request-id`` / ``x-request-id`` /
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote
 
 from quaylocal import calls
@@ -160,7 +162,7 @@ class ProviderServer:
         self._httpd = None
         self._thread = None
 
-    def __enter__(self) -> "ProviderServer":
+    def __enter__(self) -> ProviderServer:
         self.start()
         return self
 
@@ -308,7 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read .requests
         return
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
@@ -324,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         self._send(_not_found(f"no route for POST {path}"))
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._send(_not_found("POST only"))
 
     def _send(self, response: _Response) -> None:
@@ -332,10 +334,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(response.delay_s)
         if response.drop:
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             return
         try:
             self.send_response(response.status)

@@ -4,6 +4,7 @@ the scripted model replies, run the steps (each waits for quiet), check ``expect
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from collections.abc import Callable
@@ -332,10 +333,8 @@ class Player:
                 )
             )
             name = quay_deps.secret_name(d.settings, a.company, a.provider)
-            try:
+            with contextlib.suppress(sm.exceptions.ResourceExistsException):
                 sm.create_secret(Name=name, SecretString=self.company_keys[a.company])
-            except sm.exceptions.ResourceExistsException:
-                pass
         room = Room(id=self.room_id, name=self.sc.room.id, members=self.sc.room.members)
         if not Directory(d.room).create_room(room):  # the write POST /rooms makes
             raise RuntimeError(f"room id {self.room_id} collision")
@@ -464,7 +463,7 @@ class Player:
         result.request_texts = {a: [json.dumps(q.body) for q in server.requests if q.agent_id == a] for a in agents}
         result.open_tasks = sum(1 for t in result.tasks if t["status"] == "open")
         result.memory_lines = len(result.memory)
-        statuses = {s: 0 for s in STATUSES}
+        statuses = dict.fromkeys(STATUSES, 0)
         for run in runs:
             statuses[run.status] += 1
         result.run_statuses = {s: n for s, n in statuses.items() if n or s in FINAL_STATUSES}

@@ -17,6 +17,7 @@ or, on the resources of the synthesized CDK template deployed on moto's CloudFor
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import json
@@ -46,7 +47,7 @@ from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommu
 
 from quaylocal import (
     calls,
-    moto_imports,  # noqa: F401,I001 - before moto's modules: defers what they need not import
+    moto_imports,  # noqa: F401 - before moto's modules: defers what they need not import
     moto_patches,
 )
 from quayutec import deps as quay_deps
@@ -412,10 +413,9 @@ def warm_during_waits(*modules: str) -> None:
 
 def _import_quietly(names: list[str]) -> None:
     for name in names:
-        try:
+        # Whatever it raises, the handler that needs it imports it again and fails there.
+        with contextlib.suppress(Exception):
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the handler that needs it imports it and fails there
-            pass
 
 
 def _wait_warming(self: Any, env: Any) -> None:
@@ -745,10 +745,8 @@ class LocalStack:
         sfn = self.client("stepfunctions")
         running = sfn.list_executions(stateMachineArn=self.state_machine_arn, statusFilter="RUNNING")["executions"]
         for ex in running:
-            try:
+            with contextlib.suppress(Exception):  # best effort on shutdown, whatever moto raises
                 sfn.stop_execution(executionArn=ex["executionArn"], error="LocalStackStopped")
-            except Exception:  # noqa: BLE001 - best effort on shutdown
-                pass
         if running:
             time.sleep(0.05)  # the stopped ones wind down before moto's state goes
         self._mock.stop()

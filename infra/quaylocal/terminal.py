@@ -31,7 +31,7 @@ def visible(text: Any, *, newlines: bool = False) -> str:
     for ch in s:
         if ch in _SAFE or (newlines and ch == "\n"):
             out.append(ch)
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn") and not (ch == " "):
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn") and ch != " ":
             out.append(_escape(ch))
         else:
             out.append(ch)

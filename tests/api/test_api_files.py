@@ -75,7 +75,7 @@ def test_upload_flow_and_rules(stack_env, light_world) -> None:
     assert api.call("GET", f"/rooms/r1/files/{f['id']}", w.tokens["ann"]).status == 404
 
 
-def test_the_deployed_signer_presigns_sigv4_for_the_regional_virtual_host(monkeypatch) -> None:  # noqa: ANN001
+def test_the_deployed_signer_presigns_sigv4_for_the_regional_virtual_host(monkeypatch) -> None:
     """What the deployed API hands out (no AWS call: presigning is local). botocore presigns
     with SigV2 when given an endpoint URL unless told s3v4; S3 refuses SigV2 for buckets created
     since June 2020, and a SigV2 URL signed with a Lambda role's credentials dies with the session."""

@@ -106,7 +106,7 @@ def _row(world: World, approval_id: str) -> dict:
 
 
 def _settled(world: World, stack_env, approval_id: str) -> dict:
-    stack, _ = stack_env
+    _stack, _ = stack_env
     run_id = approval_id.rpartition(":")[0]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

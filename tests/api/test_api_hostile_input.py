@@ -28,7 +28,7 @@ STACK_SETTINGS = {"ALLOW_LOOPBACK_MODEL_URLS": "false"}
 PROVIDER_SCRIPTS: dict[str, list] = {}
 
 
-def _is_error(r, status: int, code: str | None = None) -> None:  # noqa: ANN001
+def _is_error(r, status: int, code: str | None = None) -> None:
     assert r.status == status, (r.status, r.body)
     assert isinstance(r.body, dict) and set(r.body) == {"error", "message", "fields"}, r.body
     assert isinstance(r.body["fields"], list) and isinstance(r.body["message"], str) and r.body["message"]

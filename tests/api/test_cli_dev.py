@@ -9,7 +9,8 @@ import json
 import socket
 
 import pytest
-from test_api_dev_server import ADMIN, HELD, _wait, dev_url  # noqa: F401 - dev_url is the fixture
+from test_api_dev_server import ADMIN, HELD, _wait
+from test_api_dev_server import dev_url as dev_url  # the fixture, used by name in the tests' arguments
 from typer.testing import CliRunner
 
 from quaylocal.cli import app as cli
@@ -17,17 +18,17 @@ from quaylocal.cli import app as cli
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 
-def _quay(url: str, token: str, *args: str, code: int = 0):  # noqa: ANN202
+def _quay(url: str, token: str, *args: str, code: int = 0):
     result = CliRunner().invoke(cli, [*args, "--url", url, "--token", token])
     assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
     return result
 
 
-def _json(url: str, token: str, *args: str):  # noqa: ANN202
+def _json(url: str, token: str, *args: str):
     return json.loads(_quay(url, token, *args, "--json").stdout)
 
 
-def _one_line_error(result, *words: str) -> None:  # noqa: ANN001
+def _one_line_error(result, *words: str) -> None:
     assert result.exit_code != 0 and (result.exception is None or isinstance(result.exception, SystemExit))
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -107,7 +108,7 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     assert "wakes no agent" in said and f"quay member list {rid}" in said
     _quay(url, dora, "post", rid, "hello @d1")
 
-    def pending():  # noqa: ANN202
+    def pending():
         return [a for a in _json(url, carl, "room", "show", rid)["approvals"] if a["status"] == "pending"]
 
     [held] = _wait(pending, 60, "a1's approval request")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -120,7 +121,7 @@ def test_fault_injection_is_off_unless_the_local_chaos_tooling_turns_it_on(monke
     assert faults.ENV_VAR not in r.SETTING_DEFAULTS
     assert faults.ENV_VAR not in local_environment()
     assert faults.ENV_VAR in chaos.CHAOS_SETTINGS
-    cdk_sources = [p for p in (REPO / "infra" / "quayinfra").rglob("*.py")]
+    cdk_sources = list((REPO / "infra" / "quayinfra").rglob("*.py"))
     assert cdk_sources and not any(faults.ENV_VAR in p.read_text() for p in cdk_sources)
     # The fault lab is not in the deployed package (issue 13 item 5): no module of it, and every
     # handler imports without loading it; the runtime only offers seams (quayutec.seams).
@@ -178,7 +179,7 @@ def test_the_local_stack_runs_more_than_100_counting_invocations_in_one_process(
         handler = "test_chaos_matrix.counting_handler"
         function_name = "f"
         function_arn = "arn:aws:lambda:us-east-1:123456789012:function:f"
-        environment_vars: dict[str, str] = {}  # the seam gives the function its own environment
+        environment_vars: ClassVar[dict[str, str]] = {}  # the seam gives the function its own environment
         memory_size = 128
         timeout = 3
 

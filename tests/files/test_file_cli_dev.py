@@ -63,7 +63,7 @@ def dev(tmp_path_factory) -> Iterator[tuple[str, ProviderServer]]:
         yield url, models
 
 
-def _quay(url: str, token: str, *args: str, code: int = 0):  # noqa: ANN202
+def _quay(url: str, token: str, *args: str, code: int = 0):
     result = CliRunner().invoke(cli, [*args, "--url", url, "--token", token])
     assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
     return result

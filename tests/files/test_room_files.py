@@ -7,9 +7,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-import textwrap
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -164,7 +162,8 @@ def test_only_the_ranking_imports_bm25s() -> None:
     import subprocess
 
     code = (
-        "import sys; import quayutec.logic.phases.claim_and_read, quayutec.logic.files, quayutec.handlers.claim_and_read, "
+        "import sys; import quayutec.logic.phases.claim_and_read, quayutec.logic.files, "
+        "quayutec.handlers.claim_and_read, "
         "quayutec.handlers.ingest; print('bm25s' in sys.modules, 'scipy' in sys.modules, 'pypdf' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

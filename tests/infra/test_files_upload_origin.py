@@ -14,7 +14,7 @@ from quayutec.api.routes.files import regional_s3
 from quayutec.api.routes.page import upload_origins
 
 
-def _api_function(resources) -> dict:  # noqa: ANN001
+def _api_function(resources) -> dict:
     [fn] = [
         f["Properties"]
         for f in of_type(resources, "AWS::Lambda::Function").values()

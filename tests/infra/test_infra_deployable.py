@@ -203,7 +203,7 @@ def test_dashboard_shows_what_the_runtime_emits(resources):
     assert R.WAKE_DLQ.logical_id in text or "WakeDeadLetterQueue" in text
     for fdef in R.FUNCTIONS:
         if fdef.asl_placeholder:
-            assert f'"AWS/Lambda","Errors","FunctionName","<ref>"' in text
+            assert '"AWS/Lambda","Errors","FunctionName","<ref>"' in text
             assert '"AWS/Lambda","Duration"' in text
 
 

@@ -143,7 +143,7 @@ def test_layer_target_matches_the_function_runtime():
     from quayinfra.config import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME
 
     assert LAMBDA_RUNTIME.name == f"python{build_layer.PYTHON_VERSION}"
-    assert build_layer.ABI == "cp" + build_layer.PYTHON_VERSION.replace(".", "")
+    assert "cp" + build_layer.PYTHON_VERSION.replace(".", "") == build_layer.ABI
     assert LAMBDA_ARCHITECTURE.name == "arm64" and build_layer.ARCH == "aarch64"
     # Amazon Linux 2023 (glibc 2.34): every manylinux tag up to 2.34, manylinux2014 included
     assert build_layer.PLATFORMS[0] == "manylinux_2_34_aarch64"

@@ -6,7 +6,8 @@ Nothing here reaches the network beyond 127.0.0.1.
 from __future__ import annotations
 
 import socket
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from pydantic import SecretStr

@@ -88,7 +88,7 @@ def test_transition_and_ietf_addresses_are_refused_at_registration(address: str,
         checked_address(_url(address), allow_loopback=allow_loopback)
 
 
-@pytest.mark.parametrize("address", TRANSITION_AND_IETF + ["::ffff:169.254.169.254", "::ffff:7f00:1"])
+@pytest.mark.parametrize("address", [*TRANSITION_AND_IETF, "::ffff:169.254.169.254", "::ffff:7f00:1"])
 def test_transition_and_ietf_addresses_are_refused_at_request_time_after_dns(address: str) -> None:
     def resolver(name: str, port: int) -> list[str]:
         return ["93.184.216.34", address]  # one public answer does not make the other one fine

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
 
-PROVIDERS = ("anthropic", "openai", "openai-compatible", "bedrock")
 from quaylocal.provider_server import ProviderServer
 from quayutec.providers import ModelCall, ProviderError, ProviderFailure, call_model, decide_next
 from quayutec.tools import TOOL_SPECS
+
+PROVIDERS = ("anthropic", "openai", "openai-compatible", "bedrock")
 
 ACTIONS = [
     {"kind": "remember", "text": "Launch is 14 March.", "visibility": "room"},

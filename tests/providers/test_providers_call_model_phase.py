@@ -10,6 +10,7 @@ provider server with the real SDKs (SPEC §2.3):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import re
@@ -145,10 +146,8 @@ class LambdaDied(BaseException):  # a process that dies: no handler code catches
 
 
 def dies_after_sending(call: Any) -> Any:
-    try:
+    with contextlib.suppress(ProviderError):
         send_one_request(call)  # the request goes out and the provider answers it...
-    except ProviderError:
-        pass
     raise LambdaDied("the step died before recording the outcome")  # ...but nobody records it
 
 

@@ -14,7 +14,8 @@ ROW_CASES: dict[str, tuple] = {
         400,
         "invalid_request_error",
         None,
-        "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.",
+        "Your credit balance is too low to access the Anthropic API. "
+        "Please go to Plans & Billing to upgrade or purchase credits.",
         "spend_limit",
         False,
     ),

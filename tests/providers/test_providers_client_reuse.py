@@ -4,7 +4,8 @@ never timed: the clients kept, and that no key is in what keys them."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pydantic import SecretStr

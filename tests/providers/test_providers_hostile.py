@@ -8,7 +8,7 @@ unless they say otherwise)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
 from urllib.parse import quote
 
 import pytest

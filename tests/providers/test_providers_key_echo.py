@@ -171,7 +171,7 @@ def run_of(result: PlayResult, agent: str) -> dict[str, Any]:
 
 
 def test_an_echoed_key_reaches_no_room_ledger_run_data_or_execution(played: Any) -> None:
-    result, places = played
+    _result, places = played
     room, ledger = places[r.ROOM_TABLE.default_name], places[r.LEDGER_TABLE.default_name]
     # the scanned places hold the play's data, scrubbed where the key was
     assert "Your header was:" in room and "[redacted]" in room and "the key is [redacted]" in room
@@ -229,7 +229,7 @@ def test_a_stored_key_that_is_not_printable_ascii_fails_as_an_invalid_key_with_n
 )
 def test_a_key_is_printable_ascii_without_whitespace(key: str) -> None:
     problem = key_problem(key)
-    assert problem and "ASCII" in problem or "whitespace" in (problem or ""), problem
+    assert (problem and "ASCII" in problem) or "whitespace" in (problem or ""), problem
     assert not any(ch in problem for ch in key if not ch.isascii()) and "U+" not in problem
 
 

@@ -2,29 +2,29 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from quayutec.providers import ProviderFailure, decide_next, parse_retry_after
 
-NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def failure(**kw: Any) -> ProviderFailure:
-    base: dict[str, Any] = dict(
-        status=529,
-        error_type="overloaded_error",
-        error_code=None,
-        message="Overloaded",
-        request_id="req_1",
-        category="overloaded",
-        retryable=True,
-        retry_after_s=None,
-        retry_after_header=None,
-        body="{}",
-    )
+    base: dict[str, Any] = {
+        "status": 529,
+        "error_type": "overloaded_error",
+        "error_code": None,
+        "message": "Overloaded",
+        "request_id": "req_1",
+        "category": "overloaded",
+        "retryable": True,
+        "retry_after_s": None,
+        "retry_after_header": None,
+        "body": "{}",
+    }
     base.update(kw)
     return ProviderFailure(**base)
 

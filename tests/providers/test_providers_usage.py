@@ -4,7 +4,7 @@ usage fields is not guessed; a failed request counts nothing; outside a run phas
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

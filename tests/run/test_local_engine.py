@@ -68,9 +68,8 @@ def test_the_moto_lock_serves_a_waiting_request_before_waiting_background_calls(
     lock.acquire()  # a background call in progress
 
     def call(name: str, fg: bool) -> None:
-        with st.foreground() if fg else _nothing():
-            with lock:
-                order.append(name)
+        with st.foreground() if fg else _nothing(), lock:
+            order.append(name)
 
     bg = threading.Thread(target=call, args=("background", False))
     bg.start()
@@ -110,10 +109,9 @@ def test_the_gate_admits_background_invocations_in_order_and_lets_requests_pass(
     for i in range(6):
         threads.append(threading.Thread(target=work, args=(i,)))
         threads[-1].start()
-        _until(lambda: len(order) + len(gate._queue) == i + 1)
-    with st.foreground():
-        with gate.slot():  # a request's invocation does not wait for the busy slots
-            passed = True
+        _until(lambda n=i + 1: len(order) + len(gate._queue) == n)
+    with st.foreground(), gate.slot():  # a request's invocation does not wait for the busy slots
+        passed = True
     release.set()
     for t in threads:
         t.join(5)
@@ -125,14 +123,14 @@ def _waiters(cond: threading.Condition) -> int:
     return len(cond._waiters)  # type: ignore[attr-defined]
 
 
-def _until(check, timeout_s: float = 5.0) -> None:  # noqa: ANN001
+def _until(check, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         assert time.monotonic() < deadline
         time.sleep(0.005)
 
 
-class _nothing:  # noqa: N801
+class _nothing:
     def __enter__(self) -> None:
         return None
 

@@ -73,7 +73,7 @@ def test_reference_room_story() -> None:
         ("create_task", "deny", "denied"),
     ]
     # the cross-company task: held, approved, written
-    held = [a for a in first["actions"] if a["kind"] == "create_task"][0]
+    held = next(a for a in first["actions"] if a["kind"] == "create_task")
     assert (held["decision"], held["approval"], held["outcome"]) == ("ask", "approved", "written")
     assert result.approvals[0]["status"] == "approved" and result.approvals[0]["decided_by"] == "ines"
     # the duplicate wake: refused by Step Functions, not run twice

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import re
 from pathlib import Path
+from typing import ClassVar
 
 import moto
 
@@ -34,7 +35,7 @@ def test_handler_errors_come_back_in_the_runtime_shape(monkeypatch) -> None:  # 
         handler = "quayutec.handlers.claim_and_read.handler"
         function_name = "f"
         function_arn = "arn:aws:lambda:us-east-1:123456789012:function:f"
-        environment_vars: dict[str, str] = {}  # the seam gives the function its own environment
+        environment_vars: ClassVar[dict[str, str]] = {}  # the seam gives the function its own environment
         memory_size = 128
         timeout = 3
 

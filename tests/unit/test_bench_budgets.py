@@ -29,7 +29,7 @@ def figures(bench, **over):
         "lambda_invocations_per_plain_run": 6,
         "cost_per_1k_plain_runs_usd": 0.164,
         "boto3_import_ms": 100.0,
-        "cold_import_ms": {h: 130.0 for h in bench.HANDLERS},
+        "cold_import_ms": dict.fromkeys(bench.HANDLERS, 130.0),
         "retrieval_reads_per_run": {"small_room": 2, "large_file_room": 2},
     }
     return {**base, **over}
@@ -43,7 +43,7 @@ def test_figures_within_budget_are_met(bench):
 
 
 def test_each_figure_above_its_budget_is_missed(bench):
-    cold = {h: 130.0 for h in bench.HANDLERS} | {"call_model": 150.0}  # the worst phase handler counts
+    cold = dict.fromkeys(bench.HANDLERS, 130.0) | {"call_model": 150.0}  # the worst phase handler counts
     report = bench.budget_report(
         figures(
             bench,
@@ -66,7 +66,7 @@ def test_each_figure_above_its_budget_is_missed(bench):
 
 
 def test_the_api_handler_is_not_a_phase_handler(bench):
-    slow_api = {h: 130.0 for h in bench.HANDLERS} | {"api": 400.0}
+    slow_api = dict.fromkeys(bench.HANDLERS, 130.0) | {"api": 400.0}
     report = bench.budget_report(figures(bench, cold_import_ms=slow_api), pydantic_floor_ms=120.0)
     assert report["cold_import_ratio_phase_handlers"]["met"]
 

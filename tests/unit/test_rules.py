@@ -30,7 +30,7 @@ def test_message_wakes_one_per_agent_for_to_and_mention() -> None:
     )
     found = wakes.mentions(msg.text, ["a1", "b1", "c1"])
     assert found == ["a1", "b1"]
-    ws = wakes.person_message_wakes(msg, ["a1"] + found)
+    ws = wakes.person_message_wakes(msg, ["a1", *found])
     assert [(w.agent_id, w.hop, w.wake_id) for w in ws] == [("a1", 0, "msg:m1"), ("b1", 0, "msg:m1")]
 
 

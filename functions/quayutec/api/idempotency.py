@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -82,10 +83,9 @@ def request_fingerprint(event: dict[str, Any]) -> str:
     sent once base64-encoded and once plain is the same request."""
     body = event.get("body") or ""
     if event.get("isBase64Encoded") and body:
-        try:
+        # Refused before this by the handler; hashed as sent.
+        with contextlib.suppress(binascii.Error, ValueError):
             body = base64.b64decode(body, validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
-            pass  # refused before this by the handler; hashed as sent
     try:
         canonical: Any = parse_json(body) if body else None
     except InvalidInput:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 import boto3
@@ -71,7 +71,7 @@ def announce(service: str, operation: str, params: dict[str, Any]) -> None:
         observer(service, operation, params)
 
 
-@lru_cache(maxsize=None)
+@cache
 def client(service: str) -> Any:
     """A plain (low-level) boto3 client for ``service``, observed; cached per process. For the
     libraries that take a client (Powertools idempotency and parameters) and services with no

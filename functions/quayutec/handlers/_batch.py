@@ -41,7 +41,7 @@ def partial_response(
     for record in records:
         try:
             handle(record)
-        except Exception as exc:  # noqa: BLE001 - a record's failure is reported, not raised
+        except Exception as exc:
             logger.exception("batch record failed", extra={"item": item_id(record), "error": type(exc).__name__})
             failures.append({"itemIdentifier": item_id(record)})
     if records and len(failures) == len(records):

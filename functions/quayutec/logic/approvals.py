@@ -18,6 +18,7 @@ A decision takes effect only when Step Functions has accepted it:
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from botocore.exceptions import (
@@ -123,12 +124,10 @@ def decide_approval(deps: Deps, room_id: str, approval_id: str, person: Author, 
         ) from None
     # Accepted: this is the decision, whatever the row said meanwhile. Should this write fail,
     # the run records the outcome it was given and sets the row itself.
-    try:
+    with contextlib.suppress(TransientError, ClientError):
         deps.room.set_approval_status(
             room_id, run_id, index, status, person.id, from_statuses=("pending", "deciding", "expired")
         )
-    except (TransientError, ClientError):
-        pass
     return approval.model_copy(update={"status": status, "decided_by": person.id})
 
 

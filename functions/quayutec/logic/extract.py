@@ -64,7 +64,7 @@ def extract(kind: str, data: bytes) -> list[tuple[int | None, str]]:
         parts = _pdf(data) if kind == "pdf" else [(None, _text(kind, data))]
     except Unreadable:
         raise
-    except Exception as exc:  # noqa: BLE001 - see the docstring: every failure is the file's
+    except Exception as exc:
         raise Unreadable(f"unreadable: {type(exc).__name__}: {exc}"[:300]) from exc
     if not any(t.strip() for _, t in parts):
         raise Unreadable("no text")
@@ -97,28 +97,30 @@ def _decode(data: bytes) -> str:
 
 
 class _Text(HTMLParser):
-    _SKIP = {"script", "style", "noscript", "template"}
-    _BLOCK = {
-        "p",
-        "div",
-        "br",
-        "li",
-        "tr",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "section",
-        "article",
-        "table",
-        "ul",
-        "ol",
-        "pre",
-        "blockquote",
-        "title",
-    }
+    _SKIP = frozenset({"script", "style", "noscript", "template"})
+    _BLOCK = frozenset(
+        {
+            "p",
+            "div",
+            "br",
+            "li",
+            "tr",
+            "h1",
+            "h2",
+            "h3",
+            "h4",
+            "h5",
+            "h6",
+            "section",
+            "article",
+            "table",
+            "ul",
+            "ol",
+            "pre",
+            "blockquote",
+            "title",
+        }
+    )
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

@@ -77,7 +77,7 @@ def name_key(name: str) -> str:
     return name.casefold()
 
 
-def resolve_agent(ref: str, agents: "list[str] | dict[str, str] | set[str]") -> str | None:
+def resolve_agent(ref: str, agents: list[str] | dict[str, str] | set[str]) -> str | None:
     """The agent ``ref`` names among ``agents`` (ids): its full id, or the name of exactly one of
     them, letter case aside. ``None`` when it names none, or two (a room never holds two agents of
     one name: the API refuses the second)."""

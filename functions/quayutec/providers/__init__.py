@@ -44,8 +44,8 @@ __all__ = [
     "Rule",
     "ToolCall",
     "call_model",
-    "load_sdk",
     "classify",
     "decide_next",
+    "load_sdk",
     "parse_retry_after",
 ]

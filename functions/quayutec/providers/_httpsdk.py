@@ -82,7 +82,7 @@ def failure_from_response(
     """The failure for an ``httpx`` response (error status, or a 2xx that could not be read)."""
     try:
         body_text = response.text
-    except Exception:  # body closed or undecodable
+    except Exception:  # noqa: BLE001 - whatever a closed or undecodable body raises, the failure is still classified
         body_text = ""
     headers = dict(response.headers.items())
     return build_failure(

@@ -22,9 +22,9 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..tools import TOOL_SPECS
@@ -290,7 +290,7 @@ def _call_anthropic(call: ModelCall) -> ModelReply:
             tools = [
                 _tool_call(b.id, b.name, b.input) for b in message.content if getattr(b, "type", None) == "tool_use"
             ]
-        except Exception:  # a 2xx we cannot read: classified like any other failure
+        except Exception:  # noqa: BLE001 - a 2xx we cannot read, however the SDK fails on it, is classified
             failure = failure_from_response(
                 call.provider, raw.http_response, key, "request-id", message="reply could not be read"
             )
@@ -365,7 +365,7 @@ def _call_openai(call: ModelCall) -> ModelReply:
             if tokens_in is None and tokens_out is None:
                 tokens_in = _token_count(getattr(usage, "input_tokens", None))
                 tokens_out = _token_count(getattr(usage, "output_tokens", None))
-        except Exception:
+        except Exception:  # noqa: BLE001 - a 2xx we cannot read, however the SDK fails on it, is classified
             failure = failure_from_response(
                 call.provider, raw.http_response, key, "x-request-id", message="reply could not be read"
             )

@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Mapping
+from typing import Any
 
 from .keys import scrub_value, scrubber
 from .models import MAX_ERROR_BODY_BYTES, ModelReply, ProviderFailure, RetryDecision, ToolCall
@@ -72,9 +73,7 @@ class Rule:
             return False
         if self.error_code is not None and (error_code or "").lower() not in self.error_code:
             return False
-        if self.message is not None and not re.search(self.message, message or "", re.IGNORECASE):
-            return False
-        return True
+        return self.message is None or re.search(self.message, message or "", re.IGNORECASE) is not None
 
 
 def _t(*names: str) -> tuple[str, ...]:
@@ -92,9 +91,12 @@ _PER_DAY_OPENAI = r"per day \((TPD|RPD)\)|(tokens|requests) per day"
 #: message pattern -> category, retryable.
 RULES: tuple[Rule, ...] = (
     # --- final although the status looks retryable, or a spending limit behind a 400 -------
-    Rule("anthropic-credit-balance", ANTHROPIC, (400, 400), None, None, r"credit balance is too low", "spend_limit", False),
-    Rule("anthropic-enforced-spend-limit", ANTHROPIC, (429, 429), _t("rate_limit_error"), _t("enforced_spend_limit_reached"), None, "spend_limit", False),
-    Rule("anthropic-contract-spend-limit", ANTHROPIC, (429, 429), None, _t("contract_spend_limit_reached"), None, "spend_limit", False),
+    Rule("anthropic-credit-balance", ANTHROPIC, (400, 400), None, None, r"credit balance is too low",
+         "spend_limit", False),
+    Rule("anthropic-enforced-spend-limit", ANTHROPIC, (429, 429), _t("rate_limit_error"),
+         _t("enforced_spend_limit_reached"), None, "spend_limit", False),
+    Rule("anthropic-contract-spend-limit", ANTHROPIC, (429, 429), None, _t("contract_spend_limit_reached"), None,
+         "spend_limit", False),
     Rule("anthropic-billing-402", ANTHROPIC, (402, 402), None, None, None, "spend_limit", False),
     Rule("openai-insufficient-quota-type", OPENAI, _4XX, _t("insufficient_quota"), None, None, "quota", False),
     Rule("openai-insufficient-quota-code", OPENAI, _4XX, None, _t("insufficient_quota"), None, "quota", False),
@@ -111,8 +113,9 @@ RULES: tuple[Rule, ...] = (
     Rule("bedrock-daily-quota-any-type", BEDROCK, (200, 499), None, None, r"tokens per day|daily (token )?quota",
          "quota", False),
     # --- an error object inside a 2xx body: classified by its type, like the same error as a status
-    Rule("error-in-2xx-overloaded", ALL, _2XX, _t("overloaded_error", "ModelNotReadyException", "ServiceUnavailableException"),
-         None, None, "overloaded", True),
+    Rule("error-in-2xx-overloaded", ALL, _2XX,
+         _t("overloaded_error", "ModelNotReadyException", "ServiceUnavailableException"), None, None,
+         "overloaded", True),
     Rule("error-in-2xx-server-error", ALL, _2XX, _t("api_error", "server_error", "InternalServerException",
                                                     "ModelStreamErrorException"), None, None, "server_error", True),
     Rule("error-in-2xx-rate-limit", ALL, _2XX, _t("rate_limit_error", "rate_limit_exceeded", "requests", "tokens",
@@ -191,8 +194,8 @@ def parse_retry_after(
     if when is None:
         return None, None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    now = now or datetime.now(timezone.utc)
+        when = when.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
     return max(0.0, (when - now).total_seconds()), f"retry-after: {raw}"
 
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")

@@ -15,7 +15,8 @@ import binascii
 import html
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 MIN_KEY_BYTES = 8

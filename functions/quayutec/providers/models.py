@@ -51,7 +51,7 @@ class ModelCall(BaseModel):
     max_tokens: int = Field(default=2048, gt=0)
 
     @model_validator(mode="after")
-    def _compatible_needs_url(self) -> "ModelCall":
+    def _compatible_needs_url(self) -> ModelCall:
         if self.provider == "openai-compatible" and not self.base_url:
             raise ValueError("provider 'openai-compatible' needs the owner's base_url")
         return self

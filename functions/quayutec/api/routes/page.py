@@ -134,7 +134,7 @@ def _serve(name: str) -> Response:
 
 # (No return annotations: Powertools would build a response model of them.)
 @router.get("/app", include_in_schema=False)
-def page_index():  # noqa: ANN201
+def page_index():
     """``/app/``: the page. ``/app`` (Powertools matches both here): a redirect to ``app/``, relative,
     so it works under ``/{stage}/`` on API Gateway (/dev/app -> /dev/app/), and the page's own
     relative URLs resolve inside the folder."""
@@ -150,5 +150,5 @@ def page_index():  # noqa: ANN201
 
 
 @router.get("/app/<asset>", include_in_schema=False)
-def page_asset(asset: str):  # noqa: ANN201
+def page_asset(asset: str):
     return _serve(asset)

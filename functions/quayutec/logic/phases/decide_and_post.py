@@ -203,7 +203,7 @@ def _post_and_finish(
         logger.info("run has a final status already: reply not posted now", extra={"run_id": ref.run_id})
         return
     # An earlier attempt posted the reply (and maybe notices) but not the final write.
-    for notice, landed in zip(notices, existed[1:]):
+    for notice, landed in zip(notices, existed[1 : 1 + len(notices)], strict=True):
         if not landed:
             deps.room.put_message(notice)
     finish(deps, state, states=states)  # its cost line counts the cancelled transaction too

@@ -119,11 +119,11 @@ def close_failed_run(
                 continue
             deps.ledger.set_action_outcome(run_id, a.index, "not_reached", "the run ended first")
             not_done.append(f"action {a.index} {rights.describe(a)}")
-        if a.decision == "ask":  # an approval request still pending can no longer be answered
-            if deps.room.set_approval_status(
-                run.room_id, run_id, a.index, "expired", None, from_statuses=("pending", "deciding")
-            ):
-                metrics.add_metric(name="ApprovalClosed", unit=MetricUnit.Count, value=1)
+        # An approval request still pending can no longer be answered.
+        if a.decision == "ask" and deps.room.set_approval_status(
+            run.room_id, run_id, a.index, "expired", None, from_statuses=("pending", "deciding")
+        ):
+            metrics.add_metric(name="ApprovalClosed", unit=MetricUnit.Count, value=1)
     if status == "failed_before_reply" or (  # a timed-out run says whether its reply got out
         status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None
     ):
