@@ -8,7 +8,11 @@ system is read-only: a package shipped as source alone is compiled again on ever
 ``make bench``'s method). Without that Python the asset is source, as before; the kind in the
 directory name (``cp313`` or ``src``) says which.
 
-The digest covers every staged file's path and bytes and the kind, so an edit or a Python found
+Beside the package goes ``quayutec-{version}.dist-info/METADATA`` (name and version of
+pyproject.toml's ``[project]``), so the deployed code reads its one version with
+``importlib.metadata`` as an installed package does (the API's OpenAPI document states it).
+
+The digest covers every staged file's path and bytes, the version and the kind, so an edit or a Python found
 later gives a new directory (and a new CDK asset hash); the same tree gives the same one.
 Staging is atomic (a temporary directory renamed into place) and serialised with the layer's
 build lock, so pytest-xdist workers and the CDK app can synthesize at once.
@@ -19,10 +23,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+import tomllib
 from pathlib import Path
 
 from .build_layer import ABI, BUILD_DIR, _locked, compile_bytecode, runtime_python
-from .config import FUNCTIONS_DIR
+from .config import FUNCTIONS_DIR, REPO_ROOT
 
 CODE_DIR = BUILD_DIR / "code"
 PACKAGE = "quayutec"
@@ -40,6 +45,17 @@ IGNORE = (
 )
 #: Staged directories kept (the newest); older ones are removed when a new one is staged.
 KEEP = 4
+
+
+def project_version(pyproject: Path = REPO_ROOT / "pyproject.toml") -> str:
+    """``[project].version`` of pyproject.toml: the one version of the package. Raises
+    OSError, ``tomllib.TOMLDecodeError`` or KeyError when the file is missing or has none."""
+    return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+
+
+def metadata_dir(version: str) -> str:
+    """The ``.dist-info`` directory name ``importlib.metadata`` finds the package by."""
+    return f"{PACKAGE}-{version}.dist-info"
 
 
 def _files(package: Path) -> list[Path]:
@@ -76,7 +92,7 @@ def stage_code(
     python: str | None = None,
     find_python: bool = True,
 ) -> Path:
-    """The staged asset directory (it holds ``quayutec/`` only), staging it when missing.
+    """The staged asset directory (``quayutec/`` and its ``.dist-info``), staging it when missing.
 
     ``python``: the interpreter that compiles the bytecode (default: :func:`runtime_python`
     when ``find_python``; none found or ``find_python=False``: source only). Raises OSError
@@ -85,7 +101,8 @@ def stage_code(
     python = python or (runtime_python() if find_python else None)
     kind = ABI if python else "src"
     files = _files(package)
-    target = code_dir / f"{source_digest(package, kind, files)[:20]}-{kind}"
+    version = project_version()
+    target = code_dir / f"{source_digest(package, f'{kind} {version}', files)[:20]}-{kind}"
     if target.is_dir():
         return target
     with _locked():
@@ -98,6 +115,9 @@ def stage_code(
                 copy = tmp / PACKAGE / path.relative_to(package)
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, copy)
+            meta = tmp / metadata_dir(version)
+            meta.mkdir()
+            (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {version}\n")
             if python:
                 compile_bytecode(tmp, python)
             tmp.rename(target)

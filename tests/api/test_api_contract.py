@@ -8,10 +8,12 @@ import hashlib
 import json
 import threading
 import time
+from importlib import metadata
 
 import pytest
 from apihelpers import Api, World
 
+from quayinfra.build_code import project_version
 from quayutec.api.context import Caller, scoped_idempotency_key
 from quayutec.errors import TransientError
 from quayutec.logic.room_service import RoomService
@@ -245,6 +247,8 @@ def test_openapi_and_docs_are_served_without_a_token(light_world: World) -> None
     spec = light_world.api.call("GET", "/openapi.json")
     assert spec.status == 200 and "/rooms/{room_id}/messages" in spec.body["paths"]
     assert spec.body["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    # One version: pyproject's, as the package metadata carries it (quay --version prints the same).
+    assert spec.body["info"]["version"] == metadata.version("quayutec") == project_version()
     docs = light_world.api.call("GET", "/docs")
     assert docs.status == 200 and "swagger" in docs.text.lower()
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 from quayinfra import build_code
@@ -28,7 +30,9 @@ def _tree(tmp_path: Path) -> Path:
 def test_source_only_without_the_runtime_python(tmp_path: Path) -> None:
     functions = _tree(tmp_path)
     staged = build_code.stage_code(functions, tmp_path / "code", find_python=False)
-    assert staged.name.endswith("-src") and [p.name for p in staged.iterdir()] == ["quayutec"]
+    version = build_code.project_version()
+    entries = sorted(p.name for p in staged.iterdir())
+    assert staged.name.endswith("-src") and entries == ["quayutec", f"quayutec-{version}.dist-info"]
     files = {p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()}
     assert "quayutec/handlers/call_model.py" in files and "quayutec/api/static/app/index.html" in files
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc") or "test_local_only" in f]
@@ -53,3 +57,11 @@ def test_an_edit_stages_a_new_directory(tmp_path: Path) -> None:
     (functions / "quayutec" / "seams.py").write_text((functions / "quayutec" / "seams.py").read_text() + "\n# edit\n")
     second = build_code.stage_code(functions, tmp_path / "code", find_python=False)
     assert second != first and (second / "quayutec" / "seams.py").read_text().endswith("# edit\n")
+
+
+def test_the_asset_carries_the_one_version_of_pyproject(tmp_path: Path) -> None:
+    """The deployed code finds its version as an installed package does (the API states it)."""
+    staged = build_code.stage_code(_tree(tmp_path), tmp_path / "code", find_python=False)
+    pyproject = tomllib.loads((FUNCTIONS.parent / "pyproject.toml").read_text())
+    found = [d.version for d in metadata.distributions(path=[str(staged)]) if d.metadata["Name"] == "quayutec"]
+    assert found == [pyproject["project"]["version"]]

@@ -4,6 +4,7 @@ Swagger UI at ``/docs``. Errors become responses here, in one place (:mod:`quayu
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -38,7 +39,6 @@ from quayutec.errors import QuayError
 logger = Logger(child=True)
 
 TITLE = "Quayutec room API"
-VERSION = "1.0.0"
 DESCRIPTION = (
     "Rooms where AI agents of different companies work together. Every request carries "
     "`Authorization: Bearer <token>`; every POST accepts an `Idempotency-Key` header "
@@ -63,6 +63,18 @@ def _security() -> dict[str, Any]:
     return {"bearer": HTTPBearer(bearerFormat="opaque token", description="A token from `quay admin issue-token`")}
 
 
+@functools.cache
+def version() -> str:
+    """The package's version (``[project].version`` of pyproject.toml), from its installed
+    metadata: ``quayutec-{version}.dist-info`` in the function's code asset
+    (:func:`quayinfra.build_code.stage_code` writes it), the editable install locally. Read the
+    first time the document is asked for, not at every cold start. Raises
+    ``importlib.metadata.PackageNotFoundError`` when the code carries no metadata."""
+    from importlib.metadata import version as installed
+
+    return installed("quayutec")
+
+
 def openapi_json() -> str:
     """The OpenAPI document: Powertools' (from the routes' pydantic models), with what it cannot
     know added: the ``Idempotency-Key`` header of every POST and every error each route can
@@ -72,7 +84,7 @@ def openapi_json() -> str:
     doc = json.loads(
         app.get_openapi_json_schema(
             title=TITLE,
-            version=VERSION,
+            version=version(),
             description=DESCRIPTION,
             security_schemes=_security(),
             security=[{"bearer": []}],
@@ -186,7 +198,7 @@ def _enable_docs() -> None:
             app.enable_swagger(
                 path=DOCS_PATH,
                 title=TITLE,
-                version=VERSION,
+                version=version(),
                 description=DESCRIPTION,
                 security_schemes=_security(),
                 security=[{"bearer": []}],
