@@ -14,7 +14,6 @@ synthesized template (SPEC §11; :mod:`quaylocal.calls`, :mod:`quaylocal.iam_che
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import json
 import os
@@ -48,6 +47,43 @@ C.own_handlers()
 C.OWNER.set(C.SETUP)
 
 
+# ----------------------------------------------------------------------------- the unit tier
+UNIT = "unit"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{UNIT}: no AWS (not even moto) and no network; `make unit` runs these alone (sockets off "
+        "through pytest-socket, every botocore API call refused)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker(UNIT) is not None:
+            item.add_marker(pytest.mark.disable_socket)  # pytest-socket: no socket but Unix ones
+
+
+class AwsCallInUnitTest(AssertionError):
+    """A test marked ``unit`` made an AWS API call (moto's included): it belongs to the full tier."""
+
+
+@pytest.fixture(autouse=True)
+def _no_aws_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker(UNIT) is None:
+        return
+    from botocore.client import BaseClient
+
+    def refuse(self: Any, operation_name: str, api_params: Any) -> Any:
+        raise AwsCallInUnitTest(
+            f"{self.meta.service_model.service_name}.{operation_name} in a test marked {UNIT!r}: "
+            "unit tests make no AWS call; drop the marker or the call"
+        )
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", refuse)
+
+
 # ----------------------------------------------------------------------------- the template
 def _infra_conftest() -> Any:
     spec = importlib.util.spec_from_file_location("quay_infra_conftest", REPO_ROOT / "tests" / "infra" / "conftest.py")
@@ -60,16 +96,7 @@ def _infra_conftest() -> Any:
 def shared_assembly(config: pytest.Config) -> Path:
     """The cloud assembly ``cdk synth`` makes (the deployed template), once per session and
     shared by xdist workers (the same directory as tests/infra's ``assembly`` fixture)."""
-    if os.environ.get("QUAY_IAM_ASSEMBLY"):  # an assembly synthesized already (e.g. make synth)
-        return Path(os.environ["QUAY_IAM_ASSEMBLY"])
-    factory = config._tmp_path_factory  # type: ignore[attr-defined]
-    base = factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "quayinfra-cdk.out"
-    with open(str(shared) + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (shared / "manifest.json").exists():
-            _infra_conftest()._synth(shared)
-    return shared
+    return _infra_conftest().session_assembly(config._tmp_path_factory)  # type: ignore[attr-defined]
 
 
 _ROLES: iam_check.Roles | None = None

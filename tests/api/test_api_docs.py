@@ -8,8 +8,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from quayutec.api.app import openapi_json
 from quayutec.api.errors import _CODES, ERRORS, code_of
+
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 

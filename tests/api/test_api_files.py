@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from quayutec import resources as R
 from quayutec.dal.files import upload_key
 from quayutec.deps import default_deps
@@ -75,6 +77,7 @@ def test_upload_flow_and_rules(stack_env, light_world) -> None:
     assert api.call("GET", f"/rooms/r1/files/{f['id']}", w.tokens["ann"]).status == 404
 
 
+@pytest.mark.unit
 def test_the_deployed_signer_presigns_sigv4_for_the_regional_virtual_host(monkeypatch) -> None:
     """What the deployed API hands out (no AWS call: presigning is local). botocore presigns
     with SigV2 when given an endpoint URL unless told s3v4; S3 refuses SigV2 for buckets created

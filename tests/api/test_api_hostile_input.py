@@ -186,6 +186,7 @@ def test_the_same_json_base64_encoded_or_plain_is_the_same_request(light_world: 
     assert json.loads(again["body"]) == json.loads(first["body"])
 
 
+@pytest.mark.unit
 def test_the_dev_gateways_own_errors_have_the_same_shape() -> None:
     """401/403/413/429/500/502 answered by `quay dev`'s gateway (as API Gateway's Gateway Responses
     in the deployed stack): `{error, message, fields}` with a documented code."""

@@ -57,6 +57,7 @@ def _cache_sizes() -> dict[str, int]:
     }
 
 
+@pytest.mark.unit
 def test_a_missing_page_file_is_not_cached() -> None:
     gateway = Gateway(direct_invoke())
     for name in ("index.html", "app.js", "app.css"):  # shipped: served (and cached)

@@ -113,6 +113,7 @@ def test_every_other_route_still_needs_the_token(gateway: Gateway) -> None:
     assert {p for _, p in PUBLIC_ROUTES} == {"/openapi.json", "/docs", "/app", "/app/{asset}"}
 
 
+@pytest.mark.unit
 def test_upload_origin_is_the_only_extra_connect_source() -> None:
     assert _directives(content_security_policy())["connect-src"] == ["'self'"]
     origins = upload_origins({"FILES_BUCKET": "quayutec-dev-files", "AWS_REGION": "eu-west-1"})
@@ -121,6 +122,7 @@ def test_upload_origin_is_the_only_extra_connect_source() -> None:
     assert upload_origins({"FILES_BUCKET": "bad bucket; script-src *", "AWS_REGION": "eu-west-1"}) == []
 
 
+@pytest.mark.unit
 def test_the_page_code_writes_text_only_and_relative_urls() -> None:
     code = (STATIC_DIR / "app.js").read_text()
     for sink in (

@@ -65,6 +65,7 @@ def _encrypted_pdf() -> bytes:
 
 
 # ----------------------------------------------------------------------------- pure
+@pytest.mark.unit
 def test_extraction_kinds_and_reasons() -> None:
     assert extract(
         "html",
@@ -82,6 +83,7 @@ def test_extraction_kinds_and_reasons() -> None:
         extract("json", b"{nope")
 
 
+@pytest.mark.unit
 def test_a_hostile_file_fails_with_its_reason_never_the_ingest(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nesting past the recursion limit, a pypdf limit (a decompression bomb): ``Unreadable``
     with the reason, never another exception (which failed the ingest three times, sent the
@@ -128,6 +130,7 @@ def test_chunks_read_lines_one_at_a_time_and_cut_long_lines_by_offsets() -> None
     assert peak < 24 * 2**20, peak  # the chunks (~2 MB of text) and their models; the lines list was ~60 MB
 
 
+@pytest.mark.unit
 def test_an_upload_that_never_arrived_reads_failed_once_its_form_and_ingest_time_are_over() -> None:
     from datetime import UTC, datetime, timedelta
 
@@ -158,6 +161,7 @@ def test_passages_carry_file_name_and_position() -> None:
     assert top[0].index == len(chunks) - 1 and top[0].line and top[0].line > 70000
 
 
+@pytest.mark.unit
 def test_only_the_ranking_imports_bm25s() -> None:
     import subprocess
 

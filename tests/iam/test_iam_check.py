@@ -89,6 +89,7 @@ def _get_item() -> C.Call:
     )
 
 
+@pytest.mark.unit
 def test_a_plain_grant_allows_and_another_table_is_denied() -> None:
     roles = _roles_with({"Action": "dynamodb:GetItem", "Resource": {"Fn::GetAtt": ["Table", "Arn"]}})
     assert roles.check([_get_item()]) == ([], [])
@@ -111,11 +112,13 @@ def test_a_plain_grant_allows_and_another_table_is_denied() -> None:
     ],
     ids=["condition", "not-resource", "not-action"],
 )
+@pytest.mark.unit
 def test_statements_the_evaluator_cannot_judge_grant_nothing(statement) -> None:
     denials, _ = _roles_with(statement).check([_get_item()])
     assert len(denials) == 1
 
 
+@pytest.mark.unit
 def test_unowned_and_unmapped_calls_cannot_pass() -> None:
     roles = _roles_with({"Action": "*", "Resource": "*"})
     unowned = C.Call(owner=None, service="dynamodb", operation="GetItem", pairs=_get_item().pairs)
@@ -127,6 +130,7 @@ def test_unowned_and_unmapped_calls_cannot_pass() -> None:
     assert problems == [unowned, unmapped]
 
 
+@pytest.mark.unit
 def test_a_transaction_needs_each_item_s_action() -> None:
     pairs = C.OPERATIONS[("dynamodb", "TransactWriteItems")](
         {
@@ -145,6 +149,7 @@ def test_a_transaction_needs_each_item_s_action() -> None:
     assert C.OPERATIONS[("s3", "HeadObject")]({"Bucket": "b", "Key": "k"}) == [("s3:GetObject", "arn:aws:s3:::b/k")]
 
 
+@pytest.mark.unit
 def test_a_presigned_url_counts_as_the_action_it_grants(monkeypatch) -> None:
     """Signing is the call IAM judges later (when the URL is used, with the signer's role): the
     factory's hook sees generate_presigned_url like any call."""

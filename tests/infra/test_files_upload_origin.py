@@ -42,6 +42,7 @@ def test_api_function_knows_the_files_bucket(resources) -> None:
 
 
 @pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])
+@pytest.mark.unit
 def test_the_signed_upload_url_is_an_origin_the_page_may_connect_to(region: str, monkeypatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")

@@ -67,6 +67,7 @@ def _settings(**context):
         ("filePassages", "-1", "FILE_PASSAGES"),
     ],
 )
+@pytest.mark.unit
 def test_a_value_the_runtime_model_refuses_fails_synth_naming_the_key(key, value, env):
     from quayinfra.config import SettingsError
 
@@ -90,6 +91,7 @@ def _full_env() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("fdef", R.FUNCTIONS, ids=lambda f: f.logical_id)
+@pytest.mark.unit
 def test_each_function_validates_only_what_it_reads(fdef):
     model = S.settings_model(fdef.logical_id)
     assert model.__name__ == f"{fdef.logical_id}Settings"
@@ -114,6 +116,7 @@ def test_each_function_validates_only_what_it_reads(fdef):
     S.get_settings.cache_clear()
 
 
+@pytest.mark.unit
 def test_reads_match_the_resources_each_function_touches():
     """A table, bucket or queue a function reads the name of is one its role may use."""
     by_touch = {
@@ -133,6 +136,7 @@ def test_reads_match_the_resources_each_function_touches():
         assert (R.STATE_MACHINE_ENV in fdef.reads) == ("states:start" in fdef.touches)
 
 
+@pytest.mark.unit
 def test_outside_a_function_the_full_model_applies():
     with S.function_environment(_full_env()):
         S.get_settings.cache_clear()

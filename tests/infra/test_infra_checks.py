@@ -118,6 +118,7 @@ def _settings(**context):
     return Settings.from_context(App(context=context).node)
 
 
+@pytest.mark.unit
 def test_settings_defaults_and_stage_rules():
     from aws_cdk import RemovalPolicy
 
@@ -149,6 +150,7 @@ def test_settings_defaults_and_stage_rules():
         {"alarmEmail": "not an address"},
     ],
 )
+@pytest.mark.unit
 def test_settings_rejects(context):
     from quayinfra.config import SettingsError
 
@@ -156,6 +158,7 @@ def test_settings_rejects(context):
         _settings(**context)
 
 
+@pytest.mark.unit
 def test_approval_limit_fits_the_asl_execution_timeout():
     from quayinfra.config import MAX_APPROVAL_TIMEOUT_SECONDS, asl_execution_timeout
 

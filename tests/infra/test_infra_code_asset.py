@@ -10,7 +10,11 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 from quayinfra import build_code
+
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 

@@ -138,6 +138,7 @@ def test_layer_fits_the_lambda_size_limit(layer_dir):
     assert total < 200 * 1024 * 1024, total
 
 
+@pytest.mark.unit
 def test_layer_target_matches_the_function_runtime():
     from quayinfra import build_layer
     from quayinfra.config import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME
@@ -190,6 +191,7 @@ def test_layer_carries_every_third_party_import_of_the_package(site):
     assert third_party - in_layer == set()
 
 
+@pytest.mark.unit
 def test_lock_covers_pyproject_and_pins_everything():
     import tomllib
 

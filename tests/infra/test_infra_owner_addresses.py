@@ -5,6 +5,8 @@ local stack turns it on."""
 
 from __future__ import annotations
 
+import pytest
+
 from quayutec import resources as R
 
 
@@ -17,6 +19,7 @@ def test_the_deployed_stack_never_allows_loopback_model_urls(resources: dict) ->
     assert R.ALLOW_LOOPBACK_ENV not in R.SETTING_DEFAULTS
 
 
+@pytest.mark.unit
 def test_the_local_stack_allows_them_and_its_callers_read_the_setting() -> None:
     from quaylocal.stack import local_environment
 

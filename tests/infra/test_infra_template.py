@@ -249,6 +249,7 @@ def test_function_from_the_factory(resources, fdef: R.FunctionDef):
         assert env[R.STATE_MACHINE_ENV] == {"Ref": SM_ID}
 
 
+@pytest.mark.unit
 def test_only_run_starters_get_the_state_machine_arn():
     starters = [f.logical_id for f in R.FUNCTIONS if "states:start" in f.touches]
     assert starters == ["WakeConsumerFunction"]

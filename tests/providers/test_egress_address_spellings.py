@@ -11,6 +11,8 @@ import pytest
 
 from quayutec.providers.egress import AddressRefused, address_problem, checked_address, url_problem
 
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
+
 # (host as written in the URL, the address the resolver reads)
 LEGACY_IPV4 = [
     ("0251.0376.0251.0376", "169.254.169.254"),  # octal: the instance metadata address

@@ -100,6 +100,7 @@ def test_request_shapes_on_the_wire(provider: str, server: ProviderServer, make_
         assert not body.get("stream")
 
 
+@pytest.mark.unit
 def test_non_object_tool_arguments_are_kept_raw() -> None:
     from quayutec.providers.adapters import _tool_call
 
@@ -480,6 +481,7 @@ def test_key_echoed_by_a_provider_is_scrubbed(server: ProviderServer, make_call:
     assert key not in repr(call)
 
 
+@pytest.mark.unit
 def test_compatible_needs_a_base_url() -> None:
     with pytest.raises(ValueError):
         ModelCall(

@@ -7,6 +7,8 @@ import pytest
 from quayutec.providers import RULES, classify
 from quayutec.providers.classify import build_failure, error_markers, truncate_body
 
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
+
 # row name -> (provider, status, error type, error code, message, category, retryable)
 ROW_CASES: dict[str, tuple] = {
     "anthropic-credit-balance": (

@@ -45,6 +45,7 @@ def test_a_key_that_cannot_be_a_header_fails_at_once_final_and_unquoted(
     assert server.requests == []  # nothing was sent
 
 
+@pytest.mark.unit
 def test_key_rule_printable_no_whitespace_8_to_512_bytes() -> None:
     assert key_problem("sk-ant-api03-abcdefgh") is None
     assert key_problem("x" * 512) is None and key_problem("x" * 513) and key_problem("x" * 7)
@@ -58,6 +59,7 @@ def test_key_rule_printable_no_whitespace_8_to_512_bytes() -> None:
         assert key_problem(bad), bad
 
 
+@pytest.mark.unit
 def test_transport_error_text_never_quotes_the_cause() -> None:
     import openai
 
@@ -82,6 +84,7 @@ def test_transport_error_text_never_quotes_the_cause() -> None:
     ],
     ids=["raw", "json", "json-twice", "url", "python"],
 )
+@pytest.mark.unit
 def test_the_scrubber_covers_every_encoding(encode: Callable[[str], str]) -> None:
     key = 'sk-"weird"/key+&=\\0123'
     body = json.dumps({"error": {"message": f"bad header: {encode(key)}", "type": "x"}})
@@ -115,10 +118,12 @@ def test_the_scrubber_covers_every_encoding(encode: Callable[[str], str]) -> Non
         "https://api.example.com:0/v1",
     ],
 )
+@pytest.mark.unit
 def test_owner_addresses_must_be_https_to_public_hosts(url: str) -> None:
     assert url_problem(url, allow_loopback=False), url
 
 
+@pytest.mark.unit
 def test_loopback_is_allowed_only_by_the_local_setting() -> None:
     assert url_problem("http://127.0.0.1:8999/v1", allow_loopback=True) is None
     assert url_problem("http://169.254.169.254/", allow_loopback=True)  # never metadata
@@ -134,6 +139,7 @@ def _resolver(table: dict[str, list[str]]) -> Callable[[str, int], list[str]]:
     return resolve
 
 
+@pytest.mark.unit
 def test_names_are_checked_after_resolution() -> None:
     r = _resolver(
         {

@@ -227,17 +227,20 @@ def test_a_stored_key_that_is_not_printable_ascii_fails_as_an_invalid_key_with_n
     "key",
     [UNICODE_KEY, "sk-ascii-and-\u00e9", "sk-\u0430bcdefgh", "sk-abcdefgh\uff01", "sk-abc\x7fdefgh", "sk-abc defgh"],
 )
+@pytest.mark.unit
 def test_a_key_is_printable_ascii_without_whitespace(key: str) -> None:
     problem = key_problem(key)
     assert (problem and "ASCII" in problem) or "whitespace" in (problem or ""), problem
     assert not any(ch in problem for ch in key if not ch.isascii()) and "U+" not in problem
 
 
+@pytest.mark.unit
 def test_printable_ascii_keys_pass() -> None:
     assert key_problem("".join(chr(c) for c in range(0x21, 0x7F))) is None
     assert key_problem('sk-own/er+Key="Q9f3a\\b7c1d2e') is None
 
 
+@pytest.mark.unit
 def test_scrub_reply_covers_text_tool_calls_and_request_id() -> None:
     from quayutec.providers.classify import scrub_reply
     from quayutec.providers.keys import scrubber

@@ -9,6 +9,8 @@ import pytest
 
 from quayutec.providers import ProviderFailure, decide_next, parse_retry_after
 
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
+
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 

@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from quayutec import resources
 from quayutec.settings import MAX_APPROVAL_TIMEOUT_SECONDS
 
@@ -34,6 +36,7 @@ def _tasks(states: dict) -> list[tuple[str, dict]]:
     return out
 
 
+@pytest.mark.unit
 def test_placeholders_equal_the_substitutions() -> None:
     text = ASL_PATH.read_text()
     placeholders = set(re.findall(r"\$\{([A-Za-z0-9]+)\}", text))
@@ -54,6 +57,7 @@ def test_local_stack_substitutes_every_placeholder() -> None:
         assert set(stack.definition_substitutions()) == set(re.findall(r"\$\{([A-Za-z0-9]+)\}", ASL_PATH.read_text()))
 
 
+@pytest.mark.unit
 def test_retry_and_catch_on_every_phase() -> None:
     asl = json.loads(ASL_PATH.read_text())
     for name, task in _tasks(asl["States"]):
@@ -89,6 +93,7 @@ def test_retry_and_catch_on_every_phase() -> None:
     assert asl["States"]["HeldActions"]["Catch"][0]["Next"] == "RecordFailure"
 
 
+@pytest.mark.unit
 def test_a_plain_run_enters_six_states() -> None:
     """ClaimAndRead → CallModel → ModelOutcome? → DecideAndPost → Finished? → Done (issue 13:
     adjacent phases merged; no Choice where a Catch or the Map's empty case covers it)."""
@@ -110,6 +115,7 @@ def test_a_plain_run_enters_six_states() -> None:
     assert states["ApplyAndFinish"]["End"] is True
 
 
+@pytest.mark.unit
 def test_model_retry_pause_is_a_wait_state_and_budget_is_the_task_timeout() -> None:
     asl = json.loads(ASL_PATH.read_text())["States"]
     assert asl["WaitBeforeNextRequest"] == {
@@ -122,6 +128,7 @@ def test_model_retry_pause_is_a_wait_state_and_budget_is_the_task_timeout() -> N
         assert asl[name]["TimeoutSecondsPath"] == "$.budget.remaining_s", name
 
 
+@pytest.mark.unit
 def test_execution_outlives_the_longest_approval_plus_active_time() -> None:
     asl = json.loads(ASL_PATH.read_text())
     assert asl["TimeoutSeconds"] >= MAX_APPROVAL_TIMEOUT_SECONDS + 300

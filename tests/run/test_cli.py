@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 QUAY = [sys.executable, "-m", "quaylocal.cli"]
 
 SMALL = """
@@ -75,6 +77,7 @@ def test_malformed_scenario_is_a_clear_error(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "room.yaml" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.unit
 def test_demo_help_names_the_scenario_doc() -> None:
     from typer.testing import CliRunner
 

@@ -29,6 +29,7 @@ def _no_raw_controls(text: str) -> None:
         assert bad not in text, repr(text)
 
 
+@pytest.mark.unit
 def test_visible_shows_escapes_and_keeps_text() -> None:
     shown = visible(HOSTILE)
     _no_raw_controls(shown)
@@ -37,6 +38,7 @@ def test_visible_shows_escapes_and_keeps_text() -> None:
     assert visible("a\nb", newlines=True) == "a\nb" and visible("é日本\t") == "é日本\t"
 
 
+@pytest.mark.unit
 def test_quay_room_ledger_and_approvals_print_untrusted_text_visibly(monkeypatch: pytest.MonkeyPatch) -> None:
     msg = {
         "id": "m1",
@@ -97,6 +99,7 @@ def test_quay_room_ledger_and_approvals_print_untrusted_text_visibly(monkeypatch
     assert json.loads(shown.output)["messages"][0]["text"] == HOSTILE
 
 
+@pytest.mark.unit
 def test_the_demo_rendering_shows_untrusted_text_visibly() -> None:
     from quaylocal.render import action_line, request_line
 
@@ -204,6 +207,7 @@ def test_usage_errors_are_one_line_too() -> None:
     assert "Usage: " in _quay("room").stdout and "COMMAND" in _quay("room").stdout  # no arguments: its help
 
 
+@pytest.mark.unit
 def test_a_messages_own_lines_stay_lines_in_quay_room(monkeypatch: pytest.MonkeyPatch) -> None:
     msg = {
         "id": "m1",

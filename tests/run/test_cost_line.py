@@ -147,6 +147,7 @@ def test_a_failed_request_counts_no_tokens_and_a_reply_without_usage_is_not_gues
     )
 
 
+@pytest.mark.unit
 def test_model_prices_built_in_overridden_or_unknown() -> None:
     cost = RunCost(
         lambda_invocations=3,
@@ -179,6 +180,7 @@ def test_model_prices_built_in_overridden_or_unknown() -> None:
         "[1, 2]",
     ],
 )
+@pytest.mark.unit
 def test_a_bad_model_prices_setting_is_refused_naming_it(bad: str) -> None:
     from quayutec import settings as S
 

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 
+import pytest
 from moto.core.serialize import JSONSerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
 from runhelpers import Env
@@ -41,6 +42,7 @@ def _bodies(operation: str, result: dict) -> tuple[object, object]:
     return json.loads(fast["body"]), json.loads(moto["body"])
 
 
+@pytest.mark.unit
 def test_dynamodb_results_pass_through_as_moto_serializes_them() -> None:
     results = {
         "GetItem": {"Item": ITEM, "ConsumedCapacity": {"TableName": "t", "CapacityUnits": 0.5}},
@@ -62,6 +64,7 @@ def test_dynamodb_results_pass_through_as_moto_serializes_them() -> None:
     assert not moto_patches._json_native({"Item": {**ITEM, "b": {"B": "aGVsbG8="}}})  # a blob: moto's way
 
 
+@pytest.mark.unit
 def test_the_moto_lock_serves_a_waiting_request_before_waiting_background_calls() -> None:
     lock = st._ForegroundFirstLock()
     order: list[str] = []
@@ -86,6 +89,7 @@ def test_the_moto_lock_serves_a_waiting_request_before_waiting_background_calls(
     assert lock._owner is None
 
 
+@pytest.mark.unit
 def test_the_gate_admits_background_invocations_in_order_and_lets_requests_pass() -> None:
     gate = st._InvocationGate(1)  # one at a time: the order appended is the order admitted
     running, most, order = 0, 0, []

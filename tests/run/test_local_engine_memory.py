@@ -210,6 +210,7 @@ def test_replaced_and_deleted_items_are_not_kept_alive_by_moto(ddb: Any) -> None
     assert type(FakeKey.instances_tracked) is list  # S3 keys: moto's reset disposes them through it
 
 
+@pytest.mark.unit
 def test_finished_interpreter_threads_are_dropped_and_the_rest_kept() -> None:
     release = threading.Event()
     finished, running = threading.Thread(target=lambda: None), threading.Thread(target=release.wait)

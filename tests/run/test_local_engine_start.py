@@ -42,6 +42,7 @@ def test_the_local_stack_imports_no_batch_or_ec2_backend_and_batch_still_answers
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.unit
 def test_an_asl_definition_is_parsed_once_and_each_caller_gets_its_own_program() -> None:
     definition = st.ASL_PATH.read_text()
     first_program, first_tree = moto_patches._parse_asl_once(definition)
@@ -54,6 +55,7 @@ def test_an_asl_definition_is_parsed_once_and_each_caller_gets_its_own_program()
     ]
 
 
+@pytest.mark.unit
 def test_an_asl_definition_that_does_not_parse_raises_every_time_and_is_not_kept() -> None:
     broken = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": tru'
     for _ in range(2):
@@ -62,6 +64,7 @@ def test_an_asl_definition_that_does_not_parse_raises_every_time_and_is_not_kept
     assert broken not in moto_patches._asl_trees
 
 
+@pytest.mark.unit
 def test_modules_asked_for_are_imported_when_a_wait_state_begins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,6 +91,7 @@ def _request(
     return SimpleNamespace(headers={"X-Amz-Target": target} if target else {}, body=body, url=url, method=method)
 
 
+@pytest.mark.unit
 def test_a_write_wakes_only_the_pollers_it_can_feed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(st, "_ACTIVE", [SimpleNamespace(_stream_table=b"quayutec-room")])
     room = _request("DynamoDB_20120810.PutItem", b'{"TableName": "quayutec-room", "Item": {}}')
@@ -109,6 +113,7 @@ def test_a_write_wakes_only_the_pollers_it_can_feed(monkeypatch: pytest.MonkeyPa
     assert st._pollers_fed(ledger) == {st.STREAM}
 
 
+@pytest.mark.unit
 def test_moto_reads_botocore_models_through_shared_loaders() -> None:
     import boto3
     from moto.core import utils as moto_utils

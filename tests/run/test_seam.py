@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import moto
+import pytest
 
 from quaylocal.stack import ORIGINAL_INVOKE_LAMBDA
+
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 
 
 def test_moto_is_pinned_to_the_installed_version() -> None:

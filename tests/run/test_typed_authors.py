@@ -5,6 +5,7 @@ person ``bob`` creates a task for bolt's agent; company acme registers an agent 
 
 from __future__ import annotations
 
+import pytest
 from runhelpers import Env
 
 from quayutec.logic import rights
@@ -52,6 +53,7 @@ def test_an_agent_named_like_the_creating_person_cannot_update_or_close_the_task
     assert [e.kind for e in d.room.task_events("r1", task.id)] == ["created"]
 
 
+@pytest.mark.unit
 def test_the_agent_that_created_a_task_still_may_update_it() -> None:
     """The typed check keeps what the rule allows: an agent's own task, and its assignee."""
     a1 = Agent(id="a1", company="acme", provider="anthropic", model="m")
@@ -76,6 +78,7 @@ def test_the_agent_that_created_a_task_still_may_update_it() -> None:
     assert rec.decision == "deny", "a person's id is not an agent's id"
 
 
+@pytest.mark.unit
 def test_stored_authors_without_a_kind_read_as_persons() -> None:
     """Items written before authors were typed stay readable; a missing kind grants an agent nothing."""
     task = Task.model_validate(

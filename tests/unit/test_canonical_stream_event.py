@@ -11,6 +11,8 @@ import pytest
 
 from quayutec import resources as R
 
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
+
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 
 

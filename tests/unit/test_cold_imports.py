@@ -55,6 +55,8 @@ baseline = set(sys.modules)
 import pydantic
 import quayutec.handlers.{handler}
 from quayutec import models
+
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 def built():
     return sorted(n for n, c in vars(models).items() if isinstance(c, type) and issubclass(c, pydantic.BaseModel)
                   and c.__module__ == models.__name__ and c.__pydantic_complete__)

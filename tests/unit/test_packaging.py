@@ -6,6 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
+
 PACKAGE = Path(__file__).resolve().parents[2] / "functions" / "quayutec"
 FORBIDDEN = {"quaylocal", "quayinfra", "moto", "yaml", "typer", "rich", "pytest", "aws_cdk", "cdk_nag"}
 

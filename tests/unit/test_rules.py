@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from quayutec.logic import ids, rights, wakes
 from quayutec.models import Agent, Author, Message, RightsPolicy, Task, now_iso
+
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 
 A1 = Agent(id="a1", company="acme", provider="anthropic", model="m")
 ROOM = rights.RoomView(agent_company={"a1": "acme", "b1": "bolt"}, tasks={})
