@@ -1,4 +1,5 @@
 # Quick start: `make demo` plays the reference room on the local stack; `make test` runs every test.
+# `make check` (format, lint, types, import contracts) and `make unit` (the fast tier) beside them.
 # Both create the virtualenv and install what they need (Python 3.11+, Node 20 with npm).
 PYTHON ?= python3
 VENV := .venv
@@ -11,7 +12,7 @@ NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 
-.PHONY: demo test install synth bench clean lock fuzz chaos
+.PHONY: demo test unit check format install synth bench clean lock fuzz chaos
 
 # The lock first (exact versions), then the project and its dev tools constrained by it, so no
 # dev tool moves a runtime package off its locked version.
@@ -42,6 +43,24 @@ demo: $(STAMP)
 # QUAY_IAM_FULL=1 also fails on a grant no call used unless it has a reason (tests/conftest.py).
 test: $(STAMP) $(NODE_STAMP)
 	QUAY_IAM_FULL=1 $(BIN)/pytest -q -n 2 --dist loadfile
+
+# The fast tier: tests marked `unit` (no AWS, not even moto, and no network: tests/conftest.py
+# refuses both), in one process, in about 15 s.
+unit: $(STAMP)
+	$(BIN)/pytest -q -m unit -p no:xdist
+
+# Style and contracts, 0 findings: ruff's formatter and linter, mypy with the pydantic plugin,
+# import-linter's contracts (pyproject.toml configures all four; pre-commit runs the same).
+check: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	PYTHONPATH=functions:infra $(BIN)/lint-imports
+
+# Apply the formatter and the linter's safe fixes.
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py

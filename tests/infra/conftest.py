@@ -82,19 +82,31 @@ def _synth(outdir: Path) -> None:
     cdk_synth(outdir)
 
 
-@pytest.fixture(scope="session")
-def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The synthesized cloud assembly directory (default context: stage "dev")."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        outdir = tmp_path_factory.mktemp("cdk.out")
-        _synth(outdir)
-        return outdir
-    shared = tmp_path_factory.getbasetemp().parent / "quayinfra-cdk.out"
+#: The cloud assembly of an earlier ``make synth`` (``QUAY_CDK_ASSEMBLY=cdk.out``): the suite
+#: reads it instead of synthesizing (about 14 s). It must be of the tree under test.
+ASSEMBLY_ENV = "QUAY_CDK_ASSEMBLY"
+
+
+def session_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cloud assembly of this test session (default context: stage "dev"): synthesized once,
+    by whichever process asks first, into the session's base temporary directory (the xdist
+    controller's, shared by its workers) under a lock; the others wait and read it. Both the
+    template tests (``assembly``) and the IAM check of every AWS call (tests/conftest.py) use it."""
+    if os.environ.get(ASSEMBLY_ENV):
+        return Path(os.environ[ASSEMBLY_ENV])
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "quayinfra-cdk.out"
     with open(str(shared) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (shared / "manifest.json").exists():
             _synth(shared)
     return shared
+
+
+@pytest.fixture(scope="session")
+def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthesized cloud assembly directory (:func:`session_assembly`)."""
+    return session_assembly(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
