@@ -7,9 +7,10 @@ import socket
 
 import boto3
 import pytest
-from conftest import AwsCallInUnitTest
 from moto import mock_aws
 from pytest_socket import SocketBlockedError
+
+from conftest import AwsCallInUnitTest
 
 pytestmark = pytest.mark.unit
 
