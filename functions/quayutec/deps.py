@@ -149,8 +149,8 @@ def reset() -> None:
     """Forget cached settings, clients and deps (after an environment change)."""
     from aws_lambda_powertools.utilities import parameters
 
-    get_settings.cache_clear()
-    default_deps.cache_clear()
+    get_settings.cache_clear()  # type: ignore[attr-defined]  # set on it in quayutec.settings
+    _DEFAULT.clear()  # default_deps.cache_clear
     _secrets_provider.cache_clear()
     aws.reset_clients()
     parameters.clear_caches()

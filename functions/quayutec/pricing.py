@@ -165,8 +165,8 @@ def model_price(model: str, provider: str, overrides: Overrides | None = None) -
     if overrides and model in overrides:
         return overrides[model]
     known = MODEL_PRICES.get(model)
-    if known is None and provider == "anthropic" and _DATED.match(model):
-        known = MODEL_PRICES.get(_DATED.match(model).group(1))  # claude-haiku-4-5-20251001 → its alias
+    if known is None and provider == "anthropic" and (dated := _DATED.match(model)):
+        known = MODEL_PRICES.get(dated.group(1))  # claude-haiku-4-5-20251001 → its alias
     return (known[1], known[2]) if known and known[0] == provider else None
 
 

@@ -114,10 +114,12 @@ class QueueDef:
 
 
 WAKE_DLQ = QueueDef("WakeDeadLetterQueue", None, "quayutec-wakes-dlq")
+#: The wake queue's URL variable (WAKE_QUEUE.env_var, as a str: the other queues have none).
+WAKE_QUEUE_ENV = "WAKE_QUEUE_URL"
 # Visibility: AWS asks for at least 6x the consumer's timeout (WakeConsumerFunction: 30 s), so
 # that a batch retried after throttling is not handed to a second consumer meanwhile.
 WAKE_QUEUE = QueueDef(
-    "WakeQueue", "WAKE_QUEUE_URL", "quayutec-wakes", visibility_timeout_s=180, dead_letter="WakeDeadLetterQueue"
+    "WakeQueue", WAKE_QUEUE_ENV, "quayutec-wakes", visibility_timeout_s=180, dead_letter="WakeDeadLetterQueue"
 )
 # Failure records (stream batches, EventBridge deliveries, reconciler invocations that keep
 # failing): never redriven to the wake consumer.
@@ -293,7 +295,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "StreamDispatchFunction",
         "quayutec.handlers.stream_dispatch.handler",
         touches=("room:stream", "queue:send"),
-        reads=(WAKE_QUEUE.env_var, ROOM_TABLE.env_var),
+        reads=(WAKE_QUEUE_ENV, ROOM_TABLE.env_var),
     ),  # records of the room table's stream only
     FunctionDef(
         "WakeConsumerFunction",

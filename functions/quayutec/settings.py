@@ -72,7 +72,7 @@ class Settings(BaseModel):
     idempotency_table: str = Field(alias=r.IDEMPOTENCY_TABLE.env_var)
     run_data_bucket: str = Field(alias=r.RUN_DATA_BUCKET.env_var)
     files_bucket: str = Field(default="", alias=r.FILES_BUCKET.env_var)
-    wake_queue_url: str = Field(default="", alias=r.WAKE_QUEUE.env_var)
+    wake_queue_url: str = Field(default="", alias=r.WAKE_QUEUE_ENV)
     state_machine_arn: str = Field(default="", alias=r.STATE_MACHINE_ENV)
 
     hop_limit: int = Field(default=8, ge=0, alias="HOP_LIMIT")

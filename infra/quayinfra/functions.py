@@ -8,6 +8,8 @@ layer, active tracing, an explicit log group with retention, an own role holding
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -219,7 +221,7 @@ class Functions(Construct):
             role=role,
             description=f"quayutec {fdef.handler}",
         )
-        fn.node.default_child.override_logical_id(fdef.logical_id)
+        cast(lambda_.CfnFunction, fn.node.default_child).override_logical_id(fdef.logical_id)
         self._grant_tables(fdef, role)
         for touch in fdef.touches:
             if touch.split(":")[0] not in _TABLE_TOUCHES or touch == "room:stream":
@@ -241,10 +243,12 @@ class Functions(Construct):
                 continue
             op, _, index = op.partition("@")
             by_resource.setdefault((what, index or None), []).append(_TABLE_OPS[op])
-        for (what, index), actions in by_resource.items():
+        for (what, index_name), actions in by_resource.items():
             arn = self._storage.table(_TABLE_TOUCHES[what]).table_arn
             role.add_to_policy(
-                iam.PolicyStatement(actions=sorted(actions), resources=[f"{arn}/index/{index}" if index else arn])
+                iam.PolicyStatement(
+                    actions=sorted(actions), resources=[f"{arn}/index/{index_name}" if index_name else arn]
+                )
             )
 
     def _grant(self, fdef: R.FunctionDef, touch: str, role: iam.Role) -> None:

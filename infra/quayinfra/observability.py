@@ -19,6 +19,8 @@ the runtime emits with Powertools, namespace POWERTOOLS_METRICS_NAMESPACE, dimen
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -60,7 +62,7 @@ class Observability(Construct):
         settings: Settings,
         queues: dict[str, sqs.IQueue],
         state_machine: sfn.StateMachine,
-        functions: dict[str, lambda_.IFunction],
+        functions: Mapping[str, lambda_.IFunction],
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: dict[str, cw.Alarm] = {}
@@ -153,7 +155,7 @@ class Observability(Construct):
         )
 
     def _dashboard(
-        self, queues: dict[str, sqs.IQueue], state_machine: sfn.StateMachine, functions: dict[str, lambda_.IFunction]
+        self, queues: dict[str, sqs.IQueue], state_machine: sfn.StateMachine, functions: Mapping[str, lambda_.IFunction]
     ) -> cw.Dashboard:
         phases = [f.logical_id for f in R.FUNCTIONS if f.asl_placeholder]
         dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.days(1))

@@ -7,6 +7,7 @@ Lambda ARNs are definition substitutions built from ``FunctionDef.asl_placeholde
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from aws_cdk import Acknowledgment, Aws, Fn, Validations
 from aws_cdk import aws_iam as iam
@@ -42,7 +43,7 @@ class RunEngine(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, functions: Functions) -> None:
         super().__init__(scope, construct_id)
         phases = [f for f in R.FUNCTIONS if f.asl_placeholder]
-        substitutions = {f.asl_placeholder: functions[f].function_arn for f in phases}
+        substitutions = {f.asl_placeholder: functions[f].function_arn for f in R.FUNCTIONS if f.asl_placeholder}
         # Service integration ARNs name no partition literally (aws, aws-cn, aws-us-gov).
         substitutions[R.ASL_PARTITION_PLACEHOLDER] = Aws.PARTITION
         missing = asl_placeholders() - set(substitutions)
@@ -79,7 +80,8 @@ class RunEngine(Construct):
             ),
             tracing_enabled=True,
         )
-        self.state_machine.node.default_child.override_logical_id(STATE_MACHINE_LOGICAL_ID)
+        cfn_state_machine = cast(sfn.CfnStateMachine, self.state_machine.node.default_child)
+        cfn_state_machine.override_logical_id(STATE_MACHINE_LOGICAL_ID)
         self._lint_ignores: dict[str, str] = {}
         # cfn-lint's state machine schema (E3601) accepts service integration ARNs of the aws
         # partition only; the ASL writes "arn:${Partition}:states:::..." (a substitution).
@@ -90,7 +92,7 @@ class RunEngine(Construct):
             "asl-validator (tests/infra) instead."
         )
         self._allow_literal_dollar_braces(set(substitutions))
-        self.state_machine.node.default_child.add_metadata(
+        cfn_state_machine.add_metadata(
             "cfn-lint",
             {
                 "config": {"ignore_checks": sorted(self._lint_ignores)},

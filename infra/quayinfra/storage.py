@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
@@ -74,7 +76,7 @@ class Storage(Construct):
                     projection_type=dynamodb.ProjectionType.ALL,
                 )
         # Template logical id = the shared definition's id (the local stack finds it by that).
-        table.node.default_child.override_logical_id(tdef.logical_id)
+        cast(dynamodb.CfnTable, table.node.default_child).override_logical_id(tdef.logical_id)
         return table
 
     @staticmethod
@@ -121,7 +123,7 @@ class Storage(Construct):
             # package). With "destroy", empty the bucket before `cdk destroy`.
             removal_policy=removal,
         )
-        bucket.node.default_child.override_logical_id(bdef.logical_id)
+        cast(s3.CfnBucket, bucket.node.default_child).override_logical_id(bdef.logical_id)
         if bdef is R.FILES_BUCKET:
             nag.acknowledge(
                 bucket,

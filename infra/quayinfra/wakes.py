@@ -7,6 +7,8 @@ event source mappings.
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -72,7 +74,7 @@ class Wakes(Construct):
             enforce_ssl=True,
             dead_letter_queue=dlq,
         )
-        queue.node.default_child.override_logical_id(qdef.logical_id)
+        cast(sqs.CfnQueue, queue.node.default_child).override_logical_id(qdef.logical_id)
         return queue
 
     def connect(self, functions: Functions) -> None:

@@ -88,6 +88,8 @@ def install_chaos_seam() -> None:
         if isinstance(event, (bytes, str)):
             event = json.loads(event or "{}")
         ev = event if isinstance(event, dict) else {}
+        if self.handler is None:
+            raise ValueError(f"{self.function_name} has no Handler")
         phase = self.handler.rsplit(".", 2)[-2]
         run_id = ev.get("run_id") if isinstance(ev.get("run_id"), str) else None
         with faults.scope(phase, run_id, ev.get("execution_arn")):
@@ -692,7 +694,7 @@ _VOLATILE = {
 
 def _duplicates_by_content(items: list[dict[str, Any]]) -> list[str]:
     """Items of the room with the same content under different keys (ids, times aside)."""
-    seen = Counter()
+    seen: Counter[str] = Counter()
     for i in items:
         if i.get("type") in ("member", "room_agent", "room", None):
             continue

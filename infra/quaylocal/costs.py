@@ -144,7 +144,7 @@ def retrieval_reads(
     def observe(service: str, operation: str, params: dict[str, Any]) -> None:
         if C.OWNER.get() != RETRIEVAL_OWNER:
             return
-        keys = [params.get("Key")] if service == "dynamodb" else []
+        keys: list[Any] = [params.get("Key")] if service == "dynamodb" else []
         for request in (params.get("RequestItems") or {}).values() if service == "dynamodb" else []:
             keys += request.get("Keys", [])  # the pointer read with the run's other keys counts too
         keys = [

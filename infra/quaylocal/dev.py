@@ -202,6 +202,8 @@ class Gateway:
         # function, held only around its invocation, so one request's authorizer call does not
         # wait for another's API call, and no lock is held across a whole request.
         self._locks = {AUTHORIZER_FUNCTION: threading.Lock(), API_FUNCTION: threading.Lock()}
+        #: The local stack whose room files the gateway serves (files_endpoint; quay dev sets it).
+        self.stack: LocalStack | None = None
 
     def method_arn(self, method: str, path: str) -> str:
         return f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{self.api_id}/{self.stage}/{method}{path}"
@@ -330,7 +332,7 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             raw_length = (self.headers.get("Content-Length") or "0").strip()
             length = int(raw_length) if raw_length.isdigit() else -1
-            if self.path.startswith(files_endpoint.PREFIX) and getattr(gateway, "stack", None) is not None:
+            if self.path.startswith(files_endpoint.PREFIX) and gateway.stack is not None:
                 if not 0 <= length <= files_endpoint.MAX_BODY:  # room files: S3's own limits, not the API's
                     self.close_connection = True
                     result = HttpResult(*files_endpoint._error(400, "EntityTooLarge", "over the upload limit"))
@@ -439,7 +441,7 @@ class DevServer:
         try:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=self.admin_token)
             self.gateway = Gateway(stack_invoke(self.stack))
-            self.gateway.stack = self.stack  # type: ignore[attr-defined]  # serves the files endpoint
+            self.gateway.stack = self.stack  # serves the files endpoint
             self._httpd = _HttpServer((self.host, self.port), _handler_class(self.gateway))
             self._point_files_at(f"http://{self.host}:{self._httpd.server_address[1]}")
         except BaseException:

@@ -49,7 +49,8 @@ def _form(content_type: str, body: bytes) -> dict[str, bytes]:
     for part in msg.iter_parts():
         name = part.get_param("name", header="content-disposition")
         if name:
-            out[str(name)] = part.get_payload(decode=True) or b""
+            payload = part.get_payload(decode=True)  # bytes, or None (a multipart part)
+            out[str(name)] = payload if isinstance(payload, bytes) else b""
         if name == "file":
             break
     return out

@@ -91,7 +91,7 @@ def share_model_loaders() -> None:
     if not getattr(base_backend.AccountSpecificBackend.get_session, "_quay_shared", False):
         get_session = lru_cache(_session_on_default_loader)
         get_session._quay_shared = True  # type: ignore[attr-defined]
-        base_backend.AccountSpecificBackend.get_session = classmethod(get_session)  # type: ignore[assignment]
+        base_backend.AccountSpecificBackend.get_session = classmethod(get_session)  # type: ignore[assignment,arg-type]  # an lru_cache as moto's own
 
 
 defer_batch()

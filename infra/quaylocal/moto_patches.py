@@ -28,7 +28,7 @@ from moto.core.serialize import JSONSerializer
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
-from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.table import StreamShard, Table
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
 from quaylocal import moto_imports  # noqa: F401 - before moto's modules: defers what they need not import
@@ -95,7 +95,9 @@ def _backup_items(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]
     for entry in transact_items:
         for op_type, op in entry.items():
             name = op.get("TableName") if isinstance(op, dict) else None
-            table = backend.tables.get(name) if isinstance(name, str) else None
+            if not isinstance(name, str):
+                continue
+            table = backend.tables.get(name)
             if table is None:
                 continue
             named.add(name)
@@ -120,22 +122,29 @@ def _item_key(table: Table, attrs: Any) -> tuple[DynamoType, DynamoType | None] 
         return None
 
 
+def _items_of(table: Table) -> dict[DynamoType, Any]:
+    """``table.items``: its Item by hash key, or (a table with a range key) a dict of its Items
+    by range key by hash key (moto types it as the latter only)."""
+    return table.items
+
+
 def _stored_item(table: Table, hash_key: DynamoType, range_key: DynamoType | None) -> Item | None:
     if range_key is None:
-        return table.items.get(hash_key)
-    return table.items.get(hash_key, {}).get(range_key)
+        return _items_of(table).get(hash_key)
+    return _items_of(table).get(hash_key, {}).get(range_key)
 
 
 def _restore_item(table: Table, hash_key: DynamoType, range_key: DynamoType | None, item: Item | None) -> None:
+    items = _items_of(table)
     if range_key is None:
         if item is None:
-            table.items.pop(hash_key, None)
+            items.pop(hash_key, None)
         else:
-            table.items[hash_key] = item
+            items[hash_key] = item
     elif item is None:
-        table.items.get(hash_key, {}).pop(range_key, None)
+        items.get(hash_key, {}).pop(range_key, None)
     else:
-        table.items[hash_key][range_key] = item
+        items[hash_key][range_key] = item
 
 
 def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
@@ -150,11 +159,13 @@ def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[s
     whole (a malformed key) gets the old shard back, without those records."""
     backup, uncopied = _backup_items(self, transact_items)
     names = {op.get("TableName") for item in transact_items for op in item.values() if isinstance(op, dict)}
-    before = {
-        n: (self.tables[n], len(self.tables[n].stream_shard.items))
-        for n in names
-        if n in self.tables and self.tables[n].stream_shard is not None
-    }
+    before: dict[str, tuple[Table, StreamShard, int]] = {}
+    for n in names:
+        if not isinstance(n, str):
+            continue
+        table = self.tables.get(n)
+        if table is not None and table.stream_shard is not None:
+            before[n] = (table, table.stream_shard, len(table.stream_shard.items))
     _UNCOPIED.names = frozenset(uncopied)
     try:
         _original_transact_write_items(self, transact_items)
@@ -162,8 +173,7 @@ def _transact_keeping_streams(self: DynamoDBBackend, transact_items: list[dict[s
         for (name, hash_key, range_key), item in backup.items():
             if name in uncopied:
                 _restore_item(self.tables[name], hash_key, range_key, item)
-        for name, (table, count) in before.items():
-            shard = table.stream_shard
+        for name, (table, shard, count) in before.items():  # the table's shard: moto swaps whole tables
             del shard.items[count:]
             restored = self.tables.get(name)
             if restored is not None and restored is not table:
@@ -332,7 +342,7 @@ def install() -> None:
     if _installed:
         return
     DynamoDBBackend.transact_write_items = _transact_keeping_streams  # type: ignore[method-assign]
-    dynamodb_models.copy = _CopyKeepingBackedUpTables()  # type: ignore[attr-defined]
+    dynamodb_models.copy = _CopyKeepingBackedUpTables()  # type: ignore[assignment]  # the module's copy, replaced
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
     lambda_eval_utils.boto_client_for = _cached_asl_client  # type: ignore[assignment]

@@ -194,10 +194,10 @@ class Scenario(_Strict):
             where = ".".join(str(x) for x in first["loc"])
             msg = first["msg"].removeprefix("Value error, ")
             raise ScenarioError(f"{path}: {where + ': ' if where else ''}{msg}") from exc
-        for i, f in enumerate(sc.room.files):
-            f._base = Path(path).parent
-            if f.path is not None and not (f._base / f.path).is_file():
-                raise ScenarioError(f"{path}: room.files.{i}.path: no file {f.path!r} beside the scenario")
+        for i, sf in enumerate(sc.room.files):
+            sf._base = Path(path).parent
+            if sf.path is not None and not (sf._base / sf.path).is_file():
+                raise ScenarioError(f"{path}: room.files.{i}.path: no file {sf.path!r} beside the scenario")
         return sc
 
 

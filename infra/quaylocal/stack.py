@@ -248,7 +248,7 @@ def _wakes_pollers(request: Any) -> bool:
     if _is_s3(url):
         return True  # a write to a bucket: its event notification (uploads/ -> the ingest queue)
     match = re.search(rb"(?:^|&)Action=([A-Za-z]+)", body)  # the query protocol (SQS before JSON)
-    return bool(match) and match.group(1).decode() in _WAKING_OPERATIONS
+    return match is not None and match.group(1).decode() in _WAKING_OPERATIONS
 
 
 def _pollers_fed(request: Any) -> frozenset[str] | None:
@@ -299,6 +299,8 @@ def invoke_in_process(self: LambdaFunction, event: Any = None) -> tuple[str, boo
     ``errorType`` = the exception's class name, as on AWS."""
     if isinstance(event, (bytes, str)):
         event = json.loads(event or "{}")
+    if self.handler is None:
+        raise ValueError(f"{self.function_name} has no Handler")
     handler = resolve_handler(self.handler)
     calls.record_lambda_invoke(self.function_arn)
     gate = _GATE
@@ -486,7 +488,7 @@ def scale_time(factor: float) -> None:
         def sleep(seconds: float) -> None:
             time.sleep(seconds * factor)
 
-    retrier_decl.time = _ScaledTime()  # type: ignore[attr-defined]
+    retrier_decl.time = _ScaledTime()  # type: ignore[assignment]  # the module's time, scaled
 
 
 # ----------------------------------------------------------------------------- the stack
@@ -571,7 +573,8 @@ def remove_event_source_mappings(lam: Any, *, account: str, region: str) -> list
     mapping attached to its queue or table: detach those too (moto internals, pinned version)."""
     from moto.awslambda.models import lambda_backends
     from moto.dynamodb.models import dynamodb_backends
-    from moto.sqs.models import sqs_backends
+    from moto.dynamodb.models.table import Table
+    from moto.sqs.models import Queue, sqs_backends
 
     mappings: list[dict[str, Any]] = []
     for page in lam.get_paginator("list_event_source_mappings").paginate():
@@ -579,7 +582,10 @@ def remove_event_source_mappings(lam: Any, *, account: str, region: str) -> list
     for m in mappings:
         lam.delete_event_source_mapping(UUID=m["UUID"])
     live = {id(e) for e in lambda_backends[account][region]._event_source_mappings.values()}
-    holders = [*sqs_backends[account][region].queues.values(), *dynamodb_backends[account][region].tables.values()]
+    holders: list[Queue | Table] = [
+        *sqs_backends[account][region].queues.values(),
+        *dynamodb_backends[account][region].tables.values(),
+    ]
     for holder in holders:
         attached = holder.lambda_event_source_mappings
         for key in [k for k, esm in attached.items() if id(esm) not in live]:
@@ -720,7 +726,7 @@ class LocalStack:
         else:
             self._provision()
         calls.register_names(self.canonical_names(), self.state_machine_arn)
-        os.environ[r.WAKE_QUEUE.env_var] = self.queue_urls[r.WAKE_QUEUE.logical_id]
+        os.environ[r.WAKE_QUEUE_ENV] = self.queue_urls[r.WAKE_QUEUE.logical_id]
         os.environ[r.STATE_MACHINE_ENV] = self.state_machine_arn
         quay_deps.reset()
         self._execution_prefix = self.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":"
@@ -777,7 +783,8 @@ class LocalStack:
                 attrs[t.sort_key.name] = t.sort_key.type
                 keys.append({"AttributeName": t.sort_key.name, "KeyType": "RANGE"})
             kwargs: dict[str, Any] = {"TableName": t.default_name, "KeySchema": keys, "BillingMode": "PAY_PER_REQUEST"}
-            lsis, gsis = [], []
+            lsis: list[dict[str, Any]] = []
+            gsis: list[dict[str, Any]] = []
             for idx in t.indexes:
                 attrs[idx.partition_key.name] = idx.partition_key.type
                 attrs[idx.sort_key.name] = idx.sort_key.type
@@ -826,7 +833,7 @@ class LocalStack:
         zipped = io.BytesIO()
         with zipfile.ZipFile(zipped, "w") as z:
             z.writestr("README.txt", "local stack: handlers run in-process from the quayutec package")
-        env = {**self.env, r.WAKE_QUEUE.env_var: self.queue_urls[r.WAKE_QUEUE.logical_id]}
+        env = {**self.env, r.WAKE_QUEUE_ENV: self.queue_urls[r.WAKE_QUEUE.logical_id]}
         for f in r.FUNCTIONS:
             resp = lam.create_function(
                 FunctionName=f"quayutec-{f.logical_id}",
@@ -914,7 +921,7 @@ class LocalStack:
         for k, v in self.deployment.process_environment().items():
             self._saved_env.setdefault(k, os.environ.get(k))
             os.environ[k] = self.env[k] = v
-        for k in (r.WAKE_QUEUE.env_var, r.STATE_MACHINE_ENV):  # start() sets them next
+        for k in (r.WAKE_QUEUE_ENV, r.STATE_MACHINE_ENV):  # start() sets them next
             self._saved_env.setdefault(k, os.environ.get(k))
 
     def notify_ingest(self) -> None:

@@ -263,7 +263,7 @@ def _no_route(exc: NotFoundError) -> Response:
 @app.exception_handler(ServiceError)
 def _service_error(exc: ServiceError) -> Response:
     status = exc.status_code if 400 <= exc.status_code <= 599 else 400
-    return _json(status, errors.error_payload(status, "bad_request", exc.msg))
+    return _json(status, errors.error_payload(status, "bad_request", str(exc.msg)))
 
 
 @app.exception_handler(Exception)

@@ -12,6 +12,7 @@ and ``quay dev``'s gateway (like the deployed API Gateway's Gateway Responses) a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -155,7 +156,7 @@ def status_of(exc: QuayError) -> int:
     return status if 400 <= status <= 599 else 400
 
 
-def field_problems(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Pydantic/Powertools validation errors as ``{"field", "problem", "type"}`` (never the
     rejected input itself)."""
     out = []

@@ -107,7 +107,7 @@ def idempotency_key_of(event: dict[str, Any]) -> str | None:
     return key
 
 
-def _replayed(response: Any, data_record: Any) -> Any:
+def _replayed(response: Any, idempotent_data: Any) -> Any:  # an IdempotentHookFunction
     if isinstance(response, dict):
         response = {**response, "headers": {**(response.get("headers") or {}), "Idempotent-Replayed": "true"}}
     return response

@@ -27,7 +27,7 @@ _STREAM_ARN = re.compile(r"^arn:[\w-]+:dynamodb:[\w-]*:\d*:table/(?P<table>[^/]+
 def from_room_table(record: dict[str, Any]) -> bool:
     """Whether ``record`` comes from the room table's stream."""
     match = _STREAM_ARN.match(str(record.get("eventSourceARN") or ""))
-    return bool(match) and match.group("table") == get_settings().room_table
+    return match is not None and match.group("table") == get_settings().room_table
 
 
 def new_image(record: dict[str, Any]) -> dict[str, Any] | None:

@@ -60,6 +60,7 @@ def extract(kind: str, data: bytes) -> list[tuple[int | None, str]]:
     limit such as a decompression bomb's ``LimitReachedError``) fails the file with its reason,
     never the ingest (which would redeliver it to the dead-letter queue and leave it
     ``uploading`` for good, SPEC §8)."""
+    parts: list[tuple[int | None, str]]
     try:
         parts = _pdf(data) if kind == "pdf" else [(None, _text(kind, data))]
     except Unreadable:

@@ -297,7 +297,9 @@ def error_markers(provider: str, body_text: str) -> tuple[str | None, str | None
         return None, None, None
     err = body.get("error")
     if isinstance(err, dict):
-        details = err.get("details") if isinstance(err.get("details"), dict) else {}
+        details = err.get("details")
+        if not isinstance(details, dict):
+            details = {}
         code = details.get("error_code", err.get("error_code", err.get("code", body.get("error_code"))))
         return _str_or_none(err.get("type")), _str_or_none(code), _str_or_none(err.get("message"))
     if isinstance(err, str):  # some OpenAI-compatible servers: {"error": "text"}

@@ -163,7 +163,7 @@ def checked_address(url: str, *, allow_loopback: bool = False, resolver: Resolve
         except ValueError:
             addr = None
         problem = "not an IP address" if addr is None else address_problem(addr, allow_loopback)
-        if problem:
+        if problem or addr is None:
             raise AddressRefused(f"base_url host {host!r} resolves to a refused address: {problem}")
         if plain and not addr.is_loopback:
             raise AddressRefused("base_url must be an https:// address")

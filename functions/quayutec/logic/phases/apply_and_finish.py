@@ -54,7 +54,7 @@ def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRec
         return "written", "", []
     if a.kind == "create_task":
         task_id = ids.action_write_id(run.run_id, a.index, "task")
-        task = Task(
+        created = Task(
             id=task_id,
             room_id=run.room_id,
             title=f["title"],
@@ -74,7 +74,7 @@ def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRec
             run_id=run.run_id,
             created_at=now,
         )
-        deps.room.create_task(task, event)
+        deps.room.create_task(created, event)
         return "written", f"task {task_id}", [(f["to"], "task_event", event.id, task_id)]
     task = deps.room.get_task(run.room_id, f["task"])
     if task is None:
@@ -141,10 +141,10 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
             if a.outcome == "written":
                 targets += _targets_of_written(deps, run, a)
             continue
-        outcome, note, wake_targets = _write_action(deps, run, agent_author, a)
+        written, note, wake_targets = _write_action(deps, run, agent_author, a)
         targets += wake_targets
         deps.ledger.set_action_outcome(
-            ref.run_id, a.index, outcome, note, approval="approved" if a.decision == "ask" else None
+            ref.run_id, a.index, written, note, approval="approved" if a.decision == "ask" else None
         )
     wakes, notices = wake_rules.run_wakes(
         run_id=ref.run_id,
