@@ -49,7 +49,7 @@ def defer_batch() -> ModuleType | None:
     package = importlib.util.module_from_spec(spec)  # __path__, __spec__, ...; __init__ not run
     package.__getattr__ = _batch_package_attr  # type: ignore[method-assign]
     sys.modules["moto.batch"] = package
-    moto.batch = package  # type: ignore[attr-defined]  # as the import system sets it
+    moto.batch = package  # as the import system sets it
     return package
 
 
@@ -87,7 +87,7 @@ def share_model_loaders() -> None:
     from moto.core import base_backend
     from moto.core import utils as moto_utils
 
-    moto_utils.create_loader = _one_moto_loader  # type: ignore[assignment]
+    moto_utils.create_loader = _one_moto_loader
     if not getattr(base_backend.AccountSpecificBackend.get_session, "_quay_shared", False):
         get_session = lru_cache(_session_on_default_loader)
         get_session._quay_shared = True  # type: ignore[attr-defined]

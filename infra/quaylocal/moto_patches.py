@@ -345,8 +345,8 @@ def install() -> None:
     dynamodb_models.copy = _CopyKeepingBackedUpTables()  # type: ignore[assignment]  # the module's copy, replaced
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
-    lambda_eval_utils.boto_client_for = _cached_asl_client  # type: ignore[assignment]
+    lambda_eval_utils.boto_client_for = _cached_asl_client
     AmazonStateLanguageParser.parse = staticmethod(_parse_asl_once)  # type: ignore[method-assign]
     JSONSerializer._serialize_result = _serialize_dynamodb_result  # type: ignore[method-assign]
-    BaseModel.__new__ = staticmethod(_new_weakly_tracked)  # type: ignore[method-assign, assignment]
+    BaseModel.__new__ = staticmethod(_new_weakly_tracked)  # type: ignore[method-assign]
     _installed = True

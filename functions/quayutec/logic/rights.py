@@ -35,11 +35,11 @@ def decide(policy: RightsPolicy | None, agent_id: str, kind: str, cross_company:
     # per kind, a rule under the id, else one under the name.
     for key in dict.fromkeys((agent_id, agent_name(agent_id))):
         if kind in p.agents.get(key, {}):
-            return p.agents[key][kind], f"rule agents.{key}.{kind}"  # type: ignore[index]
+            return p.agents[key][kind], f"rule agents.{key}.{kind}"
     if cross_company and kind in p.cross_company:
-        return p.cross_company[kind], f"rule cross_company.{kind}"  # type: ignore[index]
+        return p.cross_company[kind], f"rule cross_company.{kind}"
     if kind in p.actions:
-        return p.actions[kind], f"rule actions.{kind}"  # type: ignore[index]
+        return p.actions[kind], f"rule actions.{kind}"
     return p.default, "rule default"
 
 
@@ -135,7 +135,7 @@ def decide_action(
         target=target,
         target_company=target_company,
         outcome=outcome,
-    )  # type: ignore[arg-type]
+    )
 
 
 def decide_all(

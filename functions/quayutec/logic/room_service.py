@@ -149,7 +149,7 @@ class RoomService:
             id=_new_id("tev", idempotency_key),
             room_id=room_id,
             task_id=task_id,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             text=text,
             by=author,
             created_at=now_iso(),

@@ -122,5 +122,5 @@ def run_wakes(
                 cause_id=cause_id,
                 task_id=task_id,
             )
-        )  # type: ignore[arg-type]
+        )
     return wakes, notices
