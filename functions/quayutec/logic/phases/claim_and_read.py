@@ -133,8 +133,7 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
             raise RunStateInvalid(f"wake cause task event {wake.cause_id} not found")
         cause = {"kind": "task_event", "task": task.model_dump(mode="json"), "event": event.model_dump(mode="json")}
         query = f"{task.title} {task.body} {event.text}"
-    # The room item carries its agents; a room written before it did costs one query.
-    agents = reads.agents if reads.agents is not None else deps.room.room_agents(ref.room_id)
+    agents = reads.agents  # the room item carries its agents
     # The room's index version now (a run keeps reading it) and its top passages: constant reads.
     index_version, passages = room_files.passages(deps, ref.room_id, query, s.file_passages, pointer=reads.index)
     ctx = {
