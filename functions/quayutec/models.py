@@ -295,7 +295,8 @@ class RunFacts(_Model):
     model: str
     owner_url: bool = False  # the agent has its owner's model address: CallModel reads the agent
     hop_limit: int | None = None  # the room's own hop limit (None: the runtime's setting); room read
-    agents: dict[str, str] | None = None  # the room's agents → their companies; room read
+    # the room's agents → their companies; room read (None only inside ClaimAndRead, before it)
+    agents: dict[str, str] | None = None
 
 
 class Budget(_Model):
@@ -314,14 +315,14 @@ class ClaimResult(_Model):
 class ModelStep(_Model):
     outcome: Literal["wait", "reply"]
     wait_seconds: int | None = None
-    requests: int = 0
+    requests: int  # the run's requests so far (a reply: the number of the request that brought it)
 
 
 class RightsStep(_Model):
     held: list[int] = Field(default_factory=list)  # indexes of actions held for approval
     held_count: int = 0
-    actions: int | None = None  # actions recorded for the reply (0: the reply post and ApplyAndFinish read none)
-    over_limit: int | None = None  # actions declared past the limit of 25 (None: read the ledger)
+    actions: int  # actions recorded for the reply (0: the reply post and ApplyAndFinish read none)
+    over_limit: int  # actions declared past the limit of 25
 
 
 class ApprovalOutcome(_Model):

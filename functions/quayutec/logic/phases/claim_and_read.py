@@ -15,9 +15,9 @@ from quayutec.deps import Deps
 from quayutec.errors import AlreadyClaimed, RunStateInvalid
 from quayutec.logic import files as room_files
 from quayutec.logic.phases.common import (
-    _facts,
     _iso,
     _load_run,
+    _need_facts,
     _need_run,
     _Started,
     _timing,
@@ -115,12 +115,13 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
     ``reads``: the run's key reads (agent, room and its agents, the wake's cause, the index
     pointer) as :func:`claim_and_read` made them in this same invocation, consistently."""
     ref = _need_run(state)
-    run = _timing(deps, state, ref)
+    run = _timing(state, ref)
     s = deps.settings
-    agent, room = reads.agent, reads.room
+    agent, room, wake = reads.agent, reads.room, state.wake
     if agent is None or room is None:
         raise RunStateInvalid("agent or room missing")
-    wake = state.wake if state.wake is not None else _load_run(deps, ref).wake
+    if wake is None:
+        raise RunStateInvalid("execution input has no wake")
     if wake.cause_kind == "message":
         msg = reads.message
         if msg is None:
@@ -154,7 +155,7 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
         "index_version": index_version,
     }
     deps.rundata.put(ref.run_id, "context", ctx)
-    facts = _facts(deps, state, ref).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
+    facts = _need_facts(state).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
     return state.model_copy(update={"budget": budget(deps, run), "facts": facts})
 
 
