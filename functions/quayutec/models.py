@@ -93,10 +93,9 @@ class Room(_Model):
 # ----------------------------------------------------------------------------- room content
 class Author(_Model):
     """Who wrote something. Ids are compared typed, ``(kind, id)``, never by id alone: a person's
-    id and an agent's id live in different namespaces and may be equal (SPEC §5). Items stored
-    without a kind read as ``person``: the kind that grants an agent nothing."""
+    id and an agent's id live in different namespaces and may be equal (SPEC §5)."""
 
-    kind: Literal["person", "agent", "system"] = "person"
+    kind: Literal["person", "agent", "system"]
     id: str
     company: str | None = None
 
