@@ -215,7 +215,7 @@ class ApprovalRequest(_Model):
     #: The held action's validated fields: what a yes writes (the memory line's text, the task's
     #: title and body ...). The request is the owning company's only, so its own agent's text is
     #: shown to the people who decide on it, never in the room.
-    fields: dict[str, Any] = Field(default_factory=dict)
+    fields: dict[str, Any]
     #: ``deciding``: a person's answer is being sent to Step Functions; it says ``approved`` /
     #: ``rejected`` only once Step Functions accepted it (SPEC §2.6).
     status: Literal["pending", "deciding", "approved", "rejected", "expired"] = "pending"

@@ -596,7 +596,7 @@ class RoomStore:
         item = self._get(_room_pk(room_id), f"APPROVAL#{run_id}#{index:03d}")
         if not item:
             return None
-        return ApprovalRequest.model_validate(_strip(item)), str(item.get("task_token", ""))
+        return ApprovalRequest.model_validate(_strip(item)), str(item["task_token"])
 
     def set_approval_status(
         self,

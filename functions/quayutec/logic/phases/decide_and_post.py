@@ -63,7 +63,7 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
     run = _timing(state, ref)
     reply = reply if reply is not None else stored_reply(deps, state, ref)
     if not reply["tool_calls"]:  # a plain reply declares nothing: no policy, room or ledger to read
-        if reply.get("truncated"):
+        if reply["truncated"]:
             deps.ledger.update_run(
                 ref.run_id, {"actions_over_limit": 0, "reply_truncated": True, "updated_at": _iso(deps)}
             )
@@ -88,10 +88,10 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
             deps.ledger.record_action(ref.run_id, rec)
             recorded[rec.index] = rec
         final.append(recorded[rec.index])
-    if over or reply.get("truncated"):
+    if over or reply["truncated"]:
         deps.ledger.update_run(
             ref.run_id,
-            {"actions_over_limit": over, "reply_truncated": bool(reply.get("truncated")), "updated_at": _iso(deps)},
+            {"actions_over_limit": over, "reply_truncated": reply["truncated"], "updated_at": _iso(deps)},
         )
     held = [r.index for r in final if r.decision == "ask"]
     return state.model_copy(
@@ -135,7 +135,7 @@ def post_reply(
     reply = reply if reply is not None else stored_reply(deps, state, ref)
     step = _need_rights(state)
     actions = [] if step.actions == 0 else deps.ledger.actions(ref.run_id)
-    text = compose_reply(reply["text"], actions, step.over_limit, bool(reply.get("truncated")), facts.company)
+    text = compose_reply(reply["text"], actions, step.over_limit, reply["truncated"], facts.company)
     msg_id = ids.reply_message_id(ref.run_id)
     mentioned = wake_rules.mentions(reply["text"], list(_room_agents(facts)))
     wakes, notices = wake_rules.run_wakes(
