@@ -93,10 +93,9 @@ class Room(_Model):
 # ----------------------------------------------------------------------------- room content
 class Author(_Model):
     """Who wrote something. Ids are compared typed, ``(kind, id)``, never by id alone: a person's
-    id and an agent's id live in different namespaces and may be equal (SPEC §5). Items stored
-    without a kind read as ``person``: the kind that grants an agent nothing."""
+    id and an agent's id live in different namespaces and may be equal (SPEC §5)."""
 
-    kind: Literal["person", "agent", "system"] = "person"
+    kind: Literal["person", "agent", "system"]
     id: str
     company: str | None = None
 
@@ -216,7 +215,7 @@ class ApprovalRequest(_Model):
     #: The held action's validated fields: what a yes writes (the memory line's text, the task's
     #: title and body ...). The request is the owning company's only, so its own agent's text is
     #: shown to the people who decide on it, never in the room.
-    fields: dict[str, Any] = Field(default_factory=dict)
+    fields: dict[str, Any]
     #: ``deciding``: a person's answer is being sent to Step Functions; it says ``approved`` /
     #: ``rejected`` only once Step Functions accepted it (SPEC §2.6).
     status: Literal["pending", "deciding", "approved", "rejected", "expired"] = "pending"
@@ -295,7 +294,8 @@ class RunFacts(_Model):
     model: str
     owner_url: bool = False  # the agent has its owner's model address: CallModel reads the agent
     hop_limit: int | None = None  # the room's own hop limit (None: the runtime's setting); room read
-    agents: dict[str, str] | None = None  # the room's agents → their companies; room read
+    # the room's agents → their companies; room read (None only inside ClaimAndRead, before it)
+    agents: dict[str, str] | None = None
 
 
 class Budget(_Model):
@@ -314,14 +314,14 @@ class ClaimResult(_Model):
 class ModelStep(_Model):
     outcome: Literal["wait", "reply"]
     wait_seconds: int | None = None
-    requests: int = 0
+    requests: int  # the run's requests so far (a reply: the number of the request that brought it)
 
 
 class RightsStep(_Model):
     held: list[int] = Field(default_factory=list)  # indexes of actions held for approval
     held_count: int = 0
-    actions: int | None = None  # actions recorded for the reply (0: the reply post and ApplyAndFinish read none)
-    over_limit: int | None = None  # actions declared past the limit of 25 (None: read the ledger)
+    actions: int  # actions recorded for the reply (0: the reply post and ApplyAndFinish read none)
+    over_limit: int  # actions declared past the limit of 25
 
 
 class ApprovalOutcome(_Model):

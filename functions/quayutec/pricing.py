@@ -109,8 +109,9 @@ def estimate_usd(
     """The estimated cost of counted operations, the model's tokens excluded. DynamoDB: the
     consumed capacity the responses reported (``capacity``: read and write units, on-demand
     request units) plus one request unit for each call whose response reported none
-    (``capacity_unknown``, by ``"dynamodb.Operation"``); without ``capacity`` (a cost line
-    counted before capacity was), one unit per DynamoDB request. Either way an estimate."""
+    (``capacity_unknown``, by ``"dynamodb.Operation"``); without ``capacity`` (counts with no
+    capacity figures: ``scripts/bench.py``), one unit per DynamoDB request. Either way an
+    estimate."""
     usd = transitions * price("transition") + lambda_invocations * price("lambda_request")
     usd += price("lambda_gb_second") * (memory_mb / 1024) * (billed_ms / 1000)
     if capacity is not None:
@@ -180,8 +181,7 @@ def price_cost(cost: RunCost, *, memory_mb: int, overrides: Overrides | None = N
         billed_ms=cost.billed_ms,
         memory_mb=memory_mb,
         aws_requests=cost.aws_requests,
-        # a cost line counted before capacity was: one unit per request
-        capacity=cost.capacity if cost.capacity or cost.capacity_unknown else None,
+        capacity=cost.capacity,
         capacity_unknown=cost.capacity_unknown,
     )
     model_usd: float | None = 0.0
@@ -226,11 +226,10 @@ def total(costs: Iterable[RunCost]) -> RunCost:
         for m, t in c.tokens.items():
             out.tokens.setdefault(m, TokenCount(provider=t.provider)).add(t)
         out.usd = round(out.usd + c.usd, 8)
-        # A cost line from before the model's share was priced: its usd was the AWS side alone.
-        out.usd_model_excluded = round(out.usd_model_excluded + (c.usd_model_excluded or c.usd), 8)
-        if c.model_usd is None and (c.tokens or c.model_price_unknown):
-            unknown.update(c.model_price_unknown or c.tokens)
-        elif c.model_usd is not None and out.model_usd is not None:
+        out.usd_model_excluded = round(out.usd_model_excluded + c.usd_model_excluded, 8)
+        if c.model_usd is None:  # a model's price was unknown (model_price_unknown names it)
+            unknown.update(c.model_price_unknown)
+        elif out.model_usd is not None:
             out.model_usd = round(out.model_usd + c.model_usd, 8)
         estimated.update(c.estimated)
     out.model_price_unknown = sorted(unknown)

@@ -216,9 +216,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "claims:put",
             "ledger:get",
             "ledger:put",
-            "room:get",
             "room:batchget",
-            "room:query",
             "room:query@by_time",
             "room:query@open_tasks",
             "rundata:put",
@@ -241,7 +239,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "quayutec.handlers.call_model.handler",
         "CallModelFunctionArn",
         timeout_s=300,
-        touches=("room:get", "ledger:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put", "secrets:read"),
+        touches=("room:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put", "secrets:read"),
         reads=(
             ROOM_TABLE.env_var,
             LEDGER_TABLE.env_var,
@@ -260,7 +258,6 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "DecideAndPostFunctionArn",
         touches=(
             "room:get",
-            "room:query",
             "room:put",
             "ledger:get",
             "ledger:query",

@@ -907,7 +907,7 @@ def cost_lines(cost: dict | None) -> list[str]:
     them); estimates say so, and so does what is unknown (a model's price, capacity a response
     did not report, tokens a reply did not report)."""
     if not cost:
-        return ["cost: not recorded (a run that ended outside its state machine's Catch, or older)"]
+        return ["cost: not recorded (a run that ended outside its state machine's Catch)"]
     est = set(cost.get("estimated") or [])
     mark = lambda k: " (estimated)" if k in est else ""  # noqa: E731
     calls = cost.get("aws_requests") or {}
@@ -919,13 +919,12 @@ def cost_lines(cost: dict | None) -> list[str]:
     ]
     tokens = cost.get("tokens") or {}
     unknown = cost.get("model_price_unknown") or []
-    if "usd_model_excluded" in cost:
-        model = (
-            "model price unknown (" + ", ".join(unknown) + "): not in the total"
-            if unknown
-            else f"model ${float(cost.get('model_usd') or 0):.6f}{mark('model_usd')}"
-        )
-        lines.append(f"  model excluded ${float(cost['usd_model_excluded']):.6f}{mark('usd_model_excluded')}; " + model)
+    model = (
+        "model price unknown (" + ", ".join(unknown) + "): not in the total"
+        if unknown
+        else f"model ${float(cost.get('model_usd') or 0):.6f}{mark('model_usd')}"
+    )
+    lines.append(f"  model excluded ${float(cost['usd_model_excluded']):.6f}{mark('usd_model_excluded')}; " + model)
     for m, t in sorted(tokens.items()):
         lines.append(
             f"  tokens {m} ({t.get('provider') or '?'}): {t.get('input', 0)} input, {t.get('output', 0)} "
@@ -936,27 +935,26 @@ def cost_lines(cost: dict | None) -> list[str]:
                 else ""
             )
         )
-    if not tokens and "tokens" in cost:
+    if not tokens:
         lines.append("  tokens: none (no model reply was read)")
     by_service: dict[str, int] = {}
     for k, n in calls.items():
         by_service[k.partition(".")[0]] = by_service.get(k.partition(".")[0], 0) + int(n)
     lines.append("  by service: " + (", ".join(f"{k} {n}" for k, n in sorted(by_service.items())) or "none"))
     lines.append("  requests: " + (", ".join(f"{k} {n}" for k, n in sorted(calls.items())) or "none"))
-    if "capacity" in cost:
-        cap = cost.get("capacity") or {}
-        gaps = cost.get("capacity_unknown") or {}
-        lines.append(
-            f"  DynamoDB capacity: {float(cap.get('read_units', 0)):g} read units, "
-            f"{float(cap.get('write_units', 0)):g} write units"
-            + (
-                "; unknown for "
-                + ", ".join(f"{k} {n}" for k, n in sorted(gaps.items()))
-                + " (no ConsumedCapacity in the response: priced as one unit a request)"
-                if gaps
-                else ""
-            )
+    cap = cost["capacity"]
+    gaps = cost["capacity_unknown"]
+    lines.append(
+        f"  DynamoDB capacity: {float(cap.get('read_units', 0)):g} read units, "
+        f"{float(cap.get('write_units', 0)):g} write units"
+        + (
+            "; unknown for "
+            + ", ".join(f"{k} {n}" for k, n in sorted(gaps.items()))
+            + " (no ConsumedCapacity in the response: priced as one unit a request)"
+            if gaps
+            else ""
         )
+    )
     return lines
 
 

@@ -150,16 +150,3 @@ def test_a_room_name_item_refuses_a_second_agent_of_a_name_even_past_the_api_che
     assert room.add_room_agent(rid, "acme.twin", "acme")  # the same agent again: a no-op
     assert not room.add_room_agent(rid, "bolt.twin", "bolt")
     assert "bolt.twin" not in room.room_agent_ids(rid) and "bolt.twin" not in room.room_agents(rid)
-
-
-def test_an_agent_from_before_scoped_ids_never_passes_for_the_callers_own(light_world: World) -> None:
-    """An agent written before ids were scoped may hold a dotted id (bolt's ``acme.helper``): acme
-    registering ``helper`` is refused without calling it acme's, and acme never gets it by name."""
-    from quayutec.deps import default_deps
-    from quayutec.models import Agent
-
-    w = light_world
-    default_deps().room.put_agent(Agent(id="acme.helper", company="bolt", provider="openai", model="m"))
-    r = w.api.call("POST", "/agents", w.tokens["ann"], {"name": "helper", "provider": "anthropic", "model": "m"})
-    assert r.status == 409 and "before ids were scoped" in r.body["message"] and "your company" not in r.body["message"]
-    assert w.api.call("GET", "/agents/helper", w.tokens["ann"]).status == 404

@@ -134,7 +134,7 @@ def test_chunks_read_lines_one_at_a_time_and_cut_long_lines_by_offsets() -> None
 def test_an_upload_that_never_arrived_reads_failed_once_its_form_and_ingest_time_are_over() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from quayutec.models import RoomFile
+    from quayutec.models import RoomFile, iso
 
     declared = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     f = RoomFile(
@@ -145,7 +145,7 @@ def test_an_upload_that_never_arrived_reads_failed_once_its_form_and_ingest_time
         size=3,
         kind="text",
         uploader=ANN,
-        created_at=declared.isoformat().replace("+00:00", "Z"),
+        created_at=iso(declared),
     )
     assert rf.as_seen(f, declared + timedelta(seconds=rf.UPLOAD_GRACE_S)).status == "uploading"
     late = rf.as_seen(f, declared + timedelta(seconds=rf.UPLOAD_GRACE_S + 1))

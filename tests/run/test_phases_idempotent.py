@@ -169,33 +169,3 @@ def test_request_approval_twice_records_one_request_with_the_newest_token(env: E
         assert len(_snapshot(env)["room"]) == len(before)
         run = env.deps.ledger.get_run(run_id)
         assert run is not None and run.status == "waiting_approval" and run.parked_since
-
-
-def test_a_state_without_the_carried_facts_still_runs(env: Env) -> None:
-    """A run in flight when the carried facts shipped (issue 13) hands its phases a state with
-    no ``facts``: each phase reads what it needs from the ledger and the room instead."""
-    env.server.set_script(
-        "a1",
-        [
-            {
-                "reply": {
-                    "text": "Noted, @b1.",
-                    "actions": [{"kind": "remember", "text": "Launch on Friday.", "visibility": "room"}],
-                }
-            }
-        ],
-    )
-    with env.stack.paused():
-        run_id = "a1-old-state"
-        state = {"wake": _wake(env).model_dump(mode="json")}
-        for phase in [claim_and_read, call_model, decide_and_post, apply_and_finish]:
-            state = phase.handler(_event(state, run_id), CTX)
-            assert phase is not claim_and_read or "facts" in state, phase.__name__
-            state.pop("facts", None)
-            if "rights" in state:
-                state["rights"] = {k: v for k, v in state["rights"].items() if k in ("held", "held_count")}
-    run = env.deps.ledger.get_run(run_id)
-    assert run is not None and run.status == "completed" and run.reply_message_id == f"reply-{run_id}"
-    reply = env.deps.room.get_message("r1", f"reply-{run_id}")
-    assert reply is not None and reply.mentions == ["b1"]
-    assert [a.outcome for a in env.deps.ledger.actions(run_id)] == ["written"]

@@ -76,22 +76,3 @@ def test_the_agent_that_created_a_task_still_may_update_it() -> None:
     view = rights.RoomView(agent_company={"a1": "acme", "b1": "bolt"}, tasks={"t1": person_task})
     rec = rights.decide_action(0, "close_task", {"task": "t1", "result": "r"}, a1, None, view)
     assert rec.decision == "deny", "a person's id is not an agent's id"
-
-
-@pytest.mark.unit
-def test_stored_authors_without_a_kind_read_as_persons() -> None:
-    """Items written before authors were typed stay readable; a missing kind grants an agent nothing."""
-    task = Task.model_validate(
-        {
-            "id": "t1",
-            "room_id": "r1",
-            "title": "t",
-            "body": "",
-            "to": "b1",
-            "created_by": {"id": "a1", "company": "acme"},
-            "created_at": "x",
-            "updated_at": "x",
-        }
-    )
-    assert task.created_by.kind == "person"
-    assert not task.created_by.is_("agent", "a1")

@@ -68,7 +68,6 @@ def own_agent(svc: Services, agent_ref: str, who: Caller) -> Agent:
             yield agent_ref
             return
         yield agent_id(who.company, agent_ref)  # a name first
-        yield agent_ref  # an id from before ids were scoped is its own name
         yield from (
             a
             for a in svc.directory.agents_of(who.company)  # the name in another letter case

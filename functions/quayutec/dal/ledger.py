@@ -108,7 +108,7 @@ class LedgerStore:
         if (
             holder
             and holder.get("execution_arn") == run.execution_arn
-            and holder.get("execution_start", "") == execution_start
+            and holder.get("execution_start") == execution_start
         ):
             return ClaimOutcome.OWN
         return ClaimOutcome.OTHER

@@ -33,7 +33,6 @@ from botocore.exceptions import ClientError
 
 from quayutec.dal.aws import (
     dynamodb,
-    error_code,
     is_condition_failure,
     paginate_query,
     put_new,
@@ -85,15 +84,15 @@ def _room_of(item: dict[str, Any]) -> Room:
 @dataclass
 class RunReads:
     """What a run reads by key before it claims and reads the room (SPEC §2.1, §2.2), from one
-    consistent ``BatchGetItem``: the agent, the room and its agents (``None`` for a room written
-    before the room item carried them), the wake's cause (a message, or a task and its event) and
-    the room's index pointer ``(version, object key)`` (``(0, None)`` before any file)."""
+    consistent ``BatchGetItem``: the agent, the room and its agents (the room item's ``agents``
+    map), the wake's cause (a message, or a task and its event) and the room's index pointer
+    ``(version, object key)`` (``(0, None)`` before any file)."""
 
     agent: Agent | None = None
     room: Room | None = None
-    agents: dict[str, str] | None = None
-    #: The memory partitions holding lines (``room``, ``company#{c}``); ``None``: not tracked.
-    memory: set[str] | None = None
+    agents: dict[str, str] = field(default_factory=dict)
+    #: The memory partitions holding lines (``room``, ``company#{c}``: the room item's ``memory`` map).
+    memory: set[str] = field(default_factory=set)
     message: Message | None = None
     task: Task | None = None
     task_event: TaskEvent | None = None
@@ -162,8 +161,7 @@ class RoomStore:
     def put_room(self, room: Room) -> None:
         """Write a room's item (set-up and tests; the API creates rooms through the directory)
         and its member items. A new room item starts with empty ``agents`` and ``memory`` maps; a
-        room written again keeps what its item holds (its maps, or their absence on an item from
-        before them: a run then reads its agents and memory the long way, never an empty map)."""
+        room written again keeps its maps."""
         fields = room.model_dump(mode="json", exclude_none=True)
         key = {"pk": _room_pk(room.id), "sk": "META"}
         if not put_new(self.db, self.table, {**key, "type": "room", "agents": {}, "memory": {}, **fields}):
@@ -236,21 +234,7 @@ class RoomStore:
             "ExpressionAttributeNames": {"#a": agent_id},
             "ExpressionAttributeValues": {":c": company},
         }
-        try:
-            failed = transact(
-                self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": entry}]
-            )
-        except ClientError as exc:  # a room item from before the map has no path for the entry
-            if error_code(exc) not in ("TransactionCanceledException", "ValidationException"):
-                raise
-            whole = {
-                **meta,
-                "UpdateExpression": "SET agents = :m",
-                "ExpressionAttributeValues": {":m": {**self.room_agents(room_id), agent_id: company}},
-            }
-            failed = transact(
-                self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": whole}]
-            )
+        failed = transact(self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": entry}])
         if failed and failed[1]:
             return False  # another agent of that name
         if failed:
@@ -258,24 +242,15 @@ class RoomStore:
         return True
 
     def room_agents(self, room_id: str) -> dict[str, str]:
-        """The agents of a room → their companies: one query (links written before the company
-        was carried on them cost a point read each)."""
+        """The agents of a room → their companies: one query (each link carries its agent's
+        company)."""
         items = paginate_query(
             self.db.query,
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
             ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "AGENT#"},
         )
-        out: dict[str, str] = {}
-        for i in items:
-            company = i.get("company")
-            if not company:
-                agent = self.get_agent(i["agent_id"])
-                if agent is None:
-                    continue
-                company = agent.company
-            out[i["agent_id"]] = company
-        return out
+        return {str(i["agent_id"]): str(i["company"]) for i in items}
 
     def run_reads(
         self, *, agent_id: str, room_id: str, cause_kind: str, cause_id: str, task_id: str | None, index_pk: str
@@ -298,16 +273,14 @@ class RoomStore:
             out.agent = Agent.model_validate(_strip(got["agent"]))
         if got["room"]:
             out.room = _room_of(got["room"])
-            agents = got["room"].get("agents")
-            out.agents = {str(a): str(c) for a, c in agents.items()} if isinstance(agents, dict) else None
-            memory = got["room"].get("memory")
-            out.memory = {str(k) for k in memory} if isinstance(memory, dict) else None
-        if message := got.get("message"):
-            out.message = Message.model_validate(_strip(message))
-        if task := got.get("task"):
-            out.task = Task.model_validate(_strip(task))
-        if task_event := got.get("task_event"):
-            out.task_event = TaskEvent.model_validate(_strip(task_event))
+            out.agents = {str(a): str(c) for a, c in got["room"]["agents"].items()}
+            out.memory = {str(k) for k in got["room"]["memory"]}
+        if got.get("message"):
+            out.message = Message.model_validate(_strip(got["message"]))
+        if got.get("task"):
+            out.task = Task.model_validate(_strip(got["task"]))
+        if got.get("task_event"):
+            out.task_event = TaskEvent.model_validate(_strip(got["task_event"]))
         if got["index"]:
             out.index = (int(got["index"]["version"]), str(got["index"]["key"]))
         return out
@@ -520,7 +493,7 @@ class RoomStore:
     def put_memory(self, line: MemoryLine) -> bool:
         """Write a memory line once, and mark its partition in the room item's ``memory`` map in
         the same transaction (a run then queries only partitions that hold lines). ``False``
-        when the line existed already. A room item from before the map gets the line alone."""
+        when the line existed already. Raises ValueError when the room does not exist."""
         item = {
             "pk": _mem_pk(line.room_id, line.visibility, line.company),
             "sk": f"MEM#{line.id}",
@@ -537,7 +510,7 @@ class RoomStore:
                         "TableName": self.table,
                         "Key": {"pk": _room_pk(line.room_id), "sk": "META"},
                         "UpdateExpression": "SET memory.#k = :t",
-                        "ConditionExpression": "attribute_exists(memory)",
+                        "ConditionExpression": "attribute_exists(pk)",
                         "ExpressionAttributeNames": {"#k": _mem_key(line.visibility, line.company)},
                         "ExpressionAttributeValues": {":t": True},
                     }
@@ -548,7 +521,7 @@ class RoomStore:
             return True
         if failed[0]:
             return False
-        return self._put_new(item)  # the room item does not track its memory
+        raise ValueError(f"room {line.room_id!r} does not exist")
 
     def get_memory(self, room_id: str, visibility: str, company: str, line_id: str) -> MemoryLine | None:
         item = self._get(_mem_pk(room_id, visibility, company), f"MEM#{line_id}")
@@ -623,7 +596,7 @@ class RoomStore:
         item = self._get(_room_pk(room_id), f"APPROVAL#{run_id}#{index:03d}")
         if not item:
             return None
-        return ApprovalRequest.model_validate(_strip(item)), str(item.get("task_token", ""))
+        return ApprovalRequest.model_validate(_strip(item)), str(item["task_token"])
 
     def set_approval_status(
         self,

@@ -16,7 +16,7 @@ from typing import Any
 from quayutec import resources as R
 from quayutec.logic import retrieval
 from quayutec.logic.extract import Unreadable, extract, kind_of
-from quayutec.models import Author, FileChunk, RoomFile
+from quayutec.models import Author, FileChunk, RoomFile, parse_iso
 
 #: Attempts at moving the index pointer before giving up (the event is redelivered).
 INDEX_ATTEMPTS = 8
@@ -75,8 +75,7 @@ def as_seen(f: RoomFile, now: datetime) -> RoomFile:
     """``f`` as people see it (SPEC §8: ``uploading`` → ``ready`` | ``failed``): a declared
     upload that never arrived, past :data:`UPLOAD_GRACE_S`, reads ``failed`` with the reason,
     rather than ``uploading`` for good (``now``: an aware UTC time)."""
-    declared = datetime.fromisoformat(f.created_at.replace("Z", "+00:00"))  # stored with or without µs
-    if f.status != "uploading" or (now - declared).total_seconds() <= UPLOAD_GRACE_S:
+    if f.status != "uploading" or (now - parse_iso(f.created_at)).total_seconds() <= UPLOAD_GRACE_S:
         return f
     return f.model_copy(update={"status": "failed", "reason": "the upload never arrived (its form expired)"})
 
@@ -97,8 +96,8 @@ def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
     if head is None:
         return "skipped"  # removed before it was read
     size, etag = head
-    replacing = meta.etag if meta.status != "uploading" else None
-    if meta.status != "uploading" and (replacing is None or replacing == etag):
+    replacing = meta.etag if meta.status != "uploading" else None  # a finished file has its upload's ETag
+    if meta.status != "uploading" and replacing == etag:
         return "skipped"  # a redelivered event of a finished ingest
 
     def fail(reason: str) -> str:

@@ -56,8 +56,7 @@ def new_room_id(idempotency_key: str | None = None) -> str:
 # ----------------------------------------------------------------------------- agent ids
 # Agent ids are scoped to their company (SPEC §5: nothing answers differently for what a caller
 # cannot see, also on create): a company names its agent, the id is ``{company}.{name}``, and a
-# name holds no dot, so no two companies can ever claim the same id. Agents written before ids
-# were scoped keep their id; their name is the whole id.
+# name holds no dot, so no two companies can ever claim the same id.
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_\-]*$"
 
 

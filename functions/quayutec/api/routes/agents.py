@@ -101,14 +101,8 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     mine = [a for a in svc.directory.agents_of(company) if ids.name_key(ids.agent_name(a)) == ids.name_key(body.name)]
     if mine:  # a name is one name, letter case aside (@Planner and @planner are one agent)
         raise Conflict(f"your company has an agent named {ids.agent_name(mine[0])!r} already ({mine[0]})")
-    held = svc.deps.room.get_agent(agent.id)
-    if held is not None and held.company == company:
+    if svc.deps.room.get_agent(agent.id) is not None:
         raise Conflict(f"your company has an agent named {body.name!r} already ({agent.id})")
-    if held is not None:  # only an agent written before ids were scoped can hold this id
-        raise Conflict(
-            f"agent id {agent.id!r} is held by an agent registered before ids were scoped to "
-            "companies: choose another name (an operator can rename the old agent)"
-        )
     if body.api_key is not None:  # first the key: an agent is never left registered without it
         _store_key(svc, company, body.provider, body.api_key.get_secret_value())
     if not svc.directory.create_agent(agent):

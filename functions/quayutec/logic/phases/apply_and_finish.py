@@ -13,6 +13,8 @@ from quayutec.logic.phases.common import (
     _hop_limit_of,
     _iso,
     _load_run,
+    _need_facts,
+    _need_rights,
     _need_run,
     _Started,
     budget,
@@ -100,9 +102,9 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
     """Write the allowed and approved actions in declared order, then the run's wakes, after all
     writes have landed (SPEC §2.7, §3). Rejected / expired actions are recorded, not written."""
     ref = _need_run(state)
-    step = state.rights
-    if step is not None and step.actions == 0 and state.facts is not None:  # nothing declared: nothing to write
-        return state.model_copy(update={"budget": budget(deps, _Started(ref.run_id, state.facts.started_at))})
+    facts = _need_facts(state)
+    if _need_rights(state).actions == 0:  # nothing declared: nothing to write
+        return state.model_copy(update={"budget": budget(deps, _Started(ref.run_id, facts.started_at))})
     run = _load_run(deps, ref)
     approvals = {o.index: o.outcome for o in state.approvals or []}
     agent_author = Author(kind="agent", id=run.agent_id, company=run.company)
@@ -152,7 +154,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
         step="actions",
         run_agent=run.agent_id,
         run_hop=ref.hop,
-        hop_limit=_run_hop_limit(deps, state),
+        hop_limit=_hop_limit_of(deps, facts.hop_limit),  # as the run's room read found it
         targets=targets,
     )
     for notice in notices:
@@ -160,15 +162,6 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
     if wakes:
         deps.room.put_outbox(ref.room_id, f"{ref.run_id}#actions", ref.run_id, wakes)
     return state.model_copy(update={"budget": budget(deps, run)})
-
-
-def _run_hop_limit(deps: Deps, state: RunState) -> int:
-    """The room's hop limit as the run's room read found it (carried in the state's facts, as
-    the reply's wakes used it); a state from before the facts carried it reads the room."""
-    if state.facts is not None and state.facts.agents is not None:
-        return _hop_limit_of(deps, state.facts.hop_limit)
-    room = deps.room.get_room(state.run.room_id if state.run else "")
-    return _hop_limit_of(deps, room.hop_limit if room is not None else None)
 
 
 def _task_event_targets(task: Task, event_id: str) -> list[tuple]:

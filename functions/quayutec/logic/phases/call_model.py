@@ -13,9 +13,9 @@ from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut, Trans
 from quayutec.logic import prompt
 from quayutec.logic.phases.common import (
     MAX_ERROR_BODY,
-    _facts,
     _finish_request,
     _iso,
+    _need_facts,
     _need_run,
     _timing,
     budget,
@@ -46,8 +46,8 @@ def call_model(deps: Deps, state: RunState) -> RunState:
 
     entered = deps.clock()
     ref = _need_run(state)
-    run = _timing(deps, state, ref)
-    facts = _facts(deps, state, ref)
+    run = _timing(state, ref)
+    facts = _need_facts(state)
     agent: Any = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
     if facts.owner_url:  # the owner's model address is read where it is used, not carried
         agent = deps.room.get_agent(ref.agent_id)

@@ -15,9 +15,9 @@ from quayutec.deps import Deps
 from quayutec.errors import AlreadyClaimed, RunStateInvalid
 from quayutec.logic import files as room_files
 from quayutec.logic.phases.common import (
-    _facts,
     _iso,
     _load_run,
+    _need_facts,
     _need_run,
     _Started,
     _timing,
@@ -115,12 +115,13 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
     ``reads``: the run's key reads (agent, room and its agents, the wake's cause, the index
     pointer) as :func:`claim_and_read` made them in this same invocation, consistently."""
     ref = _need_run(state)
-    run = _timing(deps, state, ref)
+    run = _timing(state, ref)
     s = deps.settings
-    agent, room = reads.agent, reads.room
+    agent, room, wake = reads.agent, reads.room, state.wake
     if agent is None or room is None:
         raise RunStateInvalid("agent or room missing")
-    wake = state.wake if state.wake is not None else _load_run(deps, ref).wake
+    if wake is None:
+        raise RunStateInvalid("execution input has no wake")
     if wake.cause_kind == "message":
         msg = reads.message
         if msg is None:
@@ -133,8 +134,7 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
             raise RunStateInvalid(f"wake cause task event {wake.cause_id} not found")
         cause = {"kind": "task_event", "task": task.model_dump(mode="json"), "event": event.model_dump(mode="json")}
         query = f"{task.title} {task.body} {event.text}"
-    # The room item carries its agents; a room written before it did costs one query.
-    agents = reads.agents if reads.agents is not None else deps.room.room_agents(ref.room_id)
+    agents = reads.agents  # the room item carries its agents
     # The room's index version now (a run keeps reading it) and its top passages: constant reads.
     index_version, passages = room_files.passages(deps, ref.room_id, query, s.file_passages, pointer=reads.index)
     ctx = {
@@ -155,7 +155,7 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
         "index_version": index_version,
     }
     deps.rundata.put(ref.run_id, "context", ctx)
-    facts = _facts(deps, state, ref).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
+    facts = _need_facts(state).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
     return state.model_copy(update={"budget": budget(deps, run), "facts": facts})
 
 

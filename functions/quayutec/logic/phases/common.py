@@ -21,6 +21,7 @@ from quayutec.logic import ids
 from quayutec.models import (
     Budget,
     ModelRequestRecord,
+    RightsStep,
     RunFacts,
     RunRecord,
     RunRef,
@@ -52,11 +53,9 @@ def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord, reply: 
 def stored_reply(deps: Deps, state: RunState, ref: RunRef) -> dict[str, Any]:
     """The model reply the run's CallModel stored: with request ``state.model.requests`` in the
     ledger (one read), or in run data when it was too large. Raises RunStateInvalid when none."""
-    n = state.model.requests if state.model is not None and state.model.outcome == "reply" else None
-    if n is None:  # a state from before the count was carried: the answered request
-        answered = [r.n for r in deps.ledger.model_requests(ref.run_id) if r.outcome == "ok"]
-        n = answered[-1] if answered else None
-    reply = deps.ledger.request_reply(ref.run_id, n) if n is not None else None
+    if state.model is None or state.model.outcome != "reply":
+        raise RunStateInvalid("state has no model reply: the phase needs the CallModel step's output")
+    reply = deps.ledger.request_reply(ref.run_id, state.model.requests)
     if reply == REPLY_IN_RUN_DATA:
         reply = deps.rundata.get(ref.run_id, "reply")
     if not isinstance(reply, dict):
@@ -92,29 +91,28 @@ class _Started:
         self.run_id, self.started_at, self.parked_s, self.parked_since = run_id, started_at, 0.0, None
 
 
-def _timing(deps: Deps, state: RunState, ref: RunRef) -> Any:
-    """The run's timing from the state's facts (no read), else from its ledger entry."""
-    if state.facts is not None:
-        return _Started(ref.run_id, state.facts.started_at)
-    return _load_run(deps, ref)
+def _need_facts(state: RunState) -> RunFacts:
+    if state.facts is None:
+        raise RunStateInvalid("state has no facts: the phase needs the Claim step's output")
+    return state.facts
 
 
-def _facts(deps: Deps, state: RunState, ref: RunRef) -> RunFacts:
-    """The run's facts from the state; for a state without them (a run started before they were
-    carried), from the ledger entry and the agent."""
-    if state.facts is not None:
-        return state.facts
-    run = _load_run(deps, ref)
-    agent = deps.room.get_agent(ref.agent_id)
-    if agent is None:
-        raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
-    return RunFacts(
-        company=run.company,
-        started_at=run.started_at,
-        provider=agent.provider,
-        model=agent.model,
-        owner_url=agent.base_url is not None,
-    )
+def _room_agents(facts: RunFacts) -> dict[str, str]:
+    """The room's agents → their companies, as the run's room read found them."""
+    if facts.agents is None:
+        raise RunStateInvalid("facts have no room agents: the phase needs the room read's output")
+    return facts.agents
+
+
+def _need_rights(state: RunState) -> RightsStep:
+    if state.rights is None:
+        raise RunStateInvalid("state has no rights: the phase needs the rights decision's output")
+    return state.rights
+
+
+def _timing(state: RunState, ref: RunRef) -> _Started:
+    """The run's timing from the state's facts (no read)."""
+    return _Started(ref.run_id, _need_facts(state).started_at)
 
 
 def remaining_seconds(deps: Deps, run: Any) -> float:

@@ -10,15 +10,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec import cost_line
 from quayutec.deps import Deps
-from quayutec.errors import RunStateInvalid
 from quayutec.logic import ids, rights
 from quayutec.logic import wakes as wake_rules
 from quayutec.logic.phases.common import (
-    _facts,
     _hop_limit_of,
     _iso,
-    _load_run,
+    _need_facts,
+    _need_rights,
     _need_run,
+    _room_agents,
     _timing,
     budget,
     finish,
@@ -39,13 +39,11 @@ from quayutec.seams import part
 
 
 # ----------------------------------------------------------------------------- 4. rights
-def _room_view(
-    deps: Deps, room_id: str, tool_calls: list[dict[str, Any]], agents: dict[str, str] | None = None
-) -> rights.RoomView:
+def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]], agents: dict[str, str]) -> rights.RoomView:
     """The room as the rights check needs it: its agents (as the run's room read found them,
     carried in the state), and only the tasks the declared actions name (at most 25 point reads:
     the cost does not grow with the room's history)."""
-    agent_company = dict(agents) if agents is not None else deps.room.room_agents(room_id)
+    agent_company = dict(agents)
     named = {
         str(c["input"]["task"])
         for c in tool_calls[:MAX_ACTIONS]
@@ -62,10 +60,10 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
     (SPEC §2.4, §4, §5). Returns the indexes held for approval. ``reply``: the stored reply when
     the caller has read it already."""
     ref = _need_run(state)
-    run = _timing(deps, state, ref)
+    run = _timing(state, ref)
     reply = reply if reply is not None else stored_reply(deps, state, ref)
     if not reply["tool_calls"]:  # a plain reply declares nothing: no policy, room or ledger to read
-        if reply.get("truncated"):
+        if reply["truncated"]:
             deps.ledger.update_run(
                 ref.run_id, {"actions_over_limit": 0, "reply_truncated": True, "updated_at": _iso(deps)}
             )
@@ -73,7 +71,7 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
             update={"rights": RightsStep(held=[], held_count=0, actions=0, over_limit=0), "budget": budget(deps, run)}
         )
     recorded = {a.index: a for a in deps.ledger.actions(ref.run_id)}
-    facts = _facts(deps, state, ref)
+    facts = _need_facts(state)
     # The rights rest on the agent's company (read consistently at claim) and its company's
     # policy, read now, consistently.
     agent = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
@@ -82,7 +80,7 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
         reply["tool_calls"],
         agent,
         company.rights if company else None,
-        _room_view(deps, ref.room_id, reply["tool_calls"], facts.agents),
+        _room_view(deps, ref.room_id, reply["tool_calls"], _room_agents(facts)),
     )
     final: list[ActionRecord] = []
     for rec in records:
@@ -90,10 +88,10 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
             deps.ledger.record_action(ref.run_id, rec)
             recorded[rec.index] = rec
         final.append(recorded[rec.index])
-    if over or reply.get("truncated"):
+    if over or reply["truncated"]:
         deps.ledger.update_run(
             ref.run_id,
-            {"actions_over_limit": over, "reply_truncated": bool(reply.get("truncated")), "updated_at": _iso(deps)},
+            {"actions_over_limit": over, "reply_truncated": reply["truncated"], "updated_at": _iso(deps)},
         )
     held = [r.index for r in final if r.decision == "ask"]
     return state.model_copy(
@@ -132,22 +130,14 @@ def post_reply(
     ``finish_states`` states for this end, SPEC §2.8, §10) lands in the same transaction as the
     reply and its notices."""
     ref = _need_run(state)
-    run = _timing(deps, state, ref)
+    run = _timing(state, ref)
+    facts = _need_facts(state)
     reply = reply if reply is not None else stored_reply(deps, state, ref)
-    step = state.rights
-    actions = [] if step is not None and step.actions == 0 else deps.ledger.actions(ref.run_id)
-    over = (
-        step.over_limit if step is not None and step.over_limit is not None else _load_run(deps, ref).actions_over_limit
-    )
-    facts = _facts(deps, state, ref)
-    if facts.agents is None or state.facts is None:  # a state from before the facts were carried
-        room = deps.room.get_room(ref.room_id)
-        if room is None:
-            raise RunStateInvalid("room missing")
-        facts = facts.model_copy(update={"hop_limit": room.hop_limit, "agents": deps.room.room_agents(ref.room_id)})
-    text = compose_reply(reply["text"], actions, over, bool(reply.get("truncated")), facts.company)
+    step = _need_rights(state)
+    actions = [] if step.actions == 0 else deps.ledger.actions(ref.run_id)
+    text = compose_reply(reply["text"], actions, step.over_limit, reply["truncated"], facts.company)
     msg_id = ids.reply_message_id(ref.run_id)
-    mentioned = wake_rules.mentions(reply["text"], list(facts.agents or {}))
+    mentioned = wake_rules.mentions(reply["text"], list(_room_agents(facts)))
     wakes, notices = wake_rules.run_wakes(
         run_id=ref.run_id,
         room_id=ref.room_id,
@@ -217,7 +207,7 @@ def decide_and_post(deps: Deps, state: RunState) -> RunState:
     reply = stored_reply(deps, state, ref)
     with part("decide_rights"):
         state = decide_rights(deps, state, reply)
-    plain = state.rights is not None and state.rights.actions == 0
+    plain = _need_rights(state).actions == 0
     with part("post_reply"):  # plain: DecideAndPost, Finished? and Done are this end's states
         state = post_reply(deps, state, reply, finish_states=3 if plain else None)
     return state.model_copy(update={"finished": plain})
