@@ -23,6 +23,11 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
+# isort: split
+# Before moto's modules: moto_imports defers what they need not import (ruff keeps this order).
+from quaylocal import moto_imports  # noqa: F401
+
+# isort: split
 from moto.core.common_models import BaseModel
 from moto.core.serialize import JSONSerializer
 from moto.dynamodb import models as dynamodb_models
@@ -30,8 +35,6 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamShard, Table
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
-
-from quaylocal import moto_imports  # noqa: F401 - before moto's modules: defers what they need not import
 
 _threads_lock = threading.Lock()
 

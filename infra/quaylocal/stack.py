@@ -39,17 +39,19 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+
+# isort: split
+# Before moto's modules: moto_imports defers what they need not import (ruff keeps this order).
+from quaylocal import moto_imports  # noqa: F401
+
+# isort: split
 from moto import mock_aws
 from moto.awslambda.models import LambdaFunction
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
-from quaylocal import (
-    calls,
-    moto_imports,  # noqa: F401 - before moto's modules: defers what they need not import
-    moto_patches,
-)
+from quaylocal import calls, moto_patches
 from quayutec import deps as quay_deps
 from quayutec import resources as r
 from quayutec.dal import aws

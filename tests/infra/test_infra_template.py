@@ -263,7 +263,10 @@ def test_code_asset_holds_only_the_quayutec_package(stack_files, resources):
     dirs = {_code_dir(stack_files, resources, f.logical_id) for f in R.FUNCTIONS}
     assert len(dirs) == 1, "one code asset for every function"
     (code,) = dirs
-    assert sorted(p.name for p in code.iterdir()) == ["quayutec"]
+    from quayinfra.build_code import metadata_dir, project_version
+
+    # the package, and its metadata (the one version: importlib.metadata reads it in Lambda)
+    assert sorted(p.name for p in code.iterdir()) == ["quayutec", metadata_dir(project_version())]
     files = [p.relative_to(code).as_posix() for p in code.rglob("*") if p.is_file()]
     assert "quayutec/resources.py" in files
     bad = [f for f in files if "/tests/" in f or Path(f).name.startswith("test_")]

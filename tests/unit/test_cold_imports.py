@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
+
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = sorted(p.stem for p in (REPO / "functions" / "quayutec" / "handlers").glob("[a-z]*.py"))
 PHASES = ("claim_and_read", "call_model", "decide_and_post", "request_approval", "apply_and_finish", "record_failure")
@@ -55,8 +57,6 @@ baseline = set(sys.modules)
 import pydantic
 import quayutec.handlers.{handler}
 from quayutec import models
-
-pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 def built():
     return sorted(n for n, c in vars(models).items() if isinstance(c, type) and issubclass(c, pydantic.BaseModel)
                   and c.__module__ == models.__name__ and c.__pydantic_complete__)

@@ -275,12 +275,12 @@ class RoomStore:
             out.room = _room_of(got["room"])
             out.agents = {str(a): str(c) for a, c in got["room"]["agents"].items()}
             out.memory = {str(k) for k in got["room"]["memory"]}
-        if got.get("message"):
-            out.message = Message.model_validate(_strip(got["message"]))
-        if got.get("task"):
-            out.task = Task.model_validate(_strip(got["task"]))
-        if got.get("task_event"):
-            out.task_event = TaskEvent.model_validate(_strip(got["task_event"]))
+        if message := got.get("message"):
+            out.message = Message.model_validate(_strip(message))
+        if task := got.get("task"):
+            out.task = Task.model_validate(_strip(task))
+        if task_event := got.get("task_event"):
+            out.task_event = TaskEvent.model_validate(_strip(task_event))
         if got["index"]:
             out.index = (int(got["index"]["version"]), str(got["index"]["key"]))
         return out
