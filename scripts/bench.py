@@ -447,6 +447,16 @@ def demo_seconds() -> float:
     return time.perf_counter() - t
 
 
+def chain_width(agents: int) -> dict:
+    """Runs and model requests one person's message makes in a room of ``agents`` agents whose
+    replies all @mention each other, every setting at its default (design §3: a chain's bound)."""
+    from quaylocal.scenario import Player, mutual_mentions
+
+    result = Player(mutual_mentions(agents, replies=40), time_scale=0.01, quiet_timeout_s=300).play()
+    notices = sum(1 for m in result.transcript if m["kind"] == "notice" and "chain of agent wakes" in m["text"])
+    return {"runs": len(result.runs), "model_requests": sum(result.model_requests.values()), "notices": notices}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -586,6 +596,13 @@ def main() -> None:
         # file and a 3 MB file (the same number: one version pointer, one index object)
         "retrieval_reads_per_run": retrieval_figures,
     }
+    widths = {str(m): chain_width(m) for m in (3, 5)}
+    for m, w in widths.items():
+        print(
+            f"one message, {m} agents that all @mention each other: {w['runs']} runs, "
+            f"{w['model_requests']} model requests, {w['notices']} chain notice(s)"
+        )
+    figures["runs_per_message_mutual_mentions"] = widths
     if not args.no_local:
         # Local-stack figures (moto in-process, this machine): how the local engine behaves, not
         # what AWS would do. Separate processes, after the measured runs (nothing competes).

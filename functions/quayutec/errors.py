@@ -28,11 +28,6 @@ class ModelCallFailed(QuayError):
     """The model call ended without a reply (final error, cap reached, retry-after > 20 s)."""
 
 
-class AlreadyClaimed(QuayError):
-    """The ``(agent, wake)`` pair is claimed by another execution: this attempt ends having done
-    nothing (SPEC §2.1). The ASL catches it into a Succeed state (no Choice state needed)."""
-
-
 class RunStateInvalid(QuayError):
     """The state handed to a phase does not have the shape the phase needs."""
 

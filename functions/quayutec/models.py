@@ -81,6 +81,15 @@ class Agent(_Model):
     model: str = Field(min_length=1, max_length=200)
     instructions: str = Field(default="", max_length=32 * 1024)
     base_url: str | None = None  # supplied by the agent's owner: one request per call (SPEC §2.3)
+    # Who may wake it (design §3): anyone in the room, people only, or its own company's people
+    # and agents. Checked at the claim.
+    wake_from: Literal["anyone", "people", "own_company"] = "anyone"
+
+
+#: A chain of wakes starts at most this many runs unless its room says otherwise (design §3).
+DEFAULT_MAX_RUNS_PER_CHAIN = 24
+#: The most a room may allow.
+MAX_RUNS_PER_CHAIN_LIMIT = 200
 
 
 class Room(_Model):
@@ -88,6 +97,9 @@ class Room(_Model):
     name: str | None = None  # a label, not unique
     members: list[Id] = Field(default_factory=list)  # company ids
     hop_limit: int | None = None  # None: the runtime's setting (default 8)
+    # Runs one chain of wakes may start (design §3), counted at the claim.
+    max_runs_per_chain: int = Field(default=DEFAULT_MAX_RUNS_PER_CHAIN, ge=1, le=MAX_RUNS_PER_CHAIN_LIMIT)
+    created_by: Id | None = None  # the company that created it (None: made by the operator's tools)
 
 
 # ----------------------------------------------------------------------------- room content
@@ -112,6 +124,11 @@ class Wake(_Model):
     wake_id: str
     room_id: str
     hop: int = Field(ge=0)
+    # The chain (design §3): the id of the person's write that started it; a run's wakes carry
+    # the chain of the wake that started the run.
+    chain_id: str = Field(min_length=1)
+    by_kind: Literal["person", "agent"]  # who wrote what woke it (wake_from is checked on it)
+    by_company: str | None = None
     cause_kind: Literal["message", "task_event"]
     cause_id: str  # message id, or task event id
     task_id: str | None = None  # the task of a task event
@@ -126,6 +143,7 @@ class Message(_Model):
     mentions: list[str] = Field(default_factory=list)
     kind: Literal["message", "reply", "notice"] = "message"
     run_id: str | None = None
+    chain_id: str | None = None  # what a run wrote (or a chain's notice) carries its chain
     created_at: str
 
 
@@ -281,6 +299,7 @@ class RunRef(_Model):
     wake_id: str
     room_id: str
     hop: int
+    chain_id: str
 
 
 class RunFacts(_Model):
@@ -296,6 +315,10 @@ class RunFacts(_Model):
     hop_limit: int | None = None  # the room's own hop limit (None: the runtime's setting); room read
     # the room's agents → their companies; room read (None only inside ClaimAndRead, before it)
     agents: dict[str, str] | None = None
+    # The chain had no run left for wakes of this run's writes (read with the claim's key reads):
+    # they are not sent, each could only be refused at its claim (design §3).
+    chain_full: bool = False
+    max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN  # the room's bound, as the claim read it
 
 
 class Budget(_Model):
@@ -306,13 +329,19 @@ class RunSettings(_Model):
     approval_timeout_s: int
 
 
+#: Why a claimed wake did not start a run (design §2.1, §3): another execution holds it, its
+#: chain reached its bound, its chain was stopped, or the agent's ``wake_from`` refuses its writer.
+NotStartedReason = Literal["other_execution", "chain_full", "chain_stopped", "wake_from"]
+
+
 class ClaimResult(_Model):
     claimed: bool
     resumed: bool = False  # the claim was this execution's own (a retried Claim step)
+    not_started: NotStartedReason | None = None  # claimed is False: why
 
 
 class ModelStep(_Model):
-    outcome: Literal["wait", "reply"]
+    outcome: Literal["wait", "reply", "not_started"]
     wait_seconds: int | None = None
     requests: int  # the run's requests so far (a reply: the number of the request that brought it)
 
@@ -418,6 +447,7 @@ class RunRecord(_Model):
     wake_id: str
     wake: Wake
     hop: int
+    chain_id: str
     execution_arn: str
     status: RunStatus
     started_at: str

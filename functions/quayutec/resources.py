@@ -216,7 +216,10 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "claims:put",
             "ledger:get",
             "ledger:put",
+            "ledger:update",  # the chain's counter, in the claim's transaction
+            "ledger:batchget",  # the chain's counter, in the run's key reads
             "room:batchget",
+            "room:put",  # a full chain's one notice
             "room:query@by_time",
             "room:query@open_tasks",
             "rundata:put",

@@ -49,7 +49,7 @@ BOB = Author(kind="person", id="bob", company="bolt")
 NO_RUN = "no run"  # the expected "status" when the claim never landed: nothing was claimed
 
 #: The writes that decide the expected final status (see :func:`expected_status`).
-CLAIM_WRITE = "claim:after:tx claims:CLAIM+ledger:RUN"
+CLAIM_WRITE = "claim:after:tx claims:CLAIM+ledger:RUN+ledger:CHAIN"
 REPLY_WRITE = "post_reply:after:put room:MSG"
 FINISH_WRITE = "finish:after:update ledger:RUN"
 #: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
@@ -199,10 +199,10 @@ def standard_matrix() -> list[Point]:
     def plain(at: str, kind: str, expect: str, *dies: str) -> Point:
         return Point(at, kind, expect, also=tuple(_die(d) for d in dies), plain=True)
 
-    claim_w, ctx_w = "claim:after:tx claims:CLAIM+ledger:RUN", "load_context:after:s3put s3:context"
+    claim_w, ctx_w = "claim:after:tx claims:CLAIM+ledger:RUN+ledger:CHAIN", "load_context:after:s3put s3:context"
     req_w, reply_w = "call_model:after:put ledger:REQ", "call_model:after:put ledger:REQ#2"  # reply: with its outcome
     return [
-        case("claim:before:tx claims:CLAIM+ledger:RUN", "crash"),  # nothing claimed: no run at all
+        case("claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN", "crash"),  # nothing claimed: no run at all
         case(claim_w, "crash"),
         case(ctx_w, "crash", claim_w),  # the claim retried: its own
         case(req_w, "crash", "load_context:end"),  # recorded, never sent
@@ -476,7 +476,15 @@ class ChaosLab:
         """A message of ann to the case's agent; returns its wake and the run id it will get."""
         msg = self.rooms.post_message(case.room, ANN, text, [case.a], idempotency_key=key)
         wake = Wake(
-            agent_id=case.a, wake_id=f"msg:{msg.id}", room_id=case.room, hop=0, cause_kind="message", cause_id=msg.id
+            agent_id=case.a,
+            wake_id=f"msg:{msg.id}",
+            room_id=case.room,
+            hop=0,
+            chain_id=msg.id,
+            by_kind="person",
+            by_company=msg.author.company,
+            cause_kind="message",
+            cause_id=msg.id,
         )
         return wake, execution_name(case.a, wake.wake_id)
 

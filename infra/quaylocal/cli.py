@@ -448,6 +448,8 @@ app.add_typer(room_app, name="room")
 def _room_head(r: dict) -> list[str]:
     agents = ", ".join(f"@{a.get('name') or a['id']} ({a['id']})" for a in r.get("agents") or []) or "none"
     hop = f"  hop limit {r['hop_limit']}" if r.get("hop_limit") is not None else ""
+    if r.get("max_runs_per_chain") is not None:
+        hop += f"  at most {r['max_runs_per_chain']} runs a chain"
     return [
         f"room {r['id']}" + (f'  "{r["name"]}"' if r.get("name") else "") + hop,
         f"  members: {', '.join(r.get('members') or []) or 'none'}",
@@ -462,12 +464,20 @@ def room_create(
     hop_limit: Annotated[
         int | None, typer.Option(help="How many hops of agent-to-agent wakes the room allows.")
     ] = None,
+    max_runs_per_chain: Annotated[
+        int | None,
+        typer.Option(help="How many runs one chain of agent wakes may start (default 24, at most 200)."),
+    ] = None,
     as_json: JsonOpt = False,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
     """Create a room (your company is always a member); prints its generated id."""
-    r = _run(lambda: _client(url, token).create_room(name, member or [], hop_limit=hop_limit))
+    r = _run(
+        lambda: _client(url, token).create_room(
+            name, member or [], hop_limit=hop_limit, max_runs_per_chain=max_runs_per_chain
+        )
+    )
     _show(r, as_json, _room_head)
 
 
@@ -877,7 +887,10 @@ def ledger(
         detail = _run(lambda: client.run(run))
         r = detail["run"]
         print(f"run {r['run_id']}  agent {r['agent_id']} ({r['company']})  room {r['room_id']}  status {r['status']}")
-        print(f"  wake {r['wake_id']} (hop {r['hop']})  started {r['started_at']}  ended {r.get('ended_at') or '-'}")
+        print(
+            f"  wake {r['wake_id']} (hop {r['hop']}, chain {r.get('chain_id') or '-'})  "
+            f"started {r['started_at']}  ended {r.get('ended_at') or '-'}"
+        )
         if r.get("reply_message_id"):
             print(f"  reply {r['reply_message_id']}" + ("  (truncated)" if r.get("reply_truncated") else ""))
         if r.get("error_class"):

@@ -176,7 +176,12 @@ class QuayClient:
         return self.call("GET", "/rooms")["rooms"]
 
     def create_room(
-        self, name: str | None = None, members: list[str] | None = None, *, hop_limit: int | None = None
+        self,
+        name: str | None = None,
+        members: list[str] | None = None,
+        *,
+        hop_limit: int | None = None,
+        max_runs_per_chain: int | None = None,
     ) -> dict:
         """Create a room; the service generates its id (the answer's ``id``), ``name`` is a label."""
         body: dict[str, Any] = {"members": members or []}
@@ -184,6 +189,8 @@ class QuayClient:
             body["name"] = name
         if hop_limit is not None:
             body["hop_limit"] = hop_limit
+        if max_runs_per_chain is not None:
+            body["max_runs_per_chain"] = max_runs_per_chain
         return self.call("POST", "/rooms", body)
 
     def room(self, room: str) -> dict:

@@ -104,7 +104,8 @@ def render(result: PlayResult) -> str:
         add("- none")
     for run in result.runs:
         add(
-            f"- run {run['run_id']}: {run['status']}  agent {run['agent_id']}, wake {run['wake_id']} (hop {run['hop']})"
+            f"- run {run['run_id']}: {run['status']}  agent {run['agent_id']}, wake {run['wake_id']} "
+            f"(hop {run['hop']}, chain {run.get('chain_id') or '-'})"
         )
         for q in run["requests"]:
             add("    " + request_line(q))

@@ -24,7 +24,18 @@ from quayutec.logic import files as room_files
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import new_room_id
 from quayutec.logic.room_service import RoomService
-from quayutec.models import FINAL_STATUSES, Agent, Author, Company, RightsPolicy, Room, Wake, now_iso
+from quayutec.models import (
+    DEFAULT_MAX_RUNS_PER_CHAIN,
+    FINAL_STATUSES,
+    MAX_RUNS_PER_CHAIN_LIMIT,
+    Agent,
+    Author,
+    Company,
+    RightsPolicy,
+    Room,
+    Wake,
+    now_iso,
+)
 
 PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
 #: The SDK each provider's adapter imports at its first request (bedrock: boto3, imported).
@@ -52,6 +63,7 @@ class SAgent(_Strict):
     provider: Literal["anthropic", "openai", "openai-compatible", "bedrock"]
     model: str
     instructions: str
+    wake_from: Literal["anyone", "people", "own_company"] = "anyone"
 
 
 class SFile(_Strict):
@@ -86,6 +98,7 @@ class SFile(_Strict):
 class SRoom(_Strict):
     id: str  # the room's name (a label): the player maps it to the id of the room it creates
     members: list[str]
+    max_runs_per_chain: int = Field(default=DEFAULT_MAX_RUNS_PER_CHAIN, ge=1, le=MAX_RUNS_PER_CHAIN_LIMIT)
     files: list[SFile] = Field(default_factory=list)
 
 
@@ -330,12 +343,19 @@ class Player:
                     model=a.model,
                     instructions=a.instructions,
                     base_url=base_url,
+                    wake_from=a.wake_from,
                 )
             )
             name = quay_deps.secret_name(d.settings, a.company, a.provider)
             with contextlib.suppress(sm.exceptions.ResourceExistsException):
                 sm.create_secret(Name=name, SecretString=self.company_keys[a.company])
-        room = Room(id=self.room_id, name=self.sc.room.id, members=self.sc.room.members)
+        room = Room(
+            id=self.room_id,
+            name=self.sc.room.id,
+            members=self.sc.room.members,
+            max_runs_per_chain=self.sc.room.max_runs_per_chain,
+            created_by=self.sc.room.members[0] if self.sc.room.members else None,
+        )
         if not Directory(d.room).create_room(room):  # the write POST /rooms makes
             raise RuntimeError(f"room id {self.room_id} collision")
         for a in self.sc.agents:
@@ -498,3 +518,39 @@ class Player:
             for text in texts:
                 if any(text.lower() in body.lower() for body in result.request_texts.get(agent, [])):
                     result.failures.append(f"never_seen_by[{agent}]: {text!r} appeared in a model request")
+
+
+def mutual_mentions(
+    agents: int = 3, *, replies: int = 60, max_runs_per_chain: int | None = None, text: str = "@a1 start"
+) -> Scenario:
+    """A room of ``agents`` agents (``a1`` of acme, the rest of globex) whose every reply
+    @mentions all the others, and one message of acme's ann that wakes ``a1`` (``text``): the
+    room that makes a chain of wakes as wide as it can go (design §3; ``make bench``, the tests).
+    ``replies``: scripted replies per agent; no ``expect`` (which agent answers how often depends
+    on the order concurrent runs are claimed in)."""
+    ids = [f"a{i}" for i in range(1, agents + 1)]
+    room: dict[str, Any] = {"id": "mutual-mentions", "members": ["acme", "globex"]}
+    if max_runs_per_chain is not None:
+        room["max_runs_per_chain"] = max_runs_per_chain
+    return Scenario.model_validate(
+        {
+            "companies": [{"id": "acme", "people": ["ann"]}, {"id": "globex", "people": ["gus"]}],
+            "agents": [
+                {
+                    "id": a,
+                    "company": "acme" if a == "a1" else "globex",
+                    "provider": "anthropic",
+                    "model": "claude-test",
+                    "instructions": "Be brief.",
+                }
+                for a in ids
+            ],
+            "room": room,
+            "model_replies": {
+                a: [{"reply": {"text": " ".join(f"@{o}" for o in ids if o != a) + " over to you"}}] * replies
+                for a in ids
+            },
+            "steps": [{"post": {"as": "ann", "text": text}}],
+            "expect": {},
+        }
+    )

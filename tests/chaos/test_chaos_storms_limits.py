@@ -30,7 +30,7 @@ import pytest
 
 from quaylocal.chaos import ANN, BOB, Case, ChaosLab
 from quayutec import resources as r
-from quayutec.errors import AlreadyClaimed, Conflict
+from quayutec.errors import Conflict
 from quayutec.handlers import claim_and_read
 from quayutec.logic import files as room_files
 from quayutec.logic.dispatch import start_run
@@ -101,7 +101,15 @@ def _quiet_wake(lab: ChaosLab, text: str) -> tuple[str, Wake]:
     msg = Message(id=f"msg-{case.room}", room_id=case.room, author=ANN, text=text, to=[case.a], created_at=now_iso())
     lab.deps.room.put_message(msg)
     return case.a, Wake(
-        agent_id=case.a, wake_id=f"msg:{msg.id}", room_id=case.room, hop=0, cause_kind="message", cause_id=msg.id
+        agent_id=case.a,
+        wake_id=f"msg:{msg.id}",
+        room_id=case.room,
+        hop=0,
+        chain_id=msg.id,
+        by_kind="person",
+        by_company=msg.author.company,
+        cause_kind="message",
+        cause_id=msg.id,
     )
 
 
@@ -150,10 +158,11 @@ def test_100_executions_claiming_one_wake_at_once_one_claim(lab: ChaosLab) -> No
             {"state": state, "run_id": f"storm-{i}", "execution_arn": f"{prefix}storm-{i}"}, CTX
         ),
     )
-    # the losers end with AlreadyClaimed (the ASL catches it into a Succeed state), nothing else
-    assert not [x for x in out if isinstance(x, Exception) and not isinstance(x, AlreadyClaimed)]
-    winners = [i for i, x in enumerate(out) if not isinstance(x, Exception) and x["claim"]["claimed"]]  # type: ignore[index]
-    assert len(winners) == 1 and sum(isinstance(x, AlreadyClaimed) for x in out) == N - 1
+    # the losers end claimed by another execution (a value: the state machine ends in NotStarted)
+    assert not [x for x in out if isinstance(x, Exception)]
+    winners = [i for i, x in enumerate(out) if x["claim"]["claimed"]]  # type: ignore[index]
+    losers = [x for x in out if x["claim"].get("not_started") == "other_execution"]  # type: ignore[index]
+    assert len(winners) == 1 and len(losers) == N - 1
     runs = lab.deps.ledger.runs_in_room(wake.room_id)
     assert [x.run_id for x in runs] == [f"storm-{winners[0]}"]
     assert lab.deps.ledger.get_claim(agent, wake.wake_id)["run_id"] == f"storm-{winners[0]}"  # type: ignore[index]

@@ -305,12 +305,21 @@ def _table_of(resource) -> str | None:
 
 def test_claim_role_writes_only_the_claim_and_ledger_tables(resources):
     """ClaimAndRead claims, then reads the room (the woken agent's company, the context) and
-    stores the context under the run in S3: its only table writes are the claim and the ledger."""
+    stores the context under the run in S3: its table writes are the claim and the ledger (the
+    run's entry, the chain's counter), and in the room only a put (a full chain's one notice)."""
     stmts = statements_of_role(resources, role_of_function(resources, "ClaimAndReadFunction"))
     services = {a.split(":")[0] for s in stmts for a in as_list(s["Action"])}
     assert services == {"logs", "xray", "dynamodb", "s3"}
     writes = [s for s in stmts if any(a in ("dynamodb:PutItem", "dynamodb:UpdateItem") for a in as_list(s["Action"]))]
-    assert {_table_of(r) for s in writes for r in as_list(s["Resource"])} == {"ClaimTable", "LedgerTable"}
+    assert {_table_of(r) for s in writes for r in as_list(s["Resource"])} == {"ClaimTable", "LedgerTable", "RoomTable"}
+    room_writes = {
+        a
+        for s in writes
+        if any(_table_of(r) == "RoomTable" for r in as_list(s["Resource"]))
+        for a in as_list(s["Action"])
+        if a in ("dynamodb:PutItem", "dynamodb:UpdateItem")
+    }
+    assert room_writes == {"dynamodb:PutItem"}
     dynamo = [s for s in stmts if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
     assert {_table_of(r) for s in dynamo for r in as_list(s["Resource"])} == {"ClaimTable", "LedgerTable", "RoomTable"}
     for s in dynamo:

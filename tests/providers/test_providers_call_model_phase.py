@@ -119,7 +119,17 @@ def start_run(env: Env, agent: str = "a1") -> tuple[str, dict[str, Any]]:
         created_at=now_iso(),
     )
     env.deps.room.put_message(msg)
-    wake = Wake(agent_id=agent, wake_id=f"msg:m-{n}", room_id="r1", hop=0, cause_kind="message", cause_id=msg.id)
+    wake = Wake(
+        agent_id=agent,
+        wake_id=f"msg:m-{n}",
+        room_id="r1",
+        hop=0,
+        chain_id=msg.id,
+        by_kind="person",
+        by_company="acme",
+        cause_kind="message",
+        cause_id=msg.id,
+    )
     run_id, state = f"{agent}-run-{n}", {"wake": wake.model_dump(mode="json")}
     return run_id, claim_and_read.handler(event(state, run_id), CTX)
 

@@ -82,12 +82,6 @@ def test_retry_and_catch_on_every_phase() -> None:
             }
             assert task["Resource"].endswith("lambda:invoke.waitForTaskToken")
             assert task["TimeoutSecondsPath"] == "$.approval_timeout_s"
-        elif name == "ClaimAndRead":  # another execution's claim ends the attempt, having done nothing
-            assert task["Catch"] == [
-                {"ErrorEquals": ["AlreadyClaimed"], "Next": "AlreadyClaimed"},
-                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"},
-            ]
-            assert asl["States"]["AlreadyClaimed"]["Type"] == "Succeed"
         else:
             assert task["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"}]
     assert asl["States"]["HeldActions"]["Catch"][0]["Next"] == "RecordFailure"
@@ -132,3 +126,15 @@ def test_model_retry_pause_is_a_wait_state_and_budget_is_the_task_timeout() -> N
 def test_execution_outlives_the_longest_approval_plus_active_time() -> None:
     asl = json.loads(ASL_PATH.read_text())
     assert asl["TimeoutSeconds"] >= MAX_APPROVAL_TIMEOUT_SECONDS + 300
+
+
+@pytest.mark.unit
+def test_a_wake_not_started_ends_in_not_started_through_call_model() -> None:
+    """A refused claim is a value: ClaimAndRead → CallModel (passes it through) → ModelOutcome? →
+    NotStarted, a Succeed state; no Catch and no error name for it (design §2.1, §3)."""
+    states = json.loads(ASL_PATH.read_text())["States"]
+    assert states["ClaimAndRead"]["Next"] == "CallModel"
+    [branch] = [c for c in states["ModelOutcome?"]["Choices"] if c.get("StringEquals") == "not_started"]
+    assert branch["Next"] == "NotStarted" and states["NotStarted"]["Type"] == "Succeed"
+    caught = {e for c in states["ClaimAndRead"]["Catch"] for e in c["ErrorEquals"]}
+    assert caught == {"States.ALL"}

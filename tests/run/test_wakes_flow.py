@@ -73,6 +73,9 @@ def test_poison_wake_goes_to_the_dlq_and_spares_its_batch(env: Env) -> None:
             "wake_id": f"msg:{good.id}",
             "room_id": "r1",
             "hop": 0,
+            "chain_id": good.id,
+            "by_kind": "person",
+            "by_company": "acme",
             "cause_kind": "message",
             "cause_id": good.id,
         }

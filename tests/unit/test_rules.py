@@ -52,8 +52,11 @@ def test_run_wakes_never_self_once_per_agent_and_hop_limit() -> None:
         run_hop=2,
         hop_limit=8,
         targets=[("a1", "task_event", "e", "t"), ("b1", "task_event", "e1", "t"), ("b1", "task_event", "e2", "t")],
+        chain_id="m0",
+        run_company="acme",
     )
     assert [(w.agent_id, w.hop, w.cause_id, w.wake_id) for w in ws] == [("b1", 3, "e1", "run:r:actions:b1")]
+    assert [(w.chain_id, w.by_kind, w.by_company) for w in ws] == [("m0", "agent", "acme")]
     assert notices == []
     ws, notices = wakes.run_wakes(
         run_id="r",
@@ -63,6 +66,8 @@ def test_run_wakes_never_self_once_per_agent_and_hop_limit() -> None:
         run_hop=8,
         hop_limit=8,
         targets=[("b1", "message", "m", None)],
+        chain_id="m0",
+        run_company="acme",
     )
     assert ws == [] and len(notices) == 1
     assert notices[0].kind == "notice" and "hop limit 8" in notices[0].text and notices[0].author.kind == "system"
@@ -165,3 +170,44 @@ def test_an_agent_reference_names_one_agent_letter_case_aside() -> None:
     assert ids.resolve_agent("acme.b1", room) is None and ids.resolve_agent("nobody", room) is None
     assert ids.resolve_agent("x", ["acme.x", "bolt.x"]) is None  # two: names none (rooms refuse this)
     assert wakes.mentions("@PLANNER and @bolt.b1, @nobody", room) == ["acme.Planner", "bolt.b1"]
+
+
+def test_a_run_of_a_full_chain_sends_no_wake() -> None:
+    ws, notices = wakes.run_wakes(
+        run_id="r",
+        room_id="room",
+        step="reply",
+        run_agent="a1",
+        run_hop=1,
+        hop_limit=8,
+        targets=[("b1", "message", "m", None)],
+        chain_id="m0",
+        run_company="acme",
+        chain_full=True,
+    )
+    assert ws == [] and notices == []
+
+
+def test_person_writes_start_their_chain() -> None:
+    msg = Message(id="m1", room_id="r", author=Author(kind="person", id="ann", company="acme"), text="", created_at="t")
+    [w] = wakes.person_message_wakes(msg, ["a1"])
+    assert (w.chain_id, w.by_kind, w.by_company) == ("m1", "person", "acme")
+    [t] = wakes.task_event_wakes("r", "t1", "tev1", ["a1"], hop=0, exclude=None, by_kind="person", by_company="bolt")
+    assert (t.chain_id, t.by_company) == ("tev1", "bolt")
+
+
+@pytest.mark.parametrize(
+    ("wake_from", "by_kind", "by_company", "wakes_it"),
+    [
+        ("anyone", "agent", "bolt", True),
+        ("people", "person", "bolt", True),
+        ("people", "agent", "acme", False),
+        ("own_company", "agent", "acme", True),
+        ("own_company", "person", "acme", True),
+        ("own_company", "agent", "bolt", False),
+        ("own_company", "person", "bolt", False),
+        ("own_company", "person", None, False),
+    ],
+)
+def test_wake_from(wake_from: str, by_kind: str, by_company: str | None, wakes_it: bool) -> None:
+    assert wakes.may_wake(wake_from, "acme", by_kind, by_company) is wakes_it

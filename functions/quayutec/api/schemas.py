@@ -9,7 +9,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringConstraints, field_validator
 
 from quayutec.logic.ids import AGENT_NAME_PATTERN
+from quayutec.logic.wakes import WakeFrom
 from quayutec.models import (
+    DEFAULT_MAX_RUNS_PER_CHAIN,
+    MAX_RUNS_PER_CHAIN_LIMIT,
     ActionRecord,
     ApprovalRequest,
     MemoryLine,
@@ -100,6 +103,13 @@ class RoomIn(_In):
         description="Other member companies (the caller's company is always one)",
     )
     hop_limit: StrictInt | None = Field(default=None, ge=0, le=100)  # a number: never true/false
+    max_runs_per_chain: StrictInt = Field(
+        default=DEFAULT_MAX_RUNS_PER_CHAIN,
+        ge=1,
+        le=MAX_RUNS_PER_CHAIN_LIMIT,
+        description="Runs one chain of agent wakes may start: a person's write starts a chain, the wakes "
+        "of the runs it causes belong to it (design §3)",
+    )
 
 
 class RoomAgentOut(_Out):
@@ -113,6 +123,8 @@ class RoomOut(_Out):
     name: str | None = None
     members: list[str]
     hop_limit: int | None = None
+    max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN
+    created_by: str | None = Field(default=None, description="The company that created the room")
     agents: list[RoomAgentOut] = Field(default_factory=list)
 
 
@@ -137,6 +149,11 @@ class AgentIn(_In):
     provider: ProviderKind
     model: str = Field(min_length=1, max_length=200)
     instructions: str = Field(default="", max_length=32 * 1024)
+    wake_from: WakeFrom = Field(
+        default="anyone",
+        description="Who may wake it: 'anyone' in the room, 'people' only, or 'own_company' (its "
+        "company's people and agents); a mention or task from anyone else posts but wakes it not",
+    )
     base_url: str | None = Field(
         default=None,
         max_length=2048,
@@ -178,6 +195,7 @@ class AgentOut(_Out):
     provider: str
     model: str
     instructions: str
+    wake_from: str = "anyone"
     base_url: str | None = None
     key_stored: bool = Field(description="A key for this company and provider is in Secrets Manager")
 

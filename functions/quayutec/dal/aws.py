@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 import boto3
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from quayutec import seams
@@ -27,6 +29,9 @@ TRANSIENT_CODES = frozenset(
         "InternalServerError",
         "ServiceUnavailable",
         "TransactionConflictException",
+        # botocore's own retry of a TransactWriteItems still in flight with the same token
+        # (DynamoDB API reference, TransactWriteItems): the first attempt's outcome is not known.
+        "TransactionInProgressException",
         "SlowDown",
     }
 )
@@ -156,22 +161,27 @@ def update_if(db: Any, **update: Any) -> bool:
         raise
 
 
-def cancellation_codes(exc: ClientError) -> list[str]:
-    """The per-item codes of a cancelled ``TransactWriteItems`` (``None`` → "None")."""
-    reasons = exc.response.get("CancellationReasons") or []
-    return [str(r.get("Code", "None")) for r in reasons]
-
-
 #: Cancellation reasons that mean "try the whole transaction again later" (TransactWriteItems,
 #: DynamoDB API reference: CancellationReasons).
 TRANSIENT_CANCELLATIONS = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
 
 
-def transact(db: Any, items: list[dict[str, Any]]) -> list[bool] | None:
+@dataclass(frozen=True)
+class Refused:
+    """One entry of a ``TransactWriteItems`` whose condition failed: ``item`` is the item as it
+    stood (plain Python values) when the entry asked for it with
+    ``ReturnValuesOnConditionCheckFailure: ALL_OLD`` and it existed, else ``None``."""
+
+    item: dict[str, Any] | None = None
+
+
+def transact_refusals(db: Any, items: list[dict[str, Any]]) -> list[Refused | None] | None:
     """``TransactWriteItems`` of ``items``: ``None`` when all landed; when a condition failed
-    (nothing written), one flag per entry, in order, telling whose condition failed. Raises
-    TransientError on throttling or a conflicting transaction, ClientError otherwise (a
-    ValidationException, a cancellation for another reason)."""
+    (nothing written), one value per entry, in order: :class:`Refused` where that entry's
+    condition failed, ``None`` where it held. DynamoDB evaluates every entry's condition and
+    reports each in ``CancellationReasons`` (DynamoDB API reference, TransactWriteItems).
+    Raises TransientError on throttling, a conflicting transaction or one still in progress,
+    ClientError otherwise (a ValidationException, a cancellation for another reason)."""
     try:
         with transient_errors():
             db.transact_write_items(TransactItems=items)
@@ -179,12 +189,34 @@ def transact(db: Any, items: list[dict[str, Any]]) -> list[bool] | None:
     except ClientError as exc:
         if error_code(exc) != "TransactionCanceledException":
             raise
-        codes = cancellation_codes(exc)
+        reasons = exc.response.get("CancellationReasons") or []
+        codes = [str(r.get("Code", "None")) for r in reasons]
         if "ConditionalCheckFailed" in codes and len(codes) == len(items):
-            return [c == "ConditionalCheckFailed" for c in codes]
+            return [
+                Refused(plain_item(r.get("Item"))) if c == "ConditionalCheckFailed" else None
+                for c, r in zip(codes, reasons, strict=True)
+            ]
         if TRANSIENT_CANCELLATIONS & set(codes):
             raise TransientError(f"transaction cancelled ({', '.join(codes)}): retry later") from exc
         raise
+
+
+def plain_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A cancellation reason's ``Item`` (wire format: the resource layer does not deserialize
+    error bodies) as plain Python values."""
+    if not item:
+        return None
+    deserializer = TypeDeserializer()
+    return {k: deserializer.deserialize(v) for k, v in item.items()}
+
+
+def transact(db: Any, items: list[dict[str, Any]]) -> list[bool] | None:
+    """``TransactWriteItems`` of ``items``: ``None`` when all landed; when a condition failed
+    (nothing written), one flag per entry, in order, telling whose condition failed. Raises
+    TransientError on throttling or a conflicting transaction, ClientError otherwise
+    (:func:`transact_refusals`)."""
+    refusals = transact_refusals(db, items)
+    return None if refusals is None else [r is not None for r in refusals]
 
 
 def transact_new(db: Any, items: list[dict[str, Any]]) -> bool:

@@ -12,15 +12,29 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 * ``RUN#{run}`` / ``ACT#{index:03d}`` — a declared action, its decision and outcome
 * ``WAKE#{agent}#{wake}`` / ``DELIVERY`` — the wake's repeated deliveries and how each ended (a
   first delivery writes nothing)
+* ``CHAIN#{room}#{chain}`` / ``CHAIN`` — a chain of wakes: ``runs`` it started (counted by each
+  claim, in the claim's transaction) and, once a person stopped it, ``stopped_at``/``stopped_by``
+  (design §3)
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from quayutec.dal.aws import dynamodb, put_new, transact_new, transient_errors, update_if
+from botocore.exceptions import ClientError
+
+from quayutec.dal.aws import (
+    dynamodb,
+    is_condition_failure,
+    plain_item,
+    put_new,
+    transact_refusals,
+    transient_errors,
+    update_if,
+)
 from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, RunRecord, now_iso
 
 _FINAL = sorted(FINAL_STATUSES)
@@ -62,6 +76,21 @@ class ClaimOutcome:
     CLAIMED = "claimed"  # this execution made the claim now
     OWN = "own"  # the claim already belongs to this execution (a retried Claim step)
     OTHER = "other"  # another execution holds the claim: do nothing
+    REFUSED = "refused"  # claimed by this execution as not started (Claim.not_started says why)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a claim found: a :class:`ClaimOutcome` value, and for ``REFUSED`` why the wake
+    starts no run (``chain_full``, ``chain_stopped``, ``wake_from``: models.NotStartedReason)."""
+
+    outcome: str
+    not_started: str | None = None
+
+
+def chain_key(room_id: str, chain_id: str) -> dict[str, str]:
+    """The key of a chain's counter item in the ledger table (design §3)."""
+    return {"pk": f"CHAIN#{room_id}#{chain_id}", "sk": "CHAIN"}
 
 
 class LedgerStore:
@@ -77,11 +106,101 @@ class LedgerStore:
         return self._client or dynamodb()
 
     # ------------------------------------------------------------------ claim
-    def claim(self, run: RunRecord, execution_start: str = "") -> str:
-        """Claim ``(agent_id, wake_id)`` for ``run.execution_arn`` and open its ledger entry, in
-        one transaction (SPEC §2.1). Returns a :class:`ClaimOutcome` value. The claim is never
-        released."""
-        claim_item = {
+    def claim(self, run: RunRecord, execution_start: str, *, max_runs_per_chain: int) -> Claim:
+        """Claim ``(agent_id, wake_id)`` for ``run.execution_arn``, count the run in its chain and
+        open its ledger entry, in one transaction (design §2.1, §3). The claim is never released.
+
+        The claim item's own condition decides first: held by this execution (a retried Claim
+        step; the transaction counted nothing) is ``OWN``, or ``REFUSED`` again when this
+        execution recorded a refusal; held by another is ``OTHER``. Otherwise a chain that
+        started ``max_runs_per_chain`` runs, or that a person stopped, makes the wake claimed as
+        refused (:meth:`refuse`): no retry or redelivery can ever run it. The holder and the
+        chain's state come from the cancellation reasons (``ReturnValuesOnConditionCheckFailure:
+        ALL_OLD``), no second read. Raises TransientError on throttling or a conflicting
+        transaction (a hot chain counter), ClientError otherwise."""
+        chain = run.wake.chain_id
+        refusals = transact_refusals(
+            self.db,
+            [
+                {
+                    "Put": {
+                        "TableName": self.claim_table,
+                        "Item": self._claim_item(run, execution_start),
+                        "ConditionExpression": "attribute_not_exists(agent_id)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": self._run_item(run),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": chain_key(run.room_id, chain),
+                        "UpdateExpression": "ADD runs :one SET room_id = :room, chain_id = :chain",
+                        "ConditionExpression": "attribute_not_exists(stopped_at) "
+                        "AND (attribute_not_exists(runs) OR runs < :max)",
+                        "ExpressionAttributeValues": {
+                            ":one": 1,
+                            ":room": run.room_id,
+                            ":chain": chain,
+                            ":max": max_runs_per_chain,
+                        },
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ],
+        )
+        if refusals is None:
+            return Claim(ClaimOutcome.CLAIMED)
+        held, _entry, counter = refusals
+        if held is not None:
+            return self._held(run, execution_start, held.item)
+        if counter is not None:
+            stopped = counter.item is not None and "stopped_at" in counter.item
+            return self.refuse(run, execution_start, "chain_stopped" if stopped else "chain_full")
+        return Claim(ClaimOutcome.OTHER)  # a ledger entry without its claim: never this execution's
+
+    def refuse(self, run: RunRecord, execution_start: str, reason: str) -> Claim:
+        """Claim ``(agent_id, wake_id)`` as not started (``reason``: models.NotStartedReason),
+        with no ledger entry and nothing counted: the wake is done for good. Another holder
+        decides as in :meth:`claim`. Raises TransientError on throttling, ClientError otherwise."""
+        try:
+            with transient_errors():
+                self.db.put_item(
+                    TableName=self.claim_table,
+                    Item={**self._claim_item(run, execution_start), "not_started": reason},
+                    ConditionExpression="attribute_not_exists(agent_id)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            return Claim(ClaimOutcome.REFUSED, reason)
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+            return self._held(run, execution_start, plain_item(exc.response.get("Item")))
+
+    def _held(self, run: RunRecord, execution_start: str, holder: dict[str, Any] | None) -> Claim:
+        """The outcome for a claim item that exists (``holder``: as the failed condition returned
+        it; read again when the answer did not carry it)."""
+        holder = holder or self.get_claim(run.agent_id, run.wake_id)
+        ours = (
+            holder is not None
+            and holder.get("execution_arn") == run.execution_arn
+            and holder.get("execution_start") == execution_start
+        )
+        if not ours or holder is None:
+            return Claim(ClaimOutcome.OTHER)
+        if holder.get("not_started"):
+            return Claim(ClaimOutcome.REFUSED, str(holder["not_started"]))
+        return Claim(ClaimOutcome.OWN)
+
+    @staticmethod
+    def _claim_item(run: RunRecord, execution_start: str) -> dict[str, Any]:
+        return {
             "agent_id": run.agent_id,
             "wake_id": run.wake_id,
             "run_id": run.run_id,
@@ -89,29 +208,6 @@ class LedgerStore:
             "execution_start": execution_start,
             "claimed_at": run.started_at,
         }
-        run_item = self._run_item(run)
-        if transact_new(
-            self.db,
-            [
-                {
-                    "Put": {
-                        "TableName": self.claim_table,
-                        "Item": claim_item,
-                        "ConditionExpression": "attribute_not_exists(agent_id)",
-                    }
-                },
-                {"Put": {"TableName": self.table, "Item": run_item, "ConditionExpression": "attribute_not_exists(pk)"}},
-            ],
-        ):
-            return ClaimOutcome.CLAIMED
-        holder = self.get_claim(run.agent_id, run.wake_id)
-        if (
-            holder
-            and holder.get("execution_arn") == run.execution_arn
-            and holder.get("execution_start") == execution_start
-        ):
-            return ClaimOutcome.OWN
-        return ClaimOutcome.OTHER
 
     def get_claim(self, agent_id: str, wake_id: str) -> dict[str, Any] | None:
         with transient_errors():

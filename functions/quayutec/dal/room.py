@@ -97,6 +97,9 @@ class RunReads:
     task: Task | None = None
     task_event: TaskEvent | None = None
     index: tuple[int, str | None] = field(default=(0, None))
+    #: The wake's chain as its counter item stood (design §3): runs started, and whether stopped.
+    chain_runs: int = 0
+    chain_stopped: bool = False
 
 
 class RoomStore:
@@ -253,12 +256,21 @@ class RoomStore:
         return {str(i["agent_id"]): str(i["company"]) for i in items}
 
     def run_reads(
-        self, *, agent_id: str, room_id: str, cause_kind: str, cause_id: str, task_id: str | None, index_pk: str
+        self,
+        *,
+        agent_id: str,
+        room_id: str,
+        cause_kind: str,
+        cause_id: str,
+        task_id: str | None,
+        index_pk: str,
+        chain: tuple[str, dict[str, str]] | None = None,
     ) -> RunReads:
         """The key reads of a run in one consistent ``BatchGetItem`` (see :class:`RunReads`;
-        ``index_pk``: the partition of the room's index pointer, :func:`quayutec.dal.files.files_pk`).
-        Consistent: the agent's company and the wake's cause are what rights rest on (SPEC §2.2).
-        Raises TransientError when DynamoDB leaves keys unprocessed after a few attempts."""
+        ``index_pk``: the partition of the room's index pointer, :func:`quayutec.dal.files.files_pk`;
+        ``chain``: ``(table, key)`` of the wake's chain counter in another table, read in the same
+        call). Consistent: the agent's company and the wake's cause are what rights rest on
+        (SPEC §2.2). Raises TransientError when DynamoDB leaves keys unprocessed after a few attempts."""
         room_pk = _room_pk(room_id)
         keys = {"agent": (f"AGENT#{agent_id}", "META"), "room": (room_pk, "META"), "index": (index_pk, "INDEX")}
         if cause_kind == "message":
@@ -266,9 +278,12 @@ class RoomStore:
         else:
             keys["task"] = (room_pk, f"TASK#{task_id}")
             keys["task_event"] = (room_pk, f"TEV#{task_id}#{cause_id}")
-        items = self._batch_get(list(keys.values()))
+        items, other = self._batch_get(list(keys.values()), chain)
         got = {name: items.get(key) for name, key in keys.items()}
         out = RunReads()
+        if other is not None:
+            out.chain_runs = int(other.get("runs", 0))
+            out.chain_stopped = "stopped_at" in other
         if got["agent"]:
             out.agent = Agent.model_validate(_strip(got["agent"]))
         if got["room"]:
@@ -285,23 +300,34 @@ class RoomStore:
             out.index = (int(got["index"]["version"]), str(got["index"]["key"]))
         return out
 
-    def _batch_get(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
-        """Items by ``(pk, sk)`` (at most 100 keys), read consistently; keys DynamoDB leaves
+    def _batch_get(
+        self, keys: list[tuple[str, str]], also: tuple[str, dict[str, str]] | None = None
+    ) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, Any] | None]:
+        """Items by ``(pk, sk)`` (at most 99 keys), and ``also``'s item (``(table, key)`` of
+        another table, or ``None``), read consistently in one call; keys DynamoDB leaves
         unprocessed are asked again with a short backoff (BatchGetItem, DynamoDB API reference)."""
         pending: dict[str, Any] = {
             self.table: {"Keys": [{"pk": pk, "sk": sk} for pk, sk in dict.fromkeys(keys)], "ConsistentRead": True}
         }
+        if also is not None:
+            pending[also[0]] = {"Keys": [also[1]], "ConsistentRead": True}
         found: dict[tuple[str, str], dict[str, Any]] = {}
+        other: dict[str, Any] | None = None
         for attempt in range(_BATCH_ATTEMPTS):
             with transient_errors():
                 resp = self.db.batch_get_item(RequestItems=pending)
-            for item in resp.get("Responses", {}).get(self.table, []):
-                found[(item["pk"], item["sk"])] = item
+            for table, table_items in resp.get("Responses", {}).items():
+                for item in table_items:
+                    if table == self.table:
+                        found[(item["pk"], item["sk"])] = item
+                    else:
+                        other = item
             pending = resp.get("UnprocessedKeys") or {}
             if not pending:
-                return found
+                return found, other
             time.sleep(0.05 * 2**attempt)
-        raise TransientError(f"BatchGetItem left {len(pending.get(self.table, {}).get('Keys', []))} key(s) unprocessed")
+        left = sum(len(v.get("Keys", [])) for v in pending.values())
+        raise TransientError(f"BatchGetItem left {left} key(s) unprocessed")
 
     def room_agent_ids(self, room_id: str) -> list[str]:
         """The agents of a room (bounded by the number of agents registered in it)."""

@@ -31,6 +31,11 @@ def notice_id(run_id: str, step: str, agent_id: str) -> str:
     return f"notice-{run_id}-{step}-{_UNSAFE.sub('-', agent_id)}"
 
 
+def chain_notice_id(chain_id: str) -> str:
+    """The one notice of a chain that reached its bound (design §3)."""
+    return f"notice-chain-{_UNSAFE.sub('-', chain_id)}"
+
+
 def run_wake_id(run_id: str, step: str, agent_id: str) -> str:
     """Wake ids of a run's writes derive from (run, step, agent) (SPEC §3)."""
     return f"run:{run_id}:{step}:{agent_id}"

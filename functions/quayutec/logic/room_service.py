@@ -123,7 +123,9 @@ class RoomService:
             by=author,
             created_at=now,
         )
-        wakes = wake_rules.task_event_wakes(room_id, task.id, event.id, [to], hop=0, exclude=None)
+        wakes = wake_rules.task_event_wakes(
+            room_id, task.id, event.id, [to], hop=0, exclude=None, by_kind="person", by_company=author.company
+        )
         if not self.store.create_task(task, event, wakes):
             existing = self.store.get_task(room_id, task.id)
             if existing is None:
@@ -155,7 +157,14 @@ class RoomService:
             created_at=now_iso(),
         )
         wakes = wake_rules.task_event_wakes(
-            room_id, task_id, event.id, wake_rules.task_watchers(task), hop=0, exclude=None
+            room_id,
+            task_id,
+            event.id,
+            wake_rules.task_watchers(task),
+            hop=0,
+            exclude=None,
+            by_kind="person",
+            by_company=author.company,
         )
         result = self.store.add_task_event(event, wakes)
         if result == "task_closed":

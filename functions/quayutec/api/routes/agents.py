@@ -97,6 +97,7 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
         model=body.model,
         instructions=body.instructions,
         base_url=body.base_url,
+        wake_from=body.wake_from,
     )
     mine = [a for a in svc.directory.agents_of(company) if ids.name_key(ids.agent_name(a)) == ids.name_key(body.name)]
     if mine:  # a name is one name, letter case aside (@Planner and @planner are one agent)

@@ -26,7 +26,15 @@ def room_out(svc: Services, room: Room) -> RoomOut:
         RoomAgentOut(id=agent_id, name=ids.agent_name(agent_id), company=company)
         for agent_id, company in svc.deps.room.room_agents(room.id).items()
     ]
-    return RoomOut(id=room.id, name=room.name, members=room.members, hop_limit=room.hop_limit, agents=agents)
+    return RoomOut(
+        id=room.id,
+        name=room.name,
+        members=room.members,
+        hop_limit=room.hop_limit,
+        max_runs_per_chain=room.max_runs_per_chain,
+        created_by=room.created_by,
+        agents=agents,
+    )
 
 
 @router.post("/rooms", status_code=201, tags=["rooms"], summary="Create a room")
@@ -40,7 +48,14 @@ def create_room(body: Annotated[RoomIn, Body()]) -> RoomOut:
         raise InvalidInput(f"members: no such company: {', '.join(unknown)}")
     # The service picks the id (SPEC §5): a caller never learns that an id is taken, since it
     # never chooses one; a repeat with the same Idempotency-Key gets the same id.
-    room = Room(id=new_room_id(idempotency_key()), name=body.name, members=members, hop_limit=body.hop_limit)
+    room = Room(
+        id=new_room_id(idempotency_key()),
+        name=body.name,
+        members=members,
+        hop_limit=body.hop_limit,
+        max_runs_per_chain=body.max_runs_per_chain,
+        created_by=company,
+    )
     if not svc.directory.create_room(room):
         existing = svc.deps.room.get_room(room.id)
         if existing is None or company not in existing.members:

@@ -20,6 +20,7 @@ from quayutec.logic.phases.common import (
     budget,
     finish,
     metrics,
+    post_chain_notice,
 )
 from quayutec.models import (
     APPROVAL_STATUSES,
@@ -156,7 +157,11 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
         run_hop=ref.hop,
         hop_limit=_hop_limit_of(deps, facts.hop_limit),  # as the run's room read found it
         targets=targets,
+        chain_id=ref.chain_id,
+        run_company=facts.company,
+        chain_full=facts.chain_full,
     )
+    post_chain_notice(deps, ref, facts, [t[0] for t in targets])
     for notice in notices:
         deps.room.put_message(notice)
     if wakes:

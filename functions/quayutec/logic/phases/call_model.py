@@ -38,9 +38,13 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     Each request is recorded in the ledger before it is sent; the cap counts recorded requests,
     so a retried step never makes a 4th. A reply already stored under the run is reused.
     Returns ``model.outcome`` ``reply`` or ``wait`` (with whole ``wait_seconds`` for the ASL's
-    Wait state). Raises ModelCallFailed (final error, cap, retry-after > 20 s) or RunTimedOut.
+    Wait state); ``not_started`` for a wake the claim did not start (design §2.1, §3: passed
+    through with no call, so the state machine ends it without a state of its own for every
+    run). Raises ModelCallFailed (final error, cap, retry-after > 20 s) or RunTimedOut.
     Source: SPEC §2.3.
     """
+    if state.claim is not None and not state.claim.claimed:
+        return state.model_copy(update={"model": ModelStep(outcome="not_started", requests=0)})
     from quayutec.providers import ModelCall, ProviderError, decide_next, load_sdk
     from quayutec.providers.classify import scrub, scrub_failure, scrub_reply
 

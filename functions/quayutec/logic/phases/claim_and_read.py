@@ -9,11 +9,12 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.dal.files import files_pk
-from quayutec.dal.ledger import ClaimOutcome
+from quayutec.dal.ledger import ClaimOutcome, chain_key
 from quayutec.dal.room import RunReads
 from quayutec.deps import Deps
-from quayutec.errors import AlreadyClaimed, RunStateInvalid
+from quayutec.errors import RunStateInvalid
 from quayutec.logic import files as room_files
+from quayutec.logic import wakes as wake_rules
 from quayutec.logic.phases.common import (
     _iso,
     _load_run,
@@ -26,31 +27,40 @@ from quayutec.logic.phases.common import (
     metrics,
 )
 from quayutec.models import (
-    Agent,
+    DEFAULT_MAX_RUNS_PER_CHAIN,
     ClaimResult,
     RunFacts,
     RunRecord,
     RunRef,
     RunSettings,
     RunState,
+    Wake,
 )
 from quayutec.seams import part
 
 
 # ----------------------------------------------------------------------------- 1. claim
 def claim(
-    deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None, agent: Agent | None
+    deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None, reads: RunReads
 ) -> RunState:
-    """Claim ``(agent, wake)`` with a conditional put and open the ledger entry (SPEC §2.1).
+    """Claim ``(agent, wake)`` with a conditional put, count the run in its chain and open the
+    ledger entry (design §2.1, §3).
 
     The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
     Claim step of the same execution carries on; any other execution — also one that reuses the
-    name after Step Functions' 90 days — does nothing. ``agent``: the wake's agent as the run's
-    consistent key read found it (rights rest on its company); ``None``: not registered (the run
-    is claimed, then fails)."""
+    name after Step Functions' 90 days — does nothing. A wake whose writer the agent's
+    ``wake_from`` does not admit, or whose chain is full or stopped, is claimed as not started
+    and starts nothing (a full chain posts its one notice). ``reads``: the run's consistent key
+    reads (the agent, whose company rights rest on, ``None`` when not registered: the run is
+    claimed, then fails; the room and its chain bound; the chain's counter).
+
+    Returns the state with ``claim.claimed`` False and ``claim.not_started`` set when no run
+    starts: a value the state machine ends quietly on (CallModel passes it through), not an
+    error. Raises TransientError (retried by the ASL) on throttling or a conflicting claim."""
     wake = state.wake
     if wake is None:
         raise RunStateInvalid("execution input has no wake")
+    agent = reads.agent
     company = agent.company if agent else "unknown"
     now = _iso(deps)
     record = RunRecord(
@@ -61,19 +71,35 @@ def claim(
         wake_id=wake.wake_id,
         wake=wake,
         hop=wake.hop,
+        chain_id=wake.chain_id,
         execution_arn=execution_arn,
         status="running",
         started_at=now,
         updated_at=now,
     )
-    outcome = deps.ledger.claim(record, execution_start or "")
-    if outcome == ClaimOutcome.OTHER:
+    start = execution_start or ""
+    max_runs = reads.room.max_runs_per_chain if reads.room is not None else DEFAULT_MAX_RUNS_PER_CHAIN
+    if agent is not None and not wake_rules.may_wake(agent.wake_from, agent.company, wake.by_kind, wake.by_company):
+        found = deps.ledger.refuse(record, start, "wake_from")
+    else:
+        found = deps.ledger.claim(record, start, max_runs_per_chain=max_runs)
+    if found.outcome == ClaimOutcome.OTHER:
         logger.warning(
             "wake already claimed by another execution", extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id}
         )
         metrics.add_metric(name="DuplicateClaimRefused", unit=MetricUnit.Count, value=1)
-        return RunState(wake=wake, claim=ClaimResult(claimed=False))
-    ref = RunRef(run_id=run_id, agent_id=wake.agent_id, wake_id=wake.wake_id, room_id=wake.room_id, hop=wake.hop)
+        return RunState(wake=wake, claim=ClaimResult(claimed=False, not_started="other_execution"))
+    if found.outcome == ClaimOutcome.REFUSED:
+        return _not_started(deps, wake, found.not_started or "chain_full", max_runs)
+    outcome = found.outcome
+    ref = RunRef(
+        run_id=run_id,
+        agent_id=wake.agent_id,
+        wake_id=wake.wake_id,
+        room_id=wake.room_id,
+        hop=wake.hop,
+        chain_id=wake.chain_id,
+    )
     # Claimed now: the entry is the one just written. Resumed (a retried Claim step): its own start.
     run: Any = _Started(run_id, now) if outcome == ClaimOutcome.CLAIMED else _load_run(deps, ref)
     if agent is None:
@@ -84,6 +110,9 @@ def claim(
         provider=agent.provider,
         model=agent.model,
         owner_url=agent.base_url is not None,
+        # This run took one of the chain's runs: a wake of its writes needs one more.
+        chain_full=reads.chain_runs + 1 >= max_runs,
+        max_runs_per_chain=max_runs,
     )
     return RunState(
         wake=wake,
@@ -93,6 +122,19 @@ def claim(
         budget=budget(deps, run),
         settings=RunSettings(approval_timeout_s=deps.settings.approval_timeout_s),
     )
+
+
+def _not_started(deps: Deps, wake: Wake, reason: str, max_runs: int) -> RunState:
+    """The state of a wake claimed as not started; a full chain's one notice (its id derives
+    from the chain: every refused wake of the chain writes the same item, once)."""
+    logger.info(
+        "wake claimed, no run started",
+        extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id, "chain_id": wake.chain_id, "reason": reason},
+    )
+    metrics.add_metric(name="WakeNotStarted", unit=MetricUnit.Count, value=1)
+    if reason == "chain_full":
+        deps.room.put_message(wake_rules.chain_notice(wake.room_id, wake.chain_id, max_runs))
+    return RunState(wake=wake, claim=ClaimResult(claimed=False, not_started=reason))
 
 
 # ----------------------------------------------------------------------------- 2. read the room
@@ -107,6 +149,7 @@ def _key_reads(deps: Deps, state: RunState) -> RunReads:
         cause_id=wake.cause_id,
         task_id=wake.task_id,
         index_pk=files_pk(wake.room_id),
+        chain=(deps.ledger.table, chain_key(wake.room_id, wake.chain_id)),
     )
 
 
@@ -166,12 +209,13 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
 def claim_and_read(
     deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None
 ) -> RunState:
-    """Claim (SPEC §2.1), then read the room (§2.2). Raises AlreadyClaimed when another
-    execution holds the claim: the ASL catches it into a Succeed state, nothing done."""
-    with part("claim"):  # the agent, room, cause and index pointer: one consistent read
+    """Claim (design §2.1, §3), then read the room (§2.2). A wake that starts no run (another
+    execution holds it, its chain refused it, the agent's ``wake_from`` did) returns the state
+    :func:`claim` made, ``claim.claimed`` False, and reads nothing more."""
+    with part("claim"):  # the agent, room, cause, index pointer and chain: one consistent read
         reads = _key_reads(deps, state)
-        claimed = claim(deps, state, run_id, execution_arn, execution_start, reads.agent)
+        claimed = claim(deps, state, run_id, execution_arn, execution_start, reads)
     if claimed.claim is None or not claimed.claim.claimed:
-        raise AlreadyClaimed(f"wake {state.wake.wake_id if state.wake else '?'} is claimed by another execution")
+        return claimed
     with part("load_context"):
         return load_context(deps, claimed, reads)

@@ -18,6 +18,7 @@ from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid, RunTimedOut
 from quayutec.logic import ids
+from quayutec.logic import wakes as wake_rules
 from quayutec.models import (
     Budget,
     ModelRequestRecord,
@@ -128,6 +129,14 @@ def _hop_limit_of(deps: Deps, room_limit: int | None) -> int:
     """The room's hop limit (``room_limit``), or the runtime's setting when the room names none
     (SPEC §3)."""
     return room_limit if room_limit is not None else deps.settings.hop_limit
+
+
+def post_chain_notice(deps: Deps, ref: RunRef, facts: RunFacts, targets: list[str]) -> None:
+    """A run of a chain that was full at its claim sends no wake (each could only be refused);
+    when its write names another agent, the chain's one notice says why (its id derives from the
+    chain: written once, whichever run or refused claim comes first; design §3)."""
+    if facts.chain_full and any(a != ref.agent_id for a in targets):
+        deps.room.put_message(wake_rules.chain_notice(ref.room_id, ref.chain_id, facts.max_runs_per_chain))
 
 
 def budget(deps: Deps, run: Any) -> Budget:

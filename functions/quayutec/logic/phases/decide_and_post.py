@@ -24,6 +24,7 @@ from quayutec.logic.phases.common import (
     finish,
     logger,
     metrics,
+    post_chain_notice,
     stored_reply,
 )
 from quayutec.models import (
@@ -146,6 +147,9 @@ def post_reply(
         run_hop=ref.hop,
         hop_limit=_hop_limit_of(deps, facts.hop_limit),
         targets=[(a, "message", msg_id, None) for a in mentioned],
+        chain_id=ref.chain_id,
+        run_company=facts.company,
+        chain_full=facts.chain_full,
     )
     msg = Message(
         id=msg_id,
@@ -155,8 +159,10 @@ def post_reply(
         mentions=mentioned,
         kind="reply",
         run_id=ref.run_id,
+        chain_id=ref.chain_id,
         created_at=_iso(deps),
     )
+    post_chain_notice(deps, ref, facts, mentioned)  # before the reply: a retried step writes it once
     if finish_states is not None and len(notices) <= MAX_NOTICES_IN_TRANSACTION:
         _post_and_finish(deps, state, msg, wakes, notices, finish_states)
         return state.model_copy(update={"budget": budget(deps, run)})

@@ -584,7 +584,7 @@
       $("runs-empty").hidden = runs.length > 0;
       for (const r of runs.slice(0, 50)) {
         list.append(el("li", { "data-run": r.run_id },
-          el("p", { class: "line" }, badge(r.status), "agent " + r.agent_id + " · hop " + r.hop),
+          el("p", { class: "line" }, badge(r.status), "agent " + r.agent_id + " · hop " + r.hop + " · chain " + (r.chain_id || "-")),
           el("p", { class: "meta", text: "started " + when(r.started_at) + (r.ended_at ? " · ended " + when(r.ended_at) : "") }),
           el("button", { type: "button", class: "secondary", text: "Timeline", "aria-label": "Timeline of run " + r.run_id,
                          on: { click: () => showRun(r.run_id, true) } })));
@@ -611,7 +611,7 @@
       state.openRun = runId;
       const box = $("run-detail");
       $("run-detail-title").textContent = "Run " + r.run_id;
-      const bits = ["agent " + r.agent_id, "status " + r.status, "hop " + r.hop, "started " + when(r.started_at)];
+      const bits = ["agent " + r.agent_id, "status " + r.status, "hop " + r.hop, "chain " + (r.chain_id || "-"), "started " + when(r.started_at)];
       if (r.ended_at) bits.push("ended " + when(r.ended_at));
       if (r.parked_s) bits.push("waited for approval " + Number(r.parked_s).toFixed(1) + " s");
       if (r.error_class) bits.push("error " + r.error_class + (r.error_message ? ": " + r.error_message : ""));
