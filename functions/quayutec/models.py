@@ -84,6 +84,9 @@ class Agent(_Model):
     # Who may wake it (design §3): anyone in the room, people only, or its own company's people
     # and agents. Checked at the claim.
     wake_from: Literal["anyone", "people", "own_company"] = "anyone"
+    # Paused by a person of its company (design §3): no run of it starts until it is resumed.
+    paused_at: str | None = None
+    paused_by: str | None = None
 
 
 #: A chain of wakes starts at most this many runs unless its room says otherwise (design §3).
@@ -330,8 +333,9 @@ class RunSettings(_Model):
 
 
 #: Why a claimed wake did not start a run (design §2.1, §3): another execution holds it, its
-#: chain reached its bound, its chain was stopped, or the agent's ``wake_from`` refuses its writer.
-NotStartedReason = Literal["other_execution", "chain_full", "chain_stopped", "wake_from"]
+#: chain reached its bound, its chain was stopped, the agent's ``wake_from`` refuses its writer,
+#: or the agent is paused.
+NotStartedReason = Literal["other_execution", "chain_full", "chain_stopped", "wake_from", "paused"]
 
 
 class ClaimResult(_Model):

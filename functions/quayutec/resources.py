@@ -220,6 +220,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:batchget",  # the chain's counter, in the run's key reads
             "room:batchget",
             "room:put",  # a full chain's one notice
+            "room:check",  # the agent not paused, in the claim's transaction
             "room:query@by_time",
             "room:query@open_tasks",
             "rundata:put",

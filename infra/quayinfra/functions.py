@@ -42,6 +42,7 @@ _TABLE_OPS = {
     "put": "dynamodb:PutItem",
     "update": "dynamodb:UpdateItem",
     "delete": "dynamodb:DeleteItem",
+    "check": "dynamodb:ConditionCheckItem",  # a ConditionCheck entry of a transaction
 }
 _INDEXES = {(t, i.name) for t, tdef in _TABLE_TOUCHES.items() for i in tdef.indexes}
 

@@ -586,7 +586,9 @@ app.add_typer(agent_app, name="agent")
 def _agent_line(a: dict) -> str:
     key = "key stored" if a.get("key_stored") else "no key stored"
     base = f"  base_url {a['base_url']}" if a.get("base_url") else ""
-    return f"{a['id']}  ({a['company']})  {a['provider']} {a['model']}  {key}{base}"
+    wake = f"  wakes from {a['wake_from']}" if a.get("wake_from", "anyone") != "anyone" else ""
+    paused = f"  paused by {a.get('paused_by')} at {a['paused_at']}" if a.get("paused_at") else ""
+    return f"{a['id']}  ({a['company']})  {a['provider']} {a['model']}  {key}{base}{wake}{paused}"
 
 
 @agent_app.command("register")
@@ -612,6 +614,10 @@ def agent_register(
         ),
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="An openai-compatible agent's model address.")] = None,
+    wake_from: Annotated[
+        str | None,
+        typer.Option(help="Who may wake it: anyone (the default), people, or own_company."),
+    ] = None,
     as_json: JsonOpt = False,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
@@ -619,9 +625,32 @@ def agent_register(
     """Register an always-on agent of your company."""
     a = _run(
         lambda: _client(url, token).register_agent(
-            agent_id, provider, model, instructions=instructions, api_key=api_key, base_url=base_url
+            agent_id,
+            provider,
+            model,
+            instructions=instructions,
+            api_key=api_key,
+            base_url=base_url,
+            wake_from=wake_from,
         )
     )
+    _show(a, as_json, lambda a: [_agent_line(a)])
+
+
+AgentArg = Annotated[str, typer.Argument(metavar="AGENT", help="Your agent's name or id.")]
+
+
+@agent_app.command("pause")
+def agent_pause(agent: AgentArg, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Pause your agent: no run of it starts until you resume it (a notice in its rooms says so)."""
+    a = _run(lambda: _client(url, token).pause_agent(agent))
+    _show(a, as_json, lambda a: [_agent_line(a)])
+
+
+@agent_app.command("resume")
+def agent_resume(agent: AgentArg, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Resume your paused agent: the next message or task meant for it wakes it again."""
+    a = _run(lambda: _client(url, token).resume_agent(agent))
     _show(a, as_json, lambda a: [_agent_line(a)])
 
 

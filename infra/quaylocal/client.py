@@ -157,9 +157,12 @@ class QuayClient:
         instructions: str = "",
         api_key: str | None = None,
         base_url: str | None = None,
+        wake_from: str | None = None,
     ) -> dict:
         """Register your company's agent ``name``; its id is ``{company}.{name}``."""
         body: dict[str, Any] = {"name": name, "provider": provider, "model": model, "instructions": instructions}
+        if wake_from is not None:
+            body["wake_from"] = wake_from
         if api_key is not None:
             body["api_key"] = api_key
         if base_url is not None:
@@ -169,6 +172,14 @@ class QuayClient:
     def agents(self) -> list[dict]:
         """Your company's agents."""
         return self.call("GET", "/agents")["agents"]
+
+    def pause_agent(self, agent: str) -> dict:
+        """Pause your company's agent (its name or id): no run of it starts until it is resumed."""
+        return self.call("POST", f"/agents/{_seg(agent)}/pause")
+
+    def resume_agent(self, agent: str) -> dict:
+        """Resume your company's paused agent."""
+        return self.call("POST", f"/agents/{_seg(agent)}/resume")
 
     # ------------------------------------------------------------------ rooms
     def rooms(self) -> list[str]:

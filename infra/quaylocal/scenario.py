@@ -24,6 +24,7 @@ from quayutec.logic import files as room_files
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import new_room_id
 from quayutec.logic.room_service import RoomService
+from quayutec.logic.stops import Stops
 from quayutec.models import (
     DEFAULT_MAX_RUNS_PER_CHAIN,
     FINAL_STATUSES,
@@ -120,17 +121,27 @@ class SDecide(_Strict):
     action: str
 
 
+class SAgentStep(_Strict):
+    as_: str = Field(alias="as")
+    agent: str
+
+
 class SStep(_Strict):
     post: SPost | None = None
     task: STask | None = None
     approve: SDecide | None = None
     deny: SDecide | None = None
+    pause: SAgentStep | None = None
+    resume: SAgentStep | None = None
     redeliver_last_wake: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _one(self) -> SStep:
-        if sum(v is not None for v in (self.post, self.task, self.approve, self.deny, self.redeliver_last_wake)) != 1:
-            raise ValueError("each step has exactly one of post, task, approve, deny, redeliver_last_wake")
+        steps = (self.post, self.task, self.approve, self.deny, self.pause, self.resume, self.redeliver_last_wake)
+        if sum(v is not None for v in steps) != 1:
+            raise ValueError(
+                "each step has exactly one of post, task, approve, deny, pause, resume, redeliver_last_wake"
+            )
         return self
 
 
@@ -418,6 +429,18 @@ class Player:
             result.events.append(
                 f"{s.as_} {'approved' if step.approve else 'denied'} {decided.summary} "
                 f"({agent_id}'s approval request {n})"
+            )
+        elif step.pause or step.resume:
+            ps = step.pause or step.resume
+            assert ps is not None
+            who = self._author(ps.as_)
+            agent = d.room.get_agent(ps.agent)
+            if agent is None or agent.company != who.company:
+                raise LookupError(f"{ps.as_} has no agent {ps.agent!r} to {'pause' if step.pause else 'resume'}")
+            stops = Stops(d.room, Directory(d.room))
+            done = stops.pause(agent, who) if step.pause else stops.resume(agent, who)
+            result.events.append(
+                f"{ps.as_} {'paused' if step.pause else 'resumed'} {agent.id} (changed: {done.changed})"
             )
         elif step.redeliver_last_wake is not None:
             body = stack.last_wake_body

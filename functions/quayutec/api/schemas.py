@@ -196,6 +196,8 @@ class AgentOut(_Out):
     model: str
     instructions: str
     wake_from: str = "anyone"
+    paused_at: str | None = Field(default=None, description="Set while the agent is paused: no run of it starts")
+    paused_by: str | None = None
     base_url: str | None = None
     key_stored: bool = Field(description="A key for this company and provider is in Secrets Manager")
 

@@ -106,7 +106,14 @@ class LedgerStore:
         return self._client or dynamodb()
 
     # ------------------------------------------------------------------ claim
-    def claim(self, run: RunRecord, execution_start: str, *, max_runs_per_chain: int) -> Claim:
+    def claim(
+        self,
+        run: RunRecord,
+        execution_start: str,
+        *,
+        max_runs_per_chain: int,
+        agent_item: tuple[str, dict[str, str]] | None = None,
+    ) -> Claim:
         """Claim ``(agent_id, wake_id)`` for ``run.execution_arn``, count the run in its chain and
         open its ledger entry, in one transaction (design §2.1, §3). The claim is never released.
 
@@ -116,50 +123,63 @@ class LedgerStore:
         started ``max_runs_per_chain`` runs, or that a person stopped, makes the wake claimed as
         refused (:meth:`refuse`): no retry or redelivery can ever run it. The holder and the
         chain's state come from the cancellation reasons (``ReturnValuesOnConditionCheckFailure:
-        ALL_OLD``), no second read. Raises TransientError on throttling or a conflicting
-        transaction (a hot chain counter), ClientError otherwise."""
+        ALL_OLD``), no second read. ``agent_item``: ``(table, key)`` of the agent's item, checked
+        in the same transaction not to be paused (a pause answered before this claim refuses it,
+        whatever the run's earlier read found). Raises TransientError on throttling or a
+        conflicting transaction (a hot chain counter), ClientError otherwise."""
         chain = run.wake.chain_id
-        refusals = transact_refusals(
-            self.db,
-            [
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.claim_table,
+                    "Item": self._claim_item(run, execution_start),
+                    "ConditionExpression": "attribute_not_exists(agent_id)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": self._run_item(run),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": chain_key(run.room_id, chain),
+                    "UpdateExpression": "ADD runs :one SET room_id = :room, chain_id = :chain",
+                    "ConditionExpression": "attribute_not_exists(stopped_at) "
+                    "AND (attribute_not_exists(runs) OR runs < :max)",
+                    "ExpressionAttributeValues": {
+                        ":one": 1,
+                        ":room": run.room_id,
+                        ":chain": chain,
+                        ":max": max_runs_per_chain,
+                    },
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+        ]
+        if agent_item is not None:
+            table, key = agent_item
+            items.append(
                 {
-                    "Put": {
-                        "TableName": self.claim_table,
-                        "Item": self._claim_item(run, execution_start),
-                        "ConditionExpression": "attribute_not_exists(agent_id)",
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    "ConditionCheck": {
+                        "TableName": table,
+                        "Key": key,
+                        "ConditionExpression": "attribute_not_exists(paused_at)",
                     }
-                },
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": self._run_item(run),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": chain_key(run.room_id, chain),
-                        "UpdateExpression": "ADD runs :one SET room_id = :room, chain_id = :chain",
-                        "ConditionExpression": "attribute_not_exists(stopped_at) "
-                        "AND (attribute_not_exists(runs) OR runs < :max)",
-                        "ExpressionAttributeValues": {
-                            ":one": 1,
-                            ":room": run.room_id,
-                            ":chain": chain,
-                            ":max": max_runs_per_chain,
-                        },
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
-            ],
-        )
+                }
+            )
+        refusals = transact_refusals(self.db, items)
         if refusals is None:
             return Claim(ClaimOutcome.CLAIMED)
-        held, _entry, counter = refusals
+        held, _entry, counter = refusals[:3]
         if held is not None:
             return self._held(run, execution_start, held.item)
+        if agent_item is not None and refusals[3] is not None:
+            return self.refuse(run, execution_start, "paused")
         if counter is not None:
             stopped = counter.item is not None and "stopped_at" in counter.item
             return self.refuse(run, execution_start, "chain_stopped" if stopped else "chain_full")

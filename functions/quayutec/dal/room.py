@@ -77,6 +77,11 @@ def _strip(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k not in {"pk", "sk", "lsi1sk", "gsi1pk", "gsi1sk", "wakes", "type"}}
 
 
+def agent_key(agent_id: str) -> dict[str, str]:
+    """The key of an agent's item in the room table."""
+    return {"pk": f"AGENT#{agent_id}", "sk": "META"}
+
+
 def _room_of(item: dict[str, Any]) -> Room:
     return Room.model_validate({k: v for k, v in _strip(item).items() if k not in ("agents", "memory")})
 
@@ -161,9 +166,33 @@ class RoomStore:
         item = self._get(f"AGENT#{agent_id}", "META")
         return Agent.model_validate(_strip(item)) if item else None
 
+    def set_agent_paused(self, agent_id: str, by: str, at: str) -> bool:
+        """Mark an existing agent paused by ``by`` at ``at`` (ISO-8601); ``False`` when it is
+        paused already (the first pause stands) or does not exist. Raises TransientError on
+        throttling."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=agent_key(agent_id),
+            UpdateExpression="SET paused_at = :at, paused_by = :by",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(paused_at)",
+            ExpressionAttributeValues={":at": at, ":by": by},
+        )
+
+    def clear_agent_paused(self, agent_id: str) -> bool:
+        """Resume a paused agent; ``False`` when it was not paused. Raises TransientError on
+        throttling."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=agent_key(agent_id),
+            UpdateExpression="REMOVE paused_at, paused_by",
+            ConditionExpression="attribute_exists(paused_at)",
+        )
+
     def put_room(self, room: Room) -> None:
-        """Write a room's item (set-up and tests; the API creates rooms through the directory)
-        and its member items. A new room item starts with empty ``agents`` and ``memory`` maps; a
+        """Write a room's item (set-up and tests; the API creates rooms through the directory),
+        its member items and each member's index entry. A new room item starts with empty ``agents`` and ``memory`` maps; a
         room written again keeps its maps."""
         fields = room.model_dump(mode="json", exclude_none=True)
         key = {"pk": _room_pk(room.id), "sk": "META"}
@@ -188,6 +217,16 @@ class RoomStore:
                 self.db.put_item(
                     TableName=self.table,
                     Item={"pk": _room_pk(room.id), "sk": f"MEMBER#{company}", "type": "member", "company": company},
+                )
+                # the company's index of its rooms, as the directory writes it (Directory.rooms_of)
+                self.db.put_item(
+                    TableName=self.table,
+                    Item={
+                        "pk": f"COMPANY#{company}",
+                        "sk": f"ROOM#{room.id}",
+                        "type": "company_room",
+                        "room_id": room.id,
+                    },
                 )
 
     def get_room(self, room_id: str, consistent: bool = True) -> Room | None:

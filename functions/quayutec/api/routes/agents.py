@@ -20,6 +20,7 @@ from quayutec.dal.aws import error_code, transient_errors
 from quayutec.deps import secret_name
 from quayutec.errors import Conflict, InvalidInput
 from quayutec.logic import ids
+from quayutec.logic.stops import Stops
 from quayutec.models import Agent
 from quayutec.providers.egress import url_problem
 
@@ -123,3 +124,28 @@ def list_agents() -> AgentList:
 def get_agent(agent_id: AgentId) -> AgentOut:
     svc = services()
     return _out(svc, own_agent(svc, agent_id, caller()))
+
+
+@router.post(
+    "/agents/<agent_id>/pause",
+    tags=["agents"],
+    summary="Pause one of your company's agents: no run of it starts until it is resumed",
+)
+def pause_agent(agent_id: AgentId) -> AgentOut:
+    """A person of the agent's company only (another company's agent answers 404). Idempotent:
+    pausing a paused agent changes nothing. Each pause is a notice in the agent's rooms naming
+    who paused it (design §3)."""
+    who = caller()
+    svc = services()
+    agent = own_agent(svc, agent_id, who)
+    return _out(svc, Stops(svc.deps.room, svc.directory).pause(agent, who.author()).agent)
+
+
+@router.post("/agents/<agent_id>/resume", tags=["agents"], summary="Resume one of your company's paused agents")
+def resume_agent(agent_id: AgentId) -> AgentOut:
+    """A person of the agent's company only. Idempotent; a notice in the agent's rooms names who
+    resumed it (design §3)."""
+    who = caller()
+    svc = services()
+    agent = own_agent(svc, agent_id, who)
+    return _out(svc, Stops(svc.deps.room, svc.directory).resume(agent, who.author()).agent)

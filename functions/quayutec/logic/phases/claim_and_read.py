@@ -10,7 +10,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.dal.files import files_pk
 from quayutec.dal.ledger import ClaimOutcome, chain_key
-from quayutec.dal.room import RunReads
+from quayutec.dal.room import RunReads, agent_key
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import files as room_files
@@ -48,8 +48,9 @@ def claim(
 
     The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
     Claim step of the same execution carries on; any other execution — also one that reuses the
-    name after Step Functions' 90 days — does nothing. A wake whose writer the agent's
-    ``wake_from`` does not admit, or whose chain is full or stopped, is claimed as not started
+    name after Step Functions' 90 days — does nothing. A wake of a paused agent (as its read
+    found it, or as the claim's transaction checks it), whose writer the agent's ``wake_from``
+    does not admit, or whose chain is full or stopped, is claimed as not started
     and starts nothing (a full chain posts its one notice). ``reads``: the run's consistent key
     reads (the agent, whose company rights rest on, ``None`` when not registered: the run is
     claimed, then fails; the room and its chain bound; the chain's counter).
@@ -79,10 +80,13 @@ def claim(
     )
     start = execution_start or ""
     max_runs = reads.room.max_runs_per_chain if reads.room is not None else DEFAULT_MAX_RUNS_PER_CHAIN
-    if agent is not None and not wake_rules.may_wake(agent.wake_from, agent.company, wake.by_kind, wake.by_company):
+    if agent is not None and agent.paused_at is not None:
+        found = deps.ledger.refuse(record, start, "paused")
+    elif agent is not None and not wake_rules.may_wake(agent.wake_from, agent.company, wake.by_kind, wake.by_company):
         found = deps.ledger.refuse(record, start, "wake_from")
     else:
-        found = deps.ledger.claim(record, start, max_runs_per_chain=max_runs)
+        agent_item = (deps.room.table, agent_key(wake.agent_id)) if agent is not None else None
+        found = deps.ledger.claim(record, start, max_runs_per_chain=max_runs, agent_item=agent_item)
     if found.outcome == ClaimOutcome.OTHER:
         logger.warning(
             "wake already claimed by another execution", extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id}

@@ -1,0 +1,91 @@
+"""A person pauses their company's agent and resumes it (design §3): no run of a paused agent
+starts, however its wake arrives; the claim checks the pause in its own transaction too, so a run
+whose key read came before the pause is refused all the same. Real path on the local stack."""
+
+from __future__ import annotations
+
+from runhelpers import Env
+
+from quayutec.dal.directory import Directory
+from quayutec.dal.ledger import ClaimOutcome, chain_key
+from quayutec.dal.room import agent_key
+from quayutec.logic.room_service import RoomService
+from quayutec.logic.stops import Stops
+from quayutec.models import Author, RunRecord, Wake, now_iso
+
+ANN = Author(kind="person", id="ann", company="acme")
+BOB = Author(kind="person", id="bob", company="bolt")
+
+
+def _stops(env: Env) -> Stops:
+    return Stops(env.deps.room, Directory(env.deps.room))
+
+
+def _notices(env: Env) -> list[str]:
+    return [m.text for m in env.deps.room.all_messages("r1") if m.kind == "notice"]
+
+
+def test_a_paused_agent_starts_no_run_until_it_is_resumed(env: Env) -> None:
+    a1 = env.deps.room.get_agent("a1")
+    assert a1 is not None
+    paused = _stops(env).pause(a1, ANN)
+    assert paused.changed and paused.agent.paused_by == "ann" and paused.agent.paused_at
+    again = _stops(env).pause(paused.agent, ANN)  # idempotent: the first pause stands, one notice
+    assert not again.changed and again.agent.paused_at == paused.agent.paused_at
+    assert _notices(env) == ["a1 was paused by ann (acme): no run of it starts until it is resumed."]
+    rooms = RoomService(env.deps.room)
+    msg = rooms.post_message("r1", BOB, "@a1 @b1 anyone there?", [])
+    env.stack.wait_quiet(30)
+    assert env.server.count("a1") == 0 and env.server.count("b1") == 1, "the paused agent made no request"
+    assert [r.agent_id for r in env.deps.ledger.runs_in_room("r1")] == ["b1"], "no ledger entry for a1"
+    claim = env.deps.ledger.get_claim("a1", f"msg:{msg.id}")
+    assert claim is not None and claim["not_started"] == "paused", "the wake is claimed as not started, for good"
+    resumed = _stops(env).resume(paused.agent, ANN)
+    assert resumed.changed and resumed.agent.paused_at is None
+    assert _notices(env)[-1] == "a1 was resumed by ann (acme)."
+    rooms.post_message("r1", BOB, "@a1 and now?", [])
+    env.stack.wait_quiet(30)
+    assert env.server.count("a1") == 1, "after resume, a new message wakes it again"
+
+
+def test_the_claim_checks_the_pause_in_its_own_transaction(env: Env) -> None:
+    """A run that read the agent before the pause and claims after it is refused: the claim's
+    transaction holds a ConditionCheck on the agent item (its earlier read is not trusted)."""
+    wake = Wake(
+        agent_id="a1",
+        wake_id="msg:m-late",
+        room_id="r1",
+        hop=0,
+        chain_id="m-late",
+        by_kind="person",
+        by_company="acme",
+        cause_kind="message",
+        cause_id="m-late",
+    )
+    now = now_iso()
+    record = RunRecord(
+        run_id="run-late",
+        agent_id="a1",
+        company="acme",
+        room_id="r1",
+        wake_id=wake.wake_id,
+        wake=wake,
+        hop=0,
+        chain_id=wake.chain_id,
+        execution_arn="arn:aws:states:us-east-1:123456789012:execution:sm:run-late",
+        status="running",
+        started_at=now,
+        updated_at=now,
+    )
+    a1 = env.deps.room.get_agent("a1")
+    assert a1 is not None and a1.paused_at is None  # what the run's key read found
+    _stops(env).pause(a1, ANN)
+    guard = (env.deps.room.table, agent_key("a1"))
+    found = env.deps.ledger.claim(record, "t0", max_runs_per_chain=24, agent_item=guard)
+    assert (found.outcome, found.not_started) == (ClaimOutcome.REFUSED, "paused")
+    # the same execution's retried claim finds its refusal; nothing was counted or opened
+    retried = env.deps.ledger.claim(record, "t0", max_runs_per_chain=24, agent_item=guard)
+    assert (retried.outcome, retried.not_started) == (ClaimOutcome.REFUSED, "paused")
+    assert env.deps.ledger.get_run("run-late") is None
+    counter = env.deps.ledger.db.get_item(TableName=env.deps.ledger.table, Key=chain_key("r1", "m-late")).get("Item")
+    assert counter is None, "a refused claim counts no run in its chain"
