@@ -327,6 +327,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:get",
             "ledger:query",
             "ledger:query@runs_by_room",
+            "ledger:update",  # a chain's stop flag (its counter item)
             "idempotency:get",
             "idempotency:put",
             "idempotency:update",

@@ -661,6 +661,23 @@ def agent_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: Token
     _show(agents, as_json, lambda agents: map(_agent_line, agents), empty="no agents")
 
 
+chain_app = typer.Typer(no_args_is_help=True, help="Chains of agent wakes (a run's chain_id: quay ledger).")
+app.add_typer(chain_app, name="chain")
+
+
+@chain_app.command("stop")
+def chain_stop(
+    room: Annotated[str, typer.Argument(metavar="ROOM", help="The room's id.")],
+    chain: Annotated[str, typer.Argument(metavar="CHAIN", help="The chain's id: a run's chain_id.")],
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """Stop a chain of agent wakes: no further run of it starts (a notice in the room says who)."""
+    r = _run(lambda: _client(url, token).stop_chain(room, chain))
+    _show(r, as_json, lambda r: [f"chain {r['chain_id']} " + ("stopped" if r["stopped"] else "was stopped already")])
+
+
 # ----------------------------------------------------------------------------- rights policy
 policy_app = typer.Typer(no_args_is_help=True, help="Your company's rights policy over its agents' actions.")
 app.add_typer(policy_app, name="policy")

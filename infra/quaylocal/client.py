@@ -177,6 +177,10 @@ class QuayClient:
         """Pause your company's agent (its name or id): no run of it starts until it is resumed."""
         return self.call("POST", f"/agents/{_seg(agent)}/pause")
 
+    def stop_chain(self, room: str, chain: str) -> dict:
+        """Stop a chain of agent wakes in a room: no further run of it starts."""
+        return self.call("POST", f"/rooms/{_seg(room)}/chains/{_seg(chain)}/stop")
+
     def resume_agent(self, agent: str) -> dict:
         """Resume your company's paused agent."""
         return self.call("POST", f"/agents/{_seg(agent)}/resume")

@@ -4,11 +4,13 @@ whose key read came before the pause is refused all the same. Real path on the l
 
 from __future__ import annotations
 
+import pytest
 from runhelpers import Env
 
 from quayutec.dal.directory import Directory
 from quayutec.dal.ledger import ClaimOutcome, chain_key
 from quayutec.dal.room import agent_key
+from quayutec.errors import NotFound
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.stops import Stops
 from quayutec.models import Author, RunRecord, Wake, now_iso
@@ -89,3 +91,56 @@ def test_the_claim_checks_the_pause_in_its_own_transaction(env: Env) -> None:
     assert env.deps.ledger.get_run("run-late") is None
     counter = env.deps.ledger.db.get_item(TableName=env.deps.ledger.table, Key=chain_key("r1", "m-late")).get("Item")
     assert counter is None, "a refused claim counts no run in its chain"
+
+
+def test_a_stopped_chain_starts_no_further_run(env: Env) -> None:
+    """Any person in the room stops a chain: its next wakes are claimed as not started; a new
+    message starts a new chain as before."""
+    env.server.set_script("a1", [{"reply": {"text": "@b1 your turn"}}])
+    env.server.set_script("b1", [{"reply": {"text": "thanks"}}] * 2)
+    rooms = RoomService(env.deps.room)
+    msg = rooms.post_message("r1", ANN, "@a1 start", [])
+    stops = Stops(env.deps.room, Directory(env.deps.room), env.deps.ledger)
+    env.stack.wait_quiet(30)
+    # a1 ran and woke b1, which ran: two runs of the chain; now bob stops it
+    assert sorted(r.agent_id for r in env.deps.ledger.runs_in_room("r1")) == ["a1", "b1"]
+    assert stops.stop_chain("r1", msg.id, BOB) is True
+    assert stops.stop_chain("r1", msg.id, BOB) is False, "idempotent: one notice"
+    stop_notices = [t for t in _notices(env) if "was stopped by bob (bolt)" in t]
+    assert len(stop_notices) == 1
+    # a wake of the stopped chain (as a run of it would send) is claimed as not started
+    wake = Wake(
+        agent_id="a1",
+        wake_id="run:x:reply:a1",
+        room_id="r1",
+        hop=2,
+        chain_id=msg.id,
+        by_kind="agent",
+        by_company="bolt",
+        cause_kind="message",
+        cause_id=msg.id,
+    )
+    now = now_iso()
+    record = RunRecord(
+        run_id="run-after-stop",
+        agent_id="a1",
+        company="acme",
+        room_id="r1",
+        wake_id=wake.wake_id,
+        wake=wake,
+        hop=2,
+        chain_id=msg.id,
+        execution_arn="arn:aws:states:us-east-1:123456789012:execution:sm:run-after-stop",
+        status="running",
+        started_at=now,
+        updated_at=now,
+    )
+    found = env.deps.ledger.claim(record, "t0", max_runs_per_chain=24)
+    assert (found.outcome, found.not_started) == (ClaimOutcome.REFUSED, "chain_stopped")
+    # an unknown chain is 404-shaped
+    with pytest.raises(NotFound):
+        stops.stop_chain("r1", "no-such-chain", BOB)
+    # a new message starts a new chain and wakes as before
+    rooms.post_message("r1", BOB, "@b1 again", [])
+    env.stack.wait_quiet(30)
+    assert env.server.count("b1") == 2

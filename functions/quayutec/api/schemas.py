@@ -256,6 +256,12 @@ class ApprovalList(_Out):
 
 
 # ----------------------------------------------------------------------------- runs
+class ChainStopped(_Out):
+    room_id: str
+    chain_id: str
+    stopped: bool = Field(description="This request stopped it (false: it was stopped before)")
+
+
 class RunList(_Out):
     runs: list[RunRecord]
 

@@ -185,6 +185,27 @@ class LedgerStore:
             return self.refuse(run, execution_start, "chain_stopped" if stopped else "chain_full")
         return Claim(ClaimOutcome.OTHER)  # a ledger entry without its claim: never this execution's
 
+    def stop_chain(self, room_id: str, chain_id: str, by: str, at: str) -> str:
+        """Mark a chain stopped (``by``: who, ``at``: ISO-8601): the claim refuses its wakes from
+        now on (design §3). Returns ``"stopped"``, ``"already"`` (stopped before: the first stop
+        stands) or ``"unknown"`` (no run of this room ever claimed in that chain). Raises
+        TransientError on throttling."""
+        try:
+            with transient_errors():
+                self.db.update_item(
+                    TableName=self.table,
+                    Key=chain_key(room_id, chain_id),
+                    UpdateExpression="SET stopped_at = :at, stopped_by = :by",
+                    ConditionExpression="attribute_exists(runs) AND attribute_not_exists(stopped_at)",
+                    ExpressionAttributeValues={":at": at, ":by": by},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            return "stopped"
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+            return "already" if plain_item(exc.response.get("Item")) else "unknown"
+
     def refuse(self, run: RunRecord, execution_start: str, reason: str) -> Claim:
         """Claim ``(agent_id, wake_id)`` as not started (``reason``: models.NotStartedReason),
         with no ledger entry and nothing counted: the wake is done for good. Another holder

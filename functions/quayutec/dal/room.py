@@ -192,8 +192,8 @@ class RoomStore:
 
     def put_room(self, room: Room) -> None:
         """Write a room's item (set-up and tests; the API creates rooms through the directory),
-        its member items and each member's index entry. A new room item starts with empty ``agents`` and ``memory`` maps; a
-        room written again keeps its maps."""
+        its member items and each member's index entry. A new room item starts with empty
+        ``agents`` and ``memory`` maps; a room written again keeps its maps."""
         fields = room.model_dump(mode="json", exclude_none=True)
         key = {"pk": _room_pk(room.id), "sk": "META"}
         if not put_new(self.db, self.table, {**key, "type": "room", "agents": {}, "memory": {}, **fields}):

@@ -1,5 +1,6 @@
 """People stop what agents do (design §3): a person of an agent's company pauses it (no run of it
-starts until it is resumed) and resumes it. One domain service for the API and the scenario
+starts until it is resumed) and resumes it; any person in a room stops a chain of wakes there (no
+further run of it starts). One domain service for the API and the scenario
 player alike.
 
 A pause is checked where it cannot be passed: the claim refuses a paused agent's wake, both by the
@@ -18,7 +19,9 @@ import hashlib
 from dataclasses import dataclass
 
 from quayutec.dal.directory import Directory
+from quayutec.dal.ledger import LedgerStore
 from quayutec.dal.room import RoomStore
+from quayutec.errors import NotFound
 from quayutec.models import Agent, Author, Message, now_iso
 
 
@@ -45,9 +48,36 @@ def _notice(room_id: str, agent: Agent, key: str, text: str) -> Message:
 class Stops:
     """Pause and resume an agent. ``store``: the room table; ``directory``: its listings."""
 
-    def __init__(self, store: RoomStore, directory: Directory) -> None:
+    def __init__(self, store: RoomStore, directory: Directory, ledger: LedgerStore | None = None) -> None:
         self.store = store
         self.directory = directory
+        self.ledger = ledger
+
+    def stop_chain(self, room_id: str, chain_id: str, person: Author) -> bool:
+        """Stop a chain of wakes of ``room_id`` (``person``: any person of a member company, the
+        caller checked membership): no further run of it starts (the claim refuses its wakes,
+        design §3), and one notice names who stopped it. Returns whether this request stopped it
+        (``False``: it was stopped before). Raises NotFound when no run of the room was ever
+        claimed in that chain, TransientError on throttling."""
+        assert self.ledger is not None, "Stops needs the ledger to stop a chain"
+        outcome = self.ledger.stop_chain(room_id, chain_id, person.id, now_iso())
+        if outcome == "unknown":
+            raise NotFound(f"room {room_id!r} has no chain {chain_id!r}")
+        if outcome == "stopped":
+            digest = hashlib.sha256(f"{room_id}\x00{chain_id}".encode()).hexdigest()[:24]
+            self.store.put_message(
+                Message(
+                    id=f"notice-chain-stop-{digest}",
+                    room_id=room_id,
+                    author=Author(kind="system", id="quayutec"),
+                    kind="notice",
+                    chain_id=chain_id,
+                    created_at=now_iso(),
+                    text=f"The chain of agent wakes {chain_id} was stopped by {person.id} ({person.company}): "
+                    "no further run of it starts.",
+                )
+            )
+        return outcome == "stopped"
 
     def _rooms_of_agent(self, agent: Agent) -> list[str]:
         """The rooms of the agent's company the agent is placed in (one query per room)."""

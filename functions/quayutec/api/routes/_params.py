@@ -13,6 +13,9 @@ RoomId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, d
 CompanyId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A company id")]
 AgentId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="An agent id")]
 TaskId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A task id")]
+ChainId = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A chain id (the write that started it)")
+]
 RunId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A run id")]
 ApprovalId = Annotated[
     str,

@@ -12,9 +12,10 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from quayutec import pricing
 from quayutec.api.access import member_room, services
 from quayutec.api.context import caller
-from quayutec.api.routes._params import Limit, RoomId, RunId
-from quayutec.api.schemas import RoomCost, RunDetail, RunList
+from quayutec.api.routes._params import ChainId, Limit, RoomId, RunId
+from quayutec.api.schemas import ChainStopped, RoomCost, RunDetail, RunList
 from quayutec.errors import InvalidInput, NotFound
+from quayutec.logic.stops import Stops
 from quayutec.models import iso, parse_iso
 
 Since = Annotated[
@@ -85,3 +86,19 @@ def get_run(run_id: RunId) -> RunDetail:
     if run is None or run.company != company:
         raise NotFound(f"run {run_id!r} does not exist")
     return RunDetail(run=run, requests=svc.deps.ledger.model_requests(run_id), actions=svc.deps.ledger.actions(run_id))
+
+
+@router.post(
+    "/rooms/<room_id>/chains/<chain_id>/stop",
+    tags=["runs"],
+    summary="Stop a chain of agent wakes in a room: no further run of it starts",
+)
+def stop_chain(room_id: RoomId, chain_id: ChainId) -> ChainStopped:
+    """Any person of a member company (design §3). Idempotent: stopping a stopped chain changes
+    nothing (``stopped: false``). 404 when no run of this room ever belonged to that chain; a
+    run's ``chain_id`` (``GET /rooms/{room}/runs``) names it."""
+    who = caller()
+    svc = services()
+    member_room(svc, room_id, who)
+    now = Stops(svc.deps.room, svc.directory, svc.deps.ledger).stop_chain(room_id, chain_id, who.author())
+    return ChainStopped(room_id=room_id, chain_id=chain_id, stopped=now)

@@ -1,0 +1,41 @@
+"""Who may pause an agent and stop a chain, through the API (design §3): a person of the agent's
+company pauses and resumes it (another company's person gets 404, as for any of its agents); any
+person in the room stops a chain there (a company outside the room may not)."""
+
+from __future__ import annotations
+
+import time
+
+from apihelpers import World
+
+
+def test_only_the_agents_company_pauses_and_resumes_it(light_world: World) -> None:
+    api, t = light_world.api, light_world.tokens
+    assert api.call("POST", "/agents/acme.a1/pause", t["bob"]).status == 404, "another company's agent"
+    paused = api.ok("POST", "/agents/a1/pause", t["ann"])
+    assert paused["paused_by"] == "ann" and paused["paused_at"]
+    assert api.ok("POST", "/agents/a1/pause", t["amy"])["paused_by"] == "ann", "idempotent: the first pause stands"
+    notices = [m["text"] for m in api.ok("GET", "/rooms/r1/messages", t["bob"])["messages"] if m["kind"] == "notice"]
+    assert notices == ["acme.a1 was paused by ann (acme): no run of it starts until it is resumed."]
+    resumed = api.ok("POST", "/agents/a1/resume", t["amy"])
+    assert resumed.get("paused_at") is None
+    assert api.call("POST", "/agents/acme.a1/resume", t["bob"]).status == 404
+
+
+def test_any_person_in_the_room_stops_a_chain_and_outsiders_may_not(light_world: World) -> None:
+    api, t = light_world.api, light_world.tokens
+    msg = api.ok("POST", "/rooms/r1/messages", t["ann"], {"text": "@a1 hello"})
+    deadline = time.monotonic() + 60
+    runs: list = []
+    while time.monotonic() < deadline and not runs:
+        runs = api.ok("GET", "/rooms/r1/runs", t["ann"])["runs"]
+        time.sleep(0.2)
+    assert runs and runs[0]["chain_id"] == msg["id"], "a person's message names the chain of its wakes"
+    chain = runs[0]["chain_id"]
+    assert api.call("POST", f"/rooms/r1/chains/{chain}/stop", t["carl"]).status in (403, 404), "not in the room"
+    assert api.call("POST", "/rooms/r1/chains/no-such-chain/stop", t["bob"]).status == 404
+    first = api.ok("POST", f"/rooms/r1/chains/{chain}/stop", t["bob"])
+    assert first == {"room_id": "r1", "chain_id": chain, "stopped": True}
+    assert api.ok("POST", f"/rooms/r1/chains/{chain}/stop", t["ann"])["stopped"] is False
+    texts = [m["text"] for m in api.ok("GET", "/rooms/r1/messages", t["ann"])["messages"]]
+    assert sum("was stopped by bob (bolt)" in x for x in texts) == 1
