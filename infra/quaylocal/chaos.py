@@ -49,7 +49,7 @@ BOB = Author(kind="person", id="bob", company="bolt")
 NO_RUN = "no run"  # the expected "status" when the claim never landed: nothing was claimed
 
 #: The writes that decide the expected final status (see :func:`expected_status`).
-CLAIM_WRITE = "claim:after:tx claims:CLAIM+ledger:RUN+ledger:CHAIN"
+CLAIM_WRITE = "claim:after:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META"
 REPLY_WRITE = "post_reply:after:put room:MSG"
 FINISH_WRITE = "finish:after:update ledger:RUN"
 #: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
@@ -199,10 +199,15 @@ def standard_matrix() -> list[Point]:
     def plain(at: str, kind: str, expect: str, *dies: str) -> Point:
         return Point(at, kind, expect, also=tuple(_die(d) for d in dies), plain=True)
 
-    claim_w, ctx_w = "claim:after:tx claims:CLAIM+ledger:RUN+ledger:CHAIN", "load_context:after:s3put s3:context"
+    claim_w, ctx_w = (
+        "claim:after:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META",
+        "load_context:after:s3put s3:context",
+    )
     req_w, reply_w = "call_model:after:put ledger:REQ", "call_model:after:put ledger:REQ#2"  # reply: with its outcome
     return [
-        case("claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN", "crash"),  # nothing claimed: no run at all
+        case(
+            "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META", "crash"
+        ),  # nothing claimed: no run at all
         case(claim_w, "crash"),
         case(ctx_w, "crash", claim_w),  # the claim retried: its own
         case(req_w, "crash", "load_context:end"),  # recorded, never sent

@@ -22,7 +22,7 @@ Injection points (names are stable, so a plan can name them):
   DynamoDB / S3 / SQS write is covered, present and future, without a hook per DAL method.
   ``{write}`` is ``{op} {what}``: op ``put`` / ``update`` / ``tx`` / ``delete`` / ``s3put`` /
   ``send``; what ``{table}:{sort-key prefix}`` (``room:MSG``, ``ledger:ACT``,
-  ``claims:CLAIM+ledger:RUN+ledger:CHAIN``), ``s3:{name}`` or ``sqs:wakes``. A write repeated inside one
+  ``claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META``), ``s3:{name}`` or ``sqs:wakes``. A write repeated inside one
   invocation gets ``#2``, ``#3`` … (``apply_actions:after:update ledger:ACT#2``). An ``after``
   point fires only when the write succeeded (it landed).
 * ``{phase}:start`` / ``{phase}:end`` — the invocation boundaries, called by the Lambda seam

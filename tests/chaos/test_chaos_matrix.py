@@ -57,7 +57,7 @@ def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
 # ----------------------------------------------------------------------------- the checks can fail
 TRACE = [
     "claim:start",
-    "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN",
+    "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META",
     chaos.CLAIM_WRITE,
     "claim:end",
     "post_reply:before:put room:MSG",
@@ -72,7 +72,7 @@ TRACE = [
 @pytest.mark.parametrize(
     ("at", "kind", "status"),
     [
-        ("claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN", "crash", chaos.NO_RUN),
+        ("claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META", "crash", chaos.NO_RUN),
         (chaos.CLAIM_WRITE, "crash", "failed_before_reply"),
         ("post_reply:before:put room:MSG", "crash", "failed_before_reply"),
         (chaos.REPLY_WRITE, "crash", "failed_after_reply"),

@@ -369,6 +369,7 @@ def test_table_access_is_exactly_the_touches(resources):
         "put": "PutItem",
         "update": "UpdateItem",
         "delete": "DeleteItem",
+        "check": "ConditionCheckItem",
     }
     for fdef in R.FUNCTIONS:
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
