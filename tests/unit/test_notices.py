@@ -1,0 +1,66 @@
+"""Company-only notices (design §5, quayutec.logic.notices): the helper's shape, the stored item
+(``visible_to`` only when set), who may read one, and what the model reads of it. The read paths
+that filter them are tested on the local stack: tests/api/test_api_notices.py (the messages API,
+its pages) and tests/run/test_company_notices.py (a run's context)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from quayutec.dal.room import RoomStore
+from quayutec.logic.notices import company_notice
+from quayutec.models import Author, Message, now_iso
+
+pytestmark = pytest.mark.unit  # no AWS, no network: make unit
+
+
+def _notice() -> Message:
+    return company_notice(id="notice-acme-key-r1", room_id="r1", company="acme", text="Your key expires soon.")
+
+
+def test_the_helper_builds_a_system_notice_only_its_company_sees() -> None:
+    n = _notice()
+    assert (n.id, n.room_id, n.kind, n.visible_to, n.text) == (
+        "notice-acme-key-r1",
+        "r1",
+        "notice",
+        "acme",
+        "Your key expires soon.",
+    )
+    assert n.author == Author(kind="system", id="quayutec") and n.to == [] and n.mentions == []
+    assert n.visible_to_company("acme") and not n.visible_to_company("bolt")
+    # deterministic: the caller's id is the write's key, so a retried step writes one item
+    assert company_notice(id=n.id, room_id="r1", company="acme", text=n.text).id == n.id
+
+
+@pytest.mark.parametrize("bad", ["msg-0123", "reply-run1", "notice-", "acme-key"])
+def test_the_helper_takes_only_notice_ids(bad: str) -> None:
+    with pytest.raises(ValueError, match="notice id"):
+        company_notice(id=bad, room_id="r1", company="acme", text="t")
+
+
+def test_only_a_system_notice_may_be_company_only() -> None:
+    ann = Author(kind="person", id="ann", company="acme")
+    with pytest.raises(ValidationError, match="only a system notice"):
+        Message(id="msg-1", room_id="r1", author=ann, text="secret", visible_to="acme", created_at=now_iso())
+    with pytest.raises(ValidationError, match="only a system notice"):
+        Message(
+            id="reply-1",
+            room_id="r1",
+            author=Author(kind="system", id="quayutec"),
+            kind="reply",
+            text="t",
+            visible_to="acme",
+            created_at=now_iso(),
+        )
+    everyone = Message(id="msg-2", room_id="r1", author=ann, text="hi", created_at=now_iso())
+    assert everyone.visible_to is None and everyone.visible_to_company("bolt")
+
+
+def test_the_stored_item_carries_visible_to_only_when_set() -> None:
+    store = RoomStore("room-table", client=object())  # builds items only: no call
+    item = store._message_item(_notice(), None)
+    assert item["visible_to"] == "acme" and item["sk"] == "MSG#notice-acme-key-r1"
+    plain = Message(id="msg-3", room_id="r1", author=Author(kind="person", id="ann"), text="hi", created_at=now_iso())
+    assert "visible_to" not in store._message_item(plain, None)
