@@ -64,3 +64,32 @@ def test_the_stored_item_carries_visible_to_only_when_set() -> None:
     assert item["visible_to"] == "acme" and item["sk"] == "MSG#notice-acme-key-r1"
     plain = Message(id="msg-3", room_id="r1", author=Author(kind="person", id="ann"), text="hi", created_at=now_iso())
     assert "visible_to" not in store._message_item(plain, None)
+
+
+def test_a_repeated_post_never_answers_a_notice_of_another_company() -> None:
+    """A person's post that finds its id taken answers the stored message: never a company-only
+    notice the author's company may not read (notice ids never take a message's ``msg-`` form;
+    this holds should one ever)."""
+    from quayutec.errors import Conflict
+    from quayutec.logic.room_service import RoomService
+    from quayutec.models import Room
+
+    notice = _notice()
+
+    class Store:
+        def get_room(self, room_id: str) -> Room:
+            return Room(id=room_id, members=["acme", "bolt"])
+
+        def room_agent_ids(self, room_id: str) -> list[str]:
+            return []
+
+        def put_message(self, message: Message, wakes: object) -> bool:
+            return False  # the id is taken
+
+        def get_message(self, room_id: str, message_id: str) -> Message:
+            return notice
+
+    rooms = RoomService(Store())  # type: ignore[arg-type]
+    with pytest.raises(Conflict):
+        rooms.post_message("r1", Author(kind="person", id="bob", company="bolt"), "hi")
+    assert rooms.post_message("r1", Author(kind="person", id="ann", company="acme"), "hi") is notice
