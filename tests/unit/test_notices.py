@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from quayutec.dal.room import RoomStore
 from quayutec.logic.notices import company_notice
+from quayutec.logic.prompt import user_text
 from quayutec.models import Author, Message, now_iso
 
 pytestmark = pytest.mark.unit  # no AWS, no network: make unit
@@ -64,6 +65,22 @@ def test_the_stored_item_carries_visible_to_only_when_set() -> None:
     assert item["visible_to"] == "acme" and item["sk"] == "MSG#notice-acme-key-r1"
     plain = Message(id="msg-3", room_id="r1", author=Author(kind="person", id="ann"), text="hi", created_at=now_iso())
     assert "visible_to" not in store._message_item(plain, None)
+
+
+def test_the_model_reads_that_only_its_company_sees_the_notice() -> None:
+    n = _notice().model_dump(mode="json")
+    ctx = {
+        "agent": {"id": "acme.a1", "company": "acme", "instructions": ""},
+        "room": {"id": "r1", "members": ["acme", "bolt"], "agents": []},
+        "messages": [n],
+        "open_tasks": [],
+        "memory": [],
+        "passages": [],
+        "cause": {"kind": "message", "message": n},
+    }
+    text = user_text(ctx)
+    assert "[system] (only acme sees this): Your key expires soon." in text
+    assert "Message from [system] (only acme sees this): Your key expires soon." in text
 
 
 def test_a_repeated_post_never_answers_a_notice_of_another_company() -> None:

@@ -428,19 +428,23 @@ class RoomStore:
         item = self._get(_room_pk(room_id), f"MSG#{message_id}")
         return Message.model_validate(_strip(item)) if item else None
 
-    def recent_messages(self, room_id: str, limit: int) -> list[Message]:
-        """The newest ``limit`` messages, oldest first (one bounded query on the LSI)."""
-        items = self._query(
-            IndexName="by_time",
-            KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
-            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "MSG#"},
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        return [Message.model_validate(_strip(i)) for i in reversed(items)]
+    def recent_messages(self, room_id: str, limit: int, *, reader: str) -> list[Message]:
+        """The newest ``limit`` messages a person or agent of company ``reader`` may read, oldest
+        first: bounded queries on the LSI, reading past other companies' company-only notices
+        (:func:`visible_messages`, design §5)."""
+        query = {
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "pk = :pk AND begins_with(lsi1sk, :p)",
+            "ExpressionAttributeValues": {":pk": _room_pk(room_id), ":p": "MSG#"},
+            "ScanIndexForward": False,
+        }
+        messages, _ = visible_messages(self.db, query, limit, reader)
+        return messages[::-1]
 
     def all_messages(self, room_id: str) -> list[Message]:
-        """Every message in time order (transcripts; never used by a run)."""
+        """Every message in time order, company-only notices included: the operator's view
+        (the scenario player's transcript, tests; never a run's or a person's read, design §5)."""
         items = paginate_query(
             self.db.query,
             TableName=self.table,
