@@ -509,7 +509,7 @@ def main() -> None:
             stack.wait_quiet()
             reply = next(
                 m
-                for m in quay_deps.default_deps().room.recent_messages("r1", 3)
+                for m in quay_deps.default_deps().room.recent_messages("r1", 3, reader="acme")
                 if m.kind == "reply" and m.created_at > msg.created_at
             )
             latencies.append((parse_iso(reply.created_at) - parse_iso(msg.created_at)).total_seconds())

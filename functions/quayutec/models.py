@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 Decision = Literal["allow", "ask", "deny"]
 ActionKind = Literal["remember", "create_task", "update_task", "close_task"]
@@ -138,6 +138,10 @@ class Wake(_Model):
 
 
 class Message(_Model):
+    """A room message. ``visible_to``: a company id when only that company's people and agents
+    may read it (a system notice, :mod:`quayutec.logic.notices`; design §5), ``None`` for the
+    whole room; stored only when set."""
+
     id: str
     room_id: str
     author: Author
@@ -147,7 +151,18 @@ class Message(_Model):
     kind: Literal["message", "reply", "notice"] = "message"
     run_id: str | None = None
     chain_id: str | None = None  # what a run wrote (or a chain's notice) carries its chain
+    visible_to: Id | None = None
     created_at: str
+
+    @model_validator(mode="after")
+    def _company_only_is_a_system_notice(self) -> Message:
+        if self.visible_to is not None and (self.kind != "notice" or self.author.kind != "system"):
+            raise ValueError("only a system notice may be visible to one company (visible_to)")
+        return self
+
+    def visible_to_company(self, company: str) -> bool:
+        """Whether a person or agent of ``company`` may read this message (design §5)."""
+        return self.visible_to is None or self.visible_to == company
 
 
 class Task(_Model):

@@ -64,6 +64,8 @@ def render(result: PlayResult) -> str:
         if kind == "msg":
             to = f" → {', '.join(item['to'])}" if item.get("to") else ""
             tag = {"reply": "reply", "notice": "notice", "message": "says"}[item["kind"]]
+            if item.get("visible_to"):  # a company-only notice: the operator's transcript shows it all
+                tag += f" (visible to {item['visible_to']} only)"
             add(f"[{item['created_at'][11:19]}] {_who(item['author'])} {tag}{to}:")
             for line in item["text"].rstrip().splitlines():
                 add(f"    {line}")

@@ -479,6 +479,8 @@ class Player:
     def _collect(self, stack: LocalStack, server: ProviderServer, result: PlayResult) -> None:
         d = quay_deps.default_deps()
         room_id = self.room_id
+        # The operator's view: every message, company-only notices of every company included
+        # (design §5); what a company's people or agents read is filtered (the API, a run's context).
         result.transcript = [m.model_dump(mode="json") for m in d.room.all_messages(room_id)]
         result.tasks = [
             t.model_dump(mode="json")

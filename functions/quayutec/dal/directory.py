@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from quayutec.dal.aws import is_condition_failure, paginate_query, transact_new, transient_errors, update_if
-from quayutec.dal.room import RoomStore, _strip
+from quayutec.dal.room import RoomStore, visible_messages
 from quayutec.errors import InvalidInput
 from quayutec.models import Agent, Company, Message, RightsPolicy, Room
 
@@ -206,23 +206,21 @@ class Directory:
 
     # ------------------------------------------------------------------ pages
     def messages_page(
-        self, room_id: str, limit: int, cursor: str | None = None, newest_first: bool = False
+        self, room_id: str, limit: int, cursor: str | None = None, newest_first: bool = False, *, reader: str
     ) -> tuple[list[Message], str | None]:
-        """One page of a room's messages in time order (one bounded query on the LSI) and the
-        cursor of the next page (``None`` on the last page)."""
+        """One page of the room's messages that a person of company ``reader`` may read, in time
+        order, and the cursor of the next page (``None`` on the last page). Other companies'
+        company-only notices are left out and the page is read on past them, boundedly: a page is
+        short only when it has a next cursor (:func:`quayutec.dal.room.visible_messages`, design §5)."""
         pk = f"ROOM#{room_id}"
-        kwargs: dict[str, Any] = {
+        query: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_time",
-            "Limit": limit,
             "KeyConditionExpression": "pk = :pk AND begins_with(lsi1sk, :p)",
             "ExpressionAttributeValues": {":pk": pk, ":p": "MSG#"},
             "ScanIndexForward": not newest_first,
         }
         if cursor:
-            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, pk=pk, prefix="MSG#")
-        with transient_errors():
-            page = self.db.query(**kwargs)
-        messages = [Message.model_validate(_strip(i)) for i in page.get("Items", [])]
-        last = page.get("LastEvaluatedKey")
+            query["ExclusiveStartKey"] = decode_cursor(cursor, pk=pk, prefix="MSG#")
+        messages, last = visible_messages(self.db, query, limit, reader)
         return messages, encode_cursor({k: last[k] for k in ("pk", "sk", "lsi1sk")} if last else None)

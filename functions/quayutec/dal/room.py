@@ -59,6 +59,15 @@ _NOT_EXISTS = "attribute_not_exists(pk)"
 #: BatchGetItem attempts at the keys DynamoDB left unprocessed (throttling) before giving up.
 _BATCH_ATTEMPTS = 5
 
+#: What a company may read of the room's messages (design §5): those for the whole room and its
+#: own company-only notices. A FilterExpression: DynamoDB applies it after ``Limit``, so a query
+#: may return fewer items than it evaluated (:func:`visible_messages` reads on).
+_VISIBLE = "attribute_not_exists(visible_to) OR visible_to = :reader"
+#: A page of messages reads at most this many times to fill itself past hidden notices...
+VISIBLE_READS = 8
+#: ...each read after the first evaluating at least this many items.
+_READ_AHEAD = 100
+
 
 def _room_pk(room_id: str) -> str:
     return f"ROOM#{room_id}"
@@ -80,6 +89,50 @@ def _strip(item: dict[str, Any]) -> dict[str, Any]:
 def agent_key(agent_id: str) -> dict[str, str]:
     """The key of an agent's item in the room table."""
     return {"pk": f"AGENT#{agent_id}", "sk": "META"}
+
+
+def _message_key(item: dict[str, Any]) -> dict[str, Any]:
+    """A message item's key on the ``by_time`` index (an ``ExclusiveStartKey``)."""
+    return {k: item[k] for k in ("pk", "sk", "lsi1sk")}
+
+
+def visible_messages(
+    db: Any, query: dict[str, Any], limit: int, reader: str
+) -> tuple[list[Message], dict[str, Any] | None]:
+    """Up to ``limit`` messages of a ``by_time`` query (``query``: its keyword arguments, maybe
+    with an ``ExclusiveStartKey``) that a person or agent of company ``reader`` may read, in the
+    query's order, and the key to read on from (``None``: the partition ended). Design §5.
+
+    Other companies' company-only notices are left out by a FilterExpression, which DynamoDB
+    applies after ``Limit``: a read that met some returns fewer than it evaluated, so this reads
+    on until ``limit`` messages are found or the partition ends, at most :data:`VISIBLE_READS`
+    queries. The first read evaluates ``limit`` items (a room without such notices costs what it
+    did), later ones at least 100. A page is short only when it carries a key, and that key is
+    its last message's (items read past it are read again on the next page), so it names no
+    hidden notice; except when the reads found nothing at all, where it is the last evaluated
+    item's key (the position of a hidden notice: its id and time, never its text) so that the
+    next page still moves on."""
+    kwargs = {
+        **query,
+        "FilterExpression": _VISIBLE,
+        "ExpressionAttributeValues": {**query["ExpressionAttributeValues"], ":reader": reader},
+    }
+    items: list[dict[str, Any]] = []
+    start: dict[str, Any] | None = kwargs.pop("ExclusiveStartKey", None)
+    for n in range(VISIBLE_READS):
+        if start is not None:
+            kwargs["ExclusiveStartKey"] = start
+        kwargs["Limit"] = limit if n == 0 else max(limit - len(items), _READ_AHEAD)
+        with transient_errors():
+            page = db.query(**kwargs)
+        items += page.get("Items", [])
+        start = page.get("LastEvaluatedKey")
+        if start is None or len(items) >= limit:
+            break
+    if len(items) > limit or (items and start is not None):
+        items = items[:limit]
+        start = _message_key(items[-1])
+    return [Message.model_validate(_strip(i)) for i in items], start
 
 
 def _room_of(item: dict[str, Any]) -> Room:
@@ -414,19 +467,23 @@ class RoomStore:
         item = self._get(_room_pk(room_id), f"MSG#{message_id}")
         return Message.model_validate(_strip(item)) if item else None
 
-    def recent_messages(self, room_id: str, limit: int) -> list[Message]:
-        """The newest ``limit`` messages, oldest first (one bounded query on the LSI)."""
-        items = self._query(
-            IndexName="by_time",
-            KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
-            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "MSG#"},
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        return [Message.model_validate(_strip(i)) for i in reversed(items)]
+    def recent_messages(self, room_id: str, limit: int, *, reader: str) -> list[Message]:
+        """The newest ``limit`` messages a person or agent of company ``reader`` may read, oldest
+        first: bounded queries on the LSI, reading past other companies' company-only notices
+        (:func:`visible_messages`, design §5)."""
+        query = {
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "pk = :pk AND begins_with(lsi1sk, :p)",
+            "ExpressionAttributeValues": {":pk": _room_pk(room_id), ":p": "MSG#"},
+            "ScanIndexForward": False,
+        }
+        messages, _ = visible_messages(self.db, query, limit, reader)
+        return messages[::-1]
 
     def all_messages(self, room_id: str) -> list[Message]:
-        """Every message in time order (transcripts; never used by a run)."""
+        """Every message in time order, company-only notices included: the operator's view
+        (the scenario player's transcript, tests; never a run's or a person's read, design §5)."""
         items = paginate_query(
             self.db.query,
             TableName=self.table,

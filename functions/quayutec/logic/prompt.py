@@ -1,6 +1,7 @@
 """The model's input for one run: a system prompt and one user turn rendering the room context
-that ClaimAndRead assembled (SPEC §2.2). Only what the agent's company may read is in the context,
-so only that reaches the model."""
+that ClaimAndRead assembled (design §2.2). Only what the agent's company may read is in the context
+(its own company-only memory lines and notices, none of another company's: design §5), so only
+that reaches the model."""
 
 from __future__ import annotations
 
@@ -29,6 +30,13 @@ def _author(a: dict[str, Any]) -> str:
     return f"{a['id']} ({a['company']})" if a.get("company") else a["id"]
 
 
+def _sender(m: dict[str, Any]) -> str:
+    """Who wrote a message, and, for a company-only notice (design §5), that only the agent's
+    own company sees it (the context holds no other company's)."""
+    who = _author(m["author"])
+    return f"{who} (only {m['visible_to']} sees this)" if m.get("visible_to") else who
+
+
 def _inline(text: Any) -> str:
     """Untrusted text inside one entry of the context: its own line breaks (any of them) are
     indented, so no line of it can pass for an entry (``- [...] ann (acme): ...``) or a section
@@ -46,7 +54,7 @@ def user_text(ctx: dict[str, Any]) -> str:
     lines: list[str] = []
     lines.append("## Recent messages (oldest first)")
     for m in ctx["messages"]:
-        lines.append(f"- [{m['created_at'][:19]}] {_author(m['author'])}: {_inline(m['text'])}")
+        lines.append(f"- [{m['created_at'][:19]}] {_sender(m)}: {_inline(m['text'])}")
     lines.append("\n## Open tasks sent to you")
     for t in ctx["open_tasks"] or []:
         lines.append(f'- {t["id"]} "{_inline(t["title"])}" from {_author(t["created_by"])}: {_inline(t["body"])}')
@@ -68,7 +76,7 @@ def user_text(ctx: dict[str, Any]) -> str:
     lines.append("\n## Why you woke")
     if cause["kind"] == "message":
         m = cause["message"]
-        lines.append(f"Message from {_author(m['author'])}: {_inline(m['text'])}")
+        lines.append(f"Message from {_sender(m)}: {_inline(m['text'])}")
     else:
         t, e = cause["task"], cause["event"]
         lines.append(

@@ -89,7 +89,8 @@ class RoomService:
         wakes = wake_rules.person_message_wakes(msg, recipients + mentioned)
         if not self.store.put_message(msg, wakes):
             existing = self.store.get_message(room_id, msg.id)
-            if existing is None:
+            # A repeat answers the stored message: never one the author's company may not read
+            if existing is None or not existing.visible_to_company(author.company or ""):
                 raise Conflict("message id collision")
             return existing
         return msg

@@ -1,5 +1,6 @@
 """Messages: a person posts as themselves (the author is the authenticated caller, never a body
-field); the room's transcript is read page by page."""
+field); the room's transcript is read page by page, without other companies' company-only
+notices (design §5)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,11 @@ def list_messages(
     cursor: Cursor = None,
     order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first")] = "asc",
 ) -> MessagePage:
+    who = caller()
     svc = services()
-    member_room(svc, room_id, caller())
-    messages, next_cursor = svc.directory.messages_page(room_id, limit, cursor, newest_first=order == "desc")
+    member_room(svc, room_id, who)
+    # Other companies' company-only notices are not the caller's to read (design §5).
+    messages, next_cursor = svc.directory.messages_page(
+        room_id, limit, cursor, newest_first=order == "desc", reader=who.require_company()
+    )
     return MessagePage(messages=messages, next_cursor=next_cursor)

@@ -171,7 +171,8 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
         raise RunStateInvalid("execution input has no wake")
     if wake.cause_kind == "message":
         msg = reads.message
-        if msg is None:
+        # Another company's company-only notice is not the agent's to read (design §5): as if absent
+        if msg is None or not msg.visible_to_company(agent.company):
             raise RunStateInvalid(f"wake cause message {wake.cause_id} not found")
         cause: dict[str, Any] = {"kind": "message", "message": msg.model_dump(mode="json")}
         query = msg.text
@@ -192,7 +193,10 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
             "agents": [{"id": a, "company": c} for a, c in agents.items()],
         },
         "cause": cause,
-        "messages": [m.model_dump(mode="json") for m in deps.room.recent_messages(ref.room_id, s.recent_messages)],
+        "messages": [
+            m.model_dump(mode="json")
+            for m in deps.room.recent_messages(ref.room_id, s.recent_messages, reader=agent.company)
+        ],
         "open_tasks": [t.model_dump(mode="json") for t in deps.room.open_tasks_for(ref.room_id, agent.id, 50)],
         "memory": [
             m.model_dump(mode="json")

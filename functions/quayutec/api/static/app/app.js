@@ -271,7 +271,9 @@
     flush();
     const item = el("li", { class: "msg " + (m.kind || "message"), "data-id": m.id },
       el("div", { class: "meta" }, el("span", { class: "author", text: who }), " · ", when(m.created_at),
-         m.to && m.to.length ? " · to " + m.to.join(", ") : ""),
+         m.to && m.to.length ? " · to " + m.to.join(", ") : "",
+         // A company-only notice (design §5): the API shows it only to that company's people
+         m.visible_to ? " · only " + m.visible_to + " sees this" : ""),
       body);
     if (m.run_id) {
       const outcomes = el("div", { class: "outcomes", "data-run": m.run_id });
