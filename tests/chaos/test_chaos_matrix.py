@@ -39,16 +39,21 @@ def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
     by the room stream), at most one reply, each held action decided and written at most once,
     a final ledger entry with the status SPEC §2.1 names, an honest ledger (an action is
     "written" exactly when it is in the room), and a next run that completed and saw what the
-    failed run wrote."""
+    failed run wrote. Chain cases (design §3) also find each chain's counter equal to its ledger
+    entries, the chain notices expected and a refused wake claimed ``not_started``, never run."""
     report, trace = chaos.run_matrix()
     table = chaos.render(report)
     assert report.ok, table
     assert report.duplicates == 0 and not report.non_final, table
     points = sum(c.faults for c in report.cases)
-    assert points >= 30, table
+    assert points == sum(p.count for p in chaos.standard_matrix()) >= 88, table  # every planned point played
     hit = {c.point for c in report.cases}
     for phase in PHASES:
         assert any(f"@{phase}:" in name for name in hit), f"no point in {phase}\n{table}"
+    # the claim under conflicts, a refused wake's refusal and notice, a full chain's notice by a run
+    assert any(name.startswith(f"conflict@{chaos.CLAIM_TX} x") for name in hit), table
+    for at in (chaos.REFUSAL_WRITE, chaos.CLAIM_NOTICE_WRITE, chaos.REPLY_NOTICE_WRITE):
+        assert any(f"@{at} [chain of" in name for name in hit), f"no case at {at}\n{table}"
     statuses = {c.status for c in report.cases}
     assert {"completed", "failed_before_reply", "failed_after_reply", chaos.NO_RUN} <= statuses, table
     assert chaos.REPLY_WRITE in trace and chaos.CLAIM_WRITE in trace and chaos.FINISH_WRITE in trace
