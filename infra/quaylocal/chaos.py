@@ -212,9 +212,20 @@ class Point:
         return 1 + len(self.also)
 
 
-def _landed(trace: list[str], at: str) -> set[str]:
-    """The writes landed when the fault at ``at`` fires (its own write too, for after/end)."""
+#: The part a merged invocation runs after another (design §2: ClaimAndRead, DecideAndPost,
+#: ApplyAndFinish).
+RUNS_ON = {"claim": "load_context", "decide_rights": "post_reply", "apply_actions": "finish"}
+
+
+def _landed(trace: list[str], at: str, kind: str = "") -> set[str]:
+    """The writes landed when the fault at ``at`` fires (its own write too, for after/end). A
+    StopExecution does not stop a running Lambda: stopped at the end of a merged invocation's
+    first part, the invocation runs its next part too, whose writes land."""
     k = trace.index(at)
+    then = RUNS_ON.get(at.removesuffix(":end")) if kind == "stop" and at.endswith(":end") else None
+    if then is not None and f"{then}:end" in trace[k:]:
+        k = trace.index(f"{then}:end", k)
+        at = trace[k]
     done = set(trace[:k])
     if ":before:" not in at and not at.endswith(":start"):
         done.add(at)
@@ -222,13 +233,13 @@ def _landed(trace: list[str], at: str) -> set[str]:
 
 
 def expected_status(trace: list[str], at: str, kind: str) -> str:
-    """SPEC §2.1 for a fault at ``at``: a ``die`` is retried and the run completes; a crash (or a
+    """Design §2 for a fault at ``at``: a ``die`` is retried and the run completes; a crash (or a
     StopExecution) ends the run — nothing claimed before the claim landed, ``completed`` once
     Finish landed, else ``failed_after_reply`` when the reply is in the room, else
     ``failed_before_reply``."""
     if kind in ("die", "die_end"):
         return "completed"
-    done = _landed(trace, at)
+    done = _landed(trace, at, kind)
     if CLAIM_WRITE not in done:
         return NO_RUN
     if FINISH_WRITE in done:

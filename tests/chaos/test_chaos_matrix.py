@@ -91,6 +91,35 @@ def test_expected_status_follows_spec_2_1(at: str, kind: str, status: str) -> No
     assert chaos.expected_status(TRACE, at, kind) == status
 
 
+@pytest.mark.parametrize(
+    ("at", "status"),
+    [
+        ("decide_rights:end", "failed_after_reply"),
+        ("apply_actions:end", "completed"),
+        ("claim:end", "failed_before_reply"),
+    ],
+)
+def test_a_stop_inside_a_merged_invocation_lets_the_invocation_run_its_next_part(at: str, status: str) -> None:
+    """StopExecution does not interrupt a running Lambda: stopped at the end of DecideAndPost's
+    first part, the invocation still posts the reply; of ApplyAndFinish's, it still finishes."""
+    trace = [
+        "claim:end",
+        "load_context:before:s3put s3:context",
+        "load_context:end",
+        "decide_rights:end",
+        "post_reply:before:put room:MSG",
+        chaos.REPLY_WRITE,
+        "post_reply:end",
+        "apply_actions:end",
+        "finish:before:update ledger:RUN",
+        chaos.FINISH_WRITE,
+        "finish:end",
+    ]
+    trace = [chaos.CLAIM_WRITE, *trace]
+    assert chaos.expected_status(trace, at, "stop") == status
+    assert chaos.expected_status(trace, at, "crash") != status or at == "claim:end"
+
+
 def _msg(i: str, text: str, run: str = "run-1") -> dict:
     return {
         "pk": "ROOM#r",
