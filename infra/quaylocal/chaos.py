@@ -9,7 +9,9 @@ room table's stream for items that are never rewritten), the reply at most once 
 run-derived id, every held action requested and decided at most once, the ledger entry final
 with the status SPEC §2.1 names for the point, the ledger honest about each action ("written"
 exactly when its write is in the room), no request left pending, the next run completed and saw
-what the failed run wrote.
+what the failed run wrote, and each chain's counter counted exactly the runs the ledger holds of
+it (design §3). Chain cases (:func:`chain_matrix`) bound the room's chains to 1 or 2 runs, so a
+wake is refused or a run posts the chain's notice, and check the notices and the refused claim.
 
 A clean case is traced alongside (the points its run passes, in order): the expected statuses
 follow from it (:func:`expected_status`) and ``quay chaos --full`` builds every point from it
@@ -37,10 +39,22 @@ from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, install_seams
 from quayutec import deps as quay_deps
 from quayutec import resources as r
+from quayutec.dal.ledger import chain_key
 from quayutec.logic.approvals import decide_approval
-from quayutec.logic.ids import action_write_id, execution_name, reply_message_id
+from quayutec.logic.ids import action_write_id, chain_notice_id, execution_name, reply_message_id, run_wake_id
 from quayutec.logic.room_service import RoomService
-from quayutec.models import FINAL_STATUSES, Agent, Author, Company, RightsPolicy, Room, Task, TaskEvent, Wake
+from quayutec.models import (
+    DEFAULT_MAX_RUNS_PER_CHAIN,
+    FINAL_STATUSES,
+    Agent,
+    Author,
+    Company,
+    RightsPolicy,
+    Room,
+    Task,
+    TaskEvent,
+    Wake,
+)
 
 CHAOS_SETTINGS = {faults.ENV_VAR: "1"}
 PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
@@ -49,11 +63,30 @@ BOB = Author(kind="person", id="bob", company="bolt")
 NO_RUN = "no run"  # the expected "status" when the claim never landed: nothing was claimed
 
 #: The writes that decide the expected final status (see :func:`expected_status`).
-CLAIM_WRITE = "claim:after:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META"
+# the claim, its ledger entry, its chain's count, the agent not paused
+CLAIM_TX = "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META"
+CLAIM_WRITE = CLAIM_TX.replace(":before:", ":after:")
 REPLY_WRITE = "post_reply:after:put room:MSG"
 FINISH_WRITE = "finish:after:update ledger:RUN"
 #: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
 PLAIN_END_WRITE = "post_reply:after:tx room:MSG+room:MSG+ledger:RUN"
+#: A wake its chain refuses (design §3): claimed as not started, then the chain's notice.
+REFUSAL_WRITE = "claim:after:put claims:CLAIM"
+CLAIM_NOTICE_WRITE = "claim:after:put room:MSG"
+#: A run that took its chain's last run and @mentions another agent: the chain's notice first.
+REPLY_NOTICE_WRITE = "post_reply:after:put room:MSG"
+
+
+def claim_retries(asl: dict[str, Any] | None = None) -> int:
+    """How often the state machine retries ClaimAndRead after a TransientError (its Retry's
+    ``MaxAttempts``: retries, not attempts; ``asl``: the definition, else the local stack's)."""
+    from quaylocal.stack import ASL_PATH
+
+    definition = asl if asl is not None else json.loads(ASL_PATH.read_text())
+    for retrier in definition["States"]["ClaimAndRead"].get("Retry", []):
+        if "TransientError" in retrier["ErrorEquals"]:
+            return int(retrier.get("MaxAttempts", 3))
+    return 0
 
 
 # ----------------------------------------------------------------------------- the seam
@@ -130,7 +163,18 @@ class Point:
     ``wakes``: the room keeps the default hop limit, so the run's writes wake the other agent
     (an outbox item); otherwise the room's hop limit is 0 and a notice says so (one run less).
     ``plain``: the reply declares no action and @mentions the other agent (past the hop limit: a
-    notice), so the run ends in DecideAndPost with one transaction (reply, notice, final write)."""
+    notice), so the run ends in DecideAndPost with one transaction (reply, notice, final write).
+    ``times``: how often the first fault fires (a ``conflict`` met again by each retry), after
+    letting its point pass ``skip`` times.
+
+    A chain case (``max_runs``: the room's ``max_runs_per_chain``, design §3) keeps the default
+    hop limit and its reply also @mentions the other agent. With 1 the run takes the chain's only
+    run: its writes wake no one and its reply posts the chain's notice first. With 2 the mention
+    takes the last run and the task the reply creates for the other agent wakes it again, after
+    the held action is approved: that wake is refused (claimed ``not_started``) and posts the
+    notice. ``on="refused"``: the faults hit the refused wake's execution, not the case's run.
+    ``notices``: the chain notices the room must hold (default: 1 in a chain case, else 0);
+    ``refusal``: what the refused wake's claim item records (``None``: no claim item at all)."""
 
     at: str
     kind: str
@@ -140,20 +184,49 @@ class Point:
     run_scoped: bool = True
     wakes: bool = False
     plain: bool = False
+    times: int = 1
+    skip: int = 0
+    max_runs: int | None = None
+    on: str = "run"
+    notices: int | None = None
+    refusal: str | None = "chain_full"
 
     @property
     def name(self) -> str:
         extra = "".join(f" + {k}@{p}" for p, k in self.also)
-        return f"{self.kind}@{self.at}{extra}"
+        times = f" x{self.times}" if self.times > 1 else ""
+        skip = f" after {self.skip}" if self.skip else ""
+        chain = f" [chain of {self.max_runs}{', the refused wake' if self.on == 'refused' else ''}]"
+        return f"{self.kind}@{self.at}{times}{skip}{chain if self.max_runs else ''}{extra}"
+
+    @property
+    def refuses(self) -> bool:
+        """The case's chain refuses a wake (see the class docstring)."""
+        return self.max_runs == 2 and not self.plain
+
+    @property
+    def chain_notices(self) -> int:
+        return self.notices if self.notices is not None else (1 if self.max_runs else 0)
 
     @property
     def count(self) -> int:
         return 1 + len(self.also)
 
 
-def _landed(trace: list[str], at: str) -> set[str]:
-    """The writes landed when the fault at ``at`` fires (its own write too, for after/end)."""
+#: The part a merged invocation runs after another (design §2: ClaimAndRead, DecideAndPost,
+#: ApplyAndFinish).
+RUNS_ON = {"claim": "load_context", "decide_rights": "post_reply", "apply_actions": "finish"}
+
+
+def _landed(trace: list[str], at: str, kind: str = "") -> set[str]:
+    """The writes landed when the fault at ``at`` fires (its own write too, for after/end). A
+    StopExecution does not stop a running Lambda: stopped at the end of a merged invocation's
+    first part, the invocation runs its next part too, whose writes land."""
     k = trace.index(at)
+    then = RUNS_ON.get(at.removesuffix(":end")) if kind == "stop" and at.endswith(":end") else None
+    if then is not None and f"{then}:end" in trace[k:]:
+        k = trace.index(f"{then}:end", k)
+        at = trace[k]
     done = set(trace[:k])
     if ":before:" not in at and not at.endswith(":start"):
         done.add(at)
@@ -161,13 +234,13 @@ def _landed(trace: list[str], at: str) -> set[str]:
 
 
 def expected_status(trace: list[str], at: str, kind: str) -> str:
-    """SPEC §2.1 for a fault at ``at``: a ``die`` is retried and the run completes; a crash (or a
+    """Design §2 for a fault at ``at``: a ``die`` is retried and the run completes; a crash (or a
     StopExecution) ends the run — nothing claimed before the claim landed, ``completed`` once
     Finish landed, else ``failed_after_reply`` when the reply is in the room, else
     ``failed_before_reply``."""
     if kind in ("die", "die_end"):
         return "completed"
-    done = _landed(trace, at)
+    done = _landed(trace, at, kind)
     if CLAIM_WRITE not in done:
         return NO_RUN
     if FINISH_WRITE in done:
@@ -190,8 +263,9 @@ def standard_matrix() -> list[Point]:
     that only die; RecordFailure's own faults ride along too (a death there is retried; a crash
     there leaves the run to the reconciler, which must reach the same status). Each case is a
     full run with a held action, a redelivered wake and a next run, about 2 s of CPU on moto,
-    and this keeps the matrix under a minute. The expected statuses come from the traced clean
-    run (a point the run does not pass is reported as never fired)."""
+    and this keeps the matrix around a minute. The expected statuses come from the traced clean
+    run (a point the run does not pass is reported as never fired), but for the cases of
+    :func:`chain_matrix`, which say theirs."""
 
     def case(at: str, kind: str, *dies: str, expect: str | None = None, wakes: bool = False) -> Point:
         return Point(at, kind, expect, also=tuple(_die(d) for d in dies), wakes=wakes)
@@ -264,6 +338,7 @@ def standard_matrix() -> list[Point]:
         plain(PLAIN_END_WRITE, "crash", "completed", PLAIN_END_WRITE.replace(":after:", ":before:")),
         plain(PLAIN_END_WRITE, "die", "completed", "call_model:after:put ledger:REQ#2"),  # all landed: once
         plain("post_reply:end", "stop", "completed", "claim:end"),
+        *chain_matrix(),
         # the wake paths: a stream batch whose first wake is sent 5 times and whose second record's
         # processing is dropped (the batch is retried from it), read by a wake consumer that dies
         # after starting the execution (the batch comes back)
@@ -279,6 +354,64 @@ def standard_matrix() -> list[Point]:
     ]
 
 
+def chain_matrix() -> list[Point]:
+    """The claim's transaction under conflicts, and the writes around a chain's bound (design §3).
+
+    A hot chain counter makes DynamoDB cancel the claim with ``TransactionConflict``: a
+    TransientError, retried :func:`claim_retries` times. Met that often, the last retry lands and
+    the run completes; once more, nothing was ever claimed (no run, nothing counted). A claim that
+    landed before its retries met the conflict stays claimed: one conflict fewer and the retry
+    finds its own claim (completed), as many and RecordFailure ends it ``failed_before_reply``.
+    The check finds each chain's counter equal to its ledger entries, so no cancelled attempt
+    counted.
+
+    Chains of 2 (:class:`Point`): crashes and deaths at the refused wake's claim, its refusal put
+    and its notice; chains of 1: at the chain's notice a run posts before its reply (and again,
+    refused by its condition, in its actions). A crash between the refusal and the notice leaves
+    the chain without its notice (``notices=0``): the refused wake is claimed and never runs, so
+    nothing writes it later. A run that fails after its chain's notice landed leaves the notice."""
+    n = claim_retries()
+    conflict = [
+        Point(CLAIM_TX, "conflict", "completed", arg=2, times=n),  # the last retry lands
+        Point(CLAIM_TX, "conflict", NO_RUN, arg=2, times=n + 1),  # out of retries: nothing claimed
+        # landed, then the step died: the retries meet the conflict, the last finds its own claim
+        Point(CLAIM_TX, "conflict", "completed", arg=2, times=n - 1, skip=1, also=(_die(CLAIM_WRITE),)),
+        Point(CLAIM_TX, "conflict", "failed_before_reply", arg=2, times=n, skip=1, also=(_die(CLAIM_WRITE),)),
+    ]
+
+    def refused(
+        at: str, kind: str, *also: tuple[str, str], notices: int = 1, refusal: str | None = "chain_full"
+    ) -> Point:
+        arg = 2 if kind == "conflict" else 0  # entry 2, the chain's counter: the transaction's hot item
+        return Point(
+            at, kind, "completed", also=also, arg=arg, max_runs=2, on="refused", notices=notices, refusal=refusal
+        )
+
+    def full(at: str, kind: str, expect: str, *dies: str, plain: bool = True, notices: int = 1) -> Point:
+        return Point(at, kind, expect, also=tuple(_die(d) for d in dies), plain=plain, max_runs=1, notices=notices)
+
+    refusal_before, notice_before = (w.replace(":after:", ":before:") for w in (REFUSAL_WRITE, CLAIM_NOTICE_WRITE))
+    reply_notice_before = REPLY_NOTICE_WRITE.replace(":after:", ":before:")
+    plain_end = "post_reply:after:tx room:MSG+ledger:RUN"  # the chain is full: no hop-limit notice
+    return [
+        *conflict,
+        # the refused wake (chain of 2): no claim at all, the refusal alone, refusal and notice
+        refused(refusal_before, "crash", _die(CLAIM_TX), notices=0, refusal=None),
+        refused(REFUSAL_WRITE, "crash", _die(refusal_before), notices=0),
+        refused(notice_before, "crash", _die(REFUSAL_WRITE), notices=0),
+        refused(CLAIM_NOTICE_WRITE, "crash", _die(notice_before)),
+        refused("claim:end", "stop", _die(CLAIM_NOTICE_WRITE)),  # retried: the notice is there already
+        refused(CLAIM_TX, "conflict", ("claim:end", "die_end")),  # refused after a conflict, then again
+        # the chain's last run posts the notice before its reply (chain of 1)
+        full(reply_notice_before, "crash", "failed_before_reply", CLAIM_WRITE, notices=0),
+        full(REPLY_NOTICE_WRITE, "crash", "failed_before_reply", reply_notice_before),  # the notice stays
+        full(plain_end.replace(":after:", ":before:"), "crash", "failed_before_reply", REPLY_NOTICE_WRITE),
+        full(plain_end, "die", "completed", "call_model:end"),
+        full("post_reply:after:put room:MSG#2", "crash", "failed_after_reply", REPLY_NOTICE_WRITE, plain=False),
+        full("apply_actions:before:put room:MSG", "crash", "failed_after_reply", "post_reply:end", plain=False),
+    ]
+
+
 def full_matrix(trace: list[str]) -> list[Point]:
     """Every point of a traced clean run alone: a crash and a death (retried) before and after
     each write of each phase, a death at each phase's end (``Lambda.Unknown``), StopExecution at
@@ -289,10 +422,13 @@ def full_matrix(trace: list[str]) -> list[Point]:
             points += [Point(at, "crash"), Point(at, "die")]
         elif at.endswith(":end"):
             points += [Point(at, "die_end"), Point(at, "stop")]
+        if ":before:tx " in at:  # a transaction cancelled by a conflict: retried, as a death before it
+            points.append(Point(at, "conflict", "completed", arg=2))
     return [
         *points,
         Point(REPLY_WRITE, "crash", also=(("record_failure:start", "crash"),)),
         Point("decide_rights:start", "crash", also=(("record_failure:after:update ledger:RUN", "die"),)),
+        *chain_matrix(),
         *[p for p in standard_matrix() if not p.run_scoped],
     ]
 
@@ -318,6 +454,14 @@ def matrix_reply(case: Case) -> dict[str, Any]:
     }
 
 
+def chain_reply(case: Case) -> dict[str, Any]:
+    """The reply of a chain case that is not plain: the matrix reply, @mentioning the other agent
+    too (so that agent is woken twice in the chain: by the reply, then by the task it gets)."""
+    reply = matrix_reply(case)
+    reply["reply"]["text"] = f"Plan for {case.room}: agreed, @{case.b} please check it."
+    return reply
+
+
 def plain_reply(case: Case) -> dict[str, Any]:
     """The reply of a plain case: no action, an @mention of the other agent (a notice: the case's
     room has hop limit 0)."""
@@ -336,6 +480,9 @@ class Case:
     wake: Wake | None = None
     run_id: str = ""
     next_run_id: str = ""
+    #: a chain case that refuses a wake: the other agent's wake by the run's actions, its run id
+    refused_wake_id: str = ""
+    refused_run_id: str = ""
     approvals_given: int = 0
     faults: list[faults.Fault] = field(default_factory=list)
     result: CaseResult | None = None
@@ -446,8 +593,16 @@ class ChaosLab:
             Agent(id=case.b, company="bolt", provider="openai", model="gpt-test", instructions="Be brief.")
         )
         self.server.keys.update({case.a: self.keys["acme"], case.b: self.keys["bolt"]})
-        wakes = point is not None and point.wakes
-        d.room.put_room(Room(id=case.room, members=["acme", "bolt"], hop_limit=None if wakes else 0))
+        bound = point.max_runs if point is not None else None
+        wakes = point is not None and (point.wakes or bound is not None)
+        d.room.put_room(
+            Room(
+                id=case.room,
+                members=["acme", "bolt"],
+                hop_limit=None if wakes else 0,
+                max_runs_per_chain=bound or DEFAULT_MAX_RUNS_PER_CHAIN,
+            )
+        )
         d.room.add_room_agent(case.room, case.a)
         d.room.add_room_agent(case.room, case.b)
         for tid, title in ((case.t1, "Draft the plan"), (case.t2, "Book the hall")):
@@ -473,7 +628,10 @@ class ChaosLab:
                     created_at=now,
                 ),
             )  # no wakes: set-up only
-        reply = plain_reply(case) if point is not None and point.plain else matrix_reply(case)
+        if point is not None and point.plain:
+            reply = plain_reply(case)
+        else:
+            reply = chain_reply(case) if bound is not None else matrix_reply(case)
         self.server.set_script(case.a, [reply] * 3)
         return case
 
@@ -520,6 +678,24 @@ class ChaosLab:
                 return
         self.wait_quiet()
 
+    def counted(self, room_id: str, chain_id: str) -> int:
+        """The runs a chain's counter item says the chain started (0: no item, no run counted)."""
+        d = self.deps
+        item = d.ledger.db.get_item(TableName=d.ledger.table, Key=chain_key(room_id, chain_id), ConsistentRead=True)
+        return int(item.get("Item", {}).get("runs", 0))
+
+    def refused_wake(self, case: Case) -> Wake | None:
+        """The wake a chain case's chain refuses, as the run's outbox item carries it (``None``:
+        not a refusing case, or the run never wrote it)."""
+        if not case.refused_wake_id:
+            return None
+        for item in _room_items(self, case.room):
+            if item.get("type") == "outbox":
+                for w in item.get("wakes", []):
+                    if w.get("wake_id") == case.refused_wake_id:
+                        return Wake.model_validate(w)
+        return None
+
     def redeliver(self, wake: Wake) -> None:
         assert self.stack is not None
         self.stack.client("sqs").send_message(
@@ -531,10 +707,13 @@ class ChaosLab:
         key = f"{case.room}-first"
         case.run_id = execution_name(case.a, f"msg:{self.message_id(key)}")
         p = case.point
+        if p is not None and p.refuses:
+            case.refused_wake_id = run_wake_id(case.run_id, "actions", case.b)
+            case.refused_run_id = execution_name(case.b, case.refused_wake_id)
         if p is not None:
-            scope = case.run_id if p.run_scoped else None
+            scope = (case.refused_run_id if p.on == "refused" else case.run_id) if p.run_scoped else None
             case.faults = [
-                faults.Fault(p.at, p.kind, run_id=scope, arg=p.arg),
+                faults.Fault(p.at, p.kind, run_id=scope, arg=p.arg, times=p.times, skip=p.skip),
                 *(faults.Fault(at, kind, run_id=scope) for at, kind in p.also),
             ]
             faults.add(*case.faults)
@@ -560,6 +739,9 @@ class ChaosLab:
         for case in cases:
             assert case.wake is not None
             self.redeliver(case.wake)
+            refused = self.refused_wake(case)
+            if refused is not None:  # a refused wake delivered again starts nothing
+                self.redeliver(refused)
         self.wait_quiet()
         for case in cases:
             self.server.set_script(case.a, [{"reply": {"text": f"Next run in {case.room}: fine.", "actions": []}}])
@@ -575,7 +757,7 @@ class ChaosLab:
             assert self.stack is not None
             rewrites = stream_rewrites(self.stack)
         p = case.point
-        if p is None or p.kind in ("die", "die_end"):
+        if p is None or p.kind in ("die", "die_end", "conflict"):
             expect = p.expect if p is not None and p.expect else "completed"
         else:
             expect = p.expect or (expected_status(trace, p.at, p.kind) if p.at in trace else "(not in the trace)")
@@ -646,6 +828,7 @@ class ChaosLab:
                 res.problems.append("a model request of a final run is still pending")
         if self.server.count(case.a) > 4:  # 3 for the run at most, 1 for the next run
             res.problems.append(f"{self.server.count(case.a)} model requests for {case.a}")
+        res.problems += _chain_problems(self, case, room_items)
         # the next wake runs normally and sees what the failed run wrote
         nxt = d.ledger.get_run(case.next_run_id)
         res.next_status = nxt.status if nxt else NO_RUN
@@ -654,6 +837,42 @@ class ChaosLab:
         else:
             res.problems += _sees(self, case, mine)
         return res
+
+
+def _chain_problems(lab: ChaosLab, case: Case, room_items: list[dict[str, Any]]) -> list[str]:
+    """Design §3 on the case's chains (its first message's and the next one's): each counter
+    counts exactly the runs the ledger holds of its chain (a cancelled or repeated claim counts
+    nothing), the room holds the chain notices the case expects and, when the chain refused a
+    wake, its claim records the refusal, it has no ledger entry and started no model request
+    (the other agent made one, for the wake by the reply), also after it was delivered again."""
+    d, p = lab.deps, case.point
+    problems: list[str] = []
+    runs = d.ledger.runs_in_room(case.room)
+    first = lab.message_id(f"{case.room}-first")
+    for chain in (first, lab.message_id(f"{case.room}-next")):
+        counted = lab.counted(case.room, chain)
+        entries = sum(1 for x in runs if x.chain_id == chain)
+        if counted != entries:
+            problems.append(f"chain {chain} counts {counted} runs, the ledger holds {entries}")
+    notices = [
+        i
+        for i in room_items
+        if i.get("type") == "message" and i.get("kind") == "notice" and i.get("id") == chain_notice_id(first)
+    ]
+    want = p.chain_notices if p is not None else 0
+    if len(notices) != want:
+        problems.append(f"{len(notices)} chain notices, expected {want}")
+    if p is None or not p.refuses:
+        return problems
+    claim = d.ledger.get_claim(case.b, case.refused_wake_id)
+    recorded = claim.get("not_started") if claim is not None else None
+    if (claim is None) != (p.refusal is None) or recorded != p.refusal:
+        problems.append(f"refused wake's claim is {claim!r}, expected not_started {p.refusal!r}")
+    if d.ledger.get_run(case.refused_run_id) is not None:
+        problems.append("the refused wake has a ledger entry")
+    if lab.server.count(case.b) != 1:
+        problems.append(f"{lab.server.count(case.b)} model requests for {case.b}, expected 1")
+    return problems
 
 
 def _action_write_id(run_id: str, index: int, kind: str) -> str:

@@ -53,10 +53,19 @@ exception's class name, which is the ASL error name):
 * ``drop`` — raises :class:`InjectedFault` (use on ``stream_dispatch``: the record's
   processing fails mid-batch; the batch reports it and the stream retries it).
 * ``dup`` — on an SQS send: every message is sent ``arg`` times (a wake delivered N times).
+* ``conflict`` (at a ``{phase}:before:tx …`` point only) — the transaction is not sent and the
+  call raises what botocore makes of DynamoDB's answer to a transaction that met another one on
+  an item (a hot counter): ``TransactionCanceledException`` whose ``CancellationReasons`` say
+  ``TransactionConflict`` for the entry at index ``arg`` (``-1``: the last) and ``None`` for the
+  rest (:func:`transaction_conflict`). moto never raises it; DynamoDB writes nothing of a
+  cancelled transaction, so the point has no ``after``. ``times`` > 1 makes the retried step meet
+  it again (design §3: the claim's bounded retry takes it).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import threading
 import time
@@ -65,11 +74,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from quayutec import seams
 from quayutec.errors import TransientError
 
 ENV_VAR = "QUAY_FAULTS_ENABLED"
-KINDS = ("crash", "die", "die_end", "stop", "sleep", "drop", "dup")
+KINDS = ("crash", "die", "die_end", "stop", "sleep", "drop", "dup", "conflict")
 
 _WRITE_OPS = {
     ("dynamodb", "PutItem"): "put",
@@ -95,18 +106,23 @@ class LambdaDied(TransientError):
 @dataclass
 class Fault:
     """One fault of a plan: ``kind`` at ``point``, for ``run_id`` (or any run / no run when
-    ``None``), at most ``times`` times."""
+    ``None``), at most ``times`` times, once the point has passed ``skip`` times (e.g. a retried
+    claim's transaction: the first attempt lands, the retries meet a conflict)."""
 
     point: str
     kind: str
     run_id: str | None = None
     times: int = 1
     arg: float = 0.0
+    skip: int = 0
     fired: int = 0
+    passed: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown fault kind {self.kind!r} (one of {', '.join(KINDS)})")
+        if self.kind == "conflict" and ":before:tx " not in self.point:
+            raise ValueError(f"a conflict cancels a transaction before it lands: not at {self.point!r}")
 
 
 @dataclass
@@ -198,15 +214,24 @@ def _match(point: str, sc: _Scope | None) -> Fault | None:
             _trace.append((run_id, point))
         for f in _plan:
             if f.point == point and f.fired < f.times and (f.run_id is None or f.run_id == run_id):
+                if f.passed < f.skip:
+                    f.passed += 1
+                    continue
                 f.fired += 1
                 return f
     return None
 
 
-def _fire(f: Fault, point: str, sc: _Scope | None, params: dict[str, Any] | None = None) -> None:
+def _fire(f: Fault, point: str, sc: _Scope | None, params: dict[str, Any] | None = None, call: Any = None) -> None:
+    """Do what fault ``f`` does at ``point``; ``params`` and ``call`` (:class:`_Call`): the API
+    call about to be made, at a ``before`` point."""
     where = f"injected {f.kind} at {point}" + (f" (run {sc.run_id})" if sc and sc.run_id else "")
     if f.kind in ("crash", "drop"):
         raise InjectedFault(where)
+    if f.kind == "conflict":
+        if call is None or params is None or call.model.name != "TransactWriteItems":
+            raise InjectedFault(where + ": no transaction to cancel")
+        raise transaction_conflict(call.model, call.exceptions, len(params["TransactItems"]), int(f.arg))
     if f.kind == "die":
         raise TransientError(where + ": the step died after its writes landed")
     if f.kind == "die_end":
@@ -219,6 +244,52 @@ def _fire(f: Fault, point: str, sc: _Scope | None, params: dict[str, Any] | None
         entries = params["Entries"]
         n = max(1, min(int(f.arg), 10 // max(1, len(entries))))  # a batch holds at most 10 messages
         params["Entries"] = [{**e, "Id": f"{e['Id']}-{i}"} for i in range(n) for e in entries]
+
+
+#: DynamoDB's cancellation reason for an entry whose item another transaction is writing
+#: (DynamoDB API reference, TransactWriteItems: "Transaction Conflict").
+CONFLICT_MESSAGE = "Transaction is ongoing for the item"
+
+
+def transaction_conflict(operation: Any, exceptions: Any, entries: int, at: int) -> ClientError:
+    """What a boto3 client raises when DynamoDB cancels a ``TransactWriteItems`` of ``entries``
+    entries because entry ``at`` met another transaction: the wire answer DynamoDB sends (HTTP
+    400, ``__type`` ``…#TransactionCanceledException``, one reason per entry in order, ``{"Code":
+    "None"}`` for an entry that was not the reason, the codes listed in ``Message``) parsed by
+    botocore's own parser for ``operation`` (its protocol, the modeled error fields), raised as
+    the client's modeled exception class (``exceptions``: ``client.exceptions``), so code reading
+    ``error.response`` sees exactly what it would on AWS."""
+    from botocore import parsers
+    from botocore.awsrequest import HeadersDict
+
+    codes = ["None"] * entries
+    codes[at] = "TransactionConflict"
+    body = {
+        "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+        "CancellationReasons": [
+            {"Code": c} if c == "None" else {"Code": c, "Message": CONFLICT_MESSAGE} for c in codes
+        ],
+        "Message": "Transaction cancelled, please refer cancellation reasons for specific reasons "
+        f"[{', '.join(codes)}]",
+    }
+    response = {
+        "status_code": 400,
+        "headers": HeadersDict(
+            {
+                "x-amzn-RequestId": "quay-injected-conflict",
+                "x-amzn-ErrorType": "TransactionCanceledException",
+                "Content-Type": "application/x-amz-json-1.0",
+            }
+        ),
+        "body": json.dumps(body).encode(),
+        "context": {"operation_name": operation.name},
+    }
+    parser = parsers.create_parser(operation.service_model.protocol)
+    parsed = parser.parse(response, operation.output_shape)
+    code = parsed["Error"]["Code"]
+    parsed.update(parser.parse(response, operation.service_model.shape_for_error_code(code)))
+    error: ClientError = exceptions.from_code(code)(parsed, operation.name)
+    return error
 
 
 def _stop_execution(sc: _Scope | None, where: str) -> None:
@@ -297,7 +368,16 @@ def _what(service: str, op: str, params: dict[str, Any]) -> str:
     return f"{_short_table(str(params.get('TableName', '')))}:{_prefix(item)}"
 
 
-def _before(params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+@dataclass(frozen=True)
+class _Call:
+    """The API call a ``before`` point sits on: its operation model and the client's modeled
+    exceptions (what a ``conflict`` raises)."""
+
+    model: Any
+    exceptions: Any
+
+
+def _before(params: dict[str, Any], model: Any, context: dict[str, Any], exceptions: Any = None, **_: Any) -> None:
     if not _active():
         return
     service = model.service_model.service_name
@@ -316,7 +396,7 @@ def _before(params: dict[str, Any], model: Any, context: dict[str, Any], **_: An
     point = f"{phase}:before:{write}"
     f = _match(point, sc)
     if f is not None:
-        _fire(f, point, sc, params)
+        _fire(f, point, sc, params, _Call(model, exceptions))
 
 
 def _after(http_response: Any, context: dict[str, Any], **_: Any) -> None:
@@ -334,7 +414,8 @@ def instrument(client: Any) -> Any:
     """Hook a boto3 client's writes (no-op unless ``QUAY_FAULTS_ENABLED=1``). Returns the client."""
     if enabled():
         service_id = client.meta.service_model.service_id.hyphenize()
-        client.meta.events.register(f"provide-client-params.{service_id}", _before, unique_id="quay-faults-before")
+        before = functools.partial(_before, exceptions=client.exceptions)
+        client.meta.events.register(f"provide-client-params.{service_id}", before, unique_id="quay-faults-before")
         client.meta.events.register(f"after-call.{service_id}", _after, unique_id="quay-faults-after")
     return client
 

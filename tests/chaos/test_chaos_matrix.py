@@ -39,16 +39,21 @@ def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
     by the room stream), at most one reply, each held action decided and written at most once,
     a final ledger entry with the status SPEC §2.1 names, an honest ledger (an action is
     "written" exactly when it is in the room), and a next run that completed and saw what the
-    failed run wrote."""
+    failed run wrote. Chain cases (design §3) also find each chain's counter equal to its ledger
+    entries, the chain notices expected and a refused wake claimed ``not_started``, never run."""
     report, trace = chaos.run_matrix()
     table = chaos.render(report)
     assert report.ok, table
     assert report.duplicates == 0 and not report.non_final, table
     points = sum(c.faults for c in report.cases)
-    assert points >= 30, table
+    assert points == sum(p.count for p in chaos.standard_matrix()) >= 88, table  # every planned point played
     hit = {c.point for c in report.cases}
     for phase in PHASES:
         assert any(f"@{phase}:" in name for name in hit), f"no point in {phase}\n{table}"
+    # the claim under conflicts, a refused wake's refusal and notice, a full chain's notice by a run
+    assert any(name.startswith(f"conflict@{chaos.CLAIM_TX} x") for name in hit), table
+    for at in (chaos.REFUSAL_WRITE, chaos.CLAIM_NOTICE_WRITE, chaos.REPLY_NOTICE_WRITE):
+        assert any(f"@{at} [chain of" in name for name in hit), f"no case at {at}\n{table}"
     statuses = {c.status for c in report.cases}
     assert {"completed", "failed_before_reply", "failed_after_reply", chaos.NO_RUN} <= statuses, table
     assert chaos.REPLY_WRITE in trace and chaos.CLAIM_WRITE in trace and chaos.FINISH_WRITE in trace
@@ -84,6 +89,35 @@ TRACE = [
 )
 def test_expected_status_follows_spec_2_1(at: str, kind: str, status: str) -> None:
     assert chaos.expected_status(TRACE, at, kind) == status
+
+
+@pytest.mark.parametrize(
+    ("at", "status"),
+    [
+        ("decide_rights:end", "failed_after_reply"),
+        ("apply_actions:end", "completed"),
+        ("claim:end", "failed_before_reply"),
+    ],
+)
+def test_a_stop_inside_a_merged_invocation_lets_the_invocation_run_its_next_part(at: str, status: str) -> None:
+    """StopExecution does not interrupt a running Lambda: stopped at the end of DecideAndPost's
+    first part, the invocation still posts the reply; of ApplyAndFinish's, it still finishes."""
+    trace = [
+        "claim:end",
+        "load_context:before:s3put s3:context",
+        "load_context:end",
+        "decide_rights:end",
+        "post_reply:before:put room:MSG",
+        chaos.REPLY_WRITE,
+        "post_reply:end",
+        "apply_actions:end",
+        "finish:before:update ledger:RUN",
+        chaos.FINISH_WRITE,
+        "finish:end",
+    ]
+    trace = [chaos.CLAIM_WRITE, *trace]
+    assert chaos.expected_status(trace, at, "stop") == status
+    assert chaos.expected_status(trace, at, "crash") != status or at == "claim:end"
 
 
 def _msg(i: str, text: str, run: str = "run-1") -> dict:
