@@ -70,10 +70,11 @@ REPLY_WRITE = "post_reply:after:put room:MSG"
 FINISH_WRITE = "finish:after:update ledger:RUN"
 #: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
 PLAIN_END_WRITE = "post_reply:after:tx room:MSG+room:MSG+ledger:RUN"
-#: A wake its chain refuses (design §3): claimed as not started, then the chain's notice.
+#: A wake its chain refuses (design §3): the chain's notice, then the wake claimed as not started.
 REFUSAL_WRITE = "claim:after:put claims:CLAIM"
 CLAIM_NOTICE_WRITE = "claim:after:put room:MSG"
-#: A run that took its chain's last run and @mentions another agent: the chain's notice first.
+#: A run that took its chain's last run and @mentions another agent: the chain's notice, after the
+#: reply (a plain reply's transaction; with actions the reply is this phase's first put).
 REPLY_NOTICE_WRITE = "post_reply:after:put room:MSG"
 
 
@@ -365,11 +366,12 @@ def chain_matrix() -> list[Point]:
     The check finds each chain's counter equal to its ledger entries, so no cancelled attempt
     counted.
 
-    Chains of 2 (:class:`Point`): crashes and deaths at the refused wake's claim, its refusal put
-    and its notice; chains of 1: at the chain's notice a run posts before its reply (and again,
-    refused by its condition, in its actions). A crash between the refusal and the notice leaves
-    the chain without its notice (``notices=0``): the refused wake is claimed and never runs, so
-    nothing writes it later. A run that fails after its chain's notice landed leaves the notice."""
+    Chains of 2 (:class:`Point`): crashes and deaths at the refused wake's claim, its chain's
+    notice and its refusal put (the notice first: a crash between them leaves the notice and an
+    unclaimed wake whose execution is gone, never a refusal without its notice); chains of 1: at
+    the chain's notice a run posts after its reply (and again, refused by its condition, in its
+    actions). A crash between the reply and the notice leaves the chain without its notice
+    (``notices=0``): no wake of the full chain was sent, so nothing writes it later."""
     n = claim_retries()
     conflict = [
         Point(CLAIM_TX, "conflict", "completed", arg=2, times=n),  # the last retry lands
@@ -395,19 +397,26 @@ def chain_matrix() -> list[Point]:
     plain_end = "post_reply:after:tx room:MSG+ledger:RUN"  # the chain is full: no hop-limit notice
     return [
         *conflict,
-        # the refused wake (chain of 2): no claim at all, the refusal alone, refusal and notice
-        refused(refusal_before, "crash", _die(CLAIM_TX), notices=0, refusal=None),
-        refused(REFUSAL_WRITE, "crash", _die(refusal_before), notices=0),
-        refused(notice_before, "crash", _die(REFUSAL_WRITE), notices=0),
-        refused(CLAIM_NOTICE_WRITE, "crash", _die(notice_before)),
-        refused("claim:end", "stop", _die(CLAIM_NOTICE_WRITE)),  # retried: the notice is there already
+        # the refused wake (chain of 2): its chain's notice first, then the refusal recorded
+        refused(notice_before, "crash", _die(CLAIM_TX), notices=0, refusal=None),  # nothing claimed
+        refused(CLAIM_NOTICE_WRITE, "crash", _die(notice_before), refusal=None),  # the notice alone
+        refused(refusal_before, "crash", _die(CLAIM_NOTICE_WRITE), refusal=None),
+        refused(REFUSAL_WRITE, "crash", _die(refusal_before)),  # notice and refusal
+        refused("claim:end", "stop", _die(REFUSAL_WRITE)),  # retried: refused again, the notice once
         refused(CLAIM_TX, "conflict", ("claim:end", "die_end")),  # refused after a conflict, then again
-        # the chain's last run posts the notice before its reply (chain of 1)
-        full(reply_notice_before, "crash", "failed_before_reply", CLAIM_WRITE, notices=0),
-        full(REPLY_NOTICE_WRITE, "crash", "failed_before_reply", reply_notice_before),  # the notice stays
-        full(plain_end.replace(":after:", ":before:"), "crash", "failed_before_reply", REPLY_NOTICE_WRITE),
-        full(plain_end, "die", "completed", "call_model:end"),
-        full("post_reply:after:put room:MSG#2", "crash", "failed_after_reply", REPLY_NOTICE_WRITE, plain=False),
+        # the chain's last run (chain of 1): its reply first, then the chain's notice
+        full(plain_end.replace(":after:", ":before:"), "crash", "failed_before_reply", "call_model:end", notices=0),
+        full(plain_end, "die", "completed", "call_model:end"),  # retried: the reply found, the notice posted
+        full(plain_end, "crash", "completed", notices=0),  # the reply and final write landed: no notice
+        full(reply_notice_before, "crash", "completed", plain_end, notices=0),
+        full(REPLY_NOTICE_WRITE, "crash", "completed", reply_notice_before),  # the notice stays
+        full(
+            "post_reply:after:put room:MSG#2",
+            "crash",
+            "failed_after_reply",
+            "post_reply:after:put room:MSG",
+            plain=False,
+        ),
         full("apply_actions:before:put room:MSG", "crash", "failed_after_reply", "post_reply:end", plain=False),
     ]
 

@@ -7,8 +7,6 @@ refusal and the notices (``chaos.chain_matrix``).
 
 from __future__ import annotations
 
-import pytest
-
 from quaylocal import chaos, faults
 from quaylocal.chaos import ChaosLab
 from quayutec.dal.ledger import chain_key
@@ -81,16 +79,11 @@ def test_a_refused_wake_started_again_starts_nothing_and_the_chain_checks_can_fa
     assert any("refused wake's claim" in p for p in problems())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a resumed Claim step reads the chain counter after its own claim counted the run, so "
-    "claim_and_read.claim's chain_full (runs read + 1 >= max) is one run early: reported, not changed",
-)
 def test_a_claim_step_retried_after_its_write_landed_still_wakes_the_chain_s_last_run(lab: ChaosLab) -> None:
     """A chain of 2 whose first run's Claim step dies after its transaction landed: the retry
     finds its own claim, and the run should still wake the other agent (the chain's second and
-    last run, design §3), whose second wake is then refused. Today the retry takes the chain for
-    full: no wake is sent and the notice says the chain stopped after 2 runs when 1 ran."""
+    last run, design §3), whose second wake is then refused. (The retry once took the chain for
+    full: no wake was sent and the notice said the chain stopped after 2 runs when 1 ran.)"""
     case = lab.new_case(chaos.Point(chaos.CLAIM_WRITE, "die", "completed", max_runs=2))
     lab.run_cases([case])
     faults.disarm()

@@ -86,6 +86,9 @@ class Claim:
 
     outcome: str
     not_started: str | None = None
+    #: ``REFUSED``: whether the claim item records the refusal already (``False``: the caller
+    #: records it with :meth:`LedgerStore.refuse`, after what must come first).
+    recorded: bool = True
 
 
 def chain_key(room_id: str, chain_id: str) -> dict[str, str]:
@@ -120,8 +123,9 @@ class LedgerStore:
         The claim item's own condition decides first: held by this execution (a retried Claim
         step; the transaction counted nothing) is ``OWN``, or ``REFUSED`` again when this
         execution recorded a refusal; held by another is ``OTHER``. Otherwise a chain that
-        started ``max_runs_per_chain`` runs, or that a person stopped, makes the wake claimed as
-        refused (:meth:`refuse`): no retry or redelivery can ever run it. The holder and the
+        started ``max_runs_per_chain`` runs, or that a person stopped, or a paused agent, is
+        ``REFUSED`` with ``recorded=False``: the caller records it with :meth:`refuse` (after a
+        full chain's notice), so no retry or redelivery can ever run the wake. The holder and the
         chain's state come from the cancellation reasons (``ReturnValuesOnConditionCheckFailure:
         ALL_OLD``), no second read. ``agent_item``: ``(table, key)`` of the agent's item, checked
         in the same transaction not to be paused (a pause answered before this claim refuses it,
@@ -179,10 +183,10 @@ class LedgerStore:
         if held is not None:
             return self._held(run, execution_start, held.item)
         if agent_item is not None and refusals[3] is not None:
-            return self.refuse(run, execution_start, "paused")
+            return Claim(ClaimOutcome.REFUSED, "paused", recorded=False)
         if counter is not None:
             stopped = counter.item is not None and "stopped_at" in counter.item
-            return self.refuse(run, execution_start, "chain_stopped" if stopped else "chain_full")
+            return Claim(ClaimOutcome.REFUSED, "chain_stopped" if stopped else "chain_full", recorded=False)
         return Claim(ClaimOutcome.OTHER)  # a ledger entry without its claim: never this execution's
 
     def stop_chain(self, room_id: str, chain_id: str, by: str, at: str) -> str:

@@ -87,6 +87,15 @@ def claim(
     else:
         agent_item = (deps.room.table, agent_key(wake.agent_id)) if agent is not None else None
         found = deps.ledger.claim(record, start, max_runs_per_chain=max_runs, agent_item=agent_item)
+    notice_posted = False
+    if found.outcome == ClaimOutcome.REFUSED and not found.recorded:
+        # A full chain's notice first, then the refusal: a crash between them leaves the wake
+        # unclaimed (its execution is gone: nothing runs it) with the notice posted, never the
+        # refusal recorded without its notice.
+        if found.not_started == "chain_full":
+            deps.room.put_message(wake_rules.chain_notice(wake.room_id, wake.chain_id, max_runs))
+            notice_posted = True
+        found = deps.ledger.refuse(record, start, found.not_started or "chain_full")
     if found.outcome == ClaimOutcome.OTHER:
         logger.warning(
             "wake already claimed by another execution", extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id}
@@ -94,7 +103,7 @@ def claim(
         metrics.add_metric(name="DuplicateClaimRefused", unit=MetricUnit.Count, value=1)
         return RunState(wake=wake, claim=ClaimResult(claimed=False, not_started="other_execution"))
     if found.outcome == ClaimOutcome.REFUSED:
-        return _not_started(deps, wake, found.not_started or "chain_full", max_runs)
+        return _not_started(deps, wake, found.not_started or "chain_full", max_runs, notice=not notice_posted)
     outcome = found.outcome
     ref = RunRef(
         run_id=run_id,
@@ -114,8 +123,9 @@ def claim(
         provider=agent.provider,
         model=agent.model,
         owner_url=agent.base_url is not None,
-        # This run took one of the chain's runs: a wake of its writes needs one more.
-        chain_full=reads.chain_runs + 1 >= max_runs,
+        # A wake of this run's writes needs one run more than the chain has counted with this one
+        # (a resumed claim's read already counted it: its transaction landed before the retry).
+        chain_full=reads.chain_runs + (0 if outcome == ClaimOutcome.OWN else 1) >= max_runs,
         max_runs_per_chain=max_runs,
     )
     return RunState(
@@ -128,7 +138,7 @@ def claim(
     )
 
 
-def _not_started(deps: Deps, wake: Wake, reason: str, max_runs: int) -> RunState:
+def _not_started(deps: Deps, wake: Wake, reason: str, max_runs: int, *, notice: bool = True) -> RunState:
     """The state of a wake claimed as not started; a full chain's one notice (its id derives
     from the chain: every refused wake of the chain writes the same item, once)."""
     logger.info(
@@ -136,7 +146,7 @@ def _not_started(deps: Deps, wake: Wake, reason: str, max_runs: int) -> RunState
         extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id, "chain_id": wake.chain_id, "reason": reason},
     )
     metrics.add_metric(name="WakeNotStarted", unit=MetricUnit.Count, value=1)
-    if reason == "chain_full":
+    if reason == "chain_full" and notice:  # a retried step whose refusal landed: the notice, once
         deps.room.put_message(wake_rules.chain_notice(wake.room_id, wake.chain_id, max_runs))
     return RunState(wake=wake, claim=ClaimResult(claimed=False, not_started=reason))
 

@@ -162,13 +162,16 @@ def post_reply(
         chain_id=ref.chain_id,
         created_at=_iso(deps),
     )
-    post_chain_notice(deps, ref, facts, mentioned)  # before the reply: a retried step writes it once
     if finish_states is not None and len(notices) <= MAX_NOTICES_IN_TRANSACTION:
         _post_and_finish(deps, state, msg, wakes, notices, finish_states)
+        # The reply is the run's first write to the room; a full chain's notice comes after it
+        # (a retried step writes it once; a crash between them leaves the chain without it).
+        post_chain_notice(deps, ref, facts, mentioned)
         return state.model_copy(update={"budget": budget(deps, run)})
     deps.room.put_message(msg, wakes)
     for notice in notices:
         deps.room.put_message(notice)
+    post_chain_notice(deps, ref, facts, mentioned)
     if finish_states is not None:  # too many notices for one transaction: the final write after them
         finish(deps, state, states=finish_states)
     # The reply's id derives from the run: the final ledger write records it (no write here).
