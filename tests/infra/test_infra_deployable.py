@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from infra_helpers import as_list, of_type, role_of_function, statements_of_role
+from infra_helpers import as_list, flat, of_type, referenced_ids, role_of_function, statements_of_role
 
 from quayutec import resources as R
 
@@ -140,6 +140,49 @@ def test_alarm_topic_key_lets_cloudwatch_publish(resources):
         s for s in key["KeyPolicy"]["Statement"] if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
     ]
     assert allowed and {"kms:Decrypt", "kms:GenerateDataKey*"} <= {a for s in allowed for a in as_list(s["Action"])}
+
+
+def test_cloudwatch_may_publish_to_the_alarm_topic_and_use_its_key(resources):
+    """enforce_ssl gives the topic a policy of its own (SNS's default one goes): it must let
+    CloudWatch publish, for this account's alarms only (aws:SourceAccount, ArnLike aws:SourceArn:
+    the SNS developer guide's CloudWatch alarm example), or no alarm reaches anyone; and a key
+    encrypting the topic must let CloudWatch use it (the SNS guide, "encrypted topics")."""
+    (topic_id,) = of_type(resources, "AWS::SNS::Topic")
+    (policy,) = [
+        p["Properties"]
+        for p in of_type(resources, "AWS::SNS::TopicPolicy").values()
+        if {"Ref": topic_id} in p["Properties"]["Topics"]
+    ]
+    statements = as_list(policy["PolicyDocument"]["Statement"])
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    assert len(allows) == 1
+    (allow,) = allows
+    assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert as_list(allow["Action"]) == ["sns:Publish"]
+    assert as_list(allow["Resource"]) == [{"Ref": topic_id}]
+    assert set(allow["Condition"]) == {"StringEquals", "ArnLike"}
+    assert allow["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    (source_arn,) = allow["Condition"]["ArnLike"].values()
+    assert set(allow["Condition"]["ArnLike"]) == {"aws:SourceArn"}
+    assert flat(source_arn) == "arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*"
+    # the SSL-only Deny stays
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+    )
+    key = resources[topic_id]["Properties"].get("KmsMasterKeyId")
+    if key is None:  # SNS-managed or no encryption: no key policy to check
+        return
+    (key_id,) = referenced_ids(key)
+    assert resources[key_id]["Type"] == "AWS::KMS::Key"
+    key_statements = as_list(resources[key_id]["Properties"]["KeyPolicy"]["Statement"])
+    cloudwatch = [
+        s
+        for s in key_statements
+        if s["Effect"] == "Allow" and s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert len(cloudwatch) == 1
+    assert set(as_list(cloudwatch[0]["Action"])) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert cloudwatch[0]["Resource"] == "*"  # in a key policy, "*" is this key
 
 
 def test_alarm_email_subscription_from_context(tmp_path):
