@@ -1,8 +1,9 @@
 """What moto does not check (SPEC §11), checked on the synthesized dev template: the failure
 paths may write the room table, API Gateway logging has its account role, gateway answers
-have the API's error shape, every alarm publishes to a topic CloudWatch may use, a dashboard
-of the metrics the code emits, run data expires, no partition is written literally, and log
-groups can be re-created after `cdk destroy`."""
+have the API's error shape, every alarm publishes to a topic CloudWatch may publish to and
+whose key it may use, a dashboard of the metrics the code emits, run data expires, no partition
+is written literally and ``aws`` is the only one targeted, and log groups can be re-created
+after `cdk destroy`."""
 
 from __future__ import annotations
 
@@ -278,6 +279,15 @@ def test_no_partition_literal_in_the_asl_or_the_template(template):
     assert "arn:aws:" not in json.dumps(template)
     for path in (REPO_ROOT / "infra" / "quayinfra").rglob("*.py"):
         assert "arn:aws:" not in path.read_text(), path.name
+
+
+@pytest.mark.unit
+def test_the_only_target_partition_is_aws():
+    """Only the ``aws`` partition is supported (docs/deploy.md): presigned URLs and the room
+    page's CSP name ``s3.<region>.amazonaws.com`` hosts, which aws-cn (``amazonaws.com.cn``) does
+    not serve. cdk.json must not tell the CDK otherwise (``cdk init`` lists aws-cn by default)."""
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    assert context["@aws-cdk/core:target-partitions"] == ["aws"]
 
 
 def test_log_groups_can_be_recreated_after_destroy(resources):
