@@ -10,7 +10,10 @@ Alarms:
 Every alarm publishes to ``self.topic`` (subscribe people or a pager to it; the context value
 ``alarmEmail`` subscribes one address). The topic is encrypted with a customer-managed key
 whose policy lets CloudWatch use it: with the SNS-managed key (alias/aws/sns) CloudWatch cannot
-publish and alarm notifications are dropped silently.
+publish and alarm notifications are dropped silently. ``enforce_ssl`` gives the topic a policy of
+its own, which replaces SNS's default one: so that policy allows ``cloudwatch.amazonaws.com`` to
+publish, for this account's alarms only (``aws:SourceAccount``, ``aws:SourceArn``: the
+confused-deputy conditions of the SNS developer guide; docs/deploy.md, step 4).
 
 The dashboard shows runs by final status, model requests by outcome, pending approvals (metrics
 the runtime emits with Powertools, namespace POWERTOOLS_METRICS_NAMESPACE, dimension
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
@@ -78,7 +81,10 @@ class Observability(Construct):
                 RemovalPolicy.RETAIN if settings.removal_policy == RemovalPolicy.RETAIN else RemovalPolicy.DESTROY
             ),
         )
-        # CloudWatch publishes alarm notifications to the encrypted topic.
+        # CloudWatch publishes alarm notifications to the encrypted topic. No aws:SourceAccount /
+        # aws:SourceArn here: the SNS guide's key statement for AWS-service publishers has none, a
+        # condition the KMS request does not carry would drop every notification silently, and the
+        # topic's policy already lets only this account's alarms publish.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
@@ -93,6 +99,29 @@ class Observability(Construct):
             master_key=self.key,
             enforce_ssl=True,
         )
+        # enforce_ssl's policy replaces the topic's default one: without this Allow, CloudWatch
+        # may not publish and no alarm reaches anyone (SNS developer guide, "Example cases for
+        # Amazon SNS access control": CloudWatch alarms, with the confused-deputy conditions).
+        stack = Stack.of(self)
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name="*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    },
+                },
+            )
+        )
         if settings.alarm_email:
             self.topic.add_subscription(subs.EmailSubscription(settings.alarm_email))
         self._action = cw_actions.SnsAction(self.topic)
@@ -102,7 +131,7 @@ class Observability(Construct):
             self._alarm(
                 f"{name}Depth",
                 queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic=cw.Stats.MAXIMUM),
-                f"{name} holds messages: inspect them (SPEC §3: poison wakes go there)",
+                f"{name} holds messages: inspect them (design §3: poison wakes go there)",
             )
 
         self._alarm(

@@ -12,6 +12,7 @@ import pytest
 from apihelpers import World
 
 from quayutec.api.errors import ERRORS
+from quayutec.models import ID_RULE
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
@@ -244,6 +245,27 @@ def test_a_key_with_whitespace_or_control_characters_is_refused_at_registration(
     assert key.strip() not in r.text and json.dumps(key.strip())[1:-1] not in r.text
     assert "U+" not in r.text and not any(ch in r.text for ch in key if not ch.isascii())  # not one of its characters
     assert light_world.api.call("GET", "/agents/a-badkey", light_world.tokens["ann"]).status == 404
+
+
+# ----------------------------------------------------------------------------- ids every AWS name accepts
+@pytest.mark.parametrize("company", ["acme:eu", "acme.eu", "acme/eu", "acme eu", "x" * 64, "-acme", "acmé"])
+def test_a_company_id_no_aws_name_accepts_is_refused_saying_what_is_allowed(light_world: World, company: str) -> None:
+    """A company id becomes part of a secret name and an S3 key (design §5): anything outside
+    quayutec.models.ID_PART is a 422 at creation naming the allowed set."""
+    r = light_world.api.call("POST", "/companies", light_world.tokens["admin"], {"id": company, "people": ["zed"]})
+    _is_error(r, 422, "validation_error")
+    assert r.body["fields"][0]["field"] == "body.id"
+    assert ID_RULE in r.body["message"], r.body
+
+
+@pytest.mark.parametrize("name", ["a.b", "a:b", "x" * 64, "_a"])
+def test_an_agent_name_no_aws_name_accepts_is_refused_saying_what_is_allowed(light_world: World, name: str) -> None:
+    r = light_world.api.call(
+        "POST", "/agents", light_world.tokens["ann"], {"name": name, "provider": "openai", "model": "gpt-test"}
+    )
+    _is_error(r, 422, "validation_error")
+    assert r.body["fields"][0]["field"] == "body.name"
+    assert ID_RULE in r.body["message"], r.body
 
 
 # ----------------------------------------------------------------------------- finding 3: owner addresses

@@ -1,8 +1,9 @@
 """What moto does not check (SPEC §11), checked on the synthesized dev template: the failure
 paths may write the room table, API Gateway logging has its account role, gateway answers
-have the API's error shape, every alarm publishes to a topic CloudWatch may use, a dashboard
-of the metrics the code emits, run data expires, no partition is written literally, and log
-groups can be re-created after `cdk destroy`."""
+have the API's error shape, every alarm publishes to a topic CloudWatch may publish to and
+whose key it may use, a dashboard of the metrics the code emits, run data expires, no partition
+is written literally and ``aws`` is the only one targeted, and log groups can be re-created
+after `cdk destroy`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from infra_helpers import as_list, of_type, role_of_function, statements_of_role
+from infra_helpers import as_list, flat, of_type, referenced_ids, role_of_function, statements_of_role
 
 from quayutec import resources as R
 
@@ -142,6 +143,49 @@ def test_alarm_topic_key_lets_cloudwatch_publish(resources):
     assert allowed and {"kms:Decrypt", "kms:GenerateDataKey*"} <= {a for s in allowed for a in as_list(s["Action"])}
 
 
+def test_cloudwatch_may_publish_to_the_alarm_topic_and_use_its_key(resources):
+    """enforce_ssl gives the topic a policy of its own (SNS's default one goes): it must let
+    CloudWatch publish, for this account's alarms only (aws:SourceAccount, ArnLike aws:SourceArn:
+    the SNS developer guide's CloudWatch alarm example), or no alarm reaches anyone; and a key
+    encrypting the topic must let CloudWatch use it (the SNS guide, "encrypted topics")."""
+    (topic_id,) = of_type(resources, "AWS::SNS::Topic")
+    (policy,) = [
+        p["Properties"]
+        for p in of_type(resources, "AWS::SNS::TopicPolicy").values()
+        if {"Ref": topic_id} in p["Properties"]["Topics"]
+    ]
+    statements = as_list(policy["PolicyDocument"]["Statement"])
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    assert len(allows) == 1
+    (allow,) = allows
+    assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert as_list(allow["Action"]) == ["sns:Publish"]
+    assert as_list(allow["Resource"]) == [{"Ref": topic_id}]
+    assert set(allow["Condition"]) == {"StringEquals", "ArnLike"}
+    assert allow["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    (source_arn,) = allow["Condition"]["ArnLike"].values()
+    assert set(allow["Condition"]["ArnLike"]) == {"aws:SourceArn"}
+    assert flat(source_arn) == "arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*"
+    # the SSL-only Deny stays
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+    )
+    key = resources[topic_id]["Properties"].get("KmsMasterKeyId")
+    if key is None:  # SNS-managed or no encryption: no key policy to check
+        return
+    (key_id,) = referenced_ids(key)
+    assert resources[key_id]["Type"] == "AWS::KMS::Key"
+    key_statements = as_list(resources[key_id]["Properties"]["KeyPolicy"]["Statement"])
+    cloudwatch = [
+        s
+        for s in key_statements
+        if s["Effect"] == "Allow" and s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert len(cloudwatch) == 1
+    assert set(as_list(cloudwatch[0]["Action"])) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert cloudwatch[0]["Resource"] == "*"  # in a key policy, "*" is this key
+
+
 def test_alarm_email_subscription_from_context(tmp_path):
     from aws_cdk import App
 
@@ -235,6 +279,15 @@ def test_no_partition_literal_in_the_asl_or_the_template(template):
     assert "arn:aws:" not in json.dumps(template)
     for path in (REPO_ROOT / "infra" / "quayinfra").rglob("*.py"):
         assert "arn:aws:" not in path.read_text(), path.name
+
+
+@pytest.mark.unit
+def test_the_only_target_partition_is_aws():
+    """Only the ``aws`` partition is supported (docs/deploy.md): presigned URLs and the room
+    page's CSP name ``s3.<region>.amazonaws.com`` hosts, which aws-cn (``amazonaws.com.cn``) does
+    not serve. cdk.json must not tell the CDK otherwise (``cdk init`` lists aws-cn by default)."""
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    assert context["@aws-cdk/core:target-partitions"] == ["aws"]
 
 
 def test_log_groups_can_be_recreated_after_destroy(resources):

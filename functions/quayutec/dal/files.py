@@ -34,6 +34,11 @@ def upload_key(room_id: str, file_id: str) -> str:
     return f"{R.UPLOADS_PREFIX}{room_id}/{file_id}"
 
 
+def index_key(room_id: str, version: int) -> str:
+    """A new S3 key for version ``version`` of the room's index (one immutable object each)."""
+    return f"{R.INDEX_PREFIX}{room_id}/{version:08d}-{secrets.token_hex(6)}"
+
+
 def parse_upload_key(key: str) -> tuple[str, str] | None:
     """``(room_id, file_id)`` of an upload key, None for any other key."""
     if not key.startswith(R.UPLOADS_PREFIX):
@@ -169,7 +174,7 @@ class FileStore:
 
     # ------------------------------------------------------------------ objects
     def new_index_key(self, room_id: str, version: int) -> str:
-        return f"{R.INDEX_PREFIX}{room_id}/{version:08d}-{secrets.token_hex(6)}"
+        return index_key(room_id, version)
 
     def put_index(self, key: str, blob: bytes) -> None:
         with transient_errors():

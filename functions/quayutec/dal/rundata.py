@@ -12,6 +12,11 @@ from quayutec.dal.aws import error_code, s3, transient_errors
 from quayutec.resources import RUN_DATA_PREFIX
 
 
+def run_data_key(run_id: str, name: str) -> str:
+    """The S3 key of the run's document ``name``: ``runs/{run_id}/{name}.json``."""
+    return f"{RUN_DATA_PREFIX}{run_id}/{name}.json"
+
+
 class RunDataStore:
     def __init__(self, bucket: str, client: Any | None = None) -> None:
         self.bucket = bucket
@@ -25,7 +30,7 @@ class RunDataStore:
         with transient_errors():
             self.s3.put_object(
                 Bucket=self.bucket,
-                Key=f"{RUN_DATA_PREFIX}{run_id}/{name}.json",
+                Key=run_data_key(run_id, name),
                 Body=json.dumps(data).encode(),
                 ContentType="application/json",
             )
@@ -34,9 +39,7 @@ class RunDataStore:
         """The stored document, or ``None`` when it does not exist."""
         try:
             with transient_errors():
-                body = self.s3.get_object(Bucket=self.bucket, Key=f"{RUN_DATA_PREFIX}{run_id}/{name}.json")[
-                    "Body"
-                ].read()
+                body = self.s3.get_object(Bucket=self.bucket, Key=run_data_key(run_id, name))["Body"].read()
         except ClientError as exc:
             if error_code(exc) in {"NoSuchKey", "404"}:
                 return None

@@ -59,10 +59,10 @@ def new_room_id(idempotency_key: str | None = None) -> str:
 
 
 # ----------------------------------------------------------------------------- agent ids
-# Agent ids are scoped to their company (SPEC §5: nothing answers differently for what a caller
-# cannot see, also on create): a company names its agent, the id is ``{company}.{name}``, and a
-# name holds no dot, so no two companies can ever claim the same id.
-AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_\-]*$"
+# Agent ids are scoped to their company (design §5: nothing answers differently for what a caller
+# cannot see, also on create): a company names its agent, the id is ``{company}.{name}``, and
+# neither a name nor a company id holds a dot, so no two companies can ever claim the same id
+# (both are one quayutec.models.ID_PART: what every AWS name built from them accepts).
 
 
 def agent_id(company: str, name: str) -> str:

@@ -8,10 +8,17 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from quayutec.api.schemas import ID_PATTERN
+from quayutec.models import AGENT_ID_MAX, AGENT_ID_PATTERN, ID_PART_MAX, ID_PART_PATTERN
 
-RoomId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A room id")]
-CompanyId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A company id")]
-AgentId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="An agent id")]
+# Rooms, companies and agents: the narrower ids every AWS name accepts (quayutec.models.ID_PART).
+RoomId = Annotated[str, Path(min_length=1, max_length=ID_PART_MAX, pattern=ID_PART_PATTERN, description="A room id")]
+CompanyId = Annotated[
+    str, Path(min_length=1, max_length=ID_PART_MAX, pattern=ID_PART_PATTERN, description="A company id")
+]
+AgentId = Annotated[
+    str,
+    Path(min_length=1, max_length=AGENT_ID_MAX, pattern=AGENT_ID_PATTERN, description="An agent id, or its name"),
+]
 TaskId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A task id")]
 ChainId = Annotated[
     str, Path(min_length=1, max_length=128, pattern=ID_PATTERN, description="A chain id (the write that started it)")

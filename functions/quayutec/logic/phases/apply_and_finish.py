@@ -105,7 +105,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
     ref = _need_run(state)
     facts = _need_facts(state)
     if _need_rights(state).actions == 0:  # nothing declared: nothing to write
-        return state.model_copy(update={"budget": budget(deps, _Started(ref.run_id, facts.started_at))})
+        return state.model_copy(update={"budget": budget(deps, _Started(ref.run_id, facts.started_at), None)})
     run = _load_run(deps, ref)
     approvals = {o.index: o.outcome for o in state.approvals or []}
     agent_author = Author(kind="agent", id=run.agent_id, company=run.company)
@@ -166,7 +166,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
         deps.room.put_message(notice)
     if wakes:
         deps.room.put_outbox(ref.room_id, f"{ref.run_id}#actions", ref.run_id, wakes)
-    return state.model_copy(update={"budget": budget(deps, run)})
+    return state.model_copy(update={"budget": budget(deps, run, None)})
 
 
 def _task_event_targets(task: Task, event_id: str) -> list[tuple]:

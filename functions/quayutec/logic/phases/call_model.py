@@ -4,7 +4,6 @@ ledger before it is sent. The only phase that reads a company's key.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from quayutec import cost_line
@@ -12,6 +11,8 @@ from quayutec.deps import Deps
 from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut, TransientError
 from quayutec.logic import prompt
 from quayutec.logic.phases.common import (
+    CALL_MODEL,
+    DECIDE_AND_POST,
     MAX_ERROR_BODY,
     _finish_request,
     _iso,
@@ -20,11 +21,11 @@ from quayutec.logic.phases.common import (
     _timing,
     budget,
     remaining_seconds,
+    task_budget,
 )
 from quayutec.models import (
     MAX_REPLY_BYTES,
     Agent,
-    Budget,
     ModelRequestRecord,
     ModelStep,
     RunState,
@@ -148,7 +149,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
             return state.model_copy(
                 update={
                     "model": ModelStep(outcome="wait", wait_seconds=wait_s, requests=n),
-                    "budget": Budget(remaining_s=max(1, math.floor(left - wait_s))),
+                    "budget": task_budget(left - wait_s, CALL_MODEL),
                 }
             )
         raise ModelCallFailed(f"{f.category} ({f.status}): {why}") from None
@@ -202,7 +203,9 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         ),
         reply=stored,
     )
-    return state.model_copy(update={"model": ModelStep(outcome="reply", requests=n), "budget": budget(deps, run)})
+    return state.model_copy(
+        update={"model": ModelStep(outcome="reply", requests=n), "budget": budget(deps, run, DECIDE_AND_POST)}
+    )
 
 
 def _after_earlier_attempt(deps: Deps, state: RunState, ref: Any, run: Any) -> RunState | None:
@@ -217,7 +220,10 @@ def _after_earlier_attempt(deps: Deps, state: RunState, ref: Any, run: Any) -> R
         r = answered[-1]
         cost_line.count_tokens(r.provider, r.model, r.input_tokens, r.output_tokens)
         return state.model_copy(
-            update={"model": ModelStep(outcome="reply", requests=answered[-1].n), "budget": budget(deps, run)}
+            update={
+                "model": ModelStep(outcome="reply", requests=answered[-1].n),
+                "budget": budget(deps, run, DECIDE_AND_POST),
+            }
         )
     for r in requests:
         if r.outcome == "pending":  # sent by an attempt that died before recording its outcome

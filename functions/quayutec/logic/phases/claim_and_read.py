@@ -16,6 +16,7 @@ from quayutec.errors import RunStateInvalid
 from quayutec.logic import files as room_files
 from quayutec.logic import wakes as wake_rules
 from quayutec.logic.phases.common import (
+    CALL_MODEL,
     _iso,
     _load_run,
     _need_facts,
@@ -133,7 +134,7 @@ def claim(
         claim=ClaimResult(claimed=True, resumed=outcome == ClaimOutcome.OWN),
         run=ref,
         facts=facts,
-        budget=budget(deps, run),
+        budget=budget(deps, run, CALL_MODEL),
         settings=RunSettings(approval_timeout_s=deps.settings.approval_timeout_s),
     )
 
@@ -217,7 +218,7 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
     }
     deps.rundata.put(ref.run_id, "context", ctx)
     facts = _need_facts(state).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
-    return state.model_copy(update={"budget": budget(deps, run), "facts": facts})
+    return state.model_copy(update={"budget": budget(deps, run, CALL_MODEL), "facts": facts})
 
 
 # ----------------------------------------------------------------------------- merged phases

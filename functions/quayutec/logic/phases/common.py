@@ -14,6 +14,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec import cost_line
+from quayutec import resources as R
 from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid, RunTimedOut
@@ -139,12 +140,31 @@ def post_chain_notice(deps: Deps, ref: RunRef, facts: RunFacts, targets: list[st
         deps.room.put_message(wake_rules.chain_notice(ref.room_id, ref.chain_id, facts.max_runs_per_chain))
 
 
-def budget(deps: Deps, run: Any) -> Budget:
-    """The budget handed to the next Task as ``TimeoutSecondsPath``. Raises RunTimedOut."""
+# The functions of the Tasks whose TimeoutSecondsPath is ``$.budget.remaining_s`` (the ASL).
+CALL_MODEL = R.FUNCTIONS_BY_ID["CallModelFunction"]
+DECIDE_AND_POST = R.FUNCTIONS_BY_ID["DecideAndPostFunction"]
+APPLY_AND_FINISH = R.FUNCTIONS_BY_ID["ApplyAndFinishFunction"]
+
+
+def task_budget(seconds: float, next_task: R.FunctionDef | None) -> Budget:
+    """``seconds`` of the run's active time as the next Task's ``TimeoutSecondsPath``: whole
+    seconds, at least 1, and never past ``next_task``'s own Lambda timeout (a Task timer past its
+    function's only waits on an invocation Lambda has ended; design §2). ``None``: no Task
+    follows (the run ends), nothing to cap."""
+    whole = math.floor(seconds)
+    if next_task is not None:
+        whole = min(whole, next_task.timeout_s)
+    return Budget(remaining_s=max(1, whole))
+
+
+def budget(deps: Deps, run: Any, next_task: R.FunctionDef | None) -> Budget:
+    """The budget handed to the next Task (``next_task``'s function) as ``TimeoutSecondsPath``:
+    the run's active time left, capped at that function's timeout (:func:`task_budget`). One
+    number in the state: each phase knows which Task comes next. Raises RunTimedOut."""
     left = remaining_seconds(deps, run)
     if left <= 0:
         raise RunTimedOut(f"run {run.run_id} used its {deps.settings.run_time_limit_s} s of active time")
-    return Budget(remaining_s=max(1, math.floor(left)))
+    return task_budget(left, next_task)
 
 
 # ----------------------------------------------------------------------------- 8. record

@@ -13,6 +13,7 @@ from quayutec.deps import Deps
 from quayutec.logic import ids, rights
 from quayutec.logic import wakes as wake_rules
 from quayutec.logic.phases.common import (
+    APPLY_AND_FINISH,
     _hop_limit_of,
     _iso,
     _need_facts,
@@ -69,7 +70,10 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
                 ref.run_id, {"actions_over_limit": 0, "reply_truncated": True, "updated_at": _iso(deps)}
             )
         return state.model_copy(
-            update={"rights": RightsStep(held=[], held_count=0, actions=0, over_limit=0), "budget": budget(deps, run)}
+            update={
+                "rights": RightsStep(held=[], held_count=0, actions=0, over_limit=0),
+                "budget": budget(deps, run, APPLY_AND_FINISH),
+            }
         )
     recorded = {a.index: a for a in deps.ledger.actions(ref.run_id)}
     facts = _need_facts(state)
@@ -98,7 +102,7 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
     return state.model_copy(
         update={
             "rights": RightsStep(held=held, held_count=len(held), actions=len(final), over_limit=over),
-            "budget": budget(deps, run),
+            "budget": budget(deps, run, APPLY_AND_FINISH),
         }
     )
 
@@ -167,7 +171,7 @@ def post_reply(
         # The reply is the run's first write to the room; a full chain's notice comes after it
         # (a retried step writes it once; a crash between them leaves the chain without it).
         post_chain_notice(deps, ref, facts, mentioned)
-        return state.model_copy(update={"budget": budget(deps, run)})
+        return state.model_copy(update={"budget": budget(deps, run, APPLY_AND_FINISH)})
     deps.room.put_message(msg, wakes)
     for notice in notices:
         deps.room.put_message(notice)
@@ -175,7 +179,7 @@ def post_reply(
     if finish_states is not None:  # too many notices for one transaction: the final write after them
         finish(deps, state, states=finish_states)
     # The reply's id derives from the run: the final ledger write records it (no write here).
-    return state.model_copy(update={"budget": budget(deps, run)})
+    return state.model_copy(update={"budget": budget(deps, run, APPLY_AND_FINISH)})
 
 
 #: A transaction holds at most 100 entries (TransactWriteItems, DynamoDB API reference): the
