@@ -48,7 +48,8 @@ ODD_COMPANY = "0-_"
 LONGEST_ROOM = ("r_-Q8" * 13)[:63]
 LONGEST_AGENT = f"{LONGEST_COMPANY}.{('a-_9Z' * 13)[:63]}"
 COMPANIES = [LONGEST_COMPANY, ODD_COMPANY, "acme", "a"]
-ROOMS = [LONGEST_ROOM, ids.new_room_id(), ids.new_room_id("k"), "r1", "r-cato", "0"]
+#: (no random id: pytest-xdist workers must collect the same parameters)
+ROOMS = [LONGEST_ROOM, ids.new_room_id("a-key"), ids.new_room_id("k"), "r1", "r-cato", "0"]
 AGENTS = [LONGEST_AGENT, f"{ODD_COMPANY}.9", ids.agent_id("acme", "planner"), "a1", ("x-" * 32)[:63]]
 
 #: Ids AWS would refuse (or that a name AWS accepts would no longer tell apart): each refused.
