@@ -212,8 +212,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "quayutec.handlers.claim_and_read.handler",
         "ClaimAndReadFunctionArn",
         touches=(
-            "claims:get",
-            "claims:put",
+            "claims:put",  # the claim's holder comes back with a failed condition (ALL_OLD): no get
             "ledger:get",
             "ledger:put",
             "ledger:update",  # the chain's counter, in the claim's transaction

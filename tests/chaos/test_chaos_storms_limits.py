@@ -146,9 +146,17 @@ def test_one_wake_delivered_100_times_at_once_runs_once(lab: ChaosLab) -> None:
     assert len(replies) == 1 and lab.server.count(agent) == 1
 
 
-def test_100_executions_claiming_one_wake_at_once_one_claim(lab: ChaosLab) -> None:
+def test_100_executions_claiming_one_wake_at_once_one_claim(lab: ChaosLab, monkeypatch: pytest.MonkeyPatch) -> None:
     """Were the execution name ever to differ (a redrive, a renamed state machine), the claim
     still lets one execution in: 100 Claim steps of different executions at once, one wins."""
+    # The handlers run here, 100 threads of one process sharing Powertools' metric set: at its
+    # 100th value Powertools flushes on its own, which needs the namespace every deployed function
+    # has (resources.py); an instance made before the stack set the environment has none.
+    from quayutec.handlers import _phase
+    from quayutec.logic.phases import common
+
+    for m in (_phase.metrics, common.metrics):
+        monkeypatch.setattr(m.provider, "namespace", "Quayutec")
     agent, wake = _quiet_wake(lab, "Claim storm.")
     prefix = "arn:aws:states:us-east-1:123456789012:execution:quayutec-agent-run:"
     state = {"wake": wake.model_dump(mode="json")}

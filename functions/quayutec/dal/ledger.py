@@ -230,8 +230,8 @@ class LedgerStore:
 
     def _held(self, run: RunRecord, execution_start: str, holder: dict[str, Any] | None) -> Claim:
         """The outcome for a claim item that exists (``holder``: as the failed condition returned
-        it; read again when the answer did not carry it)."""
-        holder = holder or self.get_claim(run.agent_id, run.wake_id)
+        it: ``ALL_OLD`` returns the item whose ``attribute_not_exists`` failed, so it is never
+        missing; were it, the claim is not taken for this execution's)."""
         ours = (
             holder is not None
             and holder.get("execution_arn") == run.execution_arn
