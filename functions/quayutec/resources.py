@@ -306,7 +306,9 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
     FunctionDef(
         "ReconcilerFunction",
         "quayutec.handlers.reconciler.handler",
-        touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:update"),
+        # ledger:put: a request left pending when the execution ended is recorded "lost" (its
+        # outcome is a put of the request's item, as CallModel writes it)
+        touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
         reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var),
     ),
     # The room API behind API Gateway (issue 4). API Gateway's integration timeout is 29 s.
