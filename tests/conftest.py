@@ -153,7 +153,7 @@ def _iam_check_each_call(request: pytest.FixtureRequest) -> Any:
     ]
     if lines:
         pytest.fail(
-            "AWS calls the synthesized template's roles would not allow (SPEC §11):\n  " + "\n  ".join(lines[:40]),
+            "AWS calls the synthesized template's roles would not allow (design §6):\n  " + "\n  ".join(lines[:40]),
             pytrace=False,
         )
 

@@ -147,7 +147,7 @@ class Room(_Model):
 # ----------------------------------------------------------------------------- room content
 class Author(_Model):
     """Who wrote something. Ids are compared typed, ``(kind, id)``, never by id alone: a person's
-    id and an agent's id live in different namespaces and may be equal (SPEC §5)."""
+    id and an agent's id live in different namespaces and may be equal (design §5)."""
 
     kind: Literal["person", "agent", "system"]
     id: str

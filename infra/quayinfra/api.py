@@ -216,7 +216,7 @@ class Api(Construct):
             self.rest_api,
             "COG4",
             "Callers are companies' people with bearer tokens stored hashed and checked by a Lambda "
-            "authorizer (SPEC §5), not Cognito users.",
+            "authorizer (design §5), not Cognito users.",
         )
 
         self.url_output = CfnOutput(

@@ -85,7 +85,7 @@ class Wakes(Construct):
             sources.DynamoEventSource(
                 self._storage.table(R.ROOM_TABLE),
                 # TRIM_HORIZON: records written while the mapping is created or replaced are
-                # still dispatched (LATEST would skip them); a repeat is harmless (SPEC §3).
+                # still dispatched (LATEST would skip them); a repeat is harmless (design §3).
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
                 batch_size=STREAM_BATCH_SIZE,
                 bisect_batch_on_error=True,

@@ -23,6 +23,25 @@ def _stops(env: Env) -> Stops:
     return Stops(env.deps.room, Directory(env.deps.room))
 
 
+def _a1_run(run_id: str, wake: Wake) -> RunRecord:
+    """The ledger record a claim of ``wake`` for acme's a1 in r1 would open."""
+    now = now_iso()
+    return RunRecord(
+        run_id=run_id,
+        agent_id="a1",
+        company="acme",
+        room_id="r1",
+        wake_id=wake.wake_id,
+        wake=wake,
+        hop=wake.hop,
+        chain_id=wake.chain_id,
+        execution_arn=f"arn:aws:states:us-east-1:123456789012:execution:sm:{run_id}",
+        status="running",
+        started_at=now,
+        updated_at=now,
+    )
+
+
 def _notices(env: Env) -> list[str]:
     return [m.text for m in env.deps.room.all_messages("r1") if m.kind == "notice"]
 
@@ -64,21 +83,7 @@ def test_the_claim_checks_the_pause_in_its_own_transaction(env: Env) -> None:
         cause_kind="message",
         cause_id="m-late",
     )
-    now = now_iso()
-    record = RunRecord(
-        run_id="run-late",
-        agent_id="a1",
-        company="acme",
-        room_id="r1",
-        wake_id=wake.wake_id,
-        wake=wake,
-        hop=0,
-        chain_id=wake.chain_id,
-        execution_arn="arn:aws:states:us-east-1:123456789012:execution:sm:run-late",
-        status="running",
-        started_at=now,
-        updated_at=now,
-    )
+    record = _a1_run("run-late", wake)
     a1 = env.deps.room.get_agent("a1")
     assert a1 is not None and a1.paused_at is None  # what the run's key read found
     _stops(env).pause(a1, ANN)
@@ -120,21 +125,7 @@ def test_a_stopped_chain_starts_no_further_run(env: Env) -> None:
         cause_kind="message",
         cause_id=msg.id,
     )
-    now = now_iso()
-    record = RunRecord(
-        run_id="run-after-stop",
-        agent_id="a1",
-        company="acme",
-        room_id="r1",
-        wake_id=wake.wake_id,
-        wake=wake,
-        hop=2,
-        chain_id=msg.id,
-        execution_arn="arn:aws:states:us-east-1:123456789012:execution:sm:run-after-stop",
-        status="running",
-        started_at=now,
-        updated_at=now,
-    )
+    record = _a1_run("run-after-stop", wake)
     found = env.deps.ledger.claim(record, "t0", max_runs_per_chain=24)
     assert (found.outcome, found.not_started) == (ClaimOutcome.REFUSED, "chain_stopped")
     # an unknown chain is 404-shaped

@@ -362,7 +362,7 @@ class RoomStore:
         ``index_pk``: the partition of the room's index pointer, :func:`quayutec.dal.files.files_pk`;
         ``chain``: ``(table, key)`` of the wake's chain counter in another table, read in the same
         call). Consistent: the agent's company and the wake's cause are what rights rest on
-        (SPEC §2.2). Raises TransientError when DynamoDB leaves keys unprocessed after a few attempts."""
+        (design §2). Raises TransientError when DynamoDB leaves keys unprocessed after a few attempts."""
         room_pk = _room_pk(room_id)
         keys = {"agent": (f"AGENT#{agent_id}", "META"), "room": (room_pk, "META"), "index": (index_pk, "INDEX")}
         if cause_kind == "message":

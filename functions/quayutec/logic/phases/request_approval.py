@@ -1,4 +1,4 @@
-"""RequestApproval (SPEC §2.6): record a held action's approval request with its task token."""
+"""RequestApproval (design §2): record a held action's approval request with its task token."""
 
 from __future__ import annotations
 
