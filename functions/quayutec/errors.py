@@ -48,6 +48,14 @@ class InvalidInput(QuayError):
     http_status = 400
 
 
+class RunStopped(QuayError):
+    """A person paused the run's agent or stopped its chain after the run's claim (design §3):
+    the run writes nothing more to the room. A guarded write raises it when its transaction's
+    stop guard fails (nothing of that transaction was written); the phases record the final
+    status ``stopped`` instead of raising it on. It is also the error name sent with
+    ``SendTaskFailure`` to a run parked on an approval, which the ASL's Map catches by name."""
+
+
 class ApprovalRejected(QuayError):
     """The error name sent with ``SendTaskFailure`` when a person denies a held action; the
     ASL's Map iteration catches it by name and records the outcome ``rejected``."""

@@ -58,12 +58,15 @@ AgentId = Annotated[
     _schema(AGENT_ID_PATTERN, AGENT_ID_MAX),
 ]
 
-FINAL_STATUSES = frozenset({"completed", "failed_before_reply", "failed_after_reply", "timed_out"})
+#: ``stopped``: a person paused the run's agent or stopped its chain while it ran (design §3);
+#: its ledger entry says whether the reply was posted (``reply_message_id``).
+FINAL_STATUSES = frozenset({"completed", "failed_before_reply", "failed_after_reply", "timed_out", "stopped"})
 RunStatus = Literal[
-    "running", "waiting_approval", "completed", "failed_before_reply", "failed_after_reply", "timed_out"
+    "running", "waiting_approval", "completed", "failed_before_reply", "failed_after_reply", "timed_out", "stopped"
 ]
 
-APPROVAL_STATUSES = ("pending", "deciding", "approved", "rejected", "expired")
+#: ``stopped``: the run waiting on it was stopped (design §3); the action is not written.
+APPROVAL_STATUSES = ("pending", "deciding", "approved", "rejected", "expired", "stopped")
 
 MAX_REPLY_BYTES = 32 * 1024
 MAX_ACTIONS = 25
@@ -126,6 +129,9 @@ class Agent(_Model):
     # Paused by a person of its company (design §3): no run of it starts until it is resumed.
     paused_at: str | None = None
     paused_by: str | None = None
+    # How many times it was paused: a run carries the count its claim saw, and its writes are
+    # guarded on it (a run claimed before a pause writes nothing after, even once resumed).
+    pauses: int = Field(default=0, ge=0)
 
 
 #: A chain of wakes starts at most this many runs unless its room says otherwise (design §3).
@@ -293,7 +299,7 @@ class ApprovalRequest(_Model):
     fields: dict[str, Any]
     #: ``deciding``: a person's answer is being sent to Step Functions; it says ``approved`` /
     #: ``rejected`` only once Step Functions accepted it (SPEC §2.6).
-    status: Literal["pending", "deciding", "approved", "rejected", "expired"] = "pending"
+    status: Literal["pending", "deciding", "approved", "rejected", "expired", "stopped"] = "pending"
     decided_by: str | None = None
     created_at: str
 
@@ -376,6 +382,7 @@ class RunFacts(_Model):
     # they are not sent, each could only be refused at its claim (design §3).
     chain_full: bool = False
     max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN  # the room's bound, as the claim read it
+    pauses: int = 0  # the agent's pause count at the claim: the run's stop guard (design §3)
 
 
 class Budget(_Model):
@@ -399,7 +406,7 @@ class ClaimResult(_Model):
 
 
 class ModelStep(_Model):
-    outcome: Literal["wait", "reply", "not_started"]
+    outcome: Literal["wait", "reply", "not_started", "stopped"]
     wait_seconds: int | None = None
     requests: int  # the run's requests so far (a reply: the number of the request that brought it)
 
@@ -413,7 +420,7 @@ class RightsStep(_Model):
 
 class ApprovalOutcome(_Model):
     index: int
-    outcome: Literal["approved", "rejected", "expired"]
+    outcome: Literal["approved", "rejected", "expired", "stopped"]
 
 
 class TokenCount(_Model):
@@ -466,6 +473,7 @@ class RunState(_Model):
     rights: RightsStep | None = None
     approvals: list[ApprovalOutcome] | None = None
     finished: bool | None = None  # DecideAndPost recorded the final status (nothing to hold or write)
+    stopped: bool | None = None  # the run was stopped (design §3): its final status is recorded
     cost: RunCost | None = None  # counters of the phases so far (SPEC §10)
     error: dict[str, Any] | None = None
 
@@ -520,3 +528,8 @@ class RunRecord(_Model):
     not_done: list[str] = Field(default_factory=list)
     ended_at: str | None = None
     cost: RunCost | None = None  # the cost line, written with the final status
+    # While the run has no final status: its agent and its room's chain, keys of the ledger's
+    # active-runs indexes (sparse: the final write removes them; design §3).
+    active_agent: str | None = None
+    active_chain: str | None = None
+    pauses: int = 0  # the agent's pause count its claim saw: the run's stop guard (design §3)

@@ -24,6 +24,9 @@ class IndexDef:
     partition_key: KeyAttr
     sort_key: KeyAttr
     local: bool = False  # True: local secondary index (same partition key as the table)
+    # Non-key attributes the index projects (ProjectionType INCLUDE); None: ALL of them. A write
+    # that changes no projected attribute writes nothing to the index.
+    include: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,13 +64,21 @@ CLAIM_TABLE = TableDef(
     sort_key=KeyAttr("wake_id"),
 )
 
+#: What the active-runs indexes hold of a run: what the stop path needs (design §3).
+ACTIVE_RUN_FIELDS = ("run_id", "room_id", "agent_id", "chain_id", "status")
+
 LEDGER_TABLE = TableDef(
     logical_id="LedgerTable",
     env_var="LEDGER_TABLE_NAME",
     default_name="quayutec-ledger",
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
-    indexes=(IndexDef("runs_by_room", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),),
+    indexes=(
+        IndexDef("runs_by_room", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
+        # Sparse: runs without a final status, by agent and by chain (design §3: the stop path)
+        IndexDef("active_by_agent", KeyAttr("active_agent"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
+        IndexDef("active_by_chain", KeyAttr("active_chain"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
+    ),
 )
 
 IDEMPOTENCY_TABLE = TableDef(
@@ -242,7 +253,16 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "quayutec.handlers.call_model.handler",
         "CallModelFunctionArn",
         timeout_s=300,
-        touches=("room:get", "ledger:query", "ledger:put", "rundata:get", "rundata:put", "secrets:read"),
+        touches=(
+            "room:get",
+            "room:check",  # the stop guard (agent not paused), in the request record's transaction
+            "ledger:query",
+            "ledger:put",
+            "ledger:check",  # the stop guard (chain not stopped)
+            "rundata:get",
+            "rundata:put",
+            "secrets:read",
+        ),
         reads=(
             ROOM_TABLE.env_var,
             LEDGER_TABLE.env_var,
@@ -262,10 +282,12 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         touches=(
             "room:get",
             "room:put",
+            "room:check",  # the stop guard, in the reply's transaction
             "ledger:get",
             "ledger:query",
             "ledger:put",
             "ledger:update",
+            "ledger:check",
             "rundata:get",
         ),
         reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_COST),
@@ -274,14 +296,32 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "RequestApprovalFunction",
         "quayutec.handlers.request_approval.handler",
         "RequestApprovalFunctionArn",
-        touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
+        touches=(
+            "room:get",
+            "room:put",
+            "room:update",
+            "room:check",  # the stop guard, in the approval request's transaction
+            "ledger:get",
+            "ledger:query",
+            "ledger:update",
+            "ledger:check",
+        ),
         reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST),
     ),
     FunctionDef(
         "ApplyAndFinishFunction",
         "quayutec.handlers.apply_and_finish.handler",
         "ApplyAndFinishFunctionArn",
-        touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:update"),
+        touches=(
+            "room:get",
+            "room:put",
+            "room:update",
+            "room:check",  # the stop guard, in each action write's transaction
+            "ledger:get",
+            "ledger:query",
+            "ledger:update",
+            "ledger:check",
+        ),
         reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_COST),
     ),
     FunctionDef(
@@ -328,6 +368,8 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:get",
             "ledger:query",
             "ledger:query@runs_by_room",
+            "ledger:query@active_by_agent",  # a pause and a chain's stop reach the runs they stop
+            "ledger:query@active_by_chain",
             "ledger:update",  # a chain's stop flag (its counter item)
             "idempotency:get",
             "idempotency:put",

@@ -73,7 +73,10 @@ class Storage(Construct):
                     index_name=index.name,
                     partition_key=_attr(index.partition_key),
                     sort_key=_attr(index.sort_key),
-                    projection_type=dynamodb.ProjectionType.ALL,
+                    projection_type=dynamodb.ProjectionType.ALL
+                    if index.include is None
+                    else dynamodb.ProjectionType.INCLUDE,
+                    non_key_attributes=list(index.include) if index.include is not None else None,
                 )
         # Template logical id = the shared definition's id (the local stack finds it by that).
         cast(dynamodb.CfnTable, table.node.default_child).override_logical_id(tdef.logical_id)

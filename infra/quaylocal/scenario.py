@@ -437,7 +437,7 @@ class Player:
             agent = d.room.get_agent(ps.agent)
             if agent is None or agent.company != who.company:
                 raise LookupError(f"{ps.as_} has no agent {ps.agent!r} to {'pause' if step.pause else 'resume'}")
-            stops = Stops(d.room, Directory(d.room))
+            stops = Stops(d, Directory(d.room))
             done = stops.pause(agent, who) if step.pause else stops.resume(agent, who)
             result.events.append(
                 f"{ps.as_} {'paused' if step.pause else 'resumed'} {agent.id} (changed: {done.changed})"

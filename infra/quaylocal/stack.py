@@ -792,7 +792,9 @@ class LocalStack:
                 attrs[idx.sort_key.name] = idx.sort_key.type
                 spec = {
                     "IndexName": idx.name,
-                    "Projection": {"ProjectionType": "ALL"},
+                    "Projection": {"ProjectionType": "ALL"}
+                    if idx.include is None
+                    else {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(idx.include)},
                     "KeySchema": [
                         {"AttributeName": idx.partition_key.name, "KeyType": "HASH"},
                         {"AttributeName": idx.sort_key.name, "KeyType": "RANGE"},

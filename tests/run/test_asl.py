@@ -77,6 +77,7 @@ def test_retry_and_catch_on_every_phase() -> None:
             caught = {e: c["Next"] for c in task["Catch"] for e in c["ErrorEquals"]}
             assert caught == {
                 "ApprovalRejected": "Rejected",
+                "RunStopped": "ApprovalStopped",
                 "States.Timeout": "Expired",
                 "States.HeartbeatTimeout": "Expired",
             }

@@ -20,7 +20,7 @@ BOB = Author(kind="person", id="bob", company="bolt")
 
 
 def _stops(env: Env) -> Stops:
-    return Stops(env.deps.room, Directory(env.deps.room))
+    return Stops(env.deps, Directory(env.deps.room))
 
 
 def _a1_run(run_id: str, wake: Wake) -> RunRecord:
@@ -105,12 +105,12 @@ def test_a_stopped_chain_starts_no_further_run(env: Env) -> None:
     env.server.set_script("b1", [{"reply": {"text": "thanks"}}] * 2)
     rooms = RoomService(env.deps.room)
     msg = rooms.post_message("r1", ANN, "@a1 start", [])
-    stops = Stops(env.deps.room, Directory(env.deps.room), env.deps.ledger)
+    stops = Stops(env.deps, Directory(env.deps.room))
     env.stack.wait_quiet(30)
     # a1 ran and woke b1, which ran: two runs of the chain; now bob stops it
     assert sorted(r.agent_id for r in env.deps.ledger.runs_in_room("r1")) == ["a1", "b1"]
-    assert stops.stop_chain("r1", msg.id, BOB) is True
-    assert stops.stop_chain("r1", msg.id, BOB) is False, "idempotent: one notice"
+    assert stops.stop_chain("r1", msg.id, BOB) == (True, 0)
+    assert stops.stop_chain("r1", msg.id, BOB) == (False, 0), "idempotent: one notice"
     stop_notices = [t for t in _notices(env) if "was stopped by bob (bolt)" in t]
     assert len(stop_notices) == 1
     # a wake of the stopped chain (as a run of it would send) is claimed as not started

@@ -203,6 +203,11 @@ class AgentOut(_Out):
     wake_from: str = "anyone"
     paused_at: str | None = Field(default=None, description="Set while the agent is paused: no run of it starts")
     paused_by: str | None = None
+    stopping: int | None = Field(
+        default=None,
+        description="On a pause: runs of the agent waiting on approvals that this request ended; its other running "
+        "runs write nothing more and end `stopped` at their next step",
+    )
     base_url: str | None = None
     key_stored: bool = Field(description="A key for this company and provider is in Secrets Manager")
 
@@ -265,6 +270,11 @@ class ChainStopped(_Out):
     room_id: str
     chain_id: str
     stopped: bool = Field(description="This request stopped it (false: it was stopped before)")
+    stopping: int = Field(
+        default=0,
+        description="Runs of the chain waiting on approvals that this request ended; its other running runs "
+        "write nothing more and end `stopped` at their next step",
+    )
 
 
 class RunList(_Out):

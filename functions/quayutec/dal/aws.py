@@ -17,7 +17,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from quayutec import seams
-from quayutec.errors import TransientError
+from quayutec.errors import RunStopped, TransientError
 
 #: DynamoDB/AWS error codes that mean "try again later" (AWS API reference, common errors).
 TRANSIENT_CODES = frozenset(
@@ -217,6 +217,37 @@ def transact(db: Any, items: list[dict[str, Any]]) -> list[bool] | None:
     (:func:`transact_refusals`)."""
     refusals = transact_refusals(db, items)
     return None if refusals is None else [r is not None for r in refusals]
+
+
+#: A run's stop guard (design §3): ``ConditionCheck`` entries that hold while the run's agent is
+#: not paused since its claim and its chain not stopped. Guarded writes append them to their
+#: transaction.
+Guard = list[dict[str, Any]]
+
+
+def transact_guarded(db: Any, items: list[dict[str, Any]], guard: Guard | None) -> list[bool] | None:
+    """:func:`transact` of ``items`` plus the ``guard`` entries: ``None`` when all landed, else
+    one flag per entry of ``items`` telling whose condition failed (nothing written). Raises
+    RunStopped when only the guard failed (the run was stopped: nothing of it was written; a
+    write that landed before, a repeat, reports its own condition instead), TransientError on
+    throttling or a conflicting transaction, ClientError otherwise."""
+    refusals = transact_refusals(db, items + (guard or []))
+    if refusals is None:
+        return None
+    own = [r is not None for r in refusals[: len(items)]]
+    if not any(own):
+        raise RunStopped("the run's agent was paused or its chain stopped: nothing written")
+    return own
+
+
+def put_guarded(db: Any, table: str, item: dict[str, Any], guard: Guard | None) -> bool:
+    """Put ``item`` once (its key is the idempotency key), under ``guard`` when given: ``True``
+    when written, ``False`` when it existed. Raises RunStopped, TransientError, ClientError as
+    :func:`transact_guarded`."""
+    if not guard:
+        return put_new(db, table, item)
+    put = {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+    return transact_guarded(db, [put], guard) is None
 
 
 def transact_new(db: Any, items: list[dict[str, Any]]) -> bool:

@@ -15,6 +15,11 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 * ``CHAIN#{room}#{chain}`` / ``CHAIN`` — a chain of wakes: ``runs`` it started (counted by each
   claim, in the claim's transaction) and, once a person stopped it, ``stopped_at``/``stopped_by``
   (design §3)
+
+Active runs (design §3): a run entry without a final status carries ``active_agent`` (its agent)
+and ``active_chain`` (``{room}#{chain}``), the partition keys of the sparse GSIs
+``active_by_agent`` and ``active_by_chain`` (sort key ``started_at``); the final write removes
+them, so each index holds the runs a pause or a chain's stop has to reach.
 """
 
 from __future__ import annotations
@@ -27,15 +32,19 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from quayutec.dal.aws import (
+    Guard,
     dynamodb,
     is_condition_failure,
+    paginate_query,
     plain_item,
+    put_guarded,
     put_new,
     transact_refusals,
     transient_errors,
     update_if,
 )
 from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, RunRecord, now_iso
+from quayutec.resources import ACTIVE_RUN_FIELDS
 
 _FINAL = sorted(FINAL_STATUSES)
 #: A reply's JSON text up to this size rides on its request's ledger item (a DynamoDB item holds
@@ -91,9 +100,61 @@ class Claim:
     recorded: bool = True
 
 
+@dataclass(frozen=True)
+class ActiveRun:
+    """A run as the active-runs indexes hold it (``resources.ACTIVE_RUN_FIELDS``)."""
+
+    run_id: str
+    room_id: str
+    agent_id: str
+    chain_id: str
+    status: str
+
+
 def chain_key(room_id: str, chain_id: str) -> dict[str, str]:
     """The key of a chain's counter item in the ledger table (design §3)."""
     return {"pk": f"CHAIN#{room_id}#{chain_id}", "sk": "CHAIN"}
+
+
+#: The sparse GSIs of the runs without a final status (design §3), by agent and by chain.
+ACTIVE_BY_AGENT = "active_by_agent"
+ACTIVE_BY_CHAIN = "active_by_chain"
+#: The attributes the final write removes (the active-runs indexes' partition keys).
+_ACTIVE_KEYS = ("active_agent", "active_chain")
+
+
+def pause_condition(pauses: int) -> tuple[str, dict[str, Any]]:
+    """The condition, with its values, that an agent item is not paused and was paused
+    ``pauses`` times: what the claim saw (design §3). A run claimed before a pause fails it
+    for good, also once the agent is resumed."""
+    return "attribute_not_exists(paused_at) AND pauses = :pauses", {":pauses": pauses}
+
+
+def stop_guard(
+    ledger_table: str, room_id: str, chain_id: str, agent_item: tuple[str, dict[str, str]], pauses: int
+) -> Guard:
+    """A run's stop guard (design §3): ``ConditionCheck`` entries that hold while its chain is
+    not stopped and its agent (``agent_item``: table and key) not paused since its claim
+    (``pauses``: the pause count the claim saw). Each run write to the room carries them in its
+    transaction, so none lands once a pause or a stop has been answered."""
+    table, key = agent_item
+    condition, values = pause_condition(pauses)
+    agent_check = {
+        "TableName": table,
+        "Key": key,
+        "ConditionExpression": condition,
+        "ExpressionAttributeValues": values,
+    }
+    return [
+        {
+            "ConditionCheck": {
+                "TableName": ledger_table,
+                "Key": chain_key(room_id, chain_id),
+                "ConditionExpression": "attribute_not_exists(stopped_at)",
+            }
+        },
+        {"ConditionCheck": agent_check},
+    ]
 
 
 class LedgerStore:
@@ -116,6 +177,7 @@ class LedgerStore:
         *,
         max_runs_per_chain: int,
         agent_item: tuple[str, dict[str, str]] | None = None,
+        pauses: int = 0,
     ) -> Claim:
         """Claim ``(agent_id, wake_id)`` for ``run.execution_arn``, count the run in its chain and
         open its ledger entry, in one transaction (design §2.1, §3). The claim is never released.
@@ -128,8 +190,9 @@ class LedgerStore:
         full chain's notice), so no retry or redelivery can ever run the wake. The holder and the
         chain's state come from the cancellation reasons (``ReturnValuesOnConditionCheckFailure:
         ALL_OLD``), no second read. ``agent_item``: ``(table, key)`` of the agent's item, checked
-        in the same transaction not to be paused (a pause answered before this claim refuses it,
-        whatever the run's earlier read found). Raises TransientError on throttling or a
+        in the same transaction not to be paused and paused ``pauses`` times, as the run's read
+        found it (a pause answered before this claim refuses it, whatever that read found; the
+        run's stop guard rests on that count: :func:`stop_guard`). Raises TransientError on throttling or a
         conflicting transaction (a hot chain counter), ClientError otherwise."""
         chain = run.wake.chain_id
         items: list[dict[str, Any]] = [
@@ -167,12 +230,14 @@ class LedgerStore:
         ]
         if agent_item is not None:
             table, key = agent_item
+            condition, values = pause_condition(pauses)
             items.append(
                 {
                     "ConditionCheck": {
                         "TableName": table,
                         "Key": key,
-                        "ConditionExpression": "attribute_not_exists(paused_at)",
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeValues": values,
                     }
                 }
             )
@@ -270,6 +335,11 @@ class LedgerStore:
                 "gsi1pk": f"ROOM#{run.room_id}",
                 "gsi1sk": f"{run.started_at}#{run.run_id}",
                 **run.model_dump(mode="json", exclude_none=True),
+                **(
+                    {}
+                    if run.status in FINAL_STATUSES
+                    else {"active_agent": run.agent_id, "active_chain": f"{run.room_id}#{run.chain_id}"}
+                ),
             }
         )
 
@@ -280,10 +350,15 @@ class LedgerStore:
             ).get("Item")
         return RunRecord.model_validate(_plain(item)) if item else None
 
-    def _update_spec(self, run_id: str, fields: dict[str, Any], only_if_not_final: bool) -> dict[str, Any]:
+    def _update_spec(
+        self, run_id: str, fields: dict[str, Any], only_if_not_final: bool, remove: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
         names = {f"#f{i}": k for i, k in enumerate(fields)}
         values = {f":v{i}": _dec(v) for i, v in enumerate(fields.values())}
         expr = "SET " + ", ".join(f"#f{i} = :v{i}" for i in range(len(fields)))
+        if remove:
+            names.update({f"#r{i}": k for i, k in enumerate(remove)})
+            expr += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(remove)))
         cond = "attribute_exists(pk)"
         if only_if_not_final:
             names["#st"] = "status"
@@ -301,8 +376,10 @@ class LedgerStore:
 
     def update_run(self, run_id: str, fields: dict[str, Any], *, only_if_not_final: bool = True) -> bool:
         """Set fields on a run entry. With ``only_if_not_final`` (the default) nothing changes
-        once the run has a final status; returns ``False`` then."""
-        return update_if(self.db, **self._update_spec(run_id, fields, only_if_not_final))
+        once the run has a final status; returns ``False`` then. A final ``status`` among the
+        fields also takes the run out of the active-runs indexes."""
+        remove = _ACTIVE_KEYS if fields.get("status") in FINAL_STATUSES else ()
+        return update_if(self.db, **self._update_spec(run_id, fields, only_if_not_final, remove))
 
     @staticmethod
     def _final_fields(
@@ -351,9 +428,33 @@ class LedgerStore:
         fails when the run has a final status already."""
         return {
             "Update": self._update_spec(
-                run_id, self._final_fields(status, None, None, None, reply_message_id, cost), True
+                run_id, self._final_fields(status, None, None, None, reply_message_id, cost), True, _ACTIVE_KEYS
             )
         }
+
+    def active_runs(self, *, agent_id: str | None = None, room_id: str = "", chain_id: str = "") -> list[ActiveRun]:
+        """The runs without a final status of ``agent_id``, or else of the chain ``chain_id`` of
+        ``room_id``, oldest first (the sparse active-runs GSIs, design §3). GSI reads are
+        eventually consistent: a run claimed a moment ago may be missing, or one just ended
+        still listed; its stop guard covers both. Raises TransientError on throttling."""
+        index, attr, value = (
+            (ACTIVE_BY_AGENT, "active_agent", agent_id)
+            if agent_id is not None
+            else (ACTIVE_BY_CHAIN, "active_chain", f"{room_id}#{chain_id}")
+        )
+        with transient_errors():
+            items = list(
+                paginate_query(
+                    self.db.query,
+                    TableName=self.table,
+                    IndexName=index,
+                    KeyConditionExpression="#k = :v",
+                    ExpressionAttributeNames={"#k": attr},
+                    ExpressionAttributeValues={":v": value},
+                )
+            )
+        runs = [ActiveRun(**{f: str(i.get(f, "")) for f in ACTIVE_RUN_FIELDS}) for i in items if i.get("sk") == "RUN"]
+        return [r for r in runs if r.status not in FINAL_STATUSES]
 
     def runs_in_room(self, room_id: str) -> list[RunRecord]:
         with transient_errors():
@@ -385,9 +486,11 @@ class LedgerStore:
             ).get("Items", [])
         return sorted((ModelRequestRecord.model_validate(_plain(i)) for i in items), key=lambda r: r.n)
 
-    def record_request(self, run_id: str, req: ModelRequestRecord) -> bool:
-        """Record request ``req.n`` before it is sent; ``False`` if that number exists already."""
-        return put_new(self.db, self.table, _request_item(run_id, req))
+    def record_request(self, run_id: str, req: ModelRequestRecord, guard: Guard | None = None) -> bool:
+        """Record request ``req.n`` before it is sent; ``False`` if that number exists already.
+        ``guard``: the run's stop guard (:func:`stop_guard`): a stopped run sends no request
+        (raises RunStopped). Raises TransientError on throttling."""
+        return put_guarded(self.db, self.table, _request_item(run_id, req), guard)
 
     def finish_request(
         self, run_id: str, req: ModelRequestRecord, reply_json: str | None = None, reply_at: str | None = None

@@ -32,12 +32,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from quayutec.dal.aws import (
+    Guard,
     dynamodb,
     is_condition_failure,
     paginate_query,
+    put_guarded,
     put_new,
     transact,
-    transact_new,
+    transact_guarded,
     transient_errors,
     update_if,
 )
@@ -220,16 +222,17 @@ class RoomStore:
         return Agent.model_validate(_strip(item)) if item else None
 
     def set_agent_paused(self, agent_id: str, by: str, at: str) -> bool:
-        """Mark an existing agent paused by ``by`` at ``at`` (ISO-8601); ``False`` when it is
-        paused already (the first pause stands) or does not exist. Raises TransientError on
-        throttling."""
+        """Mark an existing agent paused by ``by`` at ``at`` (ISO-8601) and count the pause
+        (``pauses``: every run claimed before it fails its stop guard from now on, design §3);
+        ``False`` when it is paused already (the first pause stands) or does not exist. Raises
+        TransientError on throttling."""
         return update_if(
             self.db,
             TableName=self.table,
             Key=agent_key(agent_id),
-            UpdateExpression="SET paused_at = :at, paused_by = :by",
+            UpdateExpression="SET paused_at = :at, paused_by = :by ADD pauses :one",
             ConditionExpression="attribute_exists(pk) AND attribute_not_exists(paused_at)",
-            ExpressionAttributeValues={":at": at, ":by": by},
+            ExpressionAttributeValues={":at": at, ":by": by, ":one": 1},
         )
 
     def clear_agent_paused(self, agent_id: str) -> bool:
@@ -444,23 +447,26 @@ class RoomStore:
             item["wakes"] = [w.model_dump(mode="json") for w in wakes]
         return item
 
-    def put_message(self, message: Message, wakes: list[Wake] | None = None) -> bool:
-        """Write a message once (its id is the idempotency key); its wakes ride on the item."""
-        return self._put_new(self._message_item(message, wakes))
+    def put_message(self, message: Message, wakes: list[Wake] | None = None, guard: Guard | None = None) -> bool:
+        """Write a message once (its id is the idempotency key); its wakes ride on the item.
+        ``guard``: a run's stop guard (dal.ledger.stop_guard): raises RunStopped when the run
+        was stopped (nothing written). Raises TransientError on throttling."""
+        return put_guarded(self.db, self.table, self._message_item(message, wakes), guard)
 
     def put_messages_with(
-        self, messages: list[tuple[Message, list[Wake] | None]], also: dict[str, Any]
+        self, messages: list[tuple[Message, list[Wake] | None]], also: dict[str, Any], guard: Guard | None = None
     ) -> tuple[list[bool], bool] | None:
         """Write ``messages`` (each once, with its wakes) and ``also`` (one ``TransactWriteItems``
         entry of another table, e.g. the run's final ledger write) in one transaction (at most
-        100 entries). Returns ``None`` when all landed, else which conditions failed:
-        ``([message existed already, ...], also's condition failed)`` (nothing was written).
-        Raises TransientError on throttling or a conflicting transaction."""
+        100 entries, ``guard``'s included). Returns ``None`` when all landed, else which
+        conditions failed: ``([message existed already, ...], also's condition failed)``
+        (nothing was written). Raises RunStopped when only ``guard`` failed, TransientError on
+        throttling or a conflicting transaction."""
         items = [
             {"Put": {"TableName": self.table, "Item": self._message_item(m, w), "ConditionExpression": _NOT_EXISTS}}
             for m, w in messages
         ] + [also]
-        failed = transact(self.db, items)
+        failed = transact_guarded(self.db, items, guard)
         return None if failed is None else (failed[:-1], failed[-1])
 
     def get_message(self, room_id: str, message_id: str) -> Message | None:
@@ -519,28 +525,41 @@ class RoomStore:
             item["wakes"] = [w.model_dump(mode="json") for w in wakes]
         return item
 
-    def create_task(self, task: Task, event: TaskEvent, wakes: list[Wake] | None = None) -> bool:
+    def create_task(
+        self, task: Task, event: TaskEvent, wakes: list[Wake] | None = None, guard: Guard | None = None
+    ) -> bool:
         """Write a task and its ``created`` event in one transaction, once. ``False`` when the
-        task id already exists (a repeat)."""
-        return transact_new(
-            self.db,
-            [
-                {"Put": {"TableName": self.table, "Item": self._task_item(task), "ConditionExpression": _NOT_EXISTS}},
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": self._event_item(event, wakes),
-                        "ConditionExpression": _NOT_EXISTS,
-                    }
-                },
-            ],
+        task id already exists (a repeat). ``guard``: a run's stop guard (raises RunStopped)."""
+        return (
+            transact_guarded(
+                self.db,
+                [
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": self._task_item(task),
+                            "ConditionExpression": _NOT_EXISTS,
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": self._event_item(event, wakes),
+                            "ConditionExpression": _NOT_EXISTS,
+                        }
+                    },
+                ],
+                guard,
+            )
+            is None
         )
 
-    def add_task_event(self, event: TaskEvent, wakes: list[Wake] | None = None) -> str:
+    def add_task_event(self, event: TaskEvent, wakes: list[Wake] | None = None, guard: Guard | None = None) -> str:
         """Write an ``update`` or ``close`` event on an open task, once.
 
         Returns ``"written"``, ``"exists"`` (this event id was written before: a repeat) or
-        ``"task_closed"`` (the task is closed or gone: nothing written).
+        ``"task_closed"`` (the task is closed or gone: nothing written). ``guard``: a run's
+        stop guard (raises RunStopped).
         """
         updates: dict[str, Any] = {
             "Update": {
@@ -557,7 +576,7 @@ class RoomStore:
             upd["UpdateExpression"] = "SET updated_at = :now, #s = :closed, #r = :result REMOVE gsi1pk, gsi1sk"
             upd["ExpressionAttributeNames"]["#r"] = "result"
             upd["ExpressionAttributeValues"].update({":closed": "closed", ":result": event.text})
-        failed = transact(
+        failed = transact_guarded(
             self.db,
             [
                 {
@@ -569,6 +588,7 @@ class RoomStore:
                 },
                 updates,
             ],
+            guard,
         )
         if failed is None:
             return "written"
@@ -612,10 +632,11 @@ class RoomStore:
         return TaskEvent.model_validate(_strip(item)) if item else None
 
     # ------------------------------------------------------------------ memory
-    def put_memory(self, line: MemoryLine) -> bool:
+    def put_memory(self, line: MemoryLine, guard: Guard | None = None) -> bool:
         """Write a memory line once, and mark its partition in the room item's ``memory`` map in
         the same transaction (a run then queries only partitions that hold lines). ``False``
-        when the line existed already. Raises ValueError when the room does not exist."""
+        when the line existed already. ``guard``: a run's stop guard (raises RunStopped).
+        Raises ValueError when the room does not exist."""
         item = {
             "pk": _mem_pk(line.room_id, line.visibility, line.company),
             "sk": f"MEM#{line.id}",
@@ -623,7 +644,7 @@ class RoomStore:
             "lsi1sk": f"MEM#{line.created_at}#{line.id}",
             **line.model_dump(mode="json", exclude_none=True),
         }
-        failed = transact(
+        failed = transact_guarded(
             self.db,
             [
                 {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": _NOT_EXISTS}},
@@ -638,6 +659,7 @@ class RoomStore:
                     }
                 },
             ],
+            guard,
         )
         if failed is None:
             return True
@@ -684,10 +706,11 @@ class RoomStore:
         return sorted(out, key=lambda m: m.created_at)
 
     # ------------------------------------------------------------------ approvals
-    def put_approval(self, approval: ApprovalRequest, task_token: str) -> ApprovalRequest:
+    def put_approval(self, approval: ApprovalRequest, task_token: str, guard: Guard | None = None) -> ApprovalRequest:
         """Record an approval request once; a repeat (a retried waitForTaskToken task, which
         gets a new token) only refreshes the token while the request is pending. Returns
-        ``approval`` itself when it was recorded now, else the stored request."""
+        ``approval`` itself when it was recorded now, else the stored request. ``guard``: the
+        run's stop guard (raises RunStopped: a stopped run asks for nothing)."""
         key = {"pk": _room_pk(approval.room_id), "sk": f"APPROVAL#{approval.run_id}#{approval.index:03d}"}
         item = {
             **key,
@@ -695,7 +718,7 @@ class RoomStore:
             "task_token": task_token,
             **approval.model_dump(mode="json", exclude_none=True),
         }
-        if self._put_new(item):
+        if put_guarded(self.db, self.table, item, guard):
             return approval
         try:
             with transient_errors():
@@ -719,6 +742,21 @@ class RoomStore:
         if not item:
             return None
         return ApprovalRequest.model_validate(_strip(item)), str(item["task_token"])
+
+    def run_approvals(self, room_id: str, run_id: str) -> list[tuple[ApprovalRequest, str]]:
+        """The approval requests of one run, each with its task token, by index (one query:
+        the run's held actions are at most 25). Raises TransientError on throttling."""
+        with transient_errors():
+            items = list(
+                paginate_query(
+                    self.db.query,
+                    TableName=self.table,
+                    KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+                    ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": f"APPROVAL#{run_id}#"},
+                    ConsistentRead=True,
+                )
+            )
+        return [(ApprovalRequest.model_validate(_strip(i)), str(i["task_token"])) for i in items]
 
     def set_approval_status(
         self,
@@ -759,14 +797,20 @@ class RoomStore:
         return sorted((ApprovalRequest.model_validate(_strip(i)) for i in items), key=lambda a: (a.created_at, a.index))
 
     # ------------------------------------------------------------------ outbox
-    def put_outbox(self, room_id: str, outbox_id: str, run_id: str, wakes: list[Wake]) -> bool:
-        """The wakes of a run's action writes, as one item (sent by the stream dispatcher)."""
-        return self._put_new(
+    def put_outbox(
+        self, room_id: str, outbox_id: str, run_id: str, wakes: list[Wake], guard: Guard | None = None
+    ) -> bool:
+        """The wakes of a run's action writes, as one item (sent by the stream dispatcher).
+        ``guard``: the run's stop guard (raises RunStopped)."""
+        return put_guarded(
+            self.db,
+            self.table,
             {
                 "pk": _room_pk(room_id),
                 "sk": f"OUTBOX#{outbox_id}",
                 "type": "outbox",
                 "run_id": run_id,
                 "wakes": [w.model_dump(mode="json") for w in wakes],
-            }
+            },
+            guard,
         )

@@ -44,7 +44,7 @@ _SFN_TRANSIENT = TRANSIENT_CODES | {
 }
 #: The request may have reached Step Functions: whether it was accepted is unknown.
 _FATE_UNKNOWN = (ReadTimeoutError, ConnectionClosedError)
-_FINAL = ("approved", "rejected", "expired")
+_FINAL = ("approved", "rejected", "expired", "stopped")
 
 
 class DecisionUnavailable(TransientError):

@@ -132,13 +132,15 @@ def get_agent(agent_id: AgentId) -> AgentOut:
     summary="Pause one of your company's agents: no run of it starts until it is resumed",
 )
 def pause_agent(agent_id: AgentId) -> AgentOut:
-    """A person of the agent's company only (another company's agent answers 404). Idempotent:
-    pausing a paused agent changes nothing. Each pause is a notice in the agent's rooms naming
-    who paused it (design §3)."""
+    """A person of the agent's company only (another company's agent answers 404). Its running
+    runs write nothing more and end ``stopped``; those waiting on approvals are ended now
+    (``stopping``). Idempotent: pausing a paused agent changes nothing but stops what it
+    reaches again. Each pause is a notice in the agent's rooms naming who paused it (design §3)."""
     who = caller()
     svc = services()
     agent = own_agent(svc, agent_id, who)
-    return _out(svc, Stops(svc.deps.room, svc.directory).pause(agent, who.author()).agent)
+    paused = Stops(svc.deps, svc.directory).pause(agent, who.author())
+    return _out(svc, paused.agent).model_copy(update={"stopping": paused.stopping})
 
 
 @router.post("/agents/<agent_id>/resume", tags=["agents"], summary="Resume one of your company's paused agents")
@@ -148,4 +150,4 @@ def resume_agent(agent_id: AgentId) -> AgentOut:
     who = caller()
     svc = services()
     agent = own_agent(svc, agent_id, who)
-    return _out(svc, Stops(svc.deps.room, svc.directory).resume(agent, who.author()).agent)
+    return _out(svc, Stops(svc.deps, svc.directory).resume(agent, who.author()).agent)

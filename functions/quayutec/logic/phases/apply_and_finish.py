@@ -4,9 +4,13 @@ then record the final status.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aws_lambda_powertools.metrics import MetricUnit
 
+from quayutec.dal.aws import Guard
 from quayutec.deps import Deps
+from quayutec.errors import RunStopped
 from quayutec.logic import ids
 from quayutec.logic import wakes as wake_rules
 from quayutec.logic.phases.common import (
@@ -21,6 +25,8 @@ from quayutec.logic.phases.common import (
     finish,
     metrics,
     post_chain_notice,
+    record_stopped,
+    run_guard,
 )
 from quayutec.models import (
     APPROVAL_STATUSES,
@@ -37,9 +43,11 @@ from quayutec.seams import part
 
 
 # ----------------------------------------------------------------------------- 7. write
-def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRecord) -> tuple[str, str, list[tuple]]:
-    """Write one allowed/approved action, keyed from (run, index). Returns (outcome, note,
-    wake targets)."""
+def _write_action(
+    deps: Deps, run: RunRecord, agent_author: Author, a: ActionRecord, guard: Guard
+) -> tuple[str, str, list[tuple]]:
+    """Write one allowed/approved action, keyed from (run, index), under the run's stop
+    ``guard``. Returns (outcome, note, wake targets). Raises RunStopped (nothing written)."""
     now = _iso(deps)
     f = a.fields
     if a.kind == "remember":
@@ -53,7 +61,7 @@ def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRec
             run_id=run.run_id,
             created_at=now,
         )
-        deps.room.put_memory(line)
+        deps.room.put_memory(line, guard)
         return "written", "", []
     if a.kind == "create_task":
         task_id = ids.action_write_id(run.run_id, a.index, "task")
@@ -77,7 +85,7 @@ def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRec
             run_id=run.run_id,
             created_at=now,
         )
-        deps.room.create_task(created, event)
+        deps.room.create_task(created, event, guard=guard)
         return "written", f"task {task_id}", [(f["to"], "task_event", event.id, task_id)]
     task = deps.room.get_task(run.room_id, f["task"])
     if task is None:
@@ -93,7 +101,7 @@ def _write_action(deps: Deps, run: RunRecord, agent_author: Author, a: ActionRec
         run_id=run.run_id,
         created_at=now,
     )
-    result = deps.room.add_task_event(event)
+    result = deps.room.add_task_event(event, guard=guard)
     if result == "task_closed":
         return "not_reached", "the task was closed before the write", []
     return "written", "", _task_event_targets(task, event.id)
@@ -118,6 +126,10 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
             {"parked_s": run.parked_s + parked, "parked_since": None, "status": "running", "updated_at": _iso(deps)},
         )
         run = _load_run(deps, ref)
+    guard = run_guard(deps, ref, facts)
+    if "stopped" in approvals.values():  # a person stopped the run while it waited (design §3)
+        _settle_stopped(deps, run, approvals)
+        raise RunStopped(f"run {ref.run_id} was stopped while it waited on its approvals")
     for a in deps.ledger.actions(ref.run_id):
         if a.decision == "deny":
             continue
@@ -144,7 +156,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
             if a.outcome == "written":
                 targets += _targets_of_written(deps, run, a)
             continue
-        written, note, wake_targets = _write_action(deps, run, agent_author, a)
+        written, note, wake_targets = _write_action(deps, run, agent_author, a, guard)
         targets += wake_targets
         deps.ledger.set_action_outcome(
             ref.run_id, a.index, written, note, approval="approved" if a.decision == "ask" else None
@@ -165,8 +177,22 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
     for notice in notices:
         deps.room.put_message(notice)
     if wakes:
-        deps.room.put_outbox(ref.room_id, f"{ref.run_id}#actions", ref.run_id, wakes)
+        deps.room.put_outbox(ref.room_id, f"{ref.run_id}#actions", ref.run_id, wakes, guard)
     return state.model_copy(update={"budget": budget(deps, run, None)})
+
+
+def _settle_stopped(deps: Deps, run: RunRecord, approvals: Mapping[int, str]) -> None:
+    """The approval rows of a stopped run: each as its Map iteration ended (``stopped``, or the
+    answer it was given before the stop), so none shows pending."""
+    for index, outcome in approvals.items():
+        deps.room.set_approval_status(
+            run.room_id,
+            run.run_id,
+            index,
+            outcome,
+            None,
+            from_statuses=tuple(s for s in APPROVAL_STATUSES if s != outcome),
+        )
 
 
 def _task_event_targets(task: Task, event_id: str) -> list[tuple]:
@@ -188,9 +214,14 @@ def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tup
 
 def apply_and_finish(deps: Deps, state: RunState) -> RunState:
     """Write the allowed and approved actions and the run's wakes (SPEC §2.7), then record the
-    final status (§2.8)."""
+    final status (§2.8). A run whose agent was paused or whose chain was stopped since its claim
+    (an approval ended ``stopped``, or a write's stop guard failed) writes nothing more and
+    ends ``stopped``, its reply posted (design §3)."""
     with part("apply_actions"):
-        state = apply_actions(deps, state)
+        try:
+            state = apply_actions(deps, state)
+        except RunStopped:
+            return record_stopped(deps, state, reply_posted=True, states=apply_and_finish_states(state))
     with part("finish"):
         return finish(deps, state, states=apply_and_finish_states(state))
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from quayutec import cost_line
 from quayutec.deps import Deps
-from quayutec.errors import ModelCallFailed, RunStateInvalid, RunTimedOut, TransientError
+from quayutec.errors import ModelCallFailed, RunStateInvalid, RunStopped, RunTimedOut, TransientError
 from quayutec.logic import prompt
 from quayutec.logic.phases.common import (
     CALL_MODEL,
@@ -20,7 +20,9 @@ from quayutec.logic.phases.common import (
     _need_run,
     _timing,
     budget,
+    record_stopped,
     remaining_seconds,
+    run_guard,
     task_budget,
 )
 from quayutec.models import (
@@ -82,16 +84,22 @@ def call_model(deps: Deps, state: RunState) -> RunState:
             f"no active time left for a model request ({max(0.0, left):.1f} s of {deps.settings.run_time_limit_s} s)"
         )
     record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model)
-    if not deps.ledger.record_request(ref.run_id, record):
-        reused = _after_earlier_attempt(deps, state, ref, run)
-        if reused is not None:
-            return reused
-        n = len(deps.ledger.model_requests(ref.run_id)) + 1
-        if n > cap:
-            raise ModelCallFailed(f"request cap reached: {n - 1} of {cap} requests made, no reply")
-        record = record.model_copy(update={"n": n, "sent_at": _iso(deps)})
-        if not deps.ledger.record_request(ref.run_id, record):
-            raise ModelCallFailed(f"request {n} was recorded by another attempt")
+    guard = run_guard(deps, ref, facts)  # a stopped run sends no request (design §3)
+    try:
+        if not deps.ledger.record_request(ref.run_id, record, guard):
+            reused = _after_earlier_attempt(deps, state, ref, run)
+            if reused is not None:
+                return reused
+            n = len(deps.ledger.model_requests(ref.run_id)) + 1
+            if n > cap:
+                raise ModelCallFailed(f"request cap reached: {n - 1} of {cap} requests made, no reply")
+            record = record.model_copy(update={"n": n, "sent_at": _iso(deps)})
+            if not deps.ledger.record_request(ref.run_id, record, guard):
+                raise ModelCallFailed(f"request {n} was recorded by another attempt")
+    except RunStopped:
+        # CallModel and ModelOutcome? are this end's states, Stopped its last.
+        stopped = record_stopped(deps, state, reply_posted=False, states=3)
+        return stopped.model_copy(update={"model": ModelStep(outcome="stopped", requests=n - 1)})
     base_url = agent.base_url or {
         "anthropic": deps.settings.anthropic_base_url,
         "openai": deps.settings.openai_base_url,

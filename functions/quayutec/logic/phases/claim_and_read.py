@@ -78,6 +78,7 @@ def claim(
         status="running",
         started_at=now,
         updated_at=now,
+        pauses=agent.pauses if agent else 0,
     )
     start = execution_start or ""
     max_runs = reads.room.max_runs_per_chain if reads.room is not None else DEFAULT_MAX_RUNS_PER_CHAIN
@@ -87,7 +88,9 @@ def claim(
         found = deps.ledger.refuse(record, start, "wake_from")
     else:
         agent_item = (deps.room.table, agent_key(wake.agent_id)) if agent is not None else None
-        found = deps.ledger.claim(record, start, max_runs_per_chain=max_runs, agent_item=agent_item)
+        found = deps.ledger.claim(
+            record, start, max_runs_per_chain=max_runs, agent_item=agent_item, pauses=record.pauses
+        )
     notice_posted = False
     if found.outcome == ClaimOutcome.REFUSED and not found.recorded:
         # A full chain's notice first, then the refusal: a crash between them leaves the wake
@@ -128,6 +131,7 @@ def claim(
         # (a resumed claim's read already counted it: its transaction landed before the retry).
         chain_full=reads.chain_runs + (0 if outcome == ClaimOutcome.OWN else 1) >= max_runs,
         max_runs_per_chain=max_runs,
+        pauses=run.pauses if isinstance(run, RunRecord) else record.pauses,
     )
     return RunState(
         wake=wake,

@@ -15,7 +15,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec import cost_line
 from quayutec import resources as R
-from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA
+from quayutec.dal.aws import Guard
+from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA, stop_guard
+from quayutec.dal.room import agent_key
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid, RunTimedOut
 from quayutec.logic import ids
@@ -138,6 +140,33 @@ def post_chain_notice(deps: Deps, ref: RunRef, facts: RunFacts, targets: list[st
     chain: written once, whichever run or refused claim comes first; design §3)."""
     if facts.chain_full and any(a != ref.agent_id for a in targets):
         deps.room.put_message(wake_rules.chain_notice(ref.room_id, ref.chain_id, facts.max_runs_per_chain))
+
+
+def run_guard(deps: Deps, ref: RunRef, facts: RunFacts) -> Guard:
+    """The run's stop guard (design §3): its chain not stopped, its agent not paused since its
+    claim (the pause count the claim saw). Its model requests, its reply and its action writes
+    carry it in their transactions; a failed guard raises RunStopped there, nothing written."""
+    return stop_guard(
+        deps.ledger.table, ref.room_id, ref.chain_id, (deps.room.table, agent_key(ref.agent_id)), facts.pauses
+    )
+
+
+def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: int) -> RunState:
+    """Record the final status ``stopped`` (design §3) — the run's agent was paused or its chain
+    stopped after its claim — once, with whether its reply was posted (``reply_message_id``)
+    and its cost line (``states`` entered for this end, SPEC §10). Returns the state marked
+    ``stopped`` and ``finished``: the state machine ends the run quietly."""
+    ref = _need_run(state)
+    cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
+    if deps.ledger.finish_run(
+        ref.run_id,
+        "stopped",
+        reply_message_id=ids.reply_message_id(ref.run_id) if reply_posted else None,
+        cost=cost.model_dump(mode="json"),
+    ):
+        logger.info("run stopped", extra={"run_id": ref.run_id, "reply_posted": reply_posted})
+        metrics.add_metric(name="RunStopped", unit=MetricUnit.Count, value=1)
+    return state.model_copy(update={"stopped": True, "finished": True})
 
 
 # The functions of the Tasks whose TimeoutSecondsPath is ``$.budget.remaining_s`` (the ASL).

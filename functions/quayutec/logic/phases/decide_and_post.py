@@ -10,6 +10,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec import cost_line
 from quayutec.deps import Deps
+from quayutec.errors import RunStopped
 from quayutec.logic import ids, rights
 from quayutec.logic import wakes as wake_rules
 from quayutec.logic.phases.common import (
@@ -26,6 +27,8 @@ from quayutec.logic.phases.common import (
     logger,
     metrics,
     post_chain_notice,
+    record_stopped,
+    run_guard,
     stored_reply,
 )
 from quayutec.models import (
@@ -166,13 +169,14 @@ def post_reply(
         chain_id=ref.chain_id,
         created_at=_iso(deps),
     )
+    guard = run_guard(deps, ref, facts)
     if finish_states is not None and len(notices) <= MAX_NOTICES_IN_TRANSACTION:
-        _post_and_finish(deps, state, msg, wakes, notices, finish_states)
+        _post_and_finish(deps, state, msg, wakes, notices, finish_states, guard)
         # The reply is the run's first write to the room; a full chain's notice comes after it
         # (a retried step writes it once; a crash between them leaves the chain without it).
         post_chain_notice(deps, ref, facts, mentioned)
         return state.model_copy(update={"budget": budget(deps, run, APPLY_AND_FINISH)})
-    deps.room.put_message(msg, wakes)
+    deps.room.put_message(msg, wakes, guard)
     for notice in notices:
         deps.room.put_message(notice)
     post_chain_notice(deps, ref, facts, mentioned)
@@ -183,12 +187,13 @@ def post_reply(
 
 
 #: A transaction holds at most 100 entries (TransactWriteItems, DynamoDB API reference): the
-#: reply, its hop-limit notices (one per agent it could not wake) and the run's final write.
-MAX_NOTICES_IN_TRANSACTION = 98
+#: reply, its hop-limit notices (one per agent it could not wake), the run's final write and
+#: the two entries of its stop guard.
+MAX_NOTICES_IN_TRANSACTION = 96
 
 
 def _post_and_finish(
-    deps: Deps, state: RunState, msg: Message, wakes: list[Any], notices: list[Message], states: int
+    deps: Deps, state: RunState, msg: Message, wakes: list[Any], notices: list[Message], states: int, guard: Any
 ) -> None:
     """The reply, its notices and the run's final write, in one transaction (SPEC §2.5, §2.8). A
     retried step finds what an earlier attempt landed: all of it (nothing to do), or the reply
@@ -197,7 +202,7 @@ def _post_and_finish(
     ref = _need_run(state)
     cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_TRANSACTION).model_dump(mode="json")
     final = deps.ledger.finish_run_item(ref.run_id, "completed", reply_message_id=msg.id, cost=cost)
-    failed = deps.room.put_messages_with([(msg, wakes), *[(n, None) for n in notices]], final)
+    failed = deps.room.put_messages_with([(msg, wakes), *[(n, None) for n in notices]], final, guard)
     if failed is None:
         metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
         return
@@ -215,12 +220,17 @@ def _post_and_finish(
 def decide_and_post(deps: Deps, state: RunState) -> RunState:
     """Decide the rights (SPEC §2.4), then post the reply (§2.5), reading the stored reply once.
     A reply that declares no action has nothing to hold or write: the run's final status is
-    recorded with the reply, in one transaction (§2.8), and ``finished`` tells the ASL to end."""
+    recorded with the reply, in one transaction (§2.8), and ``finished`` tells the ASL to end.
+    A run whose agent was paused or whose chain was stopped since its claim posts no reply: its
+    final status ``stopped`` is recorded and ``finished`` ends it too (design §3)."""
     ref = _need_run(state)
     reply = stored_reply(deps, state, ref)
     with part("decide_rights"):
         state = decide_rights(deps, state, reply)
     plain = _need_rights(state).actions == 0
     with part("post_reply"):  # plain: DecideAndPost, Finished? and Done are this end's states
-        state = post_reply(deps, state, reply, finish_states=3 if plain else None)
+        try:
+            state = post_reply(deps, state, reply, finish_states=3 if plain else None)
+        except RunStopped:  # paused or stopped since the claim: no reply (design §3)
+            return record_stopped(deps, state, reply_posted=False, states=3)
     return state.model_copy(update={"finished": plain})

@@ -11,6 +11,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec import cost_line
 from quayutec.deps import Deps
+from quayutec.errors import RunStopped
 from quayutec.logic import ids, rights
 from quayutec.logic.phases.common import (
     _finish_request,
@@ -43,10 +44,12 @@ def _error_of(error: dict[str, Any] | None) -> tuple[str, str]:
 
 
 def final_status_for(deps: Deps, run: RunRecord, error_name: str) -> str:
-    """``timed_out``, or ``failed_after_reply`` when the reply is in the room, else
+    """``timed_out``, ``stopped`` (RunStopped), or ``failed_after_reply`` when the reply is in the room, else
     ``failed_before_reply`` (SPEC §2.1). The room itself is asked, not the ledger's note."""
     if error_name in ("RunTimedOut", "States.Timeout", "TIMED_OUT"):
         return "timed_out"
+    if error_name == RunStopped.__name__:  # a guarded write no phase turned into its end (design §3)
+        return "stopped"
     if deps.room.get_message(run.room_id, ids.reply_message_id(run.run_id)) is not None:
         return "failed_after_reply"
     return "failed_before_reply"
@@ -124,14 +127,12 @@ def close_failed_run(
             run.room_id, run_id, a.index, "expired", None, from_statuses=("pending", "deciding")
         ):
             metrics.add_metric(name="ApprovalClosed", unit=MetricUnit.Count, value=1)
-    if status == "failed_before_reply" or (  # a timed-out run says whether its reply got out
-        status == "timed_out" and deps.room.get_message(run.room_id, ids.reply_message_id(run_id)) is None
-    ):
-        not_done.insert(0, "reply not posted")
     reply_id = ids.reply_message_id(run_id)
-    posted = status == "failed_after_reply" or (
-        status == "timed_out" and deps.room.get_message(run.room_id, reply_id) is not None
+    posted = status == "failed_after_reply" or (  # a timed-out or stopped run says whether it got out
+        status in ("timed_out", "stopped") and deps.room.get_message(run.room_id, reply_id) is not None
     )
+    if status != "failed_after_reply" and not posted:
+        not_done.insert(0, "reply not posted")
     if deps.ledger.finish_run(
         run_id,
         status,

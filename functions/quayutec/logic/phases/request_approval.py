@@ -6,6 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from quayutec.dal.ledger import stop_guard
+from quayutec.dal.room import agent_key
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import rights
@@ -18,7 +20,9 @@ from quayutec.logic.phases.common import (
 # ----------------------------------------------------------------------------- 6. held actions
 def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> None:
     """Record the approval request of held action ``index`` with its task token, visible to the
-    owning company only; the run parks until SendTaskSuccess/SendTaskFailure (SPEC §2.6)."""
+    owning company only; the run parks until SendTaskSuccess/SendTaskFailure (SPEC §2.6).
+    Raises RunStopped when the run's agent was paused or its chain stopped since its claim
+    (nothing recorded), TransientError on throttling."""
     from quayutec.models import ApprovalRequest
 
     run = deps.ledger.get_run(run_id)
@@ -38,7 +42,13 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
         fields=action.fields,
         created_at=_iso(deps),
     )
-    if deps.room.put_approval(approval, task_token) is approval:  # recorded now, not a retry
+    # A run stopped since its claim asks for nothing: its stop guard (the pause count its claim
+    # saw is on its ledger entry) raises RunStopped, which the ASL's Map catches by name and
+    # ApplyAndFinish records as the run's end (design §3).
+    guard = stop_guard(
+        deps.ledger.table, run.room_id, run.chain_id, (deps.room.table, agent_key(run.agent_id)), run.pauses
+    )
+    if deps.room.put_approval(approval, task_token, guard) is approval:  # recorded now, not a retry
         metrics.add_metric(name="ApprovalRequested", unit=MetricUnit.Count, value=1)
     fields: dict[str, Any] = {"status": "waiting_approval", "updated_at": _iso(deps)}
     if run.parked_since is None:
