@@ -350,7 +350,7 @@ class ActionRecord(_Model):
     reason: str = ""
     target: str = ""  # what it acts on (agent, task id, memory visibility): safe to show
     target_company: str | None = None
-    approval: Literal["approved", "rejected", "expired"] | None = None
+    approval: Literal["approved", "rejected", "expired", "stopped"] | None = None
     outcome: ActionOutcome = "pending"
     outcome_note: str = ""
 

@@ -258,6 +258,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "room:check",  # the stop guard (agent not paused), in the request record's transaction
             "ledger:query",
             "ledger:put",
+            "ledger:update",  # a run stopped before its request: its final status, stopped
             "ledger:check",  # the stop guard (chain not stopped)
             "rundata:get",
             "rundata:put",

@@ -49,6 +49,7 @@ RUN_STATUS_METRICS = {
     "failed_before_reply": "Run_failed_before_reply",
     "failed_after_reply": "Run_failed_after_reply",
     "timed_out": "Run_timed_out",
+    "stopped": "Run_stopped",
 }
 # Model request outcomes (ModelRequestRecord.outcome): f"ModelRequest_{outcome}".
 MODEL_REQUEST_OUTCOMES = ("ok", "error", "lost")

@@ -39,10 +39,12 @@ from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, install_seams
 from quayutec import deps as quay_deps
 from quayutec import resources as r
+from quayutec.dal.directory import Directory
 from quayutec.dal.ledger import chain_key
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import action_write_id, chain_notice_id, execution_name, reply_message_id, run_wake_id
 from quayutec.logic.room_service import RoomService
+from quayutec.logic.stops import Stops
 from quayutec.models import (
     DEFAULT_MAX_RUNS_PER_CHAIN,
     FINAL_STATUSES,
@@ -66,15 +68,21 @@ NO_RUN = "no run"  # the expected "status" when the claim never landed: nothing 
 # the claim, its ledger entry, its chain's count, the agent not paused
 CLAIM_TX = "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META"
 CLAIM_WRITE = CLAIM_TX.replace(":before:", ":after:")
-REPLY_WRITE = "post_reply:after:put room:MSG"
+#: A run's stop guard in each of its guarded writes' transactions (design §3): the chain not
+#: stopped, the agent not paused.
+GUARD = "+ledger:CHAIN+room:META"
+REPLY_WRITE = f"post_reply:after:tx room:MSG{GUARD}"
 FINISH_WRITE = "finish:after:update ledger:RUN"
 #: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
-PLAIN_END_WRITE = "post_reply:after:tx room:MSG+room:MSG+ledger:RUN"
+PLAIN_END_WRITE = f"post_reply:after:tx room:MSG+room:MSG+ledger:RUN{GUARD}"
 #: A wake its chain refuses (design §3): the chain's notice, then the wake claimed as not started.
 REFUSAL_WRITE = "claim:after:put claims:CLAIM"
 CLAIM_NOTICE_WRITE = "claim:after:put room:MSG"
+#: A held action's approval request, and a memory line an action writes (each under the guard).
+APPROVAL_WRITE = f"request_approval:after:tx room:APPROVAL{GUARD}"
+MEMORY_WRITE = f"apply_actions:after:tx room:MEM+room:META{GUARD}"
 #: A run that took its chain's last run and @mentions another agent: the chain's notice, after the
-#: reply (a plain reply's transaction; with actions the reply is this phase's first put).
+#: reply (a plain reply's transaction; with actions the reply's own transaction).
 REPLY_NOTICE_WRITE = "post_reply:after:put room:MSG"
 
 
@@ -191,6 +199,11 @@ class Point:
     on: str = "run"
     notices: int | None = None
     refusal: str | None = "chain_full"
+    #: what a person does about the run's parked approval: ``approve`` it, or ``pause`` the
+    #: agent or ``stop_chain`` instead (design §3: the stop path ends the parked run)
+    on_parked: str = "approve"
+    #: the room items the run must hold at the end (a stop case: what landed before the stop)
+    writes: int | None = None
 
     @property
     def name(self) -> str:
@@ -198,7 +211,14 @@ class Point:
         times = f" x{self.times}" if self.times > 1 else ""
         skip = f" after {self.skip}" if self.skip else ""
         chain = f" [chain of {self.max_runs}{', the refused wake' if self.on == 'refused' else ''}]"
-        return f"{self.kind}@{self.at}{times}{skip}{chain if self.max_runs else ''}{extra}"
+        parked = f" [{self.on_parked} while parked]" if self.on_parked != "approve" else ""
+        return f"{self.kind}@{self.at}{times}{skip}{chain if self.max_runs else ''}{parked}{extra}"
+
+    @property
+    def pauses(self) -> bool:
+        """The case pauses its agent (a fault or at its parked approval): the lab resumes it
+        before the next message."""
+        return self.kind == "pause" or any(k == "pause" for _p, k in self.also) or self.on_parked == "pause"
 
     @property
     def refuses(self) -> bool:
@@ -278,7 +298,8 @@ def standard_matrix() -> list[Point]:
         "claim:after:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META",
         "load_context:after:s3put s3:context",
     )
-    req_w, reply_w = "call_model:after:put ledger:REQ", "call_model:after:put ledger:REQ#2"  # reply: with its outcome
+    # the request's record (under the stop guard), then its outcome with the reply
+    req_w, reply_w = f"call_model:after:tx ledger:REQ{GUARD}", "call_model:after:put ledger:REQ"
     return [
         case(
             "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META", "crash"
@@ -289,33 +310,33 @@ def standard_matrix() -> list[Point]:
         case(reply_w, "crash", "claim:end"),
         case("decide_rights:after:put ledger:ACT#2", "crash", req_w),  # retried: request 1 is lost
         case(
-            "post_reply:before:put room:MSG",
+            REPLY_WRITE.replace(":after:", ":before:"),
             "crash",
-            "call_model:before:put ledger:REQ#2",
+            "call_model:before:put ledger:REQ",
             "decide_rights:after:put ledger:ACT#2",
         ),  # answer lost
         case("post_reply:end", "stop", "call_model:end", "decide_rights:end"),  # the reply reused
         case(REPLY_WRITE, "crash", "decide_rights:after:put ledger:ACT", "record_failure:after:update ledger:RUN"),
-        case("request_approval:after:put room:APPROVAL", "crash", REPLY_WRITE),  # still one reply
+        case(APPROVAL_WRITE, "crash", REPLY_WRITE),  # still one reply
         case("request_approval:end", "stop", "post_reply:end"),  # parked, then stopped
         # RecordFailure crashes too: the execution fails outside any Catch, the reconciler closes
         Point(
             "apply_actions:before:update ledger:RUN",
             "crash",
-            also=(_die("request_approval:after:put room:APPROVAL"), ("record_failure:start", "crash")),
+            also=(_die(APPROVAL_WRITE), ("record_failure:start", "crash")),
         ),
-        case("apply_actions:after:tx room:MEM+room:META", "crash", "request_approval:end"),  # written, unrecorded
+        case(MEMORY_WRITE, "crash", "request_approval:end"),  # written, unrecorded
         case(
-            "apply_actions:after:tx room:TEV+room:TASK#2",
+            f"apply_actions:after:tx room:TEV+room:TASK{GUARD}#2",
             "crash",  # the approved close landed
             "post_reply:end",
             "request_approval:after:update ledger:RUN",
         ),
-        case("finish:before:update ledger:RUN", "crash", "apply_actions:after:tx room:MEM+room:META", ctx_w),
+        case("finish:before:update ledger:RUN", "crash", MEMORY_WRITE, ctx_w),
         case(
             "finish:after:update ledger:RUN",
             "crash",  # already completed
-            "apply_actions:after:tx room:TASK+room:TEV",
+            f"apply_actions:after:tx room:TASK+room:TEV{GUARD}",
             "decide_rights:after:put ledger:ACT#3",
         ),
         # deaths only
@@ -323,23 +344,24 @@ def standard_matrix() -> list[Point]:
             "apply_actions:after:put room:MSG",
             "die",
             "finish:after:update ledger:RUN",  # the notice: once
-            "call_model:after:put ledger:REQ#2",
-            "post_reply:before:put room:MSG",
+            "call_model:after:put ledger:REQ",
+            REPLY_WRITE.replace(":after:", ":before:"),
         ),
         case(
             "apply_actions:after:update ledger:ACT",
             "die",
-            "apply_actions:after:tx room:TEV+room:TASK",
+            f"apply_actions:after:tx room:TEV+room:TASK{GUARD}",
             "finish:end",
-            "request_approval:before:put room:APPROVAL",
+            APPROVAL_WRITE.replace(":after:", ":before:"),
         ),
-        case("apply_actions:after:put room:OUTBOX", "die", "apply_actions:end", wakes=True),  # the wakes: once
+        case(f"apply_actions:after:tx room:OUTBOX{GUARD}", "die", "apply_actions:end", wakes=True),  # the wakes: once
         # a plain reply: the reply, its notice and the final write land in one transaction
         plain(PLAIN_END_WRITE.replace(":after:", ":before:"), "crash", "failed_before_reply", "call_model:end"),
         plain(PLAIN_END_WRITE, "crash", "completed", PLAIN_END_WRITE.replace(":after:", ":before:")),
-        plain(PLAIN_END_WRITE, "die", "completed", "call_model:after:put ledger:REQ#2"),  # all landed: once
+        plain(PLAIN_END_WRITE, "die", "completed", "call_model:after:put ledger:REQ"),  # all landed: once
         plain("post_reply:end", "stop", "completed", "claim:end"),
         *chain_matrix(),
+        *stop_matrix(),
         # the wake paths: a stream batch whose first wake is sent 5 times and whose second record's
         # processing is dropped (the batch is retried from it), read by a wake consumer that dies
         # after starting the execution (the batch comes back)
@@ -394,7 +416,7 @@ def chain_matrix() -> list[Point]:
 
     refusal_before, notice_before = (w.replace(":after:", ":before:") for w in (REFUSAL_WRITE, CLAIM_NOTICE_WRITE))
     reply_notice_before = REPLY_NOTICE_WRITE.replace(":after:", ":before:")
-    plain_end = "post_reply:after:tx room:MSG+ledger:RUN"  # the chain is full: no hop-limit notice
+    plain_end = f"post_reply:after:tx room:MSG+ledger:RUN{GUARD}"  # the chain is full: no hop-limit notice
     return [
         *conflict,
         # the refused wake (chain of 2): its chain's notice first, then the refusal recorded
@@ -410,14 +432,36 @@ def chain_matrix() -> list[Point]:
         full(plain_end, "crash", "completed", notices=0),  # the reply and final write landed: no notice
         full(reply_notice_before, "crash", "completed", plain_end, notices=0),
         full(REPLY_NOTICE_WRITE, "crash", "completed", reply_notice_before),  # the notice stays
-        full(
-            "post_reply:after:put room:MSG#2",
-            "crash",
-            "failed_after_reply",
-            "post_reply:after:put room:MSG",
-            plain=False,
-        ),
+        full("post_reply:after:put room:MSG", "crash", "failed_after_reply", REPLY_WRITE, plain=False),
         full("apply_actions:before:put room:MSG", "crash", "failed_after_reply", "post_reply:end", plain=False),
+    ]
+
+
+def stop_matrix() -> list[Point]:
+    """A person pauses the agent or stops the chain while the run is at each guarded write
+    (design §3): the stop intent lands first, the guarded write (or the next one) is refused,
+    and the run ends ``stopped`` with nothing written after the point: no reply past the reply
+    point, no approval request, no action past the one that landed. A parked run is ended
+    through SendTaskFailure(RunStopped). Deaths at the guarded writes ride along: a retried
+    step finds its own write (never refused twice), then meets the guard. The lab resumes a
+    paused agent before the case's next message, which runs as usual."""
+    req_before = f"call_model:before:tx ledger:REQ{GUARD}"
+    reply_before = REPLY_WRITE.replace(":after:", ":before:")
+    task_write = f"apply_actions:after:tx room:TEV+room:TASK{GUARD}"
+    return [
+        Point(req_before, "pause", "stopped", also=(_die("load_context:end"),), writes=0),  # no request sent
+        Point(req_before.replace(":before:", ":after:"), "pause", "stopped", writes=0),  # paid, not posted
+        Point(reply_before, "stop_chain", "stopped", also=(_die("decide_rights:end"),), writes=0),
+        Point(REPLY_WRITE, "pause", "stopped", also=(_die("post_reply:end"),), writes=1),  # no approval asked
+        # parked: SendTaskFailure(RunStopped); the reply and the approval request stay
+        Point("request_approval:end", "die_end", "stopped", on_parked="pause", writes=2),
+        Point("post_reply:end", "die_end", "stopped", on_parked="stop_chain", writes=2),
+        # one action landed; the retried step finds it written, then meets the guard
+        Point(MEMORY_WRITE, "pause", "stopped", also=(_die("apply_actions:after:update ledger:ACT"),), writes=3),
+        Point(task_write, "stop_chain", "stopped", writes=4),
+        Point("apply_actions:start", "pause", "stopped", also=(_die("request_approval:end"),), writes=2),
+        Point(PLAIN_END_WRITE.replace(":after:", ":before:"), "pause", "stopped", plain=True, writes=0),
+        Point(PLAIN_END_WRITE, "pause", "completed", plain=True, writes=2),  # all landed before the pause
     ]
 
 
@@ -674,6 +718,10 @@ class ChaosLab:
             for ap in d.room.approvals(case.room):
                 run = d.ledger.get_run(ap.run_id)
                 if ap.status == "pending" and run is not None and run.status == "waiting_approval":
+                    on_parked = case.point.on_parked if case.point is not None else "approve"
+                    if on_parked != "approve" and ap.run_id == case.run_id:
+                        n += faults.person_stops(case.run_id, on_parked)
+                        continue
                     decide_approval(d, case.room, ap.id, ANN, approve=True)
                     case.approvals_given += 1
                     n += 1
@@ -753,6 +801,10 @@ class ChaosLab:
                 self.redeliver(refused)
         self.wait_quiet()
         for case in cases:
+            if case.point is not None and case.point.pauses:  # resumed: the next message wakes it
+                agent = self.deps.room.get_agent(case.a)
+                if agent is not None and agent.paused_at is not None:
+                    Stops(self.deps, Directory(self.deps.room)).resume(agent, ANN)
             self.server.set_script(case.a, [{"reply": {"text": f"Next run in {case.room}: fine.", "actions": []}}])
             _wake, case.next_run_id = self.post(case, f"Anything left in {case.room}?", f"{case.room}-next")
         self.settle(cases)
@@ -791,6 +843,8 @@ class ChaosLab:
             )
         if status != expect:
             res.problems.append(f"ledger status {status}, expected {expect}")
+        if p is not None and p.writes is not None and len(mine) != p.writes:
+            res.problems.append(f"{len(mine)} room items of the run, expected {p.writes}")
         replies = [
             i
             for i in room_items
@@ -798,7 +852,9 @@ class ChaosLab:
         ]
         if len(replies) > 1:
             res.duplicates.append(f"{len(replies)} replies of run {case.run_id}")
-        want_reply = status in ("completed", "failed_after_reply")
+        want_reply = status in ("completed", "failed_after_reply") or (
+            status == "stopped" and run is not None and run.reply_message_id is not None
+        )
         if want_reply != bool(replies):
             res.problems.append(f"reply {'missing' if want_reply else 'present'} for status {status}")
         if replies and replies[0]["id"] != reply_message_id(case.run_id):

@@ -53,6 +53,10 @@ exception's class name, which is the ASL error name):
 * ``drop`` — raises :class:`InjectedFault` (use on ``stream_dispatch``: the record's
   processing fails mid-batch; the batch reports it and the stream retries it).
 * ``dup`` — on an SQS send: every message is sent ``arg`` times (a wake delivered N times).
+* ``pause`` / ``stop_chain`` — a person pauses the run's agent (ann of acme, whose agents the
+  chaos lab's runs are) or stops the run's chain (bob of bolt) at the point, through the API's
+  own domain service, with clients of its own (not the function's), then the phase carries on:
+  what a pause or a stop answered while the run is inside that step does (design §3).
 * ``conflict`` (at a ``{phase}:before:tx …`` point only) — the transaction is not sent and the
   call raises what botocore makes of DynamoDB's answer to a transaction that met another one on
   an item (a hot counter): ``TransactionCanceledException`` whose ``CancellationReasons`` say
@@ -80,7 +84,7 @@ from quayutec import seams
 from quayutec.errors import TransientError
 
 ENV_VAR = "QUAY_FAULTS_ENABLED"
-KINDS = ("crash", "die", "die_end", "stop", "sleep", "drop", "dup", "conflict")
+KINDS = ("crash", "die", "die_end", "stop", "sleep", "drop", "dup", "conflict", "pause", "stop_chain")
 
 _WRITE_OPS = {
     ("dynamodb", "PutItem"): "put",
@@ -240,6 +244,8 @@ def _fire(f: Fault, point: str, sc: _Scope | None, params: dict[str, Any] | None
         time.sleep(f.arg)
     elif f.kind == "stop":
         _stop_execution(sc, where)
+    elif f.kind in ("pause", "stop_chain"):
+        person_stops((sc.run_id or "") if sc else "", f.kind, where)
     elif f.kind == "dup" and params is not None and "Entries" in params:
         entries = params["Entries"]
         n = max(1, min(int(f.arg), 10 // max(1, len(entries))))  # a batch holds at most 10 messages
@@ -305,6 +311,42 @@ def _stop_execution(sc: _Scope | None, where: str) -> None:
     # The chaos lab stops the execution as an operator would: a client of its own, not the
     # factory's (whose calls count as the function's own, SPEC §11).
     boto3.client("stepfunctions").stop_execution(executionArn=arn, error="InjectedStop", cause=where)
+
+
+def person_stops(run_id: str, kind: str, where: str = "") -> int:
+    """A person pauses run ``run_id``'s agent (``kind`` ``pause``) or stops its chain
+    (``stop_chain``) as the API would (quayutec.logic.stops), with clients of their own: the
+    function's factory clients would count the calls as the function's and check them against
+    its role. Returns how many runs waiting on approvals the request ended. Raises
+    InjectedFault when the run has no ledger entry."""
+    import boto3
+
+    from quayutec.dal.directory import Directory
+    from quayutec.dal.ledger import LedgerStore
+    from quayutec.dal.room import RoomStore
+    from quayutec.deps import Deps, default_deps
+    from quayutec.logic.stops import Stops
+    from quayutec.models import Author
+
+    ddb = boto3.resource("dynamodb").meta.client
+    base = default_deps()
+    deps = Deps(
+        settings=base.settings,
+        room=RoomStore(base.room.table, client=ddb),
+        ledger=LedgerStore(base.ledger.table, base.ledger.claim_table, client=ddb),
+        rundata=base.rundata,
+        sfn=boto3.client("stepfunctions"),
+    )
+    run = deps.ledger.get_run(run_id) if run_id else None
+    if run is None:
+        raise InjectedFault(where + ": no run to stop")
+    stops = Stops(deps, Directory(deps.room))
+    if kind == "stop_chain":
+        return stops.stop_chain(run.room_id, run.chain_id, Author(kind="person", id="bob", company="bolt"))[1]
+    agent = deps.room.get_agent(run.agent_id)
+    if agent is None:
+        raise InjectedFault(where + f": no agent {run.agent_id}")
+    return stops.pause(agent, Author(kind="person", id="ann", company=agent.company)).stopping
 
 
 @contextmanager

@@ -41,7 +41,15 @@ from quayutec.models import (
 PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
 #: The SDK each provider's adapter imports at its first request (bedrock: boto3, imported).
 PROVIDER_SDK = {"anthropic": "anthropic", "openai": "openai", "openai-compatible": "openai"}
-STATUSES = ("running", "waiting_approval", "completed", "failed_before_reply", "failed_after_reply", "timed_out")
+STATUSES = (
+    "running",
+    "waiting_approval",
+    "completed",
+    "failed_before_reply",
+    "failed_after_reply",
+    "timed_out",
+    "stopped",
+)
 
 
 class ScenarioError(ValueError):

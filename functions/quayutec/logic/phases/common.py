@@ -155,8 +155,18 @@ def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: i
     """Record the final status ``stopped`` (design §3) — the run's agent was paused or its chain
     stopped after its claim — once, with whether its reply was posted (``reply_message_id``)
     and its cost line (``states`` entered for this end, SPEC §10). Returns the state marked
-    ``stopped`` and ``finished``: the state machine ends the run quietly."""
+    ``stopped`` and ``finished``: the state machine ends the run quietly. Its declared actions
+    not written are recorded ``not_reached``."""
     ref = _need_run(state)
+    for a in deps.ledger.actions(ref.run_id) if state.rights is not None and state.rights.actions else []:
+        if a.outcome in ("pending", "held"):  # declared, never written: the ledger says so
+            deps.ledger.set_action_outcome(
+                ref.run_id,
+                a.index,
+                "not_reached",
+                "the run was stopped",
+                approval="stopped" if a.decision == "ask" and a.approval is None else None,
+            )
     cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
     if deps.ledger.finish_run(
         ref.run_id,
@@ -165,7 +175,7 @@ def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: i
         cost=cost.model_dump(mode="json"),
     ):
         logger.info("run stopped", extra={"run_id": ref.run_id, "reply_posted": reply_posted})
-        metrics.add_metric(name="RunStopped", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name="Run_stopped", unit=MetricUnit.Count, value=1)
     return state.model_copy(update={"stopped": True, "finished": True})
 
 
