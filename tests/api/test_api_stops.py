@@ -35,7 +35,12 @@ def test_any_person_in_the_room_stops_a_chain_and_outsiders_may_not(light_world:
     assert api.call("POST", f"/rooms/r1/chains/{chain}/stop", t["carl"]).status in (403, 404), "not in the room"
     assert api.call("POST", "/rooms/r1/chains/no-such-chain/stop", t["bob"]).status == 404
     first = api.ok("POST", f"/rooms/r1/chains/{chain}/stop", t["bob"])
-    assert first == {"room_id": "r1", "chain_id": chain, "stopped": True}
+    assert {k: first[k] for k in ("room_id", "chain_id", "stopped")} == {
+        "room_id": "r1",
+        "chain_id": chain,
+        "stopped": True,
+    }
+    assert first["stopping"] in (0, 1), "a1's run, parked on its approval or not, is the chain's only run"
     assert api.ok("POST", f"/rooms/r1/chains/{chain}/stop", t["ann"])["stopped"] is False
     texts = [m["text"] for m in api.ok("GET", "/rooms/r1/messages", t["ann"])["messages"]]
     assert sum("was stopped by bob (bolt)" in x for x in texts) == 1

@@ -47,7 +47,7 @@ def test_demo_json_matches_expect(tmp_path: Path) -> None:
         "model_requests": {"helper": 1},
         "open_tasks": 0,
         "memory_lines": 1,
-        "runs": {"completed": 1, "failed_before_reply": 0, "failed_after_reply": 0, "timed_out": 0},
+        "runs": {"completed": 1, "failed_before_reply": 0, "failed_after_reply": 0, "timed_out": 0, "stopped": 0},
         "expect_ok": True,
         "failures": [],
     }
