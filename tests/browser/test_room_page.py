@@ -10,6 +10,10 @@ the files panel is listed and becomes ready; no horizontal overflow at 375 px; s
 and 375 px; sign out clears the token. No ``securitypolicyviolation`` event fires and the token
 never appears in a URL.
 
+The stop switch (design §3), in a second room: ann pauses and resumes her company's a2 with the
+Agents panel's button (the API reads it back paused, then not; the room shows each notice), bolt's
+b2 has no button. An error the API answers is shown in its words.
+
 Without chromium (or Playwright) the test skips with a message, except under ``CI=true``, where it
 fails. ``.ci/run`` installs ``chromium`` and ``chromium-driver`` with apt when it runs as root.
 """
@@ -21,6 +25,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,6 +113,49 @@ def room(dev_url: str) -> dict[str, str]:
     ann.add_agent(room_id, "a1")
     bob.add_agent(room_id, "b1")
     return {"room": room_id, "ann": ann.token, "bob": bob.token}
+
+
+@pytest.fixture(scope="module")
+def locks(dev_url: str, room: dict[str, str]) -> dict[str, str]:
+    """A second room of acme and bolt (the companies of ``room``): acme's a2 and a3, bolt's b2."""
+    ann, bob = QuayClient(dev_url, room["ann"]), QuayClient(dev_url, room["bob"])
+    room_id = ann.create_room("locks", ["bolt"])["id"]
+    for name in ("a2", "a3"):
+        ann.register_agent(name, "anthropic", "claude-local")
+        ann.add_agent(room_id, name)
+    bob.register_agent("b2", "openai", "gpt-local")
+    bob.add_agent(room_id, "b2")
+    return {"room": room_id, "ann": room["ann"], "bob": room["bob"]}
+
+
+def _open_room(page: Any, dev_url: str, token: str, room_id: str, name: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{dev_url}/app/")
+    page.get_by_label("Your bearer token").fill(token)
+    page.keyboard.press("Enter")
+    page.locator(f"#room-list button[data-room='{room_id}']").click()
+    expect(page.locator("#room-title")).to_have_text(name)
+
+
+def _refuse_once(page: Any, pattern: str, status: int, message: str) -> list[str]:
+    """Answer the next request to ``pattern`` with ``status`` and the API's JSON error body (the
+    server never sees it); returns the list the refused URLs are added to."""
+    refused: list[str] = []
+
+    def answer(route: Any) -> None:
+        refused.append(route.request.url)
+        route.fulfill(
+            status=status, content_type="application/json", body=json.dumps({"error": "x", "message": message})
+        )
+        page.unroute(pattern, answer)
+
+    page.route(pattern, answer)
+    return refused
+
+
+def _notices(client: QuayClient, room_id: str) -> list[str]:
+    return [m["text"] for m in client.transcript(room_id) if m["kind"] == "notice"]
 
 
 def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[str, str]) -> None:
@@ -259,3 +307,49 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
         finally:
             browser.close()
     print(f"\nroom page screenshots: {ARTIFACTS}/room-page-1440.png, {ARTIFACTS}/room-page-375.png")
+
+
+def test_pause_and_resume_an_own_agent_from_the_page(chromium: str, dev_url: str, locks: dict[str, str]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    ann, bob = QuayClient(dev_url, locks["ann"]), QuayClient(dev_url, locks["bob"])
+    room_id = locks["room"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+            page.set_default_timeout(WAIT_MS)
+            _open_room(page, dev_url, locks["ann"], room_id, "locks")
+            a2 = page.locator("#agents li[data-agent='acme.a2']")
+            expect(a2.get_by_role("button")).to_have_text("Pause")
+            expect(page.locator("#agents li[data-agent='acme.a3']").get_by_role("button")).to_have_text("Pause")
+            b2 = page.locator("#agents li[data-agent='bolt.b2']")
+            expect(b2).to_contain_text("agent of bolt")
+            assert b2.get_by_role("button").count() == 0, "a button on another company's agent"
+
+            # the API's refusal is shown in its words; nothing changed
+            refused = _refuse_once(page, "**/agents/acme.a2/pause", 403, "simulated refusal")
+            a2.get_by_role("button", name="Pause acme.a2").click()
+            expect(page.locator("#error")).to_contain_text("You are not allowed to do that (simulated refusal).")
+            assert refused and ann.call("GET", "/agents/a2").get("paused_at") is None
+            expect(a2.get_by_role("button")).to_be_enabled()
+
+            a2.get_by_role("button", name="Pause acme.a2").click()
+            expect(a2.get_by_role("button")).to_have_text("Resume")
+            expect(page.locator("#error")).to_be_hidden()
+            expect(a2).to_contain_text("paused by ann")
+            agent = ann.call("GET", "/agents/a2")
+            assert agent["paused_by"] == "ann" and agent["paused_at"], agent
+            paused = "acme.a2 was paused by ann (acme): no run of it starts until it is resumed."
+            expect(page.locator("#transcript .msg.notice").filter(has_text=paused)).to_have_count(1)
+            assert paused in _notices(bob, room_id), "the room's other company reads the notice too"
+            page.screenshot(path=str(ARTIFACTS / "room-page-paused.png"), full_page=True)
+
+            a2.get_by_role("button", name="Resume acme.a2").click()
+            expect(a2.get_by_role("button")).to_have_text("Pause")
+            assert ann.call("GET", "/agents/a2").get("paused_at") is None
+            resumed = "acme.a2 was resumed by ann (acme)."
+            expect(page.locator("#transcript .msg.notice").filter(has_text=resumed)).to_have_count(1)
+            assert _notices(ann, room_id).count(resumed) == 1
+        finally:
+            browser.close()

@@ -20,6 +20,7 @@
   const state = {
     token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
     timer: null, tick: 0, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
+    mine: new Map(),
     mention: { open: false, items: [], active: 0, start: 0 },
   };
 
@@ -102,6 +103,7 @@
     if (!err) { box.hidden = true; box.textContent = ""; return; }
     box.textContent = err instanceof ApiError ? err.message : "Something went wrong on this page: " + String(err && err.message || err);
     box.hidden = false;
+    box.dataset.poll = ""; // a poll's own error is marked by refresh(); a later good poll clears only that
     if (err instanceof ApiError && err.status === 401 && state.token) signOut(true);
   }
   const status = (text) => { $("status").textContent = text; };
@@ -136,7 +138,7 @@
     stopPolling();
     sessionStorage.removeItem(TOKEN_KEY);
     Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
-                           approvals: [], sig: {}, openRun: null, postKey: null });
+                           approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map() });
     clear($("room-list")); clear($("transcript"));
     $("workspace").hidden = true; $("room").hidden = true;
     $("sign-out").hidden = true; $("who").hidden = true;
@@ -163,7 +165,8 @@
 
   async function openRoom(id) {
     stopPolling();
-    Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, approvals: [], sig: {}, openRun: null });
+    Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, approvals: [], sig: {}, openRun: null,
+                           mine: new Map() });
     for (const b of $("room-list").querySelectorAll("button")) b.setAttribute("aria-current", String(b.dataset.room === id));
     clear($("transcript")); $("run-detail").hidden = true;
     $("room").hidden = false;
@@ -195,6 +198,11 @@
     state.timer = setTimeout(loop, FAST_MS);
   }
   function stopPolling() { if (state.timer) clearTimeout(state.timer); state.timer = null; }
+  // After a click that makes the server post a notice: a whole refresh, once a poll under way is done
+  async function refreshNow() {
+    for (let i = 0; state.busy && i < 100; i++) await new Promise((r) => setTimeout(r, 100));
+    await refresh(true);
+  }
 
   async function refresh(all) {
     if (state.busy) return;
@@ -209,7 +217,7 @@
         await loadFiles(room);
         await loadRuns(room);
       }
-      if (all || state.tick % (SLOW_EVERY * 2) === 0) await loadTasks(room);
+      if (all || state.tick % (SLOW_EVERY * 2) === 0) { await loadTasks(room); await loadAgents(room); }
       if (state.room === room) {
         status("Up to date at " + new Date().toLocaleTimeString() + " (checks every " + FAST_MS / 1000 + " s).");
         if (!$("error").hidden && $("error").dataset.poll === "1") showError(null);
@@ -433,6 +441,67 @@
     const first = $("approvals").querySelector("button") || $("approvals-title");
     if (first === $("approvals-title")) $("approvals-title").setAttribute("tabindex", "-1");
     first.focus();
+  }
+
+  // ------------------------------------------------------------------ agents: pause / resume
+  // The room's agents (GET /rooms/{room}); the caller's company's own ones (GET /agents, which
+  // says whether each is paused) get Pause or Resume (design §3). Another company's agent gets no
+  // button: its company alone may pause it.
+  async function loadAgents(room) {
+    const [info, own] = await Promise.all([api("GET", "rooms/" + enc(room)), api("GET", "agents")]);
+    if (state.room !== room) return;
+    state.info = info;
+    state.mine = new Map((own.agents || []).map((a) => [a.id, a]));
+    drawAgents();
+  }
+
+  function drawAgents() {
+    const agents = (state.info && state.info.agents) || [];
+    const mine = agents.map((a) => state.mine.get(a.id) || null);
+    if (!changed("agents", [agents, mine.map((m) => m && [m.paused_at, m.paused_by])])) return;
+    const list = $("agents");
+    clear(list);
+    $("agents-empty").hidden = agents.length > 0;
+    agents.forEach((a, i) => {
+      const own = mine[i];
+      const paused = Boolean(own && own.paused_at);
+      const item = el("li", { "data-agent": a.id },
+        el("p", { class: "line" }, paused ? badge("paused") : null, "@" + (a.name || a.id) + " · " + a.id),
+        el("p", { class: "meta", text: own
+          ? (paused ? "your company's agent · paused by " + (own.paused_by || "?") + " · " + when(own.paused_at)
+                    : "your company's agent")
+          : "agent of " + a.company }));
+      if (own) {
+        const verb = paused ? "resume" : "pause";
+        item.append(el("div", { class: "actions-row" },
+          el("button", { type: "button", class: paused ? "secondary" : "danger", text: paused ? "Resume" : "Pause",
+                         "data-agent": a.id, "aria-label": (paused ? "Resume " : "Pause ") + a.id,
+                         on: { click: (e) => setPaused(e.currentTarget, a.id, verb) } })));
+      }
+      list.append(item);
+    });
+  }
+
+  async function setPaused(button, agentId, verb) {
+    const room = state.room;
+    button.disabled = true;
+    const ok = await guarded(async () => {
+      const out = await api("POST", "agents/" + enc(agentId) + "/" + verb);
+      state.mine.set(out.id, out);
+    });
+    if (state.room !== room) return;
+    if (ok) {
+      status(verb === "pause" ? agentId + " is paused: no run of it starts until it is resumed." : agentId + " is resumed.");
+      state.sig.agents = null;
+      drawAgents();
+      await refreshNow();
+    } else {
+      button.disabled = false;
+      state.sig.agents = null; // the error stays shown; the list shows the agent as it stands now
+      await loadAgents(room).catch(() => null);
+    }
+    const next = $("agents").querySelector("button[data-agent='" + CSS.escape(agentId) + "']");
+    (next || $("agents-title")).focus();
   }
 
   // ------------------------------------------------------------------ tasks
@@ -681,6 +750,7 @@
     $("file-form").addEventListener("submit", uploadFile);
     $("run-close").addEventListener("click", () => { state.openRun = null; $("run-detail").hidden = true; $("runs-title").focus(); });
     $("runs-title").setAttribute("tabindex", "-1");
+    $("agents-title").setAttribute("tabindex", "-1");
     document.addEventListener("visibilitychange", () => { if (!document.hidden && state.room) refresh(false); });
 
     const saved = sessionStorage.getItem(TOKEN_KEY);
