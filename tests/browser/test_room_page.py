@@ -12,7 +12,9 @@ never appears in a URL.
 
 The stop switch (design §3), in a second room: ann pauses and resumes her company's a2 with the
 Agents panel's button (the API reads it back paused, then not; the room shows each notice), bolt's
-b2 has no button. An error the API answers is shown in its words.
+b2 has no button; ann stops a chain from the runs view while a2's delayed reply is under way (the
+room shows the stop notice, the API holds the chain stopped, and a3, whom a2's reply names, never
+runs in it, while it does in an earlier chain). An error the API answers is shown in its words.
 
 Without chromium (or Playwright) the test skips with a message, except under ``CI=true``, where it
 fails. ``.ci/run`` installs ``chromium`` and ``chromium-driver`` with apt when it runs as root.
@@ -29,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from quaydev import quay_dev
+from quaydev import quay_dev, wait_for
 from quaylocal.client import QuayClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +39,8 @@ ARTIFACTS = Path(os.environ.get("QUAY_TEST_ARTIFACTS", REPO_ROOT / "tests" / "ar
 ADMIN = "qyt_admin_browser_test_0001"
 HELD = "launch on the 12th"
 XSS = "<img src=x onerror=alert(1)>"
+#: a2's reply, held back ``STOP_DELAY_S`` the second time: long enough to stop its chain meanwhile
+STOP_DELAY_S = 15
 SCRIPTS = {
     "a1": [
         {
@@ -45,7 +49,11 @@ SCRIPTS = {
                 "actions": [{"kind": "remember", "text": HELD, "visibility": "company"}],
             }
         }
-    ]
+    ],
+    "a2": [
+        {"reply": {"text": "Over to @a3 for the stalls."}},
+        {"delay_s": STOP_DELAY_S, "reply": {"text": "Over to @a3 for the quay."}},
+    ],
 }
 CHROMIUM_ARGS = [
     "--headless",
@@ -117,7 +125,8 @@ def room(dev_url: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def locks(dev_url: str, room: dict[str, str]) -> dict[str, str]:
-    """A second room of acme and bolt (the companies of ``room``): acme's a2 and a3, bolt's b2."""
+    """A second room of acme and bolt (the companies of ``room``): acme's a2 (scripted) and a3
+    (echoes), bolt's b2."""
     ann, bob = QuayClient(dev_url, room["ann"]), QuayClient(dev_url, room["bob"])
     room_id = ann.create_room("locks", ["bolt"])["id"]
     for name in ("a2", "a3"):
@@ -351,5 +360,56 @@ def test_pause_and_resume_an_own_agent_from_the_page(chromium: str, dev_url: str
             resumed = "acme.a2 was resumed by ann (acme)."
             expect(page.locator("#transcript .msg.notice").filter(has_text=resumed)).to_have_count(1)
             assert _notices(ann, room_id).count(resumed) == 1
+        finally:
+            browser.close()
+
+
+def test_stop_a_chain_from_the_runs_view(chromium: str, dev_url: str, locks: dict[str, str]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    ann, bob = QuayClient(dev_url, locks["ann"]), QuayClient(dev_url, locks["bob"])
+    room_id = locks["room"]
+
+    def runs_of(agent: str, chain: str) -> list[dict]:
+        return [r for r in ann.runs(room_id) if r["agent_id"] == agent and r["chain_id"] == chain]
+
+    # the control: a2's reply names a3, whose wake belongs to the same chain and runs
+    first = ann.post(room_id, "@a2 where do the stalls go?")["id"]
+    wait_for(lambda: runs_of("acme.a3", first), 60, "a3's run in the chain a2's reply woke it in")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+            page.set_default_timeout(WAIT_MS)
+            _open_room(page, dev_url, locks["ann"], room_id, "locks")
+            chain = ann.post(room_id, "@a2 and the quay?")["id"]  # a2 answers STOP_DELAY_S later
+            stop = page.locator(f"#runs li[data-chain='{chain}']").get_by_role("button", name=f"Stop chain {chain}")
+            expect(stop).to_have_count(1, timeout=WAIT_MS)
+            assert runs_of("acme.a2", chain)[0]["status"] == "running", "a2 answered before the stop"
+
+            refused = _refuse_once(page, "**/chains/*/stop", 404, f"room {room_id!r} has no chain 'simulated'")
+            stop.click()
+            expect(page.locator("#error")).to_contain_text("has no chain 'simulated'")
+            assert refused
+            expect(stop).to_be_enabled()
+
+            stop.click()
+            notice = f"The chain of agent wakes {chain} was stopped by ann (acme): no further run of it starts."
+            expect(page.locator("#transcript .msg.notice").filter(has_text=notice)).to_have_count(1)
+            expect(page.locator("#error")).to_be_hidden()
+            expect(page.locator(f"#runs li[data-chain='{chain}']").first).to_contain_text("chain stopped")
+            assert bob.stop_chain(room_id, chain)["stopped"] is False, "the API does not hold the chain stopped"
+            assert _notices(bob, room_id).count(notice) == 1
+
+            # a2's run ends (its reply, if it posts, names a3); a3's wake in the stopped chain is refused
+            final = wait_for(
+                lambda: [r for r in runs_of("acme.a2", chain) if r["status"] in ("completed", "stopped")],
+                STOP_DELAY_S + 60,
+                "a2's run to end",
+            )
+            page.screenshot(path=str(ARTIFACTS / "room-page-chain-stopped.png"), full_page=True)
+            page.wait_for_timeout(5_000)  # time enough for a3's wake to be claimed, were it allowed
+            assert runs_of("acme.a3", chain) == [], f"a3 ran in the stopped chain (a2's run: {final[0]['status']})"
+            assert len(runs_of("acme.a3", first)) == 1
         finally:
             browser.close()

@@ -20,7 +20,7 @@
   const state = {
     token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
     timer: null, tick: 0, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
-    mine: new Map(),
+    mine: new Map(), stoppedChains: new Set(),
     mention: { open: false, items: [], active: 0, start: 0 },
   };
 
@@ -138,7 +138,8 @@
     stopPolling();
     sessionStorage.removeItem(TOKEN_KEY);
     Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
-                           approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map() });
+                           approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map(),
+                           stoppedChains: new Set() });
     clear($("room-list")); clear($("transcript"));
     $("workspace").hidden = true; $("room").hidden = true;
     $("sign-out").hidden = true; $("who").hidden = true;
@@ -166,7 +167,7 @@
   async function openRoom(id) {
     stopPolling();
     Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, approvals: [], sig: {}, openRun: null,
-                           mine: new Map() });
+                           mine: new Map(), stoppedChains: new Set() });
     for (const b of $("room-list").querySelectorAll("button")) b.setAttribute("aria-current", String(b.dataset.room === id));
     clear($("transcript")); $("run-detail").hidden = true;
     $("room").hidden = false;
@@ -243,6 +244,7 @@
       for (const m of page.messages || []) {
         if (state.seen.has(m.id)) continue;
         state.seen.add(m.id);
+        if (m.kind === "notice" && m.chain_id && String(m.id).startsWith("notice-chain-stop-")) state.stoppedChains.add(m.chain_id);
         list.append(messageItem(m));
         added = true;
       }
@@ -300,7 +302,7 @@
       const list = byRun.get(box.dataset.run) || [];
       const lines = list.filter((a) => a.status !== "pending").map((a) => {
         const verb = { approved: "✓ approved", rejected: "✗ denied", expired: "✗ expired (no answer in time)",
-                       deciding: "… being decided" }[a.status] || a.status;
+                       deciding: "… being decided", stopped: "■ stopped, not written" }[a.status] || a.status;
         return verb + (a.decided_by ? " by " + a.decided_by : "") + ": " + a.summary;
       });
       const text = lines.join("\n");
@@ -649,19 +651,53 @@
     const data = await api("GET", "rooms/" + enc(room) + "/runs");
     if (state.room !== room) return;
     const runs = data.runs || [];
-    if (changed("runs", runs)) {
+    if (changed("runs", [runs, [...state.stoppedChains]])) {
       const list = $("runs");
       clear(list);
       $("runs-empty").hidden = runs.length > 0;
+      const offered = new Set(); // one Stop chain per chain: on its newest run in the list
       for (const r of runs.slice(0, 50)) {
-        list.append(el("li", { "data-run": r.run_id },
-          el("p", { class: "line" }, badge(r.status), "agent " + r.agent_id + " · hop " + r.hop + " · chain " + (r.chain_id || "-")),
+        const chain = r.chain_id;
+        let stop = null;
+        if (chain && !offered.has(chain)) {
+          offered.add(chain);
+          stop = state.stoppedChains.has(chain)
+            ? el("span", { class: "meta", text: "chain stopped" })
+            : el("button", { type: "button", class: "danger", text: "Stop chain", "data-chain": chain,
+                             "aria-label": "Stop chain " + chain, on: { click: (e) => stopChain(e.currentTarget, chain) } });
+        }
+        list.append(el("li", { "data-run": r.run_id, "data-chain": chain || null },
+          el("p", { class: "line" }, badge(r.status), "agent " + r.agent_id + " · hop " + r.hop + " · chain " + (chain || "-")),
           el("p", { class: "meta", text: "started " + when(r.started_at) + (r.ended_at ? " · ended " + when(r.ended_at) : "") }),
-          el("button", { type: "button", class: "secondary", text: "Timeline", "aria-label": "Timeline of run " + r.run_id,
-                         on: { click: () => showRun(r.run_id, true) } })));
+          el("div", { class: "actions-row" },
+            el("button", { type: "button", class: "secondary", text: "Timeline", "aria-label": "Timeline of run " + r.run_id,
+                           on: { click: () => showRun(r.run_id, true) } }),
+            stop)));
       }
     }
     if (state.openRun) await showRun(state.openRun, false);
+  }
+
+  // Any person in the room may stop a chain (design §3): no further run of it starts; the server
+  // posts a notice naming who stopped it, which the refresh after the click shows.
+  async function stopChain(button, chain) {
+    const room = state.room;
+    button.disabled = true;
+    let out = null;
+    const ok = await guarded(async () => {
+      out = await api("POST", "rooms/" + enc(room) + "/chains/" + enc(chain) + "/stop");
+    });
+    if (state.room !== room) return;
+    if (ok) {
+      state.stoppedChains.add(chain);
+      status(out && out.stopped ? "Chain " + chain + " stopped: no further run of it starts."
+        : "Chain " + chain + " was stopped already.");
+      await refreshNow();
+    } else {
+      button.disabled = false;
+    }
+    const next = $("runs").querySelector("li[data-chain='" + CSS.escape(chain) + "'] button[data-chain]");
+    (next || $("runs-title")).focus();
   }
 
   function costLine(run) {
@@ -684,6 +720,7 @@
       $("run-detail-title").textContent = "Run " + r.run_id;
       const bits = ["agent " + r.agent_id, "status " + r.status, "hop " + r.hop, "chain " + (r.chain_id || "-"), "started " + when(r.started_at)];
       if (r.ended_at) bits.push("ended " + when(r.ended_at));
+      if (r.status === "stopped") bits.push("stopped by a person (its agent paused or its chain stopped)");
       if (r.parked_s) bits.push("waited for approval " + Number(r.parked_s).toFixed(1) + " s");
       if (r.error_class) bits.push("error " + r.error_class + (r.error_message ? ": " + r.error_message : ""));
       if (r.not_done && r.not_done.length) bits.push("not done: " + r.not_done.join(", "));
