@@ -401,15 +401,19 @@ def test_stop_a_chain_from_the_runs_view(chromium: str, dev_url: str, locks: dic
             assert bob.stop_chain(room_id, chain)["stopped"] is False, "the API does not hold the chain stopped"
             assert _notices(bob, room_id).count(notice) == 1
 
-            # a2's run ends (its reply, if it posts, names a3); a3's wake in the stopped chain is refused
+            # a2's run, waiting on its model when the chain was stopped, ends stopped: its reply
+            # (which names a3) is not posted, so a3 is never woken in the stopped chain (design §3)
             final = wait_for(
-                lambda: [r for r in runs_of("acme.a2", chain) if r["status"] in ("completed", "stopped")],
+                lambda: [r for r in runs_of("acme.a2", chain) if r["status"] not in ("running", "waiting_approval")],
                 STOP_DELAY_S + 60,
                 "a2's run to end",
             )
+            assert final[0]["status"] == "stopped" and not final[0].get("reply_message_id"), final[0]
+            expect(page.locator(f"#runs li[data-chain='{chain}']").first).to_contain_text("stopped")
             page.screenshot(path=str(ARTIFACTS / "room-page-chain-stopped.png"), full_page=True)
             page.wait_for_timeout(5_000)  # time enough for a3's wake to be claimed, were it allowed
-            assert runs_of("acme.a3", chain) == [], f"a3 ran in the stopped chain (a2's run: {final[0]['status']})"
+            assert "Over to @a3 for the quay." not in [m["text"] for m in bob.messages(room_id)["messages"]]
+            assert runs_of("acme.a3", chain) == [], "a3 ran in the stopped chain"
             assert len(runs_of("acme.a3", first)) == 1
         finally:
             browser.close()
