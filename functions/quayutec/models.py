@@ -399,6 +399,23 @@ class RunSettings(_Model):
 NotStartedReason = Literal["other_execution", "chain_full", "chain_stopped", "wake_from", "paused"]
 
 
+class NotStartedRecord(_Model):
+    """A wake claimed and not started, as the ledger keeps it (design §3): why an agent did not
+    wake. ``at``: when the claim refused it (ISO-8601)."""
+
+    agent_id: str
+    company: str
+    room_id: str
+    wake_id: str
+    chain_id: str
+    reason: NotStartedReason
+    at: str
+    by_kind: str | None = None  # who wrote what caused the wake
+    by_company: str | None = None
+    cause_kind: str
+    cause_id: str
+
+
 class ClaimResult(_Model):
     claimed: bool
     resumed: bool = False  # the claim was this execution's own (a retried Claim step)

@@ -363,7 +363,7 @@ def post(
     _say(
         f"posted {m['id']}"
         + (
-            f"; wakes {', '.join(woken)}"
+            f"; wakes {', '.join(woken)} (unless paused, or its chain is full or stopped: quay ledger --room {room})"
             if woken
             else f"; wakes no agent (@name or --to wakes an agent placed in the room: quay member list {room})"
         )
@@ -644,7 +644,9 @@ AgentArg = Annotated[str, typer.Argument(metavar="AGENT", help="Your agent's nam
 def agent_pause(agent: AgentArg, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Pause your agent: no run of it starts until you resume it (a notice in its rooms says so)."""
     a = _run(lambda: _client(url, token).pause_agent(agent))
-    _show(a, as_json, lambda a: [_agent_line(a)])
+    stopping = int(a.get("stopping") or 0)
+    ended = [f"  {_count(stopping, 'run', 'runs')} waiting on approvals ended"] if stopping else []
+    _show(a, as_json, lambda a: [_agent_line(a), "  its running runs end stopped, writing nothing more", *ended])
 
 
 @agent_app.command("resume")
@@ -675,7 +677,16 @@ def chain_stop(
 ) -> None:
     """Stop a chain of agent wakes: no further run of it starts (a notice in the room says who)."""
     r = _run(lambda: _client(url, token).stop_chain(room, chain))
-    _show(r, as_json, lambda r: [f"chain {r['chain_id']} " + ("stopped" if r["stopped"] else "was stopped already")])
+    _show(
+        r,
+        as_json,
+        lambda r: [
+            f"chain {r['chain_id']} "
+            + ("stopped" if r["stopped"] else "was stopped already")
+            + "; its running runs end stopped, writing nothing more"
+            + (f" ({_count(r['stopping'], 'run', 'runs')} waiting on approvals ended)" if r.get("stopping") else "")
+        ],
+    )
 
 
 # ----------------------------------------------------------------------------- rights policy
@@ -923,7 +934,7 @@ def ledger(
         raise _fail("quay ledger: give a RUN id or --room ROOM", 2)
     client = _client(url, token)
     if as_json:
-        _print(_run(lambda: client.run(run)) if run is not None else {"runs": _run(lambda: client.runs(room))})
+        _print(_run(lambda: client.run(run)) if run is not None else _run(lambda: client.run_list(str(room))))
         return
 
     def print(line: str) -> None:
@@ -952,8 +963,11 @@ def ledger(
         for line in cost_lines(r.get("cost")):
             print("  " + line)
         return
-    for r in _run(lambda: client.runs(str(room))):
+    listing = _run(lambda: client.run_list(str(room)))
+    for r in listing["runs"]:
         print(f"{r['run_id']}  {r['agent_id']}  {r['status']}  {r['started_at']}")
+    for n in listing.get("not_started") or []:  # design §3: why an agent did not wake
+        print(f"not woken: {n['agent_id']}  {n['reason']}  chain {n['chain_id']}  {n['at']}")
 
 
 def _count(n: int, one: str, many: str) -> str:

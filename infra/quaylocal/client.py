@@ -266,7 +266,12 @@ class QuayClient:
         return self.call("POST", f"/rooms/{_seg(room)}/approvals/{_seg(approval_id)}/deny")
 
     def runs(self, room: str, limit: int = 50) -> list[dict]:
-        return self.call("GET", f"/rooms/{_seg(room)}/runs", query={"limit": limit})["runs"]
+        return self.run_list(room, limit)["runs"]
+
+    def run_list(self, room: str, limit: int = 50) -> dict:
+        """``GET /rooms/{room}/runs``: ``{"runs": [...], "not_started": [...]}`` (newest first)."""
+        result: dict = self.call("GET", f"/rooms/{_seg(room)}/runs", query={"limit": limit})
+        return result
 
     def run(self, run_id: str) -> dict:
         return self.call("GET", f"/runs/{_seg(run_id)}")

@@ -17,6 +17,17 @@ def test_only_the_agents_company_pauses_and_resumes_it(light_world: World) -> No
     assert api.ok("POST", "/agents/a1/pause", t["amy"])["paused_by"] == "ann", "idempotent: the first pause stands"
     notices = [m["text"] for m in api.ok("GET", "/rooms/r1/messages", t["bob"])["messages"] if m["kind"] == "notice"]
     assert notices == ["acme.a1 was paused by ann (acme): no run of it starts until it is resumed."]
+    # a message for the paused agent: it does not wake, and its company's runs listing says why
+    msg = api.ok("POST", "/rooms/r1/messages", t["bob"], {"text": "@a1 are you there?"})
+    deadline, refused = time.monotonic() + 60, []
+    while time.monotonic() < deadline and not refused:
+        refused = api.ok("GET", "/rooms/r1/runs", t["ann"])["not_started"]
+        time.sleep(0.2)
+    assert [(n["agent_id"], n["reason"], n["chain_id"], n["by_company"]) for n in refused] == [
+        ("acme.a1", "paused", msg["id"], "bolt")
+    ]
+    assert api.ok("GET", "/rooms/r1/runs", t["ann"])["runs"] == [], "no run started"
+    assert api.ok("GET", "/rooms/r1/runs", t["bob"])["not_started"] == [], "another company's agents: not listed"
     resumed = api.ok("POST", "/agents/a1/resume", t["amy"])
     assert resumed.get("paused_at") is None
     assert api.call("POST", "/agents/acme.a1/resume", t["bob"]).status == 404

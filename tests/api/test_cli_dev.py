@@ -141,6 +141,19 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     raw = _quay(url, carl, "room", "show", rid, "--json").stdout
     assert "→" in raw and "\\u2192" not in raw  # JSON too: text as itself
 
+    # a paused agent: a mention does not wake it, and `quay ledger --room` says why (design §3)
+    paused = _quay(url, carl, "agent", "pause", "a1").stdout
+    assert "its running runs end stopped" in paused
+    _quay(url, dora, "post", rid, "@a1 still there?")
+    _wait(
+        lambda: "not woken: cato.a1  paused" in _quay(url, carl, "ledger", "--room", rid).stdout,
+        60,
+        "the refused wake in the ledger listing",
+    )
+    assert [n["reason"] for n in _json(url, carl, "ledger", "--room", rid)["not_started"]] == ["paused"]
+    assert _json(url, dora, "ledger", "--room", rid)["not_started"] == [], "another company's agent: not listed"
+    _quay(url, carl, "agent", "resume", "a1")
+
 
 def _memory(url: str, token: str, rid: str) -> list[dict]:
     """The memory lines ``token``'s company may read (no CLI command reads memory yet)."""

@@ -352,6 +352,12 @@ def test_pause_and_resume_an_own_agent_from_the_page(chromium: str, dev_url: str
             paused = "acme.a2 was paused by ann (acme): no run of it starts until it is resumed."
             expect(page.locator("#transcript .msg.notice").filter(has_text=paused)).to_have_count(1)
             assert paused in _notices(bob, room_id), "the room's other company reads the notice too"
+            # a message for the paused agent: it does not wake, and the runs view says why
+            bob.post(room_id, "@a2 are you there?")
+            why = page.locator("#not-woken li[data-agent='acme.a2'][data-reason='paused']")
+            expect(why).to_have_count(1)
+            expect(why).to_contain_text("agent acme.a2 did not wake: it is paused")
+            expect(why).to_contain_text("by person of bolt")
             page.screenshot(path=str(ARTIFACTS / "room-page-paused.png"), full_page=True)
 
             a2.get_by_role("button", name="Resume acme.a2").click()

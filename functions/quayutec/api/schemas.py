@@ -20,6 +20,7 @@ from quayutec.models import (
     MemoryLine,
     Message,
     ModelRequestRecord,
+    NotStartedRecord,
     ProviderKind,
     RightsPolicy,
     RunCost,
@@ -279,6 +280,11 @@ class ChainStopped(_Out):
 
 class RunList(_Out):
     runs: list[RunRecord]
+    not_started: list[NotStartedRecord] = Field(
+        default_factory=list,
+        description="Why the caller's company's agents did not wake, newest first: wakes the claim refused "
+        "(`reason`: `chain_full`, `chain_stopped`, `wake_from`, `paused`), at most `limit`",
+    )
 
 
 class RunDetail(_Out):

@@ -12,6 +12,8 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 * ``RUN#{run}`` / ``ACT#{index:03d}`` — a declared action, its decision and outcome
 * ``WAKE#{agent}#{wake}`` / ``DELIVERY`` — the wake's repeated deliveries and how each ended (a
   first delivery writes nothing)
+* ``WAKE#{agent}#{wake}`` / ``NOT_STARTED`` — a wake the claim refused and why (written with the
+  refusal, in one transaction; GSI ``runs_by_room``: ``NOT_STARTED#{room}`` / ``{at}#{wake}``)
 * ``CHAIN#{room}#{chain}`` / ``CHAIN`` — a chain of wakes: ``runs`` it started (counted by each
   claim, in the claim's transaction) and, once a person stopped it, ``stopped_at``/``stopped_by``
   (design §3)
@@ -43,7 +45,7 @@ from quayutec.dal.aws import (
     transient_errors,
     update_if,
 )
-from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, RunRecord, now_iso
+from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, NotStartedRecord, RunRecord, now_iso
 from quayutec.resources import ACTIVE_RUN_FIELDS
 
 _FINAL = sorted(FINAL_STATUSES)
@@ -277,21 +279,69 @@ class LedgerStore:
 
     def refuse(self, run: RunRecord, execution_start: str, reason: str) -> Claim:
         """Claim ``(agent_id, wake_id)`` as not started (``reason``: models.NotStartedReason),
-        with no ledger entry and nothing counted: the wake is done for good. Another holder
-        decides as in :meth:`claim`. Raises TransientError on throttling, ClientError otherwise."""
-        try:
-            with transient_errors():
-                self.db.put_item(
-                    TableName=self.claim_table,
-                    Item={**self._claim_item(run, execution_start), "not_started": reason},
-                    ConditionExpression="attribute_not_exists(agent_id)",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
+        with no run entry and nothing counted: the wake is done for good. The same transaction
+        records why (:meth:`not_started_in_room` lists it: why an agent did not wake). Another
+        holder decides as in :meth:`claim`. Raises TransientError on throttling or a
+        conflicting transaction, ClientError otherwise."""
+        w = run.wake
+        record = NotStartedRecord(
+            agent_id=run.agent_id,
+            company=run.company,
+            room_id=run.room_id,
+            wake_id=run.wake_id,
+            chain_id=run.chain_id,
+            reason=reason,
+            at=run.started_at,
+            by_kind=w.by_kind,
+            by_company=w.by_company,
+            cause_kind=w.cause_kind,
+            cause_id=w.cause_id,
+        )
+        refusals = transact_refusals(
+            self.db,
+            [
+                {
+                    "Put": {
+                        "TableName": self.claim_table,
+                        "Item": {**self._claim_item(run, execution_start), "not_started": reason},
+                        "ConditionExpression": "attribute_not_exists(agent_id)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": f"WAKE#{run.agent_id}#{run.wake_id}",
+                            "sk": "NOT_STARTED",
+                            "gsi1pk": f"NOT_STARTED#{run.room_id}",
+                            "gsi1sk": f"{run.started_at}#{run.wake_id}",
+                            **record.model_dump(mode="json", exclude_none=True),
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ],
+        )
+        if refusals is None:
             return Claim(ClaimOutcome.REFUSED, reason)
-        except ClientError as exc:
-            if not is_condition_failure(exc):
-                raise
-            return self._held(run, execution_start, plain_item(exc.response.get("Item")))
+        held = refusals[0]
+        return self._held(run, execution_start, held.item if held is not None else None)
+
+    def not_started_in_room(self, room_id: str) -> list[NotStartedRecord]:
+        """The wakes of ``room_id`` the claim refused, oldest first (GSI ``runs_by_room``,
+        partition ``NOT_STARTED#{room}``). Raises TransientError on throttling."""
+        with transient_errors():
+            items = list(
+                paginate_query(
+                    self.db.query,
+                    TableName=self.table,
+                    IndexName="runs_by_room",
+                    KeyConditionExpression="gsi1pk = :pk",
+                    ExpressionAttributeValues={":pk": f"NOT_STARTED#{room_id}"},
+                )
+            )
+        return [NotStartedRecord.model_validate(_plain(i)) for i in items]
 
     def _held(self, run: RunRecord, execution_start: str, holder: dict[str, Any] | None) -> Claim:
         """The outcome for a claim item that exists (``holder``: as the failed condition returned

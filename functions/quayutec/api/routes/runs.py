@@ -40,7 +40,9 @@ def list_runs(room_id: RoomId, limit: Limit = 50) -> RunList:
     member_room(svc, room_id, who)
     runs = [r for r in svc.deps.ledger.runs_in_room(room_id) if r.company == who.company]
     runs.sort(key=lambda r: r.started_at, reverse=True)
-    return RunList(runs=runs[:limit])
+    refused = [n for n in svc.deps.ledger.not_started_in_room(room_id) if n.company == who.company]
+    refused.sort(key=lambda n: n.at, reverse=True)
+    return RunList(runs=runs[:limit], not_started=refused[:limit])
 
 
 @router.get(

@@ -675,8 +675,28 @@
             stop)));
       }
     }
+    const refused = data.not_started || [];
+    if (changed("not-woken", refused)) {
+      const list = $("not-woken");
+      clear(list);
+      $("not-woken-empty").hidden = refused.length > 0;
+      for (const n of refused.slice(0, 50)) {
+        list.append(el("li", { "data-agent": n.agent_id, "data-reason": n.reason },
+          el("p", { class: "line", text: "agent " + n.agent_id + " did not wake: " + (WHY_NOT_WOKEN[n.reason] || n.reason) }),
+          el("p", { class: "meta", text: when(n.at) + " · chain " + n.chain_id + " · by " + (n.by_kind || "?") +
+                                         (n.by_company ? " of " + n.by_company : "") })));
+      }
+    }
     if (state.openRun) await showRun(state.openRun, false);
   }
+
+  // Why the claim refused a wake (design §3), in the words a person reads.
+  const WHY_NOT_WOKEN = {
+    paused: "it is paused",
+    chain_full: "its chain of wakes reached the room's bound",
+    chain_stopped: "its chain of wakes was stopped",
+    wake_from: "its wake_from setting does not admit the writer",
+  };
 
   // Any person in the room may stop a chain (design §3): no further run of it starts; the server
   // posts a notice naming who stopped it, which the refresh after the click shows.
