@@ -76,7 +76,7 @@ FINISH_WRITE = "finish:after:update ledger:RUN"
 #: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
 PLAIN_END_WRITE = f"post_reply:after:tx room:MSG+room:MSG+ledger:RUN{GUARD}"
 #: A wake its chain refuses (design §3): the chain's notice, then the wake claimed as not started.
-REFUSAL_WRITE = "claim:after:tx claims:CLAIM+ledger:WAKE"
+REFUSAL_WRITE = "claim:after:tx claims:CLAIM+ledger:NOT_STARTED"
 CLAIM_NOTICE_WRITE = "claim:after:put room:MSG"
 #: A held action's approval request, and a memory line an action writes (each under the guard).
 APPROVAL_WRITE = f"request_approval:after:tx room:APPROVAL{GUARD}"
