@@ -116,6 +116,22 @@ class Company(_Model):
     rights: RightsPolicy = Field(default_factory=RightsPolicy)
 
 
+class BudgetLimits(_Model):
+    """Spend limits per UTC day and month (design §7): USD for models with a known price,
+    tokens for the others. Each is optional (``None``: no limit)."""
+
+    daily_usd: float | None = Field(default=None, ge=0, le=1_000_000)
+    monthly_usd: float | None = Field(default=None, ge=0, le=10_000_000)
+    daily_tokens: int | None = Field(default=None, ge=0, le=10**12)
+    monthly_tokens: int | None = Field(default=None, ge=0, le=10**13)
+
+
+class CompanyBudget(BudgetLimits):
+    """A company's budget (design §7): its own limits and, by agent name, its agents'."""
+
+    agents: dict[str, BudgetLimits] = Field(default_factory=dict, max_length=500)
+
+
 class Agent(_Model):
     id: AgentId
     company: CompanyId
@@ -520,6 +536,15 @@ class ModelRequestRecord(_Model):
     # outcome so an attempt that reuses the reply counts them (the one that read it died).
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # The request's reserve against its company's spend counters (design §7): micro-USD or
+    # tokens, and the counters' periods it was counted in (settled there, once, by the outcome).
+    reserve_usd: int = 0  # micro-USD
+    reserve_tokens: int = 0
+    spend_day: str | None = None
+    spend_month: str | None = None
+    company: str | None = None
+    agent_id: str | None = None
+    settled: bool = False
 
 
 class RunRecord(_Model):

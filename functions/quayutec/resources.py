@@ -255,10 +255,13 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         timeout_s=300,
         touches=(
             "room:get",
+            "room:batchget",  # the company's budget, with its spend counters (design §7)
+            "room:put",  # a budget's company-only notices
             "room:check",  # the stop guard (agent not paused), in the request record's transaction
             "ledger:query",
             "ledger:put",
-            "ledger:update",  # a run stopped before its request: its final status, stopped
+            "ledger:batchget",  # the company's spend counters
+            "ledger:update",  # the spend counters; a run stopped before its request: its final status
             "ledger:check",  # the stop guard (chain not stopped)
             "rundata:get",
             "rundata:put",
@@ -369,6 +372,8 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:get",
             "ledger:query",
             "ledger:query@runs_by_room",
+            "ledger:batchget",  # a company's spend counters, with its budget (design §7)
+            "room:batchget",
             "ledger:query@active_by_agent",  # a pause and a chain's stop reach the runs they stop
             "ledger:query@active_by_chain",
             "ledger:update",  # a chain's stop flag (its counter item)

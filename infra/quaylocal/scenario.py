@@ -32,6 +32,7 @@ from quayutec.models import (
     Agent,
     Author,
     Company,
+    CompanyBudget,
     RightsPolicy,
     Room,
     Wake,
@@ -64,6 +65,7 @@ class SCompany(_Strict):
     id: str
     people: list[str]
     rights: RightsPolicy | None = None
+    budget: CompanyBudget | None = None  # as PUT /companies/{company}/budget takes it (design §7)
 
 
 class SAgent(_Strict):
@@ -352,6 +354,8 @@ class Player:
         sm = stack.client("secretsmanager")
         for c in self.sc.companies:
             d.room.put_company(Company(id=c.id, people=c.people, rights=c.rights or RightsPolicy()))
+            if c.budget is not None:
+                d.room.put_budget(c.id, c.budget)
         for a in self.sc.agents:
             base_url = server.base_url("openai-compatible") if a.provider == "openai-compatible" else None
             d.room.put_agent(

@@ -22,6 +22,7 @@ from quayutec.api.body import parse_json
 from quayutec.api.routes import (
     agents,
     approvals,
+    budgets,
     companies,
     files,
     members,
@@ -50,7 +51,21 @@ DESCRIPTION = (
 # the handler has already refused any body that does not parse (quayutec.api.body).
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json)
 
-for _module in (companies, tokens, policy, rooms, members, agents, messages, tasks, memory, approvals, runs, files):
+for _module in (
+    companies,
+    tokens,
+    policy,
+    budgets,
+    rooms,
+    members,
+    agents,
+    messages,
+    tasks,
+    memory,
+    approvals,
+    runs,
+    files,
+):
     app.include_router(_module.router)
 app.include_router(page.router)  # the room page's static files (public: quayutec.api.public)
 

@@ -306,3 +306,78 @@ class RoomCost(_Out):
 class Ok(_Out):
     ok: Literal[True] = True
     detail: dict[str, Any] | None = None
+
+
+# ----------------------------------------------------------------------------- budgets and spend
+class BudgetLimitsIn(_In):
+    daily_usd: float | None = Field(default=None, ge=0, le=1_000_000, description="USD per UTC day (priced models)")
+    monthly_usd: float | None = Field(default=None, ge=0, le=10_000_000, description="USD per UTC month")
+    daily_tokens: int | None = Field(
+        default=None, ge=0, le=10**12, description="Tokens per UTC day (models without a known price)"
+    )
+    monthly_tokens: int | None = Field(default=None, ge=0, le=10**13, description="Tokens per UTC month")
+
+
+class BudgetIn(BudgetLimitsIn):
+    agents: dict[AgentName, BudgetLimitsIn] = Field(
+        default_factory=dict, max_length=500, description="Limits of single agents, by agent name"
+    )
+
+
+class SpendFigures(_Out):
+    spent_usd: float = 0.0
+    reserved_usd: float = 0.0
+    budget_usd: float | None = None
+    spent_tokens: int = 0
+    reserved_tokens: int = 0
+    budget_tokens: int | None = None
+
+
+class SpendOut(SpendFigures):
+    company: str
+    period: Literal["day", "month"]
+    key: str = Field(description="The UTC day (2026-12-02) or month (2026-12) counted")
+    agents: dict[str, SpendFigures] = Field(default_factory=dict, description="By agent id: spent and reserved")
+    models: dict[str, SpendFigures] = Field(default_factory=dict, description="By model id: spent and reserved")
+
+    @classmethod
+    def of(
+        cls, company: str, period: Literal["day", "month"], key: str, counter: dict[str, Any], budget: Any
+    ) -> SpendOut:
+        """The figures of one spend counter item (design §7) against ``budget``
+        (models.CompanyBudget); micro-USD become USD."""
+        micro = 1_000_000
+
+        def num(name: str) -> int:
+            return int(counter.get(name, 0))
+
+        daily = period == "day"
+        agents: dict[str, SpendFigures] = {}
+        models: dict[str, SpendFigures] = {}
+        for name in counter:
+            for prefix, into in (("agent_", agents), ("model_", models)):
+                if name.startswith(prefix) and ":" in name:
+                    unit, who = name[len(prefix) :].split(":", 1)
+                    fig = into.setdefault(who, SpendFigures())
+                    if unit == "usd":
+                        fig.spent_usd = num(name) / micro
+                    else:
+                        fig.spent_tokens = num(name)
+        for agent_id, fig in agents.items():
+            own = budget.agents.get(agent_id.rsplit(".", 1)[-1])
+            if own is not None:
+                fig.budget_usd = own.daily_usd if daily else own.monthly_usd
+                fig.budget_tokens = own.daily_tokens if daily else own.monthly_tokens
+        return cls(
+            company=company,
+            period=period,
+            key=key.split("#", 1)[-1],
+            spent_usd=(num("committed_usd") - num("reserved_usd")) / micro,
+            reserved_usd=num("reserved_usd") / micro,
+            budget_usd=budget.daily_usd if daily else budget.monthly_usd,
+            spent_tokens=num("committed_tokens") - num("reserved_tokens"),
+            reserved_tokens=num("reserved_tokens"),
+            budget_tokens=budget.daily_tokens if daily else budget.monthly_tokens,
+            agents=agents,
+            models=models,
+        )

@@ -14,6 +14,12 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
   first delivery writes nothing)
 * ``WAKE#{agent}#{wake}`` / ``NOT_STARTED`` — a wake the claim refused and why (written with the
   refusal, in one transaction; GSI ``runs_by_room``: ``NOT_STARTED#{room}`` / ``{at}#{wake}``)
+* ``SPEND#{company}`` / ``D#{yyyy-mm-dd}`` and ``M#{yyyy-mm}`` — a company's spend counters per
+  UTC day and month (design §7): ``committed_usd`` (micro-USD) and ``committed_tokens`` (models
+  without a price), of which ``reserved_*`` are reserves of requests not yet settled, and per
+  agent (``agent_usd:{agent}``, ``agent_tokens:{agent}``) and per model (``model_usd:{model}``,
+  ``model_tokens:{model}``); each request's reserve is added in the transaction that records it,
+  and settled to its reported usage by its outcome's, once
 * ``CHAIN#{room}#{chain}`` / ``CHAIN`` — a chain of wakes: ``runs`` it started (counted by each
   claim, in the claim's transaction) and, once a person stopped it, ``stopped_at``/``stopped_by``
   (design §3)
@@ -45,6 +51,7 @@ from quayutec.dal.aws import (
     transient_errors,
     update_if,
 )
+from quayutec.errors import RunStopped, TransientError
 from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, NotStartedRecord, RunRecord, now_iso
 from quayutec.resources import ACTIVE_RUN_FIELDS
 
@@ -81,6 +88,61 @@ def _dec(value: Any) -> Any:
 def _request_item(run_id: str, req: ModelRequestRecord) -> dict[str, Any]:
     """The ledger item of model request ``req.n`` of run ``run_id``: pending, or with its outcome."""
     return _dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}", **req.model_dump(mode="json", exclude_none=True)})
+
+
+def spend_key(company: str, period: str) -> dict[str, str]:
+    """The key of ``company``'s spend counter for ``period`` (``D#…`` / ``M#…``, design §7)."""
+    return {"pk": f"SPEND#{company}", "sk": period}
+
+
+@dataclass(frozen=True)
+class SpendCount:
+    """One request's count in its company's spend counters: ``unit`` ``usd`` (micro-USD) or
+    ``tokens``; ``amount`` added to the company's, the agent's and the model's counters and, as
+    a reserve, to ``reserved_*`` (``reserved`` negative: a settlement takes it off again);
+    ``checks``: ``(attribute, most it may hold before)`` per limit, on that period's item."""
+
+    company: str
+    agent_id: str
+    model: str
+    period: str
+    unit: str
+    amount: int
+    reserved: int
+    checks: tuple[tuple[str, int], ...] = ()
+
+    def entry(self, table: str) -> dict[str, Any]:
+        names = {
+            "#c": f"committed_{self.unit}",
+            "#r": f"reserved_{self.unit}",
+            "#a": f"agent_{self.unit}:{self.agent_id}",
+            "#m": f"model_{self.unit}:{self.model}",
+        }
+        values: dict[str, Any] = {":n": self.amount, ":r": self.reserved, ":co": self.company}
+        update: dict[str, Any] = {
+            "TableName": table,
+            "Key": spend_key(self.company, self.period),
+            "UpdateExpression": "ADD #c :n, #r :r, #a :n, #m :n SET company = :co",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        if self.checks:
+            parts = []
+            for i, (attr, most) in enumerate(self.checks):
+                names[f"#k{i}"], values[f":k{i}"] = attr, most
+                parts.append(f"(attribute_not_exists(#k{i}) OR #k{i} <= :k{i})")
+            update["ConditionExpression"] = " AND ".join(parts)
+            update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return {"Update": update}
+
+
+class BudgetRefused(Exception):
+    """The request's reserve would pass a budget: nothing was recorded. ``counters``: the spend
+    counter items (plain values) whose condition failed, by period sort key."""
+
+    def __init__(self, counters: dict[str, dict[str, Any]]) -> None:
+        super().__init__("a budget's condition failed")
+        self.counters = counters
 
 
 class ClaimOutcome:
@@ -536,28 +598,96 @@ class LedgerStore:
             ).get("Items", [])
         return sorted((ModelRequestRecord.model_validate(_plain(i)) for i in items), key=lambda r: r.n)
 
-    def record_request(self, run_id: str, req: ModelRequestRecord, guard: Guard | None = None) -> bool:
-        """Record request ``req.n`` before it is sent; ``False`` if that number exists already.
-        ``guard``: the run's stop guard (:func:`stop_guard`): a stopped run sends no request
-        (raises RunStopped). Raises TransientError on throttling."""
-        return put_guarded(self.db, self.table, _request_item(run_id, req), guard)
+    def record_request(
+        self,
+        run_id: str,
+        req: ModelRequestRecord,
+        guard: Guard | None = None,
+        spend: list[SpendCount] | None = None,
+    ) -> bool:
+        """Record request ``req.n`` before it is sent, with its reserve counted in its company's
+        ``spend`` counters in the same transaction (design §7); ``False`` if that number exists
+        already (nothing counted: the request item's own condition decides first). ``guard``:
+        the run's stop guard (:func:`stop_guard`): a stopped run sends no request (raises
+        RunStopped). Raises BudgetRefused when a budget's condition failed (nothing recorded),
+        TransientError on throttling or a conflicting transaction (a busy counter)."""
+        if not spend:
+            return put_guarded(self.db, self.table, _request_item(run_id, req), guard)
+        guard = guard or []
+        put = {
+            "Put": {
+                "TableName": self.table,
+                "Item": _request_item(run_id, req),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        refusals = transact_refusals(self.db, [put, *guard, *(c.entry(self.table) for c in spend)])
+        if refusals is None:
+            return True
+        if refusals[0] is not None:
+            return False
+        if any(r is not None for r in refusals[1 : 1 + len(guard)]):
+            raise RunStopped("the run's agent was paused or its chain stopped: no request")
+        failed = refusals[1 + len(guard) :]
+        raise BudgetRefused({c.period: (r.item or {}) for c, r in zip(spend, failed, strict=True) if r is not None})
+
+    def spend_reads(
+        self, company: str, periods: list[str], budget_item: tuple[str, dict[str, str]]
+    ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+        """``company``'s budget item (``budget_item``: its table and key; ``None`` when it set
+        none) and its spend counter items of ``periods`` (plain values, by period; a period
+        with no request yet is missing): one consistent BatchGetItem across both tables (design
+        §7). Raises TransientError on throttling or keys left unprocessed."""
+        table, key = budget_item
+        request = {
+            self.table: {"Keys": [spend_key(company, p) for p in periods], "ConsistentRead": True},
+            table: {"Keys": [key], "ConsistentRead": True},
+        }
+        with transient_errors():
+            resp = self.db.batch_get_item(RequestItems=request)
+        if resp.get("UnprocessedKeys"):
+            raise TransientError("spend counters not read (unprocessed keys): retry later")
+        found = resp.get("Responses", {})
+        budget = next(iter(found.get(table, [])), None)
+        counters = {str(i["sk"]): _plain(i) for i in found.get(self.table, [])}
+        return (_plain(budget) if budget else None), counters
 
     def finish_request(
-        self, run_id: str, req: ModelRequestRecord, reply_json: str | None = None, reply_at: str | None = None
+        self,
+        run_id: str,
+        req: ModelRequestRecord,
+        reply_json: str | None = None,
+        reply_at: str | None = None,
+        settle: list[SpendCount] | None = None,
     ) -> None:
         """Store the outcome of a recorded request (overwrites the pending record), with the reply
         it brought (``reply_json``: its JSON text, at most :data:`MAX_INLINE_REPLY_BYTES` UTF-8
-        bytes), or where that reply is stored (``reply_at``), in the same write. Raises
-        ValueError for a reply text too large for an item."""
-        item = _request_item(run_id, req)
+        bytes), or where that reply is stored (``reply_at``), in the same write. ``settle``: the
+        request's settlement in its company's spend counters (design §7), in one transaction
+        with the outcome, which lands only while the request is not settled (a retried outcome
+        settles nothing again). Raises ValueError for a reply text too large for an item,
+        TransientError on throttling or a conflicting transaction."""
+        item = _request_item(run_id, req.model_copy(update={"settled": True}) if settle else req)
         if reply_json is not None:
             if len(reply_json.encode()) > MAX_INLINE_REPLY_BYTES:
                 raise ValueError(f"a reply of {len(reply_json.encode())} bytes does not fit a ledger item")
             item["reply"] = reply_json
         if reply_at is not None:
             item["reply_at"] = reply_at
-        with transient_errors():
-            self.db.put_item(TableName=self.table, Item=item)
+        if not settle:
+            with transient_errors():
+                self.db.put_item(TableName=self.table, Item=item)
+            return
+        put = {
+            "Put": {
+                "TableName": self.table,
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(settled) OR settled = :no",
+                "ExpressionAttributeValues": {":no": False},
+            }
+        }
+        # settled already: an earlier attempt wrote this outcome and its settlement, once
+        transact_refusals(self.db, [put, *(c.entry(self.table) for c in settle)])
 
     def request_reply(self, run_id: str, n: int) -> dict[str, Any] | str | None:
         """The reply stored with request ``n``: a dict, or the ``reply_at`` place it was stored

@@ -25,8 +25,10 @@ one atomic write. Every write here is a conditional put keyed by the caller's de
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -49,6 +51,7 @@ from quayutec.models import (
     Agent,
     ApprovalRequest,
     Company,
+    CompanyBudget,
     MemoryLine,
     Message,
     Room,
@@ -86,6 +89,11 @@ def _mem_pk(room_id: str, visibility: str, company: str) -> str:
 
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k not in {"pk", "sk", "lsi1sk", "gsi1pk", "gsi1sk", "wakes", "type"}}
+
+
+def budget_key(company_id: str) -> dict[str, str]:
+    """The key of a company's budget item in the room table (design §7)."""
+    return {"pk": f"COMPANY#{company_id}", "sk": "BUDGET"}
 
 
 def agent_key(agent_id: str) -> dict[str, str]:
@@ -199,6 +207,29 @@ class RoomStore:
                     "type": "company",
                     **company.model_dump(mode="json"),
                 },
+            )
+
+    def get_budget(self, company_id: str) -> CompanyBudget | None:
+        """The company's budget (design §7), ``None`` when it set none."""
+        key = budget_key(company_id)
+        item = self._get(key["pk"], key["sk"])
+        return CompanyBudget.model_validate(_strip(item)) if item else None
+
+    def put_budget(self, company_id: str, budget: CompanyBudget) -> None:
+        """Set (replace) the company's budget. Raises TransientError on throttling."""
+        with transient_errors():
+            self.db.put_item(
+                TableName=self.table,
+                Item=json.loads(
+                    json.dumps(
+                        {
+                            **budget_key(company_id),
+                            "type": "budget",
+                            **budget.model_dump(mode="json", exclude_none=True),
+                        }
+                    ),
+                    parse_float=Decimal,
+                ),
             )
 
     def get_company(self, company_id: str) -> Company | None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from quayutec import cost_line
+from quayutec.dal.ledger import BudgetRefused
 from quayutec.deps import Deps
 from quayutec.errors import ModelCallFailed, RunStateInvalid, RunStopped, RunTimedOut, TransientError
 from quayutec.logic import prompt
+from quayutec.logic.phases import spend
 from quayutec.logic.phases.common import (
     CALL_MODEL,
     DECIDE_AND_POST,
@@ -83,10 +85,17 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         raise RunTimedOut(
             f"no active time left for a model request ({max(0.0, left):.1f} s of {deps.settings.run_time_limit_s} s)"
         )
-    record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model)
+    record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model, agent_id=agent.id)
+    system, user = prompt.system_prompt(ctx), prompt.user_text(ctx)
+    max_tokens = ModelCall.model_fields["max_tokens"].default
+    try:  # the request's reserve against its company's budgets (design §7)
+        reservation = spend.reserve(deps, agent.company, record, system + user, max_tokens, deps.clock())
+    except spend.BudgetReached as reached:
+        raise ModelCallFailed(spend.refuse(deps, ref, agent.company, reached.limit, deps.clock())) from None
+    record = reservation.record
     guard = run_guard(deps, ref, facts)  # a stopped run sends no request (design §3)
     try:
-        if not deps.ledger.record_request(ref.run_id, record, guard):
+        if not deps.ledger.record_request(ref.run_id, record, guard, reservation.counts):
             reused = _after_earlier_attempt(deps, state, ref, run)
             if reused is not None:
                 return reused
@@ -94,12 +103,16 @@ def call_model(deps: Deps, state: RunState) -> RunState:
             if n > cap:
                 raise ModelCallFailed(f"request cap reached: {n - 1} of {cap} requests made, no reply")
             record = record.model_copy(update={"n": n, "sent_at": _iso(deps)})
-            if not deps.ledger.record_request(ref.run_id, record, guard):
+            if not deps.ledger.record_request(ref.run_id, record, guard, reservation.counts):
                 raise ModelCallFailed(f"request {n} was recorded by another attempt")
+    except BudgetRefused as refused:  # a concurrent request took the budget first
+        lim = spend.refused_limit(reservation, refused)
+        raise ModelCallFailed(spend.refuse(deps, ref, agent.company, lim, deps.clock())) from None
     except RunStopped:
         # CallModel and ModelOutcome? are this end's states, Stopped its last.
         stopped = record_stopped(deps, state, reply_posted=False, states=3)
         return stopped.model_copy(update={"model": ModelStep(outcome="stopped", requests=n - 1)})
+    spend.post_notices(deps, ref, agent.company, reservation)  # 80 % / 100 % of a budget: once
     base_url = agent.base_url or {
         "anthropic": deps.settings.anthropic_base_url,
         "openai": deps.settings.openai_base_url,
@@ -108,8 +121,9 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     call = ModelCall(
         provider=agent.provider,
         model=agent.model,
-        system=prompt.system_prompt(ctx),
-        user_text=prompt.user_text(ctx),
+        system=system,
+        user_text=user,
+        max_tokens=max_tokens,
         end_user_id=agent.id,
         api_key=api_key,
         base_url=base_url,

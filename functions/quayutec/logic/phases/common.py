@@ -40,17 +40,21 @@ metrics = Metrics()
 
 def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord, reply: dict[str, Any] | None = None) -> None:
     """Store a model request's outcome, with the ``reply`` it brought in the same ledger write (as
-    its JSON text: whatever the model wrote is stored as it came); a reply too large for a
-    DynamoDB item goes to run data first. Counts it (metric ``ModelRequest_<outcome>``)."""
+    its JSON text: whatever the model wrote is stored as it came) and its reserve settled in its
+    company's spend counters (design §7); a reply too large for a DynamoDB item goes to run data
+    first. Counts it (metric ``ModelRequest_<outcome>``)."""
+    from quayutec.logic.phases.spend import settlement
+
+    settle = settlement(deps, record)  # the reserve, settled to the outcome in the same write (design §7)
     if reply is None:
-        deps.ledger.finish_request(run_id, record)
+        deps.ledger.finish_request(run_id, record, settle=settle)
     else:
         text = json.dumps(reply, ensure_ascii=False)
         if len(text.encode()) > MAX_INLINE_REPLY_BYTES:
             deps.rundata.put(run_id, "reply", reply)
-            deps.ledger.finish_request(run_id, record, reply_at=REPLY_IN_RUN_DATA)
+            deps.ledger.finish_request(run_id, record, reply_at=REPLY_IN_RUN_DATA, settle=settle)
         else:
-            deps.ledger.finish_request(run_id, record, reply_json=text)
+            deps.ledger.finish_request(run_id, record, reply_json=text, settle=settle)
     metrics.add_metric(name=f"ModelRequest_{record.outcome}", unit=MetricUnit.Count, value=1)
 
 
