@@ -71,6 +71,13 @@ CLAIM_WRITE = CLAIM_TX.replace(":before:", ":after:")
 #: A run's stop guard in each of its guarded writes' transactions (design §3): the chain not
 #: stopped, the agent not paused.
 GUARD = "+ledger:CHAIN+room:META"
+#: A model request's counts in its company's spend counters, day and month (design §7): its
+#: reserve, with its record; its settlement, with its outcome.
+SPEND = "+ledger:D+ledger:M"
+#: The request's record (under the stop guard, with its reserve) and its outcome (the reply, the
+#: settlement).
+REQUEST_WRITE = f"call_model:after:tx ledger:REQ{GUARD}{SPEND}"
+OUTCOME_WRITE = f"call_model:after:tx ledger:REQ{SPEND}"
 REPLY_WRITE = f"post_reply:after:tx room:MSG{GUARD}"
 FINISH_WRITE = "finish:after:update ledger:RUN"
 #: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
@@ -299,7 +306,7 @@ def standard_matrix() -> list[Point]:
         "load_context:after:s3put s3:context",
     )
     # the request's record (under the stop guard), then its outcome with the reply
-    req_w, reply_w = f"call_model:after:tx ledger:REQ{GUARD}", "call_model:after:put ledger:REQ"
+    req_w, reply_w = REQUEST_WRITE, OUTCOME_WRITE
     return [
         case(
             "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META", "crash"
@@ -312,7 +319,7 @@ def standard_matrix() -> list[Point]:
         case(
             REPLY_WRITE.replace(":after:", ":before:"),
             "crash",
-            "call_model:before:put ledger:REQ",
+            OUTCOME_WRITE.replace(":after:", ":before:"),
             "decide_rights:after:put ledger:ACT#2",
         ),  # answer lost
         case("post_reply:end", "stop", "call_model:end", "decide_rights:end"),  # the reply reused
@@ -344,7 +351,7 @@ def standard_matrix() -> list[Point]:
             "apply_actions:after:put room:MSG",
             "die",
             "finish:after:update ledger:RUN",  # the notice: once
-            "call_model:after:put ledger:REQ",
+            OUTCOME_WRITE,
             REPLY_WRITE.replace(":after:", ":before:"),
         ),
         case(
@@ -358,7 +365,7 @@ def standard_matrix() -> list[Point]:
         # a plain reply: the reply, its notice and the final write land in one transaction
         plain(PLAIN_END_WRITE.replace(":after:", ":before:"), "crash", "failed_before_reply", "call_model:end"),
         plain(PLAIN_END_WRITE, "crash", "completed", PLAIN_END_WRITE.replace(":after:", ":before:")),
-        plain(PLAIN_END_WRITE, "die", "completed", "call_model:after:put ledger:REQ"),  # all landed: once
+        plain(PLAIN_END_WRITE, "die", "completed", OUTCOME_WRITE),  # all landed: once
         plain("post_reply:end", "stop", "completed", "claim:end"),
         *chain_matrix(),
         *stop_matrix(),
@@ -445,7 +452,7 @@ def stop_matrix() -> list[Point]:
     through SendTaskFailure(RunStopped). Deaths at the guarded writes ride along: a retried
     step finds its own write (never refused twice), then meets the guard. The lab resumes a
     paused agent before the case's next message, which runs as usual."""
-    req_before = f"call_model:before:tx ledger:REQ{GUARD}"
+    req_before = REQUEST_WRITE.replace(":after:", ":before:")
     reply_before = REPLY_WRITE.replace(":after:", ":before:")
     task_write = f"apply_actions:after:tx room:TEV+room:TASK{GUARD}"
     return [

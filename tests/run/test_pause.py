@@ -135,3 +135,14 @@ def test_a_stopped_chain_starts_no_further_run(env: Env) -> None:
     rooms.post_message("r1", BOB, "@b1 again", [])
     env.stack.wait_quiet(30)
     assert env.server.count("b1") == 2
+
+
+def test_an_agent_item_without_a_pause_count_counts_as_never_paused(env: Env) -> None:
+    """The claim and the stop guard take a missing ``pauses`` for 0: an agent item written
+    without it still wakes and its run completes."""
+    d = env.deps
+    d.room.db.update_item(TableName=d.room.table, Key=agent_key("a1"), UpdateExpression="REMOVE pauses")
+    env.server.set_script("a1", [{"reply": {"text": "here"}}])
+    RoomService(d.room).post_message("r1", ANN, "@a1 hello", [])
+    env.stack.wait_quiet(30)
+    assert [r.status for r in d.ledger.runs_in_room("r1")] == ["completed"]

@@ -191,6 +191,11 @@ def pause_condition(pauses: int) -> tuple[str, dict[str, Any]]:
     """The condition, with its values, that an agent item is not paused and was paused
     ``pauses`` times: what the claim saw (design §3). A run claimed before a pause fails it
     for good, also once the agent is resumed."""
+    if pauses == 0:  # never paused: an agent item without the count holds it as 0
+        return (
+            "attribute_not_exists(paused_at) AND (attribute_not_exists(pauses) OR pauses = :pauses)",
+            {":pauses": 0},
+        )
     return "attribute_not_exists(paused_at) AND pauses = :pauses", {":pauses": pauses}
 
 

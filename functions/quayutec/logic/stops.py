@@ -86,7 +86,7 @@ class Stops:
         outcome = self.ledger.stop_chain(room_id, chain_id, person.id, now_iso())
         if outcome == "unknown":
             raise NotFound(f"room {room_id!r} has no chain {chain_id!r}")
-        if outcome == "stopped":
+        if outcome in ("stopped", "already"):  # again on a repeat: a notice lost to a fault is written now, once
             digest = hashlib.sha256(f"{room_id}\x00{chain_id}".encode()).hexdigest()[:24]
             self.store.put_message(
                 Message(
@@ -116,10 +116,13 @@ class Stops:
         at = now_iso()
         changed = self.store.set_agent_paused(agent.id, person.id, at)
         current = self.store.get_agent(agent.id) or agent
-        if changed:
-            text = f"{agent.id} was paused by {person.id} ({person.company}): no run of it starts until it is resumed."
+        if current.paused_at is not None:  # also on a repeat: a notice lost to a fault is written now, once
+            text = (
+                f"{agent.id} was paused by {current.paused_by or person.id} ({person.company}): "
+                "no run of it starts until it is resumed."
+            )
             for room_id in self._rooms_of_agent(current):
-                self.store.put_message(_notice(room_id, current, f"pause\x00{at}", text))
+                self.store.put_message(_notice(room_id, current, f"pause\x00{current.paused_at}", text))
         stopping = 0
         if current.paused_at is not None:  # resumed meanwhile: the runs it reached are stopped by their guard
             stopping = self.stop_parked(self.ledger.active_runs(agent_id=agent.id), person)
@@ -141,16 +144,15 @@ class Stops:
     def stop_parked(self, runs: list[ActiveRun], person: Author) -> int:
         """End each of ``runs`` that waits on approvals (design §3): its pending approval rows
         become ``stopped`` and their task tokens get ``SendTaskFailure`` with ``RunStopped``
-        (the Map catches it; ApplyAndFinish records the run stopped). Runs not parked need
-        nothing: their next write fails its stop guard. An approval a person is answering now
+        (the Map catches it; ApplyAndFinish records the run stopped); each run's approvals are
+        read whatever its status says (one that just recorded its request may not say parked
+        yet). Runs not parked need nothing: their next write fails its stop guard. An approval a person is answering now
         (``deciding``) is left to that answer, which the guard then refuses. Returns how many
         tokens were ended. Raises TransientError when Step Functions did not take one (that row
         is pending again; a repeated request retries it)."""
         sfn = self.deps.stepfunctions()
         ended, refused = 0, 0
-        for run in runs:
-            if run.status != "waiting_approval":
-                continue
+        for run in runs:  # also one whose status does not say parked yet: its approval may be recorded
             for approval, token in self.store.run_approvals(run.room_id, run.run_id):
                 if approval.status != "pending" or not self.store.set_approval_status(
                     run.room_id, run.run_id, approval.index, "stopped", person.id

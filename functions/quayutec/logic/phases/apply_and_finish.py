@@ -195,6 +195,22 @@ def _settle_stopped(deps: Deps, run: RunRecord, approvals: Mapping[int, str]) ->
         )
 
 
+def _settle_unwritten(deps: Deps, state: RunState) -> None:
+    """A run stopped in its action writes: the approval rows of its held actions not written
+    say ``stopped`` (an approval answered just before the stop wrote nothing either)."""
+    ref = _need_run(state)
+    held = [a for a in deps.ledger.actions(ref.run_id) if a.decision == "ask" and a.outcome != "written"]
+    for a in held:
+        deps.room.set_approval_status(
+            ref.room_id,
+            ref.run_id,
+            a.index,
+            "stopped",
+            None,
+            from_statuses=tuple(s for s in APPROVAL_STATUSES if s != "stopped"),
+        )
+
+
 def _task_event_targets(task: Task, event_id: str) -> list[tuple]:
     """Who an update/close of ``task`` wakes: its assignee and the agent that created it (the
     run's own agent is dropped later, SPEC §3)."""
@@ -221,6 +237,7 @@ def apply_and_finish(deps: Deps, state: RunState) -> RunState:
         try:
             state = apply_actions(deps, state)
         except RunStopped:
+            _settle_unwritten(deps, state)
             return record_stopped(deps, state, reply_posted=True, states=apply_and_finish_states(state))
     with part("finish"):
         return finish(deps, state, states=apply_and_finish_states(state))
