@@ -689,6 +689,120 @@ def chain_stop(
     )
 
 
+# ----------------------------------------------------------------------------- budgets and spend
+budget_app = typer.Typer(no_args_is_help=True, help="Your company's budget over its agents' model spend.")
+app.add_typer(budget_app, name="budget")
+
+
+def _limits_text(b: dict) -> str:
+    parts = [
+        f"{label} {fmt(b[k])}"
+        for k, label, fmt in (
+            ("daily_usd", "daily", lambda v: f"${float(v):,.2f}"),
+            ("monthly_usd", "monthly", lambda v: f"${float(v):,.2f}"),
+            ("daily_tokens", "daily", lambda v: f"{int(v):,} tokens"),
+            ("monthly_tokens", "monthly", lambda v: f"{int(v):,} tokens"),
+        )
+        if b.get(k) is not None
+    ]
+    return ", ".join(parts) or "no limit"
+
+
+def _budget_lines(company: str, b: dict) -> list[str]:
+    lines = [f"budget of {company}: {_limits_text(b)}"]
+    lines += [f"  agent {name}: {_limits_text(limits)}" for name, limits in sorted((b.get("agents") or {}).items())]
+    return lines
+
+
+@budget_app.command("show")
+def budget_show(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Your company's budget: limits per UTC day and month (docs/design.md §7)."""
+    b = _run(lambda: _client(url, token).budget(company))
+    _show(b, as_json, lambda b: _budget_lines(company, b))
+
+
+@budget_app.command("set")
+def budget_set(
+    company: str,
+    daily_usd: Annotated[float | None, typer.Option(help="USD per UTC day (models with a known price).")] = None,
+    monthly_usd: Annotated[float | None, typer.Option(help="USD per UTC month.")] = None,
+    daily_tokens: Annotated[int | None, typer.Option(help="Tokens per UTC day (models without a price).")] = None,
+    monthly_tokens: Annotated[int | None, typer.Option(help="Tokens per UTC month.")] = None,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option("--agent", help="NAME:FIELD=VALUE, e.g. a1:daily_usd=5; repeatable."),
+    ] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """Set (replace) your company's budget. A request that would pass a limit is not sent; the
+    company gets a notice at 80 % and at 100 % of each limit, once per period."""
+    body: dict = {
+        k: v
+        for k, v in (
+            ("daily_usd", daily_usd),
+            ("monthly_usd", monthly_usd),
+            ("daily_tokens", daily_tokens),
+            ("monthly_tokens", monthly_tokens),
+        )
+        if v is not None
+    }
+    agents: dict[str, dict] = {}
+    for spec in agent or []:
+        name, sep, rest = spec.partition(":")
+        field, eq, value = rest.partition("=")
+        if not (sep and eq and name and field in {"daily_usd", "monthly_usd", "daily_tokens", "monthly_tokens"}):
+            raise _fail(
+                f"quay budget set: --agent {spec!r}: write NAME:FIELD=VALUE, FIELD one of daily_usd, "
+                "monthly_usd, daily_tokens, monthly_tokens",
+                2,
+            )
+        try:
+            agents.setdefault(name, {})[field] = int(value) if field.endswith("tokens") else float(value)
+        except ValueError:
+            raise _fail(f"quay budget set: --agent {spec!r}: {value!r} is not a number", 2) from None
+    if agents:
+        body["agents"] = agents
+    b = _run(lambda: _client(url, token).set_budget(company, body))
+    _show(b, as_json, lambda b: _budget_lines(company, b))
+
+
+@app.command("spend")
+def spend(
+    company: str,
+    period: Annotated[str, typer.Option(help="day or month: the current UTC one.")] = "day",
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """What your company's agents spent this UTC day or month, against the budget."""
+    if period not in ("day", "month"):
+        raise _fail(f"quay spend: --period {period!r}: day or month", 2)
+    s = _run(lambda: _client(url, token).spend(company, period))
+
+    def lines(s: dict) -> list[str]:
+        def of(f: dict) -> str:
+            usd = f"${f['spent_usd']:,.6f} spent, ${f['reserved_usd']:,.6f} reserved"
+            if f.get("budget_usd") is not None:
+                usd += f" of ${float(f['budget_usd']):,.2f}"
+            tok = f"{f['spent_tokens']:,} tokens spent, {f['reserved_tokens']:,} reserved"
+            if f.get("budget_tokens") is not None:
+                tok += f" of {int(f['budget_tokens']):,}"
+            return f"{usd}; {tok}"
+
+        out = [f"spend of {s['company']} on {s['key']} (UTC {s['period']}): {of(s)}"]
+        out += [
+            f"  agent {a}: ${f['spent_usd']:,.6f}, {f['spent_tokens']:,} tokens" for a, f in sorted(s["agents"].items())
+        ]
+        out += [
+            f"  model {m}: ${f['spent_usd']:,.6f}, {f['spent_tokens']:,} tokens" for m, f in sorted(s["models"].items())
+        ]
+        return out
+
+    _show(s, as_json, lines)
+
+
 # ----------------------------------------------------------------------------- rights policy
 policy_app = typer.Typer(no_args_is_help=True, help="Your company's rights policy over its agents' actions.")
 app.add_typer(policy_app, name="policy")

@@ -173,6 +173,21 @@ class QuayClient:
         """Your company's agents."""
         return self.call("GET", "/agents")["agents"]
 
+    def budget(self, company: str) -> dict:
+        """``GET /companies/{company}/budget`` (design §7)."""
+        result: dict = self.call("GET", f"/companies/{_seg(company)}/budget")
+        return result
+
+    def set_budget(self, company: str, budget: dict) -> dict:
+        """``PUT /companies/{company}/budget``: replaces the company's budget."""
+        result: dict = self.call("PUT", f"/companies/{_seg(company)}/budget", budget)
+        return result
+
+    def spend(self, company: str, period: str = "day") -> dict:
+        """``GET /companies/{company}/spend?period=day|month``."""
+        result: dict = self.call("GET", f"/companies/{_seg(company)}/spend", query={"period": period})
+        return result
+
     def pause_agent(self, agent: str) -> dict:
         """Pause your company's agent (its name or id): no run of it starts until it is resumed."""
         return self.call("POST", f"/agents/{_seg(agent)}/pause")

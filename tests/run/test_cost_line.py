@@ -295,7 +295,10 @@ def test_a_runs_capacity_is_what_its_phases_responses_reported(env: Env) -> None
         aws.reset_clients()
     cost = _last_run(env, "a1").cost
     assert cost.capacity["read_units"] == pytest.approx(observed["read"]) and observed["read"] > 0
-    assert cost.capacity["write_units"] == pytest.approx(observed["write"]) and observed["write"] > 0
+    # a plain run's writes are all transactions now (the stop guard, the spend counters), whose
+    # responses moto sends without ConsumedCapacity: counted as unknown, never guessed
+    assert cost.capacity.get("write_units", 0.0) == pytest.approx(observed["write"])
+    assert cost.capacity_unknown.get("dynamodb.TransactWriteItems", 0) >= 3
     assert observed["final"] == 1
     assert sum(cost.capacity_unknown.values()) == observed["unknown"] + 1  # + the final write
 

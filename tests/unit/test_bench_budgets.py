@@ -47,7 +47,7 @@ def test_each_figure_above_its_budget_is_missed(bench):
     report = bench.budget_report(
         figures(
             bench,
-            aws_calls_per_plain_run=13,
+            aws_calls_per_plain_run=14,
             writes_per_plain_run=6,
             cold_import_ms=cold,
             retrieval_reads_per_run={"small_room": 2, "large_file_room": 5},
