@@ -132,6 +132,14 @@ class CompanyBudget(BudgetLimits):
     agents: dict[str, BudgetLimits] = Field(default_factory=dict, max_length=500)
 
 
+#: An agent's context budget in tokens (design §2.2): the default, the least an agent may have
+#: (its instructions, the wake's cause and a reply must fit), the most for a model whose window is
+#: not known (:mod:`quayutec.windows` bounds the known ones by their window).
+DEFAULT_MAX_CONTEXT_TOKENS = 60_000
+MIN_CONTEXT_TOKENS = 4_000
+MAX_CONTEXT_TOKENS_LIMIT = 2_000_000
+
+
 class Agent(_Model):
     id: AgentId
     company: CompanyId
@@ -148,6 +156,11 @@ class Agent(_Model):
     # How many times it was paused: a run carries the count its claim saw, and its writes are
     # guarded on it (a run claimed before a pause writes nothing after, even once resumed).
     pauses: int = Field(default=0, ge=0)
+    # The most tokens its prompt and reply may take together (design §2.2): the run's context is
+    # fitted into it, leaving out the oldest items whole.
+    max_context_tokens: int = Field(
+        default=DEFAULT_MAX_CONTEXT_TOKENS, ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS_LIMIT
+    )
 
 
 #: A chain of wakes starts at most this many runs unless its room says otherwise (design §3).
@@ -401,6 +414,22 @@ class RunFacts(_Model):
     pauses: int = 0  # the agent's pause count at the claim: the run's stop guard (design §3)
 
 
+class ContextFit(_Model):
+    """How the run's context was fitted into its agent's budget (design §2.2): small counts only,
+    carried in the state from ClaimAndRead and written with the final status. ``budget``: the
+    tokens left for the prompt (``max_context_tokens`` less the reply's cap and a margin);
+    ``prompt_tokens``: the estimate of the prompt as sent (system prompt and user turn);
+    ``left_out``: items left out whole, per section (``messages``, ``open_tasks``, ``memory``,
+    ``passages``, and the ``agents`` and ``companies`` past the roster's bound); ``over_budget``:
+    the instructions and the wake's cause alone did not fit (they are sent whole all the same)."""
+
+    max_context_tokens: int
+    budget: int
+    prompt_tokens: int
+    left_out: dict[str, int] = Field(default_factory=dict)
+    over_budget: bool = False
+
+
 class Budget(_Model):
     remaining_s: int = Field(ge=1)  # whole seconds: handed to each Task as TimeoutSecondsPath
 
@@ -508,6 +537,7 @@ class RunState(_Model):
     finished: bool | None = None  # DecideAndPost recorded the final status (nothing to hold or write)
     stopped: bool | None = None  # the run was stopped (design §3): its final status is recorded
     cost: RunCost | None = None  # counters of the phases so far (SPEC §10)
+    context: ContextFit | None = None  # how the context was fitted (design §2.2): counts only
     error: dict[str, Any] | None = None
 
     def dump(self) -> dict[str, Any]:
@@ -570,6 +600,7 @@ class RunRecord(_Model):
     not_done: list[str] = Field(default_factory=list)
     ended_at: str | None = None
     cost: RunCost | None = None  # the cost line, written with the final status
+    context: ContextFit | None = None  # how the prompt was fitted (design §2.2), with the final status
     # While the run has no final status: its agent and its room's chain, keys of the ledger's
     # active-runs indexes (sparse: the final write removes them; design §3).
     active_agent: str | None = None

@@ -587,6 +587,7 @@ def _agent_line(a: dict) -> str:
     key = "key stored" if a.get("key_stored") else "no key stored"
     base = f"  base_url {a['base_url']}" if a.get("base_url") else ""
     wake = f"  wakes from {a['wake_from']}" if a.get("wake_from", "anyone") != "anyone" else ""
+    wake += f"  context {a['max_context_tokens']:,} tokens" if a.get("max_context_tokens") else ""
     paused = f"  paused by {a.get('paused_by')} at {a['paused_at']}" if a.get("paused_at") else ""
     return f"{a['id']}  ({a['company']})  {a['provider']} {a['model']}  {key}{base}{wake}{paused}"
 
@@ -618,6 +619,13 @@ def agent_register(
         str | None,
         typer.Option(help="Who may wake it: anyone (the default), people, or own_company."),
     ] = None,
+    max_context_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="The most tokens a run's prompt and reply may take (default 60,000; at least 4,000, at "
+            "most the model's context window): the oldest room context is left out to fit."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
@@ -632,6 +640,7 @@ def agent_register(
             api_key=api_key,
             base_url=base_url,
             wake_from=wake_from,
+            max_context_tokens=max_context_tokens,
         )
     )
     _show(a, as_json, lambda a: [_agent_line(a)])
@@ -1066,6 +1075,8 @@ def ledger(
             print(f"  reply {r['reply_message_id']}" + ("  (truncated)" if r.get("reply_truncated") else ""))
         if r.get("error_class"):
             print(f"  error {r['error_class']}: {r.get('error_message') or ''}")
+        if r.get("context"):
+            print("  " + context_line(r["context"]))
         from quaylocal.render import action_line, request_line
 
         for q in detail["requests"]:
@@ -1087,6 +1098,30 @@ def ledger(
 def _count(n: int, one: str, many: str) -> str:
     """``1 reply``, ``2 replies``."""
     return f"{n} {one if int(n) == 1 else many}"
+
+
+#: How ``quay ledger`` names the sections of a fitted context (design §2.2).
+_LEFT_OUT = {
+    "messages": ("message", "messages"),
+    "open_tasks": ("open task", "open tasks"),
+    "memory": ("memory line", "memory lines"),
+    "passages": ("passage", "passages"),
+    "agents": ("agent of the roster", "agents of the roster"),
+    "companies": ("company of the roster", "companies of the roster"),
+}
+
+
+def context_line(context: dict) -> str:
+    """``prompt ~12,345 of 56,952 tokens (max_context_tokens 60,000); left out: 28 messages``."""
+    line = (
+        f"prompt ~{context['prompt_tokens']:,} of {context['budget']:,} tokens "
+        f"(max_context_tokens {context['max_context_tokens']:,}, estimated)"
+    )
+    out = [_count(n, *_LEFT_OUT.get(k, (k, k))) for k, n in (context.get("left_out") or {}).items() if n]
+    line += "; left out: " + ", ".join(out) if out else "; nothing left out"
+    if context.get("over_budget"):
+        line += "; over budget: the instructions and the wake's cause alone do not fit"
+    return line
 
 
 def cost_lines(cost: dict | None) -> list[str]:

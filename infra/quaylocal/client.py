@@ -158,11 +158,14 @@ class QuayClient:
         api_key: str | None = None,
         base_url: str | None = None,
         wake_from: str | None = None,
+        max_context_tokens: int | None = None,
     ) -> dict:
         """Register your company's agent ``name``; its id is ``{company}.{name}``."""
         body: dict[str, Any] = {"name": name, "provider": provider, "model": model, "instructions": instructions}
         if wake_from is not None:
             body["wake_from"] = wake_from
+        if max_context_tokens is not None:
+            body["max_context_tokens"] = max_context_tokens
         if api_key is not None:
             body["api_key"] = api_key
         if base_url is not None:

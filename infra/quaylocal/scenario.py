@@ -26,9 +26,11 @@ from quayutec.logic.ids import new_room_id
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.stops import Stops
 from quayutec.models import (
+    DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MAX_RUNS_PER_CHAIN,
     FINAL_STATUSES,
     MAX_RUNS_PER_CHAIN_LIMIT,
+    MIN_CONTEXT_TOKENS,
     Agent,
     Author,
     Company,
@@ -75,6 +77,8 @@ class SAgent(_Strict):
     model: str
     instructions: str
     wake_from: Literal["anyone", "people", "own_company"] = "anyone"
+    # design §2.2: the run's prompt is fitted into it
+    max_context_tokens: int = Field(default=DEFAULT_MAX_CONTEXT_TOKENS, ge=MIN_CONTEXT_TOKENS)
 
 
 class SFile(_Strict):
@@ -367,6 +371,7 @@ class Player:
                     instructions=a.instructions,
                     base_url=base_url,
                     wake_from=a.wake_from,
+                    max_context_tokens=a.max_context_tokens,
                 )
             )
             name = quay_deps.secret_name(d.settings, a.company, a.provider)

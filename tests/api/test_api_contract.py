@@ -294,3 +294,34 @@ def test_a_new_key_rotates_the_company_s_secret(light_world: World) -> None:
     names = [s["Name"] for s in sm.list_secrets()["SecretList"] if s["Name"].endswith("/bolt/openai")]
     assert len(names) == 1
     assert sm.get_secret_value(SecretId=names[0])["SecretString"] == "sk-bolt-rotated-0001"
+
+
+def test_max_context_tokens_is_bounded_with_a_clear_400(light_world: World) -> None:
+    """design §2.2: at least 4,000 tokens; at most the model's own window when it is known
+    (gpt-4o: 128,000), else 2,000,000. Out of range is a 400 naming the bound; in range the agent
+    keeps it, and the OpenAPI document shows the field."""
+    api, bob = light_world.api, light_world.tokens["bob"]
+    agent = {"provider": "openai", "model": "gpt-4o"}
+    r = api.call("POST", "/agents", bob, {"name": "ctx1", **agent, "max_context_tokens": 3999})
+    assert r.status == 400 and r.body["error"] == "invalid_input", r.body
+    assert r.body["message"].startswith("max_context_tokens: 3,999 is less than 4,000"), r.body
+    r = api.call("POST", "/agents", bob, {"name": "ctx1", **agent, "max_context_tokens": 128_001})
+    assert r.status == 400 and "more than gpt-4o's context window of 128,000 tokens" in r.body["message"], r.body
+    r = api.call(
+        "POST", "/agents", bob, {"name": "ctx1", "provider": "openai", "model": "m", "max_context_tokens": 2_000_001}
+    )
+    assert r.status == 400 and "2,000,000, the most an agent may have" in r.body["message"], r.body
+    r = api.call("POST", "/agents", bob, {"name": "ctx1", **agent, "max_context_tokens": "60000"})
+    assert r.status == 422  # a number, not a string
+    assert api.ok("GET", "/agents", bob)["agents"] and not [
+        a for a in api.ok("GET", "/agents", bob)["agents"] if a["name"] == "ctx1"
+    ]  # nothing refused was registered
+    made = api.ok("POST", "/agents", bob, {"name": "ctx1", **agent, "max_context_tokens": 128_000})
+    assert made["max_context_tokens"] == 128_000
+    assert api.ok("POST", "/agents", bob, {"name": "ctx2", **agent})["max_context_tokens"] == 60_000
+    assert api.ok("GET", f"/agents/{made['id']}", bob)["max_context_tokens"] == 128_000
+    doc = api.ok("GET", "/openapi.json", bob)
+    field = doc["components"]["schemas"]["AgentIn"]["properties"]["max_context_tokens"]
+    assert field["type"] == "integer" and field["default"] == 60_000 and field["minimum"] == 4_000
+    assert "context window" in field["description"]
+    assert "max_context_tokens" in doc["components"]["schemas"]["AgentOut"]["properties"]

@@ -10,8 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringC
 
 from quayutec.logic.wakes import WakeFrom
 from quayutec.models import (
+    DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MAX_RUNS_PER_CHAIN,
+    MAX_CONTEXT_TOKENS_LIMIT,
     MAX_RUNS_PER_CHAIN_LIMIT,
+    MIN_CONTEXT_TOKENS,
     ActionRecord,
     AgentId,
     AgentName,
@@ -160,6 +163,16 @@ class AgentIn(_In):
         description="Who may wake it: 'anyone' in the room, 'people' only, or 'own_company' (its "
         "company's people and agents); a mention or task from anyone else posts but wakes it not",
     )
+    # Bounds are checked by the route (a 400 that names the model's window), not by the model
+    # (a 422): the schema declares them all the same.
+    max_context_tokens: StrictInt = Field(
+        default=DEFAULT_MAX_CONTEXT_TOKENS,
+        description=f"The most tokens a run's prompt and reply may take together (design §2.2): the room "
+        f"context is fitted into it, the oldest messages, tasks, memory lines and passages left out first. "
+        f"At least {MIN_CONTEXT_TOKENS:,}; at most the model's own context window when it is known "
+        f"(else {MAX_CONTEXT_TOKENS_LIMIT:,}); a value out of range is a 400",
+        json_schema_extra={"minimum": MIN_CONTEXT_TOKENS, "maximum": MAX_CONTEXT_TOKENS_LIMIT},
+    )
     base_url: str | None = Field(
         default=None,
         max_length=2048,
@@ -202,6 +215,7 @@ class AgentOut(_Out):
     model: str
     instructions: str
     wake_from: str = "anyone"
+    max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
     paused_at: str | None = Field(default=None, description="Set while the agent is paused: no run of it starts")
     paused_by: str | None = None
     stopping: int | None = Field(

@@ -506,8 +506,11 @@ class LedgerStore:
         not_done: list[str] | None,
         reply_message_id: str | None,
         cost: dict[str, Any] | None,
+        context: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         fields: dict[str, Any] = {"status": status, "ended_at": now_iso(), "updated_at": now_iso()}
+        if context:
+            fields["context"] = context  # how the prompt was fitted (design §2.2): written once, here
         if reply_message_id:
             fields["reply_message_id"] = reply_message_id
         if cost:
@@ -530,22 +533,32 @@ class LedgerStore:
         not_done: list[str] | None = None,
         reply_message_id: str | None = None,
         cost: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
     ) -> bool:
         """Give the run its final status, once: a final status is never overwritten. The reply's
-        id (when it was posted) is recorded in this same write."""
+        id (when it was posted) and how its prompt was fitted are recorded in this same write."""
         return self.update_run(
-            run_id, self._final_fields(status, error_class, error_message, not_done, reply_message_id, cost)
+            run_id, self._final_fields(status, error_class, error_message, not_done, reply_message_id, cost, context)
         )
 
     def finish_run_item(
-        self, run_id: str, status: str, *, reply_message_id: str | None = None, cost: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        status: str,
+        *,
+        reply_message_id: str | None = None,
+        cost: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The final write of :meth:`finish_run` as a ``TransactWriteItems`` entry, to land in one
         transaction with the write it completes (a run's reply: SPEC §2.5, §2.8). Its condition
         fails when the run has a final status already."""
         return {
             "Update": self._update_spec(
-                run_id, self._final_fields(status, None, None, None, reply_message_id, cost), True, _ACTIVE_KEYS
+                run_id,
+                self._final_fields(status, None, None, None, reply_message_id, cost, context),
+                True,
+                _ACTIVE_KEYS,
             )
         }
 

@@ -196,6 +196,25 @@ class RoomStore:
         with transient_errors():
             return self.db.query(TableName=self.table, **kwargs).get("Items", [])
 
+    def _query_up_to(self, limit: int, **kwargs: Any) -> list[dict[str, Any]]:
+        """Up to ``limit`` items of a query, in its order: a page DynamoDB cuts short (1 MB of
+        items read) is continued from its ``LastEvaluatedKey`` until ``limit`` items are read or
+        the query ends, each page asking for what is still missing. The pages are bounded by
+        ``limit`` too: every page but the last holds at least one item (no FilterExpression)."""
+        items: list[dict[str, Any]] = []
+        start: dict[str, Any] | None = None
+        while len(items) < limit:
+            page_kwargs = {**kwargs, "Limit": limit - len(items)}
+            if start is not None:
+                page_kwargs["ExclusiveStartKey"] = start
+            with transient_errors():
+                page = self.db.query(TableName=self.table, **page_kwargs)
+            items += page.get("Items", [])
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                break
+        return items[:limit]
+
     # ------------------------------------------------------------------ companies, agents, rooms
     def put_company(self, company: Company) -> None:
         with transient_errors():
@@ -630,14 +649,16 @@ class RoomStore:
         return Task.model_validate(_strip(item)) if item else None
 
     def open_tasks_for(self, room_id: str, agent_id: str, limit: int) -> list[Task]:
-        """Open tasks sent to an agent, oldest first (bounded query on the sparse GSI)."""
-        items = self._query(
+        """The newest ``limit`` open tasks sent to an agent, oldest first (a bounded query on the
+        sparse GSI, continued past a page DynamoDB cut short: :meth:`_query_up_to`)."""
+        items = self._query_up_to(
+            limit,
             IndexName="open_tasks",
             KeyConditionExpression="gsi1pk = :pk",
             ExpressionAttributeValues={":pk": f"OPEN#{room_id}#{agent_id}"},
-            Limit=limit,
+            ScanIndexForward=False,
         )
-        return [Task.model_validate(_strip(i)) for i in items]
+        return [Task.model_validate(_strip(i)) for i in reversed(items)]
 
     def all_tasks(self, room_id: str) -> list[Task]:
         """Every task of a room in creation order."""
@@ -705,17 +726,18 @@ class RoomStore:
     def memory_for(self, room_id: str, company: str, limit: int, present: set[str] | None = None) -> list[MemoryLine]:
         """The newest ``limit`` memory lines a company may read (room-wide and its own
         company-only lines), oldest first. A bounded query per partition, only those the room
-        item's ``memory`` map names (``present``, from :meth:`run_reads`; ``None``: both)."""
+        item's ``memory`` map names (``present``, from :meth:`run_reads`; ``None``: both), each
+        continued past a page DynamoDB cut short (:meth:`_query_up_to`)."""
         lines: list[MemoryLine] = []
         for visibility in ("room", "company"):
             if present is not None and _mem_key(visibility, company) not in present:
                 continue
-            items = self._query(
+            items = self._query_up_to(
+                limit,
                 IndexName="by_time",
                 KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues={":pk": _mem_pk(room_id, visibility, company)},
                 ScanIndexForward=False,
-                Limit=limit,
             )
             lines += [MemoryLine.model_validate(_strip(i)) for i in items]
         lines.sort(key=lambda m: m.created_at)

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from quayutec.tokens import REPLY_MAX_TOKENS
+
 ProviderKind = Literal["anthropic", "openai", "openai-compatible", "bedrock"]
 
 #: Most bytes of a provider's original error body kept in a failure (and so in the ledger).
@@ -48,7 +50,7 @@ class ModelCall(BaseModel):
     #: The local stack's ALLOW_LOOPBACK_MODEL_URLS: an owner's address may be a loopback one.
     allow_loopback: bool = False
     timeout_s: float = Field(gt=0)
-    max_tokens: int = Field(default=2048, gt=0)
+    max_tokens: int = Field(default=REPLY_MAX_TOKENS, gt=0)
 
     @model_validator(mode="after")
     def _compatible_needs_url(self) -> ModelCall:

@@ -21,8 +21,9 @@ from quayutec.deps import secret_name
 from quayutec.errors import Conflict, InvalidInput
 from quayutec.logic import ids
 from quayutec.logic.stops import Stops
-from quayutec.models import Agent
+from quayutec.models import MAX_CONTEXT_TOKENS_LIMIT, MIN_CONTEXT_TOKENS, Agent
 from quayutec.providers.egress import url_problem
+from quayutec.windows import context_window
 
 router = APIGatewayRouter()
 
@@ -62,6 +63,21 @@ def _store_key(svc: Services, company: str, provider: str, key: str) -> None:
             sm.put_secret_value(SecretId=name, SecretString=key)
 
 
+def _context_problem(tokens: int, provider: str, model: str) -> str | None:
+    """Why ``tokens`` is no agent's ``max_context_tokens`` on this model (design §2.2), or ``None``."""
+    if tokens < MIN_CONTEXT_TOKENS:
+        return (
+            f"max_context_tokens: {tokens:,} is less than {MIN_CONTEXT_TOKENS:,}, the least that holds "
+            "an agent's instructions, the wake's cause and a reply"
+        )
+    window = context_window(model, provider)
+    if window is not None and tokens > window:
+        return f"max_context_tokens: {tokens:,} is more than {model}'s context window of {window:,} tokens"
+    if tokens > MAX_CONTEXT_TOKENS_LIMIT:
+        return f"max_context_tokens: {tokens:,} is more than {MAX_CONTEXT_TOKENS_LIMIT:,}, the most an agent may have"
+    return None
+
+
 def _out(svc: Services, agent: Agent) -> AgentOut:
     return AgentOut(
         **agent.model_dump(), name=ids.agent_name(agent.id), key_stored=_key_stored(svc, agent.company, agent.provider)
@@ -88,6 +104,9 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
                     }
                 ],
             )
+    problem = _context_problem(body.max_context_tokens, body.provider, body.model)
+    if problem:
+        raise InvalidInput(problem)
     if body.api_key is None and not _key_stored(svc, company, body.provider):
         raise InvalidInput(f"api_key: no {body.provider} key is stored for company {company!r} yet")
     # The id is scoped to the caller's company (SPEC §5): "taken" can only be about its own agent.
@@ -99,6 +118,7 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
         instructions=body.instructions,
         base_url=body.base_url,
         wake_from=body.wake_from,
+        max_context_tokens=body.max_context_tokens,
     )
     mine = [a for a in svc.directory.agents_of(company) if ids.name_key(ids.agent_name(a)) == ids.name_key(body.name)]
     if mine:  # a name is one name, letter case aside (@Planner and @planner are one agent)

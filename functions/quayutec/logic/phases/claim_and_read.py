@@ -1,5 +1,5 @@
-"""ClaimAndRead (SPEC §2.1, §2.2): claim ``(agent, wake)`` with a conditional put, then read the
-room with bounded reads and store the context under the run.
+"""ClaimAndRead (design §2.1, §2.2): claim ``(agent, wake)`` with a conditional put, then read the
+room with bounded reads, fit the context into the agent's budget and store it under the run.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from quayutec.dal.room import RunReads, agent_key
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import files as room_files
+from quayutec.logic import prompt
 from quayutec.logic import wakes as wake_rules
 from quayutec.logic.phases.common import (
     CALL_MODEL,
@@ -30,6 +31,7 @@ from quayutec.logic.phases.common import (
 from quayutec.models import (
     DEFAULT_MAX_RUNS_PER_CHAIN,
     ClaimResult,
+    ContextFit,
     RunFacts,
     RunRecord,
     RunRef,
@@ -173,9 +175,11 @@ def _key_reads(deps: Deps, state: RunState) -> RunReads:
 
 
 def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
-    """Assemble the context with bounded reads and store it under the run (SPEC §2.2).
-    ``reads``: the run's key reads (agent, room and its agents, the wake's cause, the index
-    pointer) as :func:`claim_and_read` made them in this same invocation, consistently."""
+    """Assemble the context with bounded reads, fit it into the agent's ``max_context_tokens``
+    (:func:`quayutec.logic.prompt.fit`) and store it under the run (design §2.2); the state
+    carries what the fitting left out (counts) to the final ledger write. ``reads``: the run's
+    key reads (agent, room and its agents, the wake's cause, the index pointer) as
+    :func:`claim_and_read` made them in this same invocation, consistently."""
     ref = _need_run(state)
     run = _timing(state, ref)
     s = deps.settings
@@ -220,9 +224,12 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
         "passages": [p.model_dump(mode="json", exclude_none=True) for p in passages],
         "index_version": index_version,
     }
+    ctx, fitted = prompt.fit(ctx, agent.max_context_tokens)
     deps.rundata.put(ref.run_id, "context", ctx)
     facts = _need_facts(state).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
-    return state.model_copy(update={"budget": budget(deps, run, CALL_MODEL), "facts": facts})
+    return state.model_copy(
+        update={"budget": budget(deps, run, CALL_MODEL), "facts": facts, "context": ContextFit(**fitted)}
+    )
 
 
 # ----------------------------------------------------------------------------- merged phases

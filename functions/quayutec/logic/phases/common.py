@@ -155,6 +155,11 @@ def run_guard(deps: Deps, ref: RunRef, facts: RunFacts) -> Guard:
     )
 
 
+def context_fit(state: RunState) -> dict[str, Any] | None:
+    """How the run's prompt was fitted (design §2.2), for its final ledger write."""
+    return state.context.model_dump(mode="json") if state.context is not None else None
+
+
 def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: int) -> RunState:
     """Record the final status ``stopped`` (design §3) — the run's agent was paused or its chain
     stopped after its claim — once, with whether its reply was posted (``reply_message_id``)
@@ -177,6 +182,7 @@ def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: i
         "stopped",
         reply_message_id=ids.reply_message_id(ref.run_id) if reply_posted else None,
         cost=cost.model_dump(mode="json"),
+        context=context_fit(state),
     ):
         logger.info("run stopped", extra={"run_id": ref.run_id, "reply_posted": reply_posted})
         metrics.add_metric(name="Run_stopped", unit=MetricUnit.Count, value=1)
@@ -217,7 +223,11 @@ def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
     ref = _need_run(state)
     cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
     if deps.ledger.finish_run(
-        ref.run_id, "completed", reply_message_id=ids.reply_message_id(ref.run_id), cost=cost.model_dump(mode="json")
+        ref.run_id,
+        "completed",
+        reply_message_id=ids.reply_message_id(ref.run_id),
+        cost=cost.model_dump(mode="json"),
+        context=context_fit(state),
     ):  # not again when a retry finds it final
         metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
     return state

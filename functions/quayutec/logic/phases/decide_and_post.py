@@ -23,6 +23,7 @@ from quayutec.logic.phases.common import (
     _room_agents,
     _timing,
     budget,
+    context_fit,
     finish,
     logger,
     metrics,
@@ -201,7 +202,9 @@ def _post_and_finish(
     (closed by RecordFailure or the reconciler) gets no reply now."""
     ref = _need_run(state)
     cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_TRANSACTION).model_dump(mode="json")
-    final = deps.ledger.finish_run_item(ref.run_id, "completed", reply_message_id=msg.id, cost=cost)
+    final = deps.ledger.finish_run_item(
+        ref.run_id, "completed", reply_message_id=msg.id, cost=cost, context=context_fit(state)
+    )
     failed = deps.room.put_messages_with([(msg, wakes), *[(n, None) for n in notices]], final, guard)
     if failed is None:
         metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)

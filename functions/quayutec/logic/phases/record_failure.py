@@ -16,6 +16,7 @@ from quayutec.logic import ids, rights
 from quayutec.logic.phases.common import (
     _finish_request,
     _iso,
+    context_fit,
     metrics,
 )
 from quayutec.models import (
@@ -83,6 +84,7 @@ def close_failed_run(
     error_name: str,
     message: str,
     cost: dict[str, Any] | None = None,
+    context: dict[str, Any] | None = None,
 ) -> str | None:
     """Give a claimed run its final failure status, once. Returns the status set, or ``None`` when
     there is no claimed run of this execution or it already has a final status."""
@@ -141,6 +143,7 @@ def close_failed_run(
         not_done=not_done,
         reply_message_id=reply_id if posted else None,
         cost=cost,
+        context=context,
     ):
         metrics.add_metric(name=f"Run_{status}", unit=MetricUnit.Count, value=1)
         return status
@@ -151,7 +154,9 @@ def record_failure(deps: Deps, state: RunState, run_id: str, execution_arn: str 
     """The Catch target of every phase: write the ledger's final status (SPEC §2.1)."""
     name, message = _error_of(state.error)
     cost = cost_line.so_far(state.cost, RECORD_FAILURE_STATES, writes_to_come=cost_line.FINAL_WRITE)
-    close_failed_run(deps, run_id, execution_arn, name, message, cost=cost.model_dump(mode="json"))
+    close_failed_run(
+        deps, run_id, execution_arn, name, message, cost=cost.model_dump(mode="json"), context=context_fit(state)
+    )
     return state
 
 
