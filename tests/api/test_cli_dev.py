@@ -70,7 +70,9 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
         "--instructions",
         "Be brief.",
     ).stdout
-    assert out.strip() == "cato.a1  (cato)  anthropic claude-local  key stored"  # ids are scoped: COMPANY.NAME
+    assert (
+        out.strip() == "cato.a1  (cato)  anthropic claude-local  key stored  context 60,000 tokens"
+    )  # ids are scoped: COMPANY.NAME
     _quay(
         url,
         dora,
