@@ -96,6 +96,11 @@ def budget_key(company_id: str) -> dict[str, str]:
     return {"pk": f"COMPANY#{company_id}", "sk": "BUDGET"}
 
 
+def budget_of(item: dict[str, Any] | None) -> CompanyBudget | None:
+    """A company's budget from its item as read (``None``: it set none)."""
+    return CompanyBudget.model_validate(_strip(item)) if item else None
+
+
 def agent_key(agent_id: str) -> dict[str, str]:
     """The key of an agent's item in the room table."""
     return {"pk": f"AGENT#{agent_id}", "sk": "META"}
@@ -231,8 +236,7 @@ class RoomStore:
     def get_budget(self, company_id: str) -> CompanyBudget | None:
         """The company's budget (design §7), ``None`` when it set none."""
         key = budget_key(company_id)
-        item = self._get(key["pk"], key["sk"])
-        return CompanyBudget.model_validate(_strip(item)) if item else None
+        return budget_of(self._get(key["pk"], key["sk"]))
 
     def put_budget(self, company_id: str, budget: CompanyBudget) -> None:
         """Set (replace) the company's budget. Raises TransientError on throttling."""

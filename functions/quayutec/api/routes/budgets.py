@@ -12,6 +12,7 @@ from quayutec.api.access import own_company, services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import CompanyId
 from quayutec.api.schemas import BudgetIn, SpendOut
+from quayutec.dal.room import budget_key, budget_of
 from quayutec.errors import NotFound
 from quayutec.logic import budgets
 from quayutec.models import CompanyBudget
@@ -58,17 +59,7 @@ def get_spend(
     _own_people(company_id)
     deps = services().deps
     key = budgets.periods(deps.clock())[period]
-    item, counters = deps.ledger.spend_reads(company_id, [key], (deps.room.table, _budget_key(company_id)))
+    item, counters = deps.ledger.spend_reads(company_id, [key], (deps.room.table, budget_key(company_id)))
     counter = counters.get(key, {})
-    budget = CompanyBudget.model_validate(_fields(item)) if item else CompanyBudget()
+    budget = budget_of(item) or CompanyBudget()
     return SpendOut.of(company_id, period, key, counter, budget)
-
-
-def _budget_key(company_id: str) -> dict[str, str]:
-    from quayutec.dal.room import budget_key
-
-    return budget_key(company_id)
-
-
-def _fields(item: dict) -> dict:
-    return {k: v for k, v in item.items() if k not in {"pk", "sk", "type"}}

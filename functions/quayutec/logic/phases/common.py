@@ -163,7 +163,7 @@ def context_fit(state: RunState) -> dict[str, Any] | None:
 def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: int) -> RunState:
     """Record the final status ``stopped`` (design §3) — the run's agent was paused or its chain
     stopped after its claim — once, with whether its reply was posted (``reply_message_id``)
-    and its cost line (``states`` entered for this end, SPEC §10). Returns the state marked
+    and its cost line (``states`` entered for this end, design §7). Returns the state marked
     ``stopped`` and ``finished``: the state machine ends the run quietly. Its declared actions
     not written are recorded ``not_reached``."""
     ref = _need_run(state)

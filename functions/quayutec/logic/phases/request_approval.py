@@ -20,7 +20,7 @@ from quayutec.logic.phases.common import (
 # ----------------------------------------------------------------------------- 6. held actions
 def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> None:
     """Record the approval request of held action ``index`` with its task token, visible to the
-    owning company only; the run parks until SendTaskSuccess/SendTaskFailure (SPEC §2.6).
+    owning company only; the run parks until SendTaskSuccess/SendTaskFailure (design §2).
     Raises RunStopped when the run's agent was paused or its chain stopped since its claim
     (nothing recorded), TransientError on throttling."""
     from quayutec.models import ApprovalRequest

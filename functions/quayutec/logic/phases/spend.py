@@ -11,11 +11,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec import cost_line
 from quayutec.dal.ledger import BudgetRefused, SpendCount
-from quayutec.dal.room import budget_key
+from quayutec.dal.room import budget_key, budget_of
 from quayutec.deps import Deps
 from quayutec.logic import budgets, ids
 from quayutec.logic.notices import company_notice
-from quayutec.models import CompanyBudget, ModelRequestRecord, RunRef
+from quayutec.models import ModelRequestRecord, RunRef
 
 from .common import logger, metrics
 
@@ -51,9 +51,7 @@ def reserve(
     item, counters = deps.ledger.spend_reads(
         company, [periods["day"], periods["month"]], (deps.room.table, budget_key(company))
     )
-    budget = (
-        CompanyBudget.model_validate({k: v for k, v in item.items() if k not in {"pk", "sk", "type"}}) if item else None
-    )
+    budget = budget_of(item)
     overrides = cost_line.model_prices_of(deps.settings)
     estimate = budgets.estimate_tokens(prompt)
     r = budgets.reserve_for(record.provider, record.model, estimate, max_tokens, overrides)
