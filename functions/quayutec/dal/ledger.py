@@ -206,14 +206,6 @@ def stop_guard(
     not stopped and its agent (``agent_item``: table and key) not paused since its claim
     (``pauses``: the pause count the claim saw). Each run write to the room carries them in its
     transaction, so none lands once a pause or a stop has been answered."""
-    table, key = agent_item
-    condition, values = pause_condition(pauses)
-    agent_check = {
-        "TableName": table,
-        "Key": key,
-        "ConditionExpression": condition,
-        "ExpressionAttributeValues": values,
-    }
     return [
         {
             "ConditionCheck": {
@@ -222,8 +214,24 @@ def stop_guard(
                 "ConditionExpression": "attribute_not_exists(stopped_at)",
             }
         },
-        {"ConditionCheck": agent_check},
+        pause_check(agent_item, pauses),
     ]
+
+
+def pause_check(agent_item: tuple[str, dict[str, str]], pauses: int) -> dict[str, Any]:
+    """The ``ConditionCheck`` entry that the agent item (``agent_item``: its table and key)
+    holds :func:`pause_condition` for ``pauses``: in the claim's transaction and in every stop
+    guard."""
+    table, key = agent_item
+    condition, values = pause_condition(pauses)
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": key,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+    }
 
 
 class LedgerStore:
@@ -298,18 +306,7 @@ class LedgerStore:
             },
         ]
         if agent_item is not None:
-            table, key = agent_item
-            condition, values = pause_condition(pauses)
-            items.append(
-                {
-                    "ConditionCheck": {
-                        "TableName": table,
-                        "Key": key,
-                        "ConditionExpression": condition,
-                        "ExpressionAttributeValues": values,
-                    }
-                }
-            )
+            items.append(pause_check(agent_item, pauses))
         refusals = transact_refusals(self.db, items)
         if refusals is None:
             return Claim(ClaimOutcome.CLAIMED)
