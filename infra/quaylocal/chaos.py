@@ -9,9 +9,11 @@ room table's stream for items that are never rewritten), the reply at most once 
 run-derived id, every held action requested and decided at most once, the ledger entry final
 with the status SPEC §2.1 names for the point, the ledger honest about each action ("written"
 exactly when its write is in the room), no request left pending, the next run completed and saw
-what the failed run wrote, and each chain's counter counted exactly the runs the ledger holds of
-it (design §3). Chain cases (:func:`chain_matrix`) bound the room's chains to 1 or 2 runs, so a
-wake is refused or a run posts the chain's notice, and check the notices and the refused claim.
+what the failed run wrote, each chain's counter counted exactly the runs the ledger holds of
+it (design §3), and the agent's spend counters count each recorded model request exactly once:
+its reserve until it is settled, its settled amount after (design §7). Chain cases
+(:func:`chain_matrix`) bound the room's chains to 1 or 2 runs, so a wake is refused or a run
+posts the chain's notice, and check the notices and the refused claim.
 
 A clean case is traced alongside (the points its run passes, in order): the expected statuses
 follow from it (:func:`expected_status`) and ``quay chaos --full`` builds every point from it
@@ -40,9 +42,10 @@ from quaylocal.stack import LocalStack, install_seams
 from quayutec import deps as quay_deps
 from quayutec import resources as r
 from quayutec.dal.directory import Directory
-from quayutec.dal.ledger import chain_key
+from quayutec.dal.ledger import chain_key, spend_key
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import action_write_id, chain_notice_id, execution_name, reply_message_id, run_wake_id
+from quayutec.logic.phases.spend import settlement
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.stops import Stops
 from quayutec.models import (
@@ -314,6 +317,8 @@ def standard_matrix() -> list[Point]:
         case(claim_w, "crash"),
         case(ctx_w, "crash", claim_w),  # the claim retried: its own
         case(req_w, "crash", "load_context:end"),  # recorded, never sent
+        # sent and answered, its outcome and settlement not written: the reserve stays counted
+        case(reply_w.replace(":after:", ":before:"), "crash", ctx_w),
         case(reply_w, "crash", "claim:end"),
         case("decide_rights:after:put ledger:ACT#2", "crash", req_w),  # retried: request 1 is lost
         case(
@@ -901,6 +906,7 @@ class ChaosLab:
         if self.server.count(case.a) > 4:  # 3 for the run at most, 1 for the next run
             res.problems.append(f"{self.server.count(case.a)} model requests for {case.a}")
         res.problems += _chain_problems(self, case, room_items)
+        res.problems += _spend_problems(self, case)
         # the next wake runs normally and sees what the failed run wrote
         nxt = d.ledger.get_run(case.next_run_id)
         res.next_status = nxt.status if nxt else NO_RUN
@@ -944,6 +950,34 @@ def _chain_problems(lab: ChaosLab, case: Case, room_items: list[dict[str, Any]])
         problems.append("the refused wake has a ledger entry")
     if lab.server.count(case.b) != 1:
         problems.append(f"{lab.server.count(case.b)} model requests for {case.b}, expected 1")
+    return problems
+
+
+def _spend_problems(lab: ChaosLab, case: Case) -> list[str]:
+    """Design §7 on the case's agent: its spend counters count each recorded request of its
+    runs exactly once, its reserve while unsettled (a crash between reserve and settlement keeps
+    the reserve: never less than spent) and its settled amount after (never twice)."""
+    d = lab.deps
+    want: Counter[tuple[str, str]] = Counter()
+    for run in d.ledger.runs_in_room(case.room):
+        if run.agent_id != case.a:
+            continue
+        for req in d.ledger.model_requests(run.run_id):
+            if req.spend_day is None or req.spend_month is None:
+                continue
+            unit, reserve = ("usd", req.reserve_usd) if req.reserve_tokens == 0 else ("tokens", req.reserve_tokens)
+            settled = settlement(d, req) if req.settled else None
+            amount = reserve + (settled[0].amount if settled else 0)
+            want[(req.spend_day, unit)] += amount
+            want[(req.spend_month, unit)] += amount
+    problems = []
+    for (period, unit), amount in sorted(want.items()):
+        item = d.ledger.db.get_item(TableName=d.ledger.table, Key=spend_key("acme", period), ConsistentRead=True).get(
+            "Item", {}
+        )
+        held = int(item.get(f"agent_{unit}:{case.a}", 0))
+        if held != amount:
+            problems.append(f"spend counter {period} holds {held} {unit} for {case.a}, its requests {amount}")
     return problems
 
 

@@ -40,7 +40,9 @@ def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
     a final ledger entry with the status SPEC §2.1 names, an honest ledger (an action is
     "written" exactly when it is in the room), and a next run that completed and saw what the
     failed run wrote. Chain cases (design §3) also find each chain's counter equal to its ledger
-    entries, the chain notices expected and a refused wake claimed ``not_started``, never run."""
+    entries, the chain notices expected and a refused wake claimed ``not_started``, never run; and
+    every case's spend counters hold each recorded request once (design §7): a crash between the
+    reserve and the settlement leaves the reserve counted."""
     report, trace = chaos.run_matrix()
     table = chaos.render(report)
     assert report.ok, table
