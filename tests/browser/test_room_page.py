@@ -423,3 +423,30 @@ def test_stop_a_chain_from_the_runs_view(chromium: str, dev_url: str, locks: dic
             assert len(runs_of("acme.a3", first)) == 1
         finally:
             browser.close()
+
+
+def test_the_page_shows_the_company_spend_against_its_budget(chromium: str, dev_url: str, room: dict[str, str]) -> None:
+    """Design §7: the Agents panel shows the signed-in person's company's spend today and this
+    month against its budget, as GET /companies/{c}/spend counts it; the room's other company
+    sees its own figures, never acme's budget."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ann, bob = QuayClient(dev_url, room["ann"]), QuayClient(dev_url, room["bob"])
+    ann.set_budget("acme", {"daily_tokens": 987_654, "monthly_usd": 12.5})
+    day = ann.call("GET", "/companies/acme/spend?period=day")  # a1's runs of the walk, if it ran first
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+            page.set_default_timeout(WAIT_MS)
+            _open_room(page, dev_url, room["ann"], room["room"], "harbour")
+            today = page.locator("#spend li[data-period='day']")
+            expect(today).to_contain_text(f"{day['spent_tokens']} tokens of 987654 budget")
+            expect(page.locator("#spend li[data-period='month']")).to_contain_text("of $12.50 budget")
+            page.get_by_role("button", name="Sign out").click()
+            _open_room(page, dev_url, room["bob"], room["room"], "harbour")
+            expect(page.locator("#spend li[data-period='day']")).to_be_visible()
+            assert "987654" not in page.locator("#spend").inner_text(), "bolt's page shows acme's budget"
+            assert bob.request("GET", "/companies/acme/spend?period=day").status == 404
+        finally:
+            browser.close()

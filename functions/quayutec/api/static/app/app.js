@@ -402,6 +402,7 @@
     state.sig[name] = sig;
     return true;
   }
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
 
   async function loadApprovals(room) {
     const data = await api("GET", "rooms/" + enc(room) + "/approvals?status=all");
@@ -455,6 +456,36 @@
     state.info = info;
     state.mine = new Map((own.agents || []).map((a) => [a.id, a]));
     drawAgents();
+    await loadSpend(room, (own.agents || [])[0]);
+  }
+
+  // The caller's company's spend against its budget (GET /companies/{c}/spend, design §7): only
+  // its own people may read it, and another company in the room never sees it. A company with no
+  // agent has spent nothing, so the company is taken from its first agent.
+  async function loadSpend(room, agent) {
+    const list = $("spend");
+    if (!agent) { clear(list); list.append(el("li", { text: "No agents of your company yet: nothing spent." })); return; }
+    const path = "companies/" + enc(agent.company) + "/spend?period=";
+    const [day, month] = await Promise.all([api("GET", path + "day"), api("GET", path + "month")]);
+    if (state.room !== room || !changed("spend", [day, month])) return;
+    clear(list);
+    for (const [label, s] of [["Today (" + day.key + ")", day], ["This month (" + month.key + ")", month]]) {
+      list.append(el("li", { "data-period": s.period, text: label + ": " + spendText(s) }));
+    }
+  }
+
+  function spendText(s) {
+    const parts = [];
+    const usd = (n) => "$" + Number(n).toFixed(2);
+    if (s.spent_usd || s.reserved_usd || s.budget_usd !== null) {
+      parts.push(usd(s.spent_usd) + (s.budget_usd !== null ? " of " + usd(s.budget_usd) + " budget" : " (no budget set)")
+        + (s.reserved_usd ? ", " + usd(s.reserved_usd) + " reserved for requests under way" : ""));
+    }
+    if (s.spent_tokens || s.reserved_tokens || s.budget_tokens !== null) {
+      parts.push(plural(s.spent_tokens, "token") + (s.budget_tokens !== null ? " of " + s.budget_tokens + " budget" : "")
+        + (s.reserved_tokens ? ", " + plural(s.reserved_tokens, "token") + " reserved" : ""));
+    }
+    return parts.length ? parts.join(" · ") : "nothing spent, no budget set";
   }
 
   function drawAgents() {
