@@ -136,7 +136,7 @@ class CompanyBudget(BudgetLimits):
 #: (its instructions, the wake's cause and a reply must fit), the most for a model whose window is
 #: not known (:mod:`quayutec.windows` bounds the known ones by their window).
 DEFAULT_MAX_CONTEXT_TOKENS = 60_000
-MIN_CONTEXT_TOKENS = 4_000
+MIN_CONTEXT_TOKENS = 8_000  # about 4,000 for the room once the reply and the tools are counted
 MAX_CONTEXT_TOKENS_LIMIT = 2_000_000
 
 

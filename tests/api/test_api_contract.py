@@ -302,9 +302,9 @@ def test_max_context_tokens_is_bounded_with_a_clear_400(light_world: World) -> N
     keeps it, and the OpenAPI document shows the field."""
     api, bob = light_world.api, light_world.tokens["bob"]
     agent = {"provider": "openai", "model": "gpt-4o"}
-    r = api.call("POST", "/agents", bob, {"name": "ctx1", **agent, "max_context_tokens": 3999})
+    r = api.call("POST", "/agents", bob, {"name": "ctx1", **agent, "max_context_tokens": 7999})
     assert r.status == 400 and r.body["error"] == "invalid_input", r.body
-    assert r.body["message"].startswith("max_context_tokens: 3,999 is less than 4,000"), r.body
+    assert r.body["message"].startswith("max_context_tokens: 7,999 is less than 8,000"), r.body
     r = api.call("POST", "/agents", bob, {"name": "ctx1", **agent, "max_context_tokens": 128_001})
     assert r.status == 400 and "more than gpt-4o's context window of 128,000 tokens" in r.body["message"], r.body
     r = api.call(
@@ -322,6 +322,6 @@ def test_max_context_tokens_is_bounded_with_a_clear_400(light_world: World) -> N
     assert api.ok("GET", f"/agents/{made['id']}", bob)["max_context_tokens"] == 128_000
     doc = api.ok("GET", "/openapi.json", bob)
     field = doc["components"]["schemas"]["AgentIn"]["properties"]["max_context_tokens"]
-    assert field["type"] == "integer" and field["default"] == 60_000 and field["minimum"] == 4_000
+    assert field["type"] == "integer" and field["default"] == 60_000 and field["minimum"] == 8_000
     assert "context window" in field["description"]
     assert "max_context_tokens" in doc["components"]["schemas"]["AgentOut"]["properties"]

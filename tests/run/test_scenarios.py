@@ -90,3 +90,22 @@ def test_reference_room_story() -> None:
     assert not any("budget ceiling" in t for t in result.request_texts["lumen-printer"])
     assert any("budget ceiling" in t for t in result.request_texts["tw-coordinator"])
     assert json.loads(json.dumps(result.summary()))["expect_ok"] is True
+
+
+def test_a_scenario_sets_budgets_and_context_budgets() -> None:
+    """``companies[].budget`` and ``agents[].max_context_tokens`` (docs/scenarios.md): the agent
+    over its budget sends nothing and its run says why; the agent with a 8,000-token context
+    leaves the oldest long messages out and the ledger says how many."""
+    sc = Scenario.load(ROOT / "tests" / "scenarios" / "budget-and-context.yaml")
+    result = Player(sc, time_scale=0.01, quiet_timeout_s=60).play()
+    assert result.failures == [], result.failures
+    runs = {r["agent_id"].split(".")[-1]: r for r in result.runs}
+    blocked = runs["blocked"]
+    assert blocked["status"] == "failed_before_reply"
+    assert blocked["error_message"] == "budget reached: blocked's daily budget of 1 token", blocked
+    ctx = runs["scout"]["context"]
+    assert ctx["max_context_tokens"] == 8000 and ctx["prompt_tokens"] <= ctx["budget"] < 8000, ctx
+    assert ctx["left_out"]["messages"] > 0, ctx
+    scout_prompt = result.request_texts["scout"][0]
+    assert "[long 7]" in scout_prompt and "[long 0]" not in scout_prompt
+    assert "where do we stand?" in result.request_texts["pilot"][0]

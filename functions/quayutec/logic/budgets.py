@@ -88,7 +88,11 @@ class Limit:
         """``acme's daily budget of $20.00``, ``acme.a1's monthly budget of 50,000 tokens``."""
         whose = company if self.scope == "company" else self.scope
         when = "daily" if self.period == "day" else "monthly"
-        what = f"${self.amount / MICRO:,.2f}" if self.unit == "usd" else f"{self.amount:,} tokens"
+        what = (
+            f"${self.amount / MICRO:,.2f}"
+            if self.unit == "usd"
+            else f"{self.amount:,} token{'' if self.amount == 1 else 's'}"
+        )
         return f"{whose}'s {when} budget of {what}"
 
 
