@@ -42,7 +42,9 @@ from quaylocal.stack import LocalStack, install_seams
 from quayutec import deps as quay_deps
 from quayutec import resources as r
 from quayutec.dal.directory import Directory
-from quayutec.dal.ledger import chain_key, spend_key
+from quayutec.dal.ledger import chain_key
+from quayutec.dal.room import budget_key
+from quayutec.logic import budgets
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import action_write_id, chain_notice_id, execution_name, reply_message_id, run_wake_id
 from quayutec.logic.phases.spend import settlement
@@ -959,23 +961,20 @@ def _spend_problems(lab: ChaosLab, case: Case) -> list[str]:
     the reserve: never less than spent) and its settled amount after (never twice)."""
     d = lab.deps
     want: Counter[tuple[str, str]] = Counter()
+    company = "acme"  # the company of every case's agent a (ChaosLab.new_case)
     for run in d.ledger.runs_in_room(case.room):
         if run.agent_id != case.a:
             continue
         for req in d.ledger.model_requests(run.run_id):
-            if req.spend_day is None or req.spend_month is None:
-                continue
-            unit, reserve = ("usd", req.reserve_usd) if req.reserve_tokens == 0 else ("tokens", req.reserve_tokens)
-            settled = settlement(d, req) if req.settled else None
-            amount = reserve + (settled[0].amount if settled else 0)
-            want[(req.spend_day, unit)] += amount
-            want[(req.spend_month, unit)] += amount
+            # the request's settlement, as its outcome would write it (None: it reserved nothing)
+            for count in settlement(d, req) or []:
+                want[(count.period, count.unit)] += -count.reserved + (count.amount if req.settled else 0)
+    if not want:
+        return []
+    _, counters = d.ledger.spend_reads(company, sorted({p for p, _ in want}), (d.room.table, budget_key(company)))
     problems = []
     for (period, unit), amount in sorted(want.items()):
-        item = d.ledger.db.get_item(TableName=d.ledger.table, Key=spend_key("acme", period), ConsistentRead=True).get(
-            "Item", {}
-        )
-        held = int(item.get(f"agent_{unit}:{case.a}", 0))
+        held = int(counters.get(period, {}).get(budgets.counter_attr(case.a, unit), 0))
         if held != amount:
             problems.append(f"spend counter {period} holds {held} {unit} for {case.a}, its requests {amount}")
     return problems
