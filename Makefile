@@ -12,7 +12,7 @@ NODE_STAMP := node_modules/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 
-.PHONY: demo test unit check format install synth bench clean lock fuzz chaos
+.PHONY: demo test unit check format install synth bench clean lock fuzz chaos preflight
 
 # The lock first (exact versions), then the project and its dev tools constrained by it, so no
 # dev tool moves a runtime package off its locked version.
@@ -80,6 +80,11 @@ fuzz: $(STAMP)
 # same way: tests/infra/conftest.py). Extra context: make synth CONTEXT="-c stage=prod".
 synth: $(STAMP) $(NODE_STAMP)
 	npx --no-install cdk synth --quiet $(CONTEXT)
+
+# What a `cdk deploy` would hit on the account your AWS configuration names (docs/deploy.md):
+# the Lambda concurrency quota, the bootstrap version, API Gateway's account role, Bedrock access.
+preflight: synth
+	$(BIN)/quay preflight $(PREFLIGHT)
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .build .pytest_cache

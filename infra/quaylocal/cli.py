@@ -1274,6 +1274,38 @@ def _options(
     """Options of `quay` itself; every other option goes after its command (`quay room list --token T`)."""
 
 
+@app.command()
+def preflight(
+    assembly: Annotated[Path, typer.Option(help="The synthesized cloud assembly (`make synth`).")] = Path("cdk.out"),
+    stack: Annotated[str | None, typer.Option(help="The stack in the assembly (default: its only one).")] = None,
+    region: Annotated[str | None, typer.Option(help="AWS region (default: your AWS configuration's).")] = None,
+    bedrock_model: Annotated[
+        list[str] | None, typer.Option("--bedrock-model", help="A Bedrock model id an agent uses; repeatable.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What a `cdk deploy` would hit on this account: the Lambda concurrency quota, the CDK
+    bootstrap version, API Gateway's account-wide CloudWatch role, Bedrock model access
+    (docs/deploy.md). Exits 1 on a blocker."""
+    import boto3
+
+    from quayinfra.localdeploy import stack_artifact
+    from quaylocal.preflight import has_blocker, run_preflight
+
+    if not (assembly / "manifest.json").exists():
+        raise _fail(f"quay: no cloud assembly at {assembly}: run `make synth` first", 2)
+    template = json.loads(stack_artifact(assembly, stack)[1].read_text())
+    findings = run_preflight(boto3.Session(region_name=region), template, bedrock_model)
+    if as_json:
+        print(json.dumps({"ok": not has_blocker(findings), "findings": [f.as_dict() for f in findings]}, indent=2))
+    else:
+        for f in findings:
+            print(f"{f.level.upper():8} {f.check}: {f.message}")
+            if f.fix:
+                print(f"         fix: {f.fix}")
+    raise typer.Exit(1 if has_blocker(findings) else 0)
+
+
 def main() -> None:
     """The `quay` command: every error is one line on stderr and a non-zero exit, never a traceback."""
     # typer runs on its own copy of click (typer._click); its usage errors are TyperExceptions
