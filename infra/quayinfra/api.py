@@ -24,9 +24,9 @@ from constructs import Construct
 from quayutec import resources as R
 from quayutec.api.public import PUBLIC_ROUTES
 
-from . import nag
+from . import checkov, nag
 from .config import Settings
-from .functions import Functions
+from .functions import LOG_GROUP_CMK_REASON, Functions
 from .storage import Storage
 
 AUTHORIZER_CACHE_TTL = Duration.minutes(5)  # a revoked token stops working within this
@@ -136,6 +136,13 @@ class Api(Construct):
                 authorization_type=apigw.AuthorizationType.CUSTOM, authorizer=self.authorizer
             ),
         )
+        checkov.acknowledge(self.access_logs, "CKV_AWS_158", LOG_GROUP_CMK_REASON)
+        checkov.acknowledge(
+            self.rest_api.deployment_stage,
+            "CKV_AWS_120",
+            "No stage cache: answers are per caller (bearer token) and change with every post; a cache "
+            "would serve stale or another caller's data",
+        )
         self.validator = self.rest_api.add_request_validator(
             "RequestValidator", validate_request_parameters=True, validate_request_body=False
         )
@@ -152,6 +159,12 @@ class Api(Construct):
         for http_method, path in PUBLIC_ROUTES:
             method = self.rest_api.root.resource_for_path(path).add_method(
                 http_method, integration, authorization_type=apigw.AuthorizationType.NONE, authorizer=None
+            )
+            checkov.acknowledge(
+                method,
+                "CKV_AWS_59",
+                "The OpenAPI document, Swagger UI and the room page's static files hold no data: public on "
+                "purpose; every data route requires the bearer-token authorizer",
             )
             nag.acknowledge(
                 method,

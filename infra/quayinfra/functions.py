@@ -20,7 +20,7 @@ from constructs import Construct
 
 from quayutec import resources as R
 
-from . import nag
+from . import checkov, nag
 from .build_code import stage_code
 from .build_layer import ZIP_NAME, ensure_layer
 from .config import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, Settings
@@ -121,6 +121,32 @@ XRAY_REASON = (
     "resource-level permissions, AWS requires Resource '*' "
     "(https://docs.aws.amazon.com/service-authorization/latest/reference/"
     "list_awsx-ray.html)."
+)
+
+
+#: checkov's function checks, acknowledged on every function (tests/infra/test_checkov.py).
+FUNCTION_CHECKOV_REASONS = {
+    "CKV_AWS_115": (
+        "No reserved concurrency: a new account's quota is often 10 and AWS refuses a reservation that "
+        "leaves under 100 unreserved; run budgets and API throttling bound the load, `quay preflight` checks the quota"
+    ),
+    "CKV_AWS_116": (
+        "A function dead-letter queue serves asynchronous invocations only: these run synchronously "
+        "(Step Functions, API Gateway) or from event sources and EventBridge targets with their own SQS "
+        "dead-letter queues"
+    ),
+    "CKV_AWS_117": (
+        "No VPC: the functions reach only AWS service APIs and the model providers' public HTTPS endpoints; "
+        "a VPC would add NAT gateways and endpoints without a private resource to protect"
+    ),
+    "CKV_AWS_173": (
+        "The environment holds resource names and settings, no secret (provider keys live in Secrets "
+        "Manager); Lambda encrypts it at rest with its service key"
+    ),
+}
+LOG_GROUP_CMK_REASON = (
+    "CloudWatch Logs encrypts every log group at rest; the logs hold no secret (provider keys live in "
+    "Secrets Manager), so a customer key per group would add a key policy and cost only"
 )
 
 
@@ -229,6 +255,9 @@ class Functions(Construct):
                 self._grant(fdef, touch, role)
         nag.acknowledge(role, "IAM5", XRAY_REASON, "Resource::*")
         nag.acknowledge(fn, "L1", L1_REASON)
+        for check, reason in FUNCTION_CHECKOV_REASONS.items():
+            checkov.acknowledge(fn, check, reason)
+        checkov.acknowledge(log_group, "CKV_AWS_158", LOG_GROUP_CMK_REASON)
         self.functions[fdef.logical_id] = fn
         self.roles[fdef.logical_id] = role
         self.log_groups[fdef.logical_id] = log_group

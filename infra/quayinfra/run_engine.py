@@ -17,9 +17,9 @@ from constructs import Construct
 
 from quayutec import resources as R
 
-from . import nag
+from . import checkov, nag
 from .config import STATE_MACHINE_PATH, Settings
-from .functions import XRAY_REASON, Functions
+from .functions import LOG_GROUP_CMK_REASON, XRAY_REASON, Functions
 
 STATE_MACHINE_LOGICAL_ID = R.STATE_MACHINE_LOGICAL_ID
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
@@ -64,6 +64,7 @@ class RunEngine(Construct):
             retention=settings.log_retention,
             removal_policy=settings.removal_policy,
         )
+        checkov.acknowledge(self.log_group, "CKV_AWS_158", LOG_GROUP_CMK_REASON)
         self.state_machine = sfn.StateMachine(
             self,
             "AgentRun",
