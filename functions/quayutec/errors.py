@@ -20,6 +20,19 @@ class TransientError(QuayError):
     http_status = 503
 
 
+class Misconfigured(QuayError):
+    """A deployed function's environment lacks a setting it reads, or holds one it cannot use:
+    the operator's fault, never the caller's. The message names the variables
+    (``"misconfigured: ROOM_TABLE_NAME (missing)"``); the API answers 500 with it and logs it
+    (docs/design.md §1: settings are validated per function at its first use)."""
+
+    http_status = 500
+
+    def __init__(self, variables: list[str], problems: list[str]) -> None:
+        self.variables = list(variables)
+        super().__init__("misconfigured: " + "; ".join(problems))
+
+
 class RunTimedOut(QuayError):
     """The run used up its active-time budget (SPEC §2: 300 s excluding parked time)."""
 

@@ -23,10 +23,11 @@ from contextvars import ContextVar
 from functools import cache, lru_cache
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator
 from pydantic_core import PydanticUndefined
 
 from quayutec import resources as r
+from quayutec.errors import Misconfigured
 
 #: The ASL's execution ``TimeoutSeconds`` is 691200 s (8 days); an approval expiry must leave
 #: room for the 300 s of active time (SPEC §2.6).
@@ -159,7 +160,9 @@ def get_settings() -> Any:
     """The settings of this function, validated from its environment once (cached): its own
     model (:func:`settings_model`) inside a function, :class:`Settings` elsewhere.
 
-    Raises ``pydantic.ValidationError`` naming the missing or invalid variable.
+    Raises :class:`quayutec.errors.Misconfigured` naming the missing or invalid variables (the
+    operator's fault, so never a pydantic ``ValidationError`` that an API would answer as the
+    caller's 422).
     """
     env = environment()
     fid = function_id(env)
@@ -170,7 +173,22 @@ def get_settings() -> Any:
 @lru_cache(maxsize=64)  # one entry on Lambda; one per function (and setting change) locally
 def _validated(fid: str | None, items: tuple[tuple[str, str], ...]) -> Any:
     model = settings_model(fid) if fid else Settings
-    return model.model_validate(dict(items))
+    try:
+        return model.model_validate(dict(items))
+    except ValidationError as exc:
+        raise _misconfigured(model, exc) from None
+
+
+def _misconfigured(model: type[BaseModel], exc: ValidationError) -> Misconfigured:
+    """``exc`` (a settings model's) as the operator's error, by environment variable name."""
+    variables, problems = [], []
+    for e in exc.errors(include_input=False):
+        name = str(e["loc"][0]) if e.get("loc") else "?"
+        info = model.model_fields.get(name)
+        var = (info.alias if info is not None and info.alias else name) or name
+        variables.append(var)
+        problems.append(f"{var} (missing)" if e.get("type") == "missing" else f"{var} ({e.get('msg', 'invalid')})")
+    return Misconfigured(variables, problems)
 
 
 get_settings.cache_clear = _validated.cache_clear  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from quayutec import resources as R
 from quayutec import settings as S
+from quayutec.errors import Misconfigured
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,9 +112,64 @@ def test_each_function_validates_only_what_it_reads(fdef):
         partial = {k: v for k, v in env.items() if k != missing}
         with S.function_environment({**partial, S.HANDLER_ENV: fdef.handler}):
             S.get_settings.cache_clear()
-            with pytest.raises(ValidationError, match=missing):
+            with pytest.raises(Misconfigured, match=rf"^misconfigured: {missing} \(missing\)$"):
                 S.get_settings()
     S.get_settings.cache_clear()
+
+
+def _api_event(method: str, path: str, headers: dict[str, str] | None = None, body: str | None = None) -> dict:
+    """The Powertools sample REST proxy event (tests/events) for ``method path``, past the authorizer."""
+    event = json.loads((REPO_ROOT / "tests" / "events" / "powertools-apiGatewayProxyEvent.json").read_text())
+    headers = {"Content-Type": "application/json", **(headers or {})}
+    event.update(
+        {
+            "httpMethod": method,
+            "path": path,
+            "resource": "/{proxy+}",
+            "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": None,
+            "multiValueQueryStringParameters": None,
+            "isBase64Encoded": False,
+            "body": body,
+        }
+    )
+    event["requestContext"].update(
+        {"httpMethod": method, "path": path, "authorizer": {"company": "acme", "member": "ann", "admin": "false"}}
+    )
+    return event
+
+
+@pytest.mark.parametrize("idempotency_key", [None, "k-misconfigured"], ids=["plain", "idempotent"])
+@pytest.mark.parametrize("missing", [R.ROOM_TABLE.env_var, R.IDEMPOTENCY_TABLE.env_var])
+@pytest.mark.unit
+def test_the_api_without_a_setting_says_misconfigured_not_the_callers_fault(missing, idempotency_key, caplog):
+    """A deployed API missing a variable it reads answers 500 "misconfigured: NAME" and logs it
+    for the operator: never a 422 that blames the caller's request."""
+    from quayutec.handlers import api
+
+    fdef = R.FUNCTIONS_BY_HANDLER[api.__name__ + ".handler"]
+    env = {k: v for k, v in _full_env().items() if k in R.environment_of(fdef) and k != missing}
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    event = _api_event("POST", "/rooms/r1/messages", headers, json.dumps({"text": "hello"}))
+    with S.function_environment({**env, S.HANDLER_ENV: fdef.handler}):
+        S.get_settings.cache_clear()
+        try:
+            out = api.handler(event, _LambdaContext())
+        finally:
+            S.get_settings.cache_clear()
+    assert out["statusCode"] == 500, out
+    body = json.loads(out["body"])
+    assert body["error"] == "misconfigured"
+    assert body["message"] == f"misconfigured: {missing} (missing)"
+    assert missing in caplog.text
+
+
+class _LambdaContext:
+    function_name = "ApiFunction"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:ApiFunction"
+    aws_request_id = "req-misconfigured"
 
 
 @pytest.mark.unit

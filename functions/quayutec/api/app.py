@@ -35,7 +35,7 @@ from quayutec.api.routes import (
     tasks,
     tokens,
 )
-from quayutec.errors import QuayError
+from quayutec.errors import Misconfigured, QuayError
 
 logger = Logger(child=True)
 
@@ -236,7 +236,9 @@ def _json(status: int, body: dict, headers: dict[str, str] | None = None) -> Res
 @app.exception_handler(QuayError)
 def _domain_error(exc: QuayError) -> Response:
     status = errors.status_of(exc)
-    if status >= 500:
+    if isinstance(exc, Misconfigured):  # the operator's to fix: an error, with the variables
+        logger.error(str(exc), extra={"error": "Misconfigured", "variables": exc.variables})
+    elif status >= 500:
         logger.warning("domain error", extra={"error": type(exc).__name__})
     return _json(
         status,

@@ -22,6 +22,7 @@ from quayutec.errors import (
     Conflict,
     Forbidden,
     InvalidInput,
+    Misconfigured,
     NotFound,
     QuayError,
     TransientError,
@@ -103,6 +104,9 @@ ERRORS: dict[str, ErrorCode] = {
     "idempotency_key_reused": ErrorCode(422, "an Idempotency-Key used before with a different request"),
     "throttled": ErrorCode(429, "the gateway's rate limit (`Retry-After`)", gateway=True),
     "internal_error": ErrorCode(500, "a fault of the service (logged); never caused by client input", gateway=True),
+    "misconfigured": ErrorCode(
+        500, "the deployed function lacks a setting it reads (the message names it): the operator's to fix"
+    ),
     "bad_gateway": ErrorCode(502, "the API function failed or gave no answer", gateway=True),
     "unavailable": ErrorCode(503, "a transient fault (throttling, a busy store): retry after `Retry-After`"),
     "gateway_timeout": ErrorCode(504, "the function took longer than the gateway waits (29 s)", gateway=True),
@@ -122,6 +126,7 @@ _CODES: list[tuple[type[QuayError], str]] = [
     (Conflict, "conflict"),
     (InvalidInput, "invalid_input"),
     (TransientError, "unavailable"),
+    (Misconfigured, "misconfigured"),
 ]
 
 

@@ -20,7 +20,7 @@ from quayutec.api.idempotency import idempotency_key_of, run_idempotent
 from quayutec.api.public import is_public
 from quayutec.api.schemas import MAX_BODY_BYTES
 from quayutec.deps import Deps, default_deps
-from quayutec.errors import InvalidInput, QuayError
+from quayutec.errors import InvalidInput, Misconfigured, QuayError
 
 logger = Logger()
 
@@ -83,4 +83,6 @@ def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = N
             return _resolve(event, context)
         return run_idempotent(deps or default_deps(), event, context, who, key, _resolve)
     except QuayError as exc:
+        if isinstance(exc, Misconfigured):  # the operator's to fix (docs/deploy.md, settings)
+            logger.error(str(exc), extra={"error": "Misconfigured", "variables": exc.variables})
         return errors.exception_response(exc)
