@@ -80,7 +80,7 @@ def _budget_tasks(resources: dict[str, Any]) -> dict[str, int]:
 
 def test_the_budget_handed_to_a_task_never_exceeds_its_function_timeout(resources):
     """A run with 3600 s of active time, a 429 (retry-after 1 s: a Wait, CallModel again) and a
-    reply declaring an allowed action (DecideAndPost, the empty HeldActions Map, ApplyAndFinish):
+    reply declaring an allowed action (DecideAndPost, ApplyAndFinish):
     each Task entered with the budget as its timeout got at most its function's timeout (and, with
     that much time left, exactly it)."""
     limits = _budget_tasks(resources)

@@ -106,7 +106,9 @@ def test_a_plain_run_enters_six_states() -> None:
         else:
             name = s["Next"]
     assert path == ["ClaimAndRead", "CallModel", "ModelOutcome?", "DecideAndPost", "Finished?", "Done"]
-    assert states["Finished?"]["Default"] == "HeldActions" and states["HeldActions"]["Next"] == "ApplyAndFinish"
+    assert states["Finished?"]["Default"] == "ApplyAndFinish" and states["HeldActions"]["Next"] == "ApplyAndFinish"
+    held = [c for c in states["Finished?"]["Choices"] if c["Next"] == "HeldActions"]
+    assert held == [{"Variable": "$.rights.held_count", "NumericGreaterThan": 0, "Next": "HeldActions"}]
     assert states["ApplyAndFinish"]["End"] is True
 
 

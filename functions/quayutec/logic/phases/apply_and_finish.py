@@ -244,6 +244,8 @@ def apply_and_finish(deps: Deps, state: RunState) -> RunState:
 
 
 def apply_and_finish_states(state: RunState) -> int:
-    """States entered from Finished? on: ApplyAndFinish, the HeldActions Map and, per held
-    action, its RequestApproval and outcome states (the cost line's estimate)."""
-    return 2 + 2 * len(state.approvals or [])
+    """States entered from Finished? on: ApplyAndFinish and, when an action was held, the
+    HeldActions Map with, per held action, its RequestApproval and outcome states (the cost
+    line's estimate; Finished? skips the Map when nothing is held)."""
+    held = len(state.approvals or [])
+    return 1 + (1 + 2 * held if held else 0)
