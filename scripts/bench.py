@@ -226,7 +226,7 @@ BUDGETS = {
     "aws_calls_per_plain_run": 13,  # 12 before budgets: the budget and spend read (design §7)
     "writes_per_plain_run": 5,
     "transitions_per_plain_run": 7,
-    "lambda_invocations_per_plain_run": 6,
+    "lambda_invocations_per_plain_run": 5,  # 6 before the stream's filter (design §3)
     "cost_per_1k_plain_runs_usd": 0.25,
     "cold_import_ratio_phase_handlers": 1.4,
 }

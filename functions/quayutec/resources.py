@@ -53,8 +53,18 @@ ROOM_TABLE = TableDef(
         # Sparse index of open tasks per (room, assignee).
         IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
     ),
-    stream="NEW_AND_OLD_IMAGES",  # the outbox that drives wakes (SPEC §3)
+    # The outbox that drives wakes (docs/design.md §3): the dispatcher reads an inserted item's new
+    # image only (NEW_IMAGE, the smallest view that carries the wakes).
+    stream="NEW_IMAGE",
 )
+
+#: The attribute every room item that carries ``wakes`` also carries (``True``): a scalar the
+#: stream's event filter can match, so only inserts with wakes invoke StreamDispatch.
+HAS_WAKES_ATTR = "has_wakes"
+#: The room stream's event filter (a Lambda ``FilterCriteria`` pattern, docs/design.md §3): the
+#: CDK app sets it on the event source mapping and the local pump applies the same pattern. A
+#: record it drops never reaches the function (no invocation, nothing to retry).
+ROOM_STREAM_FILTER: dict = {"eventName": ["INSERT"], "dynamodb": {"NewImage": {HAS_WAKES_ATTR: {"BOOL": [True]}}}}
 
 CLAIM_TABLE = TableDef(
     logical_id="ClaimTable",

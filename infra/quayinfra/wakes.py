@@ -99,6 +99,9 @@ class Wakes(Construct):
                 max_record_age=STREAM_MAX_RECORD_AGE,
                 report_batch_item_failures=True,
                 on_failure=sources.SqsDlq(self.failed_events),
+                # Only inserts that carry wakes invoke the dispatcher (docs/design.md §3): a reply,
+                # a member or a run's final write without wakes costs no invocation.
+                filters=[lambda_.FilterCriteria.filter(R.ROOM_STREAM_FILTER)],
             )
         )
         # A plain mapping, not sources.SqsEventSource: that one also grants the queue's whole

@@ -43,6 +43,7 @@ import boto3
 # isort: split
 # Before moto's modules: moto_imports defers what they need not import (ruff keeps this order).
 from quaylocal import moto_imports  # noqa: F401
+from quaylocal.stream_filter import StreamFilter
 
 # isort: split
 from moto import mock_aws
@@ -677,6 +678,7 @@ class LocalStack:
         self._events = 0  # pokes and pump rounds begun or done, under _round_done (wait_quiet)
         self._stream_table: bytes | None = None  # set by start(): see _pollers_fed
         self._shards: list[dict[str, Any]] | None = None  # the stream's, as last described
+        self._stream_filter = StreamFilter.of_resources()  # from_deployed: the template's
         self._shards_at = 0.0
         self._due: set[str] = set(ALL_POLLERS)  # pollers poked since the round began (under _round_done)
         self._ended: deque[tuple[str, Any]] = deque()  # (execution ARN, moto's execution) ended
@@ -905,6 +907,7 @@ class LocalStack:
                 )
             self.function_arns[f.logical_id] = conf["FunctionArn"]
             envs[f.logical_id] = variables
+        self._stream_filter = StreamFilter.of_template(template, "StreamDispatchFunction")
         self.deployment = Deployment(
             stack_name=name,
             physical_ids=ids,
@@ -1163,10 +1166,17 @@ class LocalStack:
                 self._shard_iterators[sid] = resp.get("NextShardIterator", it)
                 self._forget_iterators(it)
                 continue
-            event = {"Records": [{**rec, "eventSourceARN": self.stream_arn} for rec in records]}
+            self.stats.stream_records += len(records)
+            # The event source mapping's filter: records it drops never invoke the function.
+            kept = [rec for rec in records if self._stream_filter.matches(rec)]
+            if not kept:
+                self._shard_iterators[sid] = resp["NextShardIterator"]
+                self._forget_iterators(it)
+                did = True
+                continue
+            event = {"Records": [{**rec, "eventSourceARN": self.stream_arn} for rec in kept]}
             result = self.invoke("StreamDispatchFunction", _json_safe(event))
             failures = [f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])]
-            self.stats.stream_records += len(records)
             if failures:  # retry from the first failed record, as the event source mapping does
                 self._shard_iterators[sid] = streams.get_shard_iterator(
                     StreamArn=self.stream_arn,

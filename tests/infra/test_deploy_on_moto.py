@@ -84,7 +84,7 @@ def test_tables_created_with_their_keys(deployed):
         }
         assert indexes == {i.name for i in tdef.indexes}
     room = deployed["dynamodb"].describe_table(TableName=deployed["ids"]["RoomTable"])["Table"]
-    assert room["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert room["StreamSpecification"]["StreamViewType"] == "NEW_IMAGE"
 
 
 def test_wake_queue_redrive(deployed):

@@ -50,8 +50,27 @@ def test_table_matches_definition(resources, tdef: R.TableDef):
 
 
 def test_room_table_is_the_outbox(resources):
-    assert R.ROOM_TABLE.stream == "NEW_AND_OLD_IMAGES"
-    assert resources["RoomTable"]["Properties"]["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    """The smallest view the dispatcher needs (an insert's new image) and a filter that lets
+    only inserts carrying wakes invoke it, the same pattern the local pump applies."""
+    import json
+
+    from quaylocal.stream_filter import StreamFilter
+
+    assert R.ROOM_TABLE.stream == "NEW_IMAGE"
+    assert resources["RoomTable"]["Properties"]["StreamSpecification"]["StreamViewType"] == "NEW_IMAGE"
+    template = {"Resources": resources}
+    deployed = StreamFilter.of_template(template, "StreamDispatchFunction")
+    assert [json.loads(p) for p in deployed.patterns] == [R.ROOM_STREAM_FILTER]
+    assert [json.loads(p) for p in StreamFilter.of_resources().patterns] == [R.ROOM_STREAM_FILTER]
+
+    def record(event: str, image: dict) -> dict:
+        return {"eventName": event, "dynamodb": {"NewImage": image, "StreamViewType": "NEW_IMAGE"}}
+
+    with_wakes = {"pk": {"S": "ROOM#r"}, "wakes": {"L": []}, R.HAS_WAKES_ATTR: {"BOOL": True}}
+    assert deployed.matches(record("INSERT", with_wakes))
+    assert not deployed.matches(record("MODIFY", with_wakes))
+    assert not deployed.matches(record("INSERT", {"pk": {"S": "ROOM#r"}}))
+    assert not deployed.matches(record("INSERT", {**with_wakes, R.HAS_WAKES_ATTR: {"BOOL": False}}))
 
 
 def test_run_data_bucket_is_private_encrypted_and_tls_only(resources):

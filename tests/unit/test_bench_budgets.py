@@ -26,7 +26,7 @@ def figures(bench, **over):
         "aws_calls_per_plain_run": 12,
         "writes_per_plain_run": 4,
         "transitions_per_plain_run": 6,
-        "lambda_invocations_per_plain_run": 6,
+        "lambda_invocations_per_plain_run": 5,
         "cost_per_1k_plain_runs_usd": 0.164,
         "boto3_import_ms": 100.0,
         "cold_import_ms": dict.fromkeys(bench.HANDLERS, 130.0),

@@ -33,6 +33,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from quayutec import resources as r
 from quayutec.dal.aws import (
     Guard,
     dynamodb,
@@ -74,6 +75,12 @@ VISIBLE_READS = 8
 _READ_AHEAD = 100
 
 
+def wakes_attrs(wakes: list[Wake]) -> dict[str, Any]:
+    """The attributes of an item that carries ``wakes``: the list, and the scalar marker the
+    stream's event filter matches (``resources.ROOM_STREAM_FILTER``, docs/design.md §3)."""
+    return {"wakes": [w.model_dump(mode="json") for w in wakes], r.HAS_WAKES_ATTR: True}
+
+
 def _room_pk(room_id: str) -> str:
     return f"ROOM#{room_id}"
 
@@ -88,7 +95,11 @@ def _mem_pk(room_id: str, visibility: str, company: str) -> str:
 
 
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if k not in {"pk", "sk", "lsi1sk", "gsi1pk", "gsi1sk", "wakes", "type"}}
+    return {
+        k: v
+        for k, v in item.items()
+        if k not in {"pk", "sk", "lsi1sk", "gsi1pk", "gsi1sk", "wakes", r.HAS_WAKES_ATTR, "type"}
+    }
 
 
 def budget_key(company_id: str) -> dict[str, str]:
@@ -498,7 +509,7 @@ class RoomStore:
             **message.model_dump(mode="json", exclude_none=True),
         }
         if wakes:
-            item["wakes"] = [w.model_dump(mode="json") for w in wakes]
+            item.update(wakes_attrs(wakes))
         return item
 
     def put_message(self, message: Message, wakes: list[Wake] | None = None, guard: Guard | None = None) -> bool:
@@ -576,7 +587,7 @@ class RoomStore:
             **event.model_dump(mode="json", exclude_none=True),
         }
         if wakes:
-            item["wakes"] = [w.model_dump(mode="json") for w in wakes]
+            item.update(wakes_attrs(wakes))
         return item
 
     def create_task(
@@ -867,7 +878,7 @@ class RoomStore:
                 "sk": f"OUTBOX#{outbox_id}",
                 "type": "outbox",
                 "run_id": run_id,
-                "wakes": [w.model_dump(mode="json") for w in wakes],
+                **wakes_attrs(wakes),
             },
             guard,
         )
