@@ -405,8 +405,8 @@ class RunFacts(_Model):
     model: str
     owner_url: bool = False  # the agent has its owner's model address: CallModel reads the agent
     hop_limit: int | None = None  # the room's own hop limit (None: the runtime's setting); room read
-    # the room's agents → their companies; room read (None only inside ClaimAndRead, before it)
-    agents: dict[str, str] | None = None
+    # No roster of the room's agents: the state stays the same size in a room of 10 agents or
+    # 1,000 (docs/design.md §2); DecideAndPost reads the agents a reply names.
     # The chain had no run left for wakes of this run's writes (read with the claim's key reads):
     # they are not sent, each could only be refused at its claim (design §3).
     chain_full: bool = False

@@ -295,6 +295,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "DecideAndPostFunctionArn",
         touches=(
             "room:get",
+            "room:batchget",  # the agents a reply names (its mentions, its actions' targets)
             "room:put",
             "room:check",  # the stop guard, in the reply's transaction
             "ledger:get",

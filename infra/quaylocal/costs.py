@@ -35,6 +35,9 @@ class RunFigures:
     transitions: int = 0
     lambda_invocations: int = 0
     by_operation: dict[str, int] = field(default_factory=dict)
+    #: The largest state payload (a state's input or output, UTF-8 bytes) the run's executions
+    #: handed between states: what Step Functions' 256 KiB quota bounds (docs/design.md §2).
+    state_bytes: int = 0
 
 
 def of_calls(recorded: list[C.Call]) -> RunFigures:
@@ -57,11 +60,26 @@ def of_calls(recorded: list[C.Call]) -> RunFigures:
     return out
 
 
+def _history(stack: Any, execution_arn: str) -> list[dict[str, Any]]:
+    sfn = stack.client("stepfunctions")
+    return sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+
+
 def transitions(stack: Any, execution_arn: str) -> int:
     """States entered by one execution (Step Functions Standard bills state transitions)."""
-    sfn = stack.client("stepfunctions")
-    events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
-    return sum(1 for e in events if e["type"].endswith("StateEntered"))
+    return sum(1 for e in _history(stack, execution_arn) if e["type"].endswith("StateEntered"))
+
+
+def largest_state_bytes(stack: Any, execution_arn: str) -> int:
+    """The largest state input or output of one execution, in UTF-8 bytes (its history's
+    ``stateEnteredEventDetails.input`` and ``stateExitedEventDetails.output``)."""
+    sizes = [0]
+    for e in _history(stack, execution_arn):
+        for details, field_name in (("stateEnteredEventDetails", "input"), ("stateExitedEventDetails", "output")):
+            text = (e.get(details) or {}).get(field_name)
+            if isinstance(text, str):
+                sizes.append(len(text.encode()))
+    return max(sizes)
 
 
 def plain_runs(
@@ -108,6 +126,7 @@ def plain_runs(
             if e["executionArn"] not in known
         ]
         figures.transitions = sum(transitions(stack, arn) for arn in new)
+        figures.state_bytes = max([largest_state_bytes(stack, arn) for arn in new] or [0])
         out.append(figures)
     return out
 

@@ -11,6 +11,12 @@ changing what any AWS call answers: applied once by :func:`install` (from
 * the ASL interpreter reuses one boto3 client per region and service and one parse tree per
   definition (:func:`_cached_asl_client`, :func:`_parse_asl_once`).
 
+One patch makes moto answer as AWS does where it does not: ``States.ALL`` in a Retry or Catch
+does not match ``States.DataLimitExceeded`` nor ``States.Runtime``, which AWS documents as
+terminal errors no ``States.ALL`` takes (Step Functions developer guide, "Handling errors":
+:func:`_errors_equal_as_aws`); moto's interpreter caught them. So a state past the 256 KiB
+payload quota fails its execution locally too, as on AWS.
+
 Each names moto internals: tests/run/test_local_engine*.py guard them.
 """
 
@@ -34,6 +40,7 @@ from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamShard, Table
+from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
 _threads_lock = threading.Lock()
@@ -334,6 +341,28 @@ def _parse_asl_once(definition: str) -> tuple[Any, Any]:
 
 
 _original_asl_parse = AmazonStateLanguageParser.parse
+_original_error_equals = ErrorEqualsDecl._eval_body
+
+
+def _errors_equal_as_aws(self: Any, env: Any) -> None:
+    """``ErrorEqualsDecl._eval_body`` as AWS evaluates it: ``States.ALL`` matches every error but
+    the terminal ones (``States.DataLimitExceeded``, ``States.Runtime``), which only a name of
+    their own could match (and AWS takes none: they end the execution)."""
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+
+    error_name = env.stack[-1]
+    terminal = isinstance(error_name, StatesErrorName) and error_name.typ in (
+        StatesErrorNameType.StatesStatesDataLimitExceeded,
+        StatesErrorNameType.StatesRuntime,
+    )
+    if terminal:
+        env.stack.pop()
+        env.stack.append(False)
+        return
+    _original_error_equals(self, env)
 
 
 _installed = False
@@ -350,6 +379,7 @@ def install() -> None:
 
     lambda_eval_utils.boto_client_for = _cached_asl_client
     AmazonStateLanguageParser.parse = staticmethod(_parse_asl_once)  # type: ignore[method-assign]
+    ErrorEqualsDecl._eval_body = _errors_equal_as_aws  # type: ignore[method-assign]
     JSONSerializer._serialize_result = _serialize_dynamodb_result  # type: ignore[method-assign]
     BaseModel.__new__ = staticmethod(_new_weakly_tracked)  # type: ignore[method-assign]
     _installed = True

@@ -382,6 +382,7 @@ class RoomStore:
                 "sk": f"NAME#agent#{name_key(agent_name(agent_id))}",
                 "type": "room_agent_name",
                 "agent_id": agent_id,
+                "company": company,
             },
             "ConditionExpression": "attribute_not_exists(pk) OR agent_id = :me",
             "ExpressionAttributeValues": {":me": agent_id},
@@ -403,6 +404,26 @@ class RoomStore:
         if failed:
             raise ValueError(f"room {room_id!r} does not exist")
         return True
+
+    def named_room_agents(self, room_id: str, refs: list[str]) -> dict[str, str]:
+        """The agents of the room that ``refs`` name → their companies: a ref is an agent's full
+        id (``acme.planner``: its link item) or its name, letter case aside (``Planner``: the
+        room's name item, one agent per name). One consistent ``BatchGetItem`` whatever the
+        room's size (a rights decision rests on the companies it returns); at most 99 distinct
+        refs, the caller bounds them (:data:`quayutec.logic.phases.decide_and_post.MAX_NAMED_REFS`).
+        Raises ValueError past 99, TransientError as :meth:`run_reads`."""
+        pk = _room_pk(room_id)
+        keys = list(
+            dict.fromkeys(
+                (pk, f"AGENT#{ref}") if "." in ref else (pk, f"NAME#agent#{name_key(ref)}") for ref in refs if ref
+            )
+        )
+        if len(keys) > 99:
+            raise ValueError(f"{len(keys)} agent refs: at most 99 in one read")
+        if not keys:
+            return {}
+        found, _ = self._batch_get(keys)
+        return {str(i["agent_id"]): str(i["company"]) for i in found.values() if "company" in i}
 
     def room_agents(self, room_id: str) -> dict[str, str]:
         """The agents of a room → their companies: one query (each link carries its agent's

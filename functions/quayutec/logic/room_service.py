@@ -22,6 +22,11 @@ def _new_id(prefix: str, idempotency_key: str | None) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:24]}"
 
 
+#: A person's message: its first distinct @refs resolved against the room (with its ``to``, at
+#: most 50, one read of at most 99 keys whatever the room's size; docs/design.md §3).
+MAX_MENTION_REFS = 49
+
+
 class RoomService:
     def __init__(self, room: RoomStore) -> None:
         self.store = room
@@ -50,17 +55,23 @@ class RoomService:
             companies.add(assignee.company)
         return companies
 
-    def _room_agents(self, room_id: str, refs: list[str]) -> list[str]:
+    def _room_agents(self, room_id: str, refs: list[str], agents: dict[str, str] | None = None) -> list[str]:
         """The ids of the room's agents ``refs`` name (ids or names, ids.resolve_agent). Raises
-        InvalidInput naming the refs that are no agent of the room."""
+        InvalidInput naming the refs that are no agent of the room. ``agents``: the room's agents
+        the caller read already (:meth:`_named`), else they are read, bounded by ``refs``."""
         if not refs:
             return []
-        agents = set(self.store.room_agent_ids(room_id))
-        resolved = [(r, ids.resolve_agent(r, agents)) for r in refs]
+        known = agents if agents is not None else self._named(room_id, refs)
+        resolved = [(r, ids.resolve_agent(r, known)) for r in refs]
         unknown = [r for r, a in resolved if a is None]
         if unknown:
             raise InvalidInput(f"not agents of room {room_id!r}: {', '.join(unknown)}")
         return list(dict.fromkeys(a for _, a in resolved if a is not None))
+
+    def _named(self, room_id: str, refs: list[str]) -> dict[str, str]:
+        """The room's agents ``refs`` name → their companies: one read whatever the room's size
+        (at most 99 distinct refs; the callers bound them)."""
+        return self.store.named_room_agents(room_id, list(dict.fromkeys(refs))[:99])
 
     # ------------------------------------------------------------------ messages
     def post_message(
@@ -75,8 +86,11 @@ class RoomService:
         if len(text.encode()) > MAX_REPLY_BYTES:
             raise InvalidInput(f"text is longer than {MAX_REPLY_BYTES} bytes")
         self.member_room(room_id, author.company or "")
-        recipients = self._room_agents(room_id, list(to or []))
-        mentioned = wake_rules.mentions(text, self.store.room_agent_ids(room_id))
+        # ``to`` (at most 50) and the text's first distinct @refs: one bounded read of the room
+        refs = list(dict.fromkeys(wake_rules.MENTION.findall(text)))[:MAX_MENTION_REFS]
+        agents = self._named(room_id, list(to or []) + refs)
+        recipients = self._room_agents(room_id, list(to or []), agents)
+        mentioned = wake_rules.mentions(text, agents)
         msg = Message(
             id=_new_id("msg", idempotency_key),
             room_id=room_id,

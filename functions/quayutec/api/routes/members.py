@@ -51,12 +51,13 @@ def add_agent(room_id: RoomId, body: Annotated[RoomAgentIn, Body()]) -> RoomOut:
     who = caller()
     room = member_room(svc, room_id, who)
     agent = own_agent(svc, body.agent, who)
-    present = svc.deps.room.room_agent_ids(room_id)
+    # the agent's own link and the room's holder of its name: one read, whatever the room's size
+    name = ids.agent_name(agent.id)
+    present = svc.deps.room.named_room_agents(room_id, [agent.id, name])
     if agent.id in present:
         raise Conflict(f"agent {agent.id!r} is in room {room_id!r} already")
     # @name must name one agent of the room, letter case aside (its members see the room's
     # agents: no leak); the room's name item makes it hold under concurrent placements too
-    name = ids.agent_name(agent.id)
     same = [a for a in present if ids.name_key(ids.agent_name(a)) == ids.name_key(name)]
     if same or not svc.deps.room.add_room_agent(room_id, agent.id, agent.company):
         holder = same[0] if same else "another agent"

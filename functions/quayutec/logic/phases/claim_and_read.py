@@ -226,7 +226,7 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
     }
     ctx, fitted = prompt.fit(ctx, agent.max_context_tokens)
     deps.rundata.put(ref.run_id, "context", ctx)
-    facts = _need_facts(state).model_copy(update={"hop_limit": room.hop_limit, "agents": agents})
+    facts = _need_facts(state).model_copy(update={"hop_limit": room.hop_limit})
     return state.model_copy(
         update={"budget": budget(deps, run, CALL_MODEL), "facts": facts, "context": ContextFit(**fitted)}
     )

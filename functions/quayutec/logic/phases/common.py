@@ -105,13 +105,6 @@ def _need_facts(state: RunState) -> RunFacts:
     return state.facts
 
 
-def _room_agents(facts: RunFacts) -> dict[str, str]:
-    """The room's agents → their companies, as the run's room read found them."""
-    if facts.agents is None:
-        raise RunStateInvalid("facts have no room agents: the phase needs the room read's output")
-    return facts.agents
-
-
 def _need_rights(state: RunState) -> RightsStep:
     if state.rights is None:
         raise RunStateInvalid("state has no rights: the phase needs the rights decision's output")

@@ -20,7 +20,6 @@ from quayutec.logic.phases.common import (
     _need_facts,
     _need_rights,
     _need_run,
-    _room_agents,
     _timing,
     budget,
     context_fit,
@@ -43,12 +42,40 @@ from quayutec.models import (
 )
 from quayutec.seams import part
 
+#: The distinct @refs of a reply that are resolved against the room (its first ones, in text
+#: order): with the declared actions' ``to`` (at most :data:`MAX_ACTIONS`) one read of at most 99
+#: keys, whatever the room's size (docs/design.md §2: the run state carries no room roster).
+MAX_NAMED_REFS = 99 - MAX_ACTIONS
+
+
+def named_refs(reply: dict[str, Any]) -> list[str]:
+    """The agent refs a reply names: its first :data:`MAX_NAMED_REFS` distinct @mentions and the
+    ``to`` of each declared action (the first :data:`MAX_ACTIONS`), in that order."""
+    mentioned = list(dict.fromkeys(wake_rules.MENTION.findall(reply.get("text") or "")))[:MAX_NAMED_REFS]
+    targets = [
+        c["input"]["to"]
+        for c in (reply.get("tool_calls") or [])[:MAX_ACTIONS]
+        if isinstance(c.get("input"), dict)
+        and isinstance(c["input"].get("to"), str)
+        and 0 < len(c["input"]["to"]) <= 256
+    ]
+    return list(dict.fromkeys(mentioned + targets))
+
+
+def named_agents(deps: Deps, room_id: str, reply: dict[str, Any]) -> dict[str, str]:
+    """The room's agents the reply names → their companies (:func:`named_refs`): no read when it
+    names none, else one consistent read (:meth:`quayutec.dal.room.RoomStore.named_room_agents`).
+    Resolving a ref among these is resolving it among all the room's agents: a room holds one
+    agent per name."""
+    refs = named_refs(reply)
+    return deps.room.named_room_agents(room_id, refs) if refs else {}
+
 
 # ----------------------------------------------------------------------------- 4. rights
 def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]], agents: dict[str, str]) -> rights.RoomView:
-    """The room as the rights check needs it: its agents (as the run's room read found them,
-    carried in the state), and only the tasks the declared actions name (at most 25 point reads:
-    the cost does not grow with the room's history)."""
+    """The room as the rights check needs it: the agents the reply names (:func:`named_agents`),
+    and only the tasks the declared actions name (at most 25 point reads: the cost does not grow
+    with the room's history)."""
     agent_company = dict(agents)
     named = {
         str(c["input"]["task"])
@@ -61,10 +88,12 @@ def _room_view(deps: Deps, room_id: str, tool_calls: list[dict[str, Any]], agent
     return rights.RoomView(agent_company=agent_company, tasks=tasks)
 
 
-def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = None) -> RunState:
+def decide_rights(
+    deps: Deps, state: RunState, reply: dict[str, Any] | None = None, agents: dict[str, str] | None = None
+) -> RunState:
     """Decide each declared action (allow / ask / deny) and record it in the ledger, once
     (SPEC §2.4, §4, §5). Returns the indexes held for approval. ``reply``: the stored reply when
-    the caller has read it already."""
+    the caller has read it already; ``agents``: :func:`named_agents` of it, when read already."""
     ref = _need_run(state)
     run = _timing(state, ref)
     reply = reply if reply is not None else stored_reply(deps, state, ref)
@@ -89,7 +118,12 @@ def decide_rights(deps: Deps, state: RunState, reply: dict[str, Any] | None = No
         reply["tool_calls"],
         agent,
         company.rights if company else None,
-        _room_view(deps, ref.room_id, reply["tool_calls"], _room_agents(facts)),
+        _room_view(
+            deps,
+            ref.room_id,
+            reply["tool_calls"],
+            agents if agents is not None else named_agents(deps, ref.room_id, reply),
+        ),
     )
     final: list[ActionRecord] = []
     for rec in records:
@@ -131,7 +165,11 @@ def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, trunc
 
 
 def post_reply(
-    deps: Deps, state: RunState, reply: dict[str, Any] | None = None, finish_states: int | None = None
+    deps: Deps,
+    state: RunState,
+    reply: dict[str, Any] | None = None,
+    finish_states: int | None = None,
+    agents: dict[str, str] | None = None,
 ) -> RunState:
     """Post the reply, the run's first write to the room (SPEC §2.5). Its id derives from the
     run id; it wakes only the agents it @mentions. ``finish_states``: the reply declared no action,
@@ -146,7 +184,8 @@ def post_reply(
     actions = [] if step.actions == 0 else deps.ledger.actions(ref.run_id)
     text = compose_reply(reply["text"], actions, step.over_limit, reply["truncated"], facts.company)
     msg_id = ids.reply_message_id(ref.run_id)
-    mentioned = wake_rules.mentions(reply["text"], list(_room_agents(facts)))
+    agents = agents if agents is not None else named_agents(deps, ref.room_id, reply)
+    mentioned = wake_rules.mentions(reply["text"], list(agents))
     wakes, notices = wake_rules.run_wakes(
         run_id=ref.run_id,
         room_id=ref.room_id,
@@ -228,12 +267,13 @@ def decide_and_post(deps: Deps, state: RunState) -> RunState:
     final status ``stopped`` is recorded and ``finished`` ends it too (design §3)."""
     ref = _need_run(state)
     reply = stored_reply(deps, state, ref)
+    agents = named_agents(deps, ref.room_id, reply)  # one read, for the rights and the mentions
     with part("decide_rights"):
-        state = decide_rights(deps, state, reply)
+        state = decide_rights(deps, state, reply, agents)
     plain = _need_rights(state).actions == 0
     with part("post_reply"):  # plain: DecideAndPost, Finished? and Done are this end's states
         try:
-            state = post_reply(deps, state, reply, finish_states=3 if plain else None)
+            state = post_reply(deps, state, reply, finish_states=3 if plain else None, agents=agents)
         except RunStopped:  # paused or stopped since the claim: no reply (design §3)
             return record_stopped(deps, state, reply_posted=False, states=3)
     return state.model_copy(update={"finished": plain})
