@@ -412,6 +412,9 @@ class RunFacts(_Model):
     chain_full: bool = False
     max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN  # the room's bound, as the claim read it
     pauses: int = 0  # the agent's pause count at the claim: the run's stop guard (design §3)
+    # The memory partitions this run may write that held lines at its room read (``room``,
+    # ``company#{its company}``: at most two): a line there needs no mark on the room item.
+    memory_marked: list[str] = Field(default_factory=list, max_length=2)
 
 
 class ContextFit(_Model):

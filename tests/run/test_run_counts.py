@@ -40,7 +40,7 @@ def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
 
 #: A run whose reply declares one allowed action (a room memory line): DecideAndPost also reads
 #: the recorded actions and the company's policy and records the decision; ApplyAndFinish reads
-#: the run and its actions, writes the line (with the room item's memory map, one transaction),
+#: the run and its actions, writes the line (its partition marked on the room item by an earlier run),
 #: records its outcome and writes the final status (the hop limit travels in the state).
 AWS_CALLS_PER_ONE_ACTION_RUN = 23
 WRITES_PER_ONE_ACTION_RUN = 8

@@ -85,9 +85,13 @@ def _room_pk(room_id: str) -> str:
     return f"ROOM#{room_id}"
 
 
-def _mem_key(visibility: str, company: str) -> str:
-    """A memory partition's name in the room item's ``memory`` map."""
+def memory_partition(visibility: str, company: str) -> str:
+    """A memory partition's name in the room item's ``memory`` map: ``room`` for room-wide lines,
+    ``company#{company}`` for a company's own."""
     return "room" if visibility == "room" else f"company#{company}"
+
+
+_mem_key = memory_partition
 
 
 def _mem_pk(room_id: str, visibility: str, company: str) -> str:
@@ -720,11 +724,17 @@ class RoomStore:
         return TaskEvent.model_validate(_strip(item)) if item else None
 
     # ------------------------------------------------------------------ memory
-    def put_memory(self, line: MemoryLine, guard: Guard | None = None) -> bool:
-        """Write a memory line once, and mark its partition in the room item's ``memory`` map in
-        the same transaction (a run then queries only partitions that hold lines). ``False``
-        when the line existed already. ``guard``: a run's stop guard (raises RunStopped).
-        Raises ValueError when the room does not exist."""
+    def put_memory(self, line: MemoryLine, guard: Guard | None = None, *, marked: bool = False) -> bool:
+        """Write a memory line once. Its partition is marked in the room item's ``memory`` map (a
+        run then queries only partitions that hold lines) by a write of its own before the line,
+        unless ``marked`` (the caller read the map and found it there): so lines of one room are
+        never written in a transaction with the room item, and runs writing memory do not
+        conflict with each other or with agent placement (docs/design.md §2). A crash between the
+        two leaves a marked partition without lines: one query that finds none. ``False`` when
+        the line existed already. ``guard``: a run's stop guard (raises RunStopped). Raises
+        ValueError when the room does not exist (nothing written)."""
+        if not marked:
+            self.mark_memory_partition(line.room_id, line.visibility, line.company)
         item = {
             "pk": _mem_pk(line.room_id, line.visibility, line.company),
             "sk": f"MEM#{line.id}",
@@ -732,28 +742,22 @@ class RoomStore:
             "lsi1sk": f"MEM#{line.created_at}#{line.id}",
             **line.model_dump(mode="json", exclude_none=True),
         }
-        failed = transact_guarded(
+        return put_guarded(self.db, self.table, item, guard)
+
+    def mark_memory_partition(self, room_id: str, visibility: str, company: str) -> None:
+        """Mark the partition of ``(visibility, company)`` lines in the room item's ``memory``
+        map (idempotent). Raises ValueError when the room does not exist, TransientError on
+        throttling."""
+        if not update_if(
             self.db,
-            [
-                {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": _NOT_EXISTS}},
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": {"pk": _room_pk(line.room_id), "sk": "META"},
-                        "UpdateExpression": "SET memory.#k = :t",
-                        "ConditionExpression": "attribute_exists(pk)",
-                        "ExpressionAttributeNames": {"#k": _mem_key(line.visibility, line.company)},
-                        "ExpressionAttributeValues": {":t": True},
-                    }
-                },
-            ],
-            guard,
-        )
-        if failed is None:
-            return True
-        if failed[0]:
-            return False
-        raise ValueError(f"room {line.room_id!r} does not exist")
+            TableName=self.table,
+            Key={"pk": _room_pk(room_id), "sk": "META"},
+            UpdateExpression="SET memory.#k = :t",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#k": _mem_key(visibility, company)},
+            ExpressionAttributeValues={":t": True},
+        ):
+            raise ValueError(f"room {room_id!r} does not exist")
 
     def get_memory(self, room_id: str, visibility: str, company: str, line_id: str) -> MemoryLine | None:
         item = self._get(_mem_pk(room_id, visibility, company), f"MEM#{line_id}")

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.dal.aws import Guard
+from quayutec.dal.room import memory_partition
 from quayutec.deps import Deps
 from quayutec.errors import RunStopped
 from quayutec.logic import ids
@@ -44,10 +45,11 @@ from quayutec.seams import part
 
 # ----------------------------------------------------------------------------- 7. write
 def _write_action(
-    deps: Deps, run: RunRecord, agent_author: Author, a: ActionRecord, guard: Guard
+    deps: Deps, run: RunRecord, agent_author: Author, a: ActionRecord, guard: Guard, memory_marked: list[str]
 ) -> tuple[str, str, list[tuple]]:
     """Write one allowed/approved action, keyed from (run, index), under the run's stop
-    ``guard``. Returns (outcome, note, wake targets). Raises RunStopped (nothing written)."""
+    ``guard``. ``memory_marked``: the partitions known to hold lines (RunFacts.memory_marked).
+    Returns (outcome, note, wake targets). Raises RunStopped (nothing written)."""
     now = _iso(deps)
     f = a.fields
     if a.kind == "remember":
@@ -61,7 +63,10 @@ def _write_action(
             run_id=run.run_id,
             created_at=now,
         )
-        deps.room.put_memory(line, guard)
+        partition = memory_partition(line.visibility, line.company)
+        deps.room.put_memory(line, guard, marked=partition in memory_marked)
+        if partition not in memory_marked:
+            memory_marked.append(partition)  # marked now: the run's next line needs no mark
         return "written", "", []
     if a.kind == "create_task":
         task_id = ids.action_write_id(run.run_id, a.index, "task")
@@ -127,6 +132,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
         )
         run = _load_run(deps, ref)
     guard = run_guard(deps, ref, facts)
+    marked = list(facts.memory_marked)
     if "stopped" in approvals.values():  # a person stopped the run while it waited (design §3)
         _settle_stopped(deps, run, approvals)
         raise RunStopped(f"run {ref.run_id} was stopped while it waited on its approvals")
@@ -156,7 +162,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
             if a.outcome == "written":
                 targets += _targets_of_written(deps, run, a)
             continue
-        written, note, wake_targets = _write_action(deps, run, agent_author, a, guard)
+        written, note, wake_targets = _write_action(deps, run, agent_author, a, guard, marked)
         targets += wake_targets
         deps.ledger.set_action_outcome(
             ref.run_id, a.index, written, note, approval="approved" if a.decision == "ask" else None

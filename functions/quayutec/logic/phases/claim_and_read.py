@@ -10,7 +10,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.dal.files import files_pk
 from quayutec.dal.ledger import ClaimOutcome, chain_key
-from quayutec.dal.room import RunReads, agent_key
+from quayutec.dal.room import RunReads, agent_key, memory_partition
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import files as room_files
@@ -226,7 +226,10 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
     }
     ctx, fitted = prompt.fit(ctx, agent.max_context_tokens)
     deps.rundata.put(ref.run_id, "context", ctx)
-    facts = _need_facts(state).model_copy(update={"hop_limit": room.hop_limit})
+    writable = (memory_partition("room", agent.company), memory_partition("company", agent.company))
+    facts = _need_facts(state).model_copy(
+        update={"hop_limit": room.hop_limit, "memory_marked": [p for p in writable if p in reads.memory]}
+    )
     return state.model_copy(
         update={"budget": budget(deps, run, CALL_MODEL), "facts": facts, "context": ContextFit(**fitted)}
     )
