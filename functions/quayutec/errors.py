@@ -61,6 +61,16 @@ class InvalidInput(QuayError):
     http_status = 400
 
 
+class LimitReached(Conflict):
+    """A write past one of the limits on what one item holds (a room's agents or member
+    companies, a company's people or policy rules; docs/design.md §1). The message names the
+    limit and its setting; nothing was written."""
+
+    def __init__(self, what: str, limit: int, setting: str) -> None:
+        self.limit, self.setting = limit, setting
+        super().__init__(f"{what}: the limit is {limit} ({setting})")
+
+
 class RunStopped(QuayError):
     """A person paused the run's agent or stopped its chain after the run's claim (design §3):
     the run writes nothing more to the room. A guarded write raises it when its transaction's

@@ -107,7 +107,8 @@ class RightsPolicy(_Model):
     actions: dict[ActionKind, Decision] = Field(default_factory=dict)
     cross_company: dict[ActionKind, Decision] = Field(default_factory=dict)
     # keyed by agent id or name (never empty, which DynamoDB refuses as a map key)
-    agents: dict[AgentId, dict[ActionKind, Decision]] = Field(default_factory=dict, max_length=1000)
+    # at most 500 agents with rules of their own (settings.HARD_LIMITS; MAX_POLICY_RULES may lower it)
+    agents: dict[AgentId, dict[ActionKind, Decision]] = Field(default_factory=dict, max_length=500)
 
 
 class Company(_Model):

@@ -184,6 +184,8 @@ DEFAULT_STAGE = "dev"
 # returns, the context sizes ClaimAndRead reads, the name of a company's provider key.
 _RUN_BUDGET = ("RUN_TIME_LIMIT_SECONDS",)
 _CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES")
+#: The limits on what one item holds (SETTING_DEFAULTS; read by the API, which enforces them).
+LIMIT_ENVS = ("MAX_ROOM_AGENTS", "MAX_ROOM_MEMBERS", "MAX_COMPANY_PEOPLE", "MAX_POLICY_RULES")
 _SECRET_NAMES = ("SECRET_PREFIX", "STAGE")
 _COST = ("MODEL_PRICES",)  # every run phase carries the cost line (quayutec.cost_line)
 # Optional endpoint overrides (an operator's proxy, or the local provider server).
@@ -407,6 +409,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             *_SECRET_NAMES,
             ALLOW_LOOPBACK_ENV,
             FILES_ENDPOINT_ENV,
+            *LIMIT_ENVS,
         ),
     ),
     # Room files (SPEC §8): S3 events of uploads/ through the ingest queue. Extracts the text,
@@ -445,6 +448,11 @@ SETTING_DEFAULTS: dict[str, str] = {
     "MEMORY_LINES": "100",
     "FILE_PASSAGES": "5",
     "MAX_FILE_CHUNKS": "100000",  # chunks in one room's index (ingest refuses a file past it)
+    # What one item may hold (docs/design.md §1, "Limits"): past one, the API answers 409 limit_reached.
+    "MAX_ROOM_AGENTS": "1000",  # agents placed in one room (the room item's agents map)
+    "MAX_ROOM_MEMBERS": "50",  # member companies of one room
+    "MAX_COMPANY_PEOPLE": "1000",  # people of one company (the company item)
+    "MAX_POLICY_RULES": "500",  # agents with rules of their own in a company's policy
     # The cost line's model prices (USD per million tokens), over the built-in ones:
     # {"model-id": {"input": usd, "output": usd}} (quayutec.pricing.MODEL_PRICES).
     "MODEL_PRICES": "{}",

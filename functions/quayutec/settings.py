@@ -29,6 +29,10 @@ from pydantic_core import PydanticUndefined
 from quayutec import resources as r
 from quayutec.errors import Misconfigured
 
+#: The largest value each limit may be set to: with the longest ids, the room item and the
+#: company item stay well under DynamoDB's 400 KB item (tests/unit/test_item_limits.py).
+HARD_LIMITS = {"MAX_ROOM_AGENTS": 1500, "MAX_ROOM_MEMBERS": 100, "MAX_COMPANY_PEOPLE": 1000, "MAX_POLICY_RULES": 500}
+
 #: The ASL's execution ``TimeoutSeconds`` is 691200 s (8 days); an approval expiry must leave
 #: room for the 300 s of active time (SPEC §2.6).
 MAX_APPROVAL_TIMEOUT_SECONDS = 604800
@@ -86,6 +90,14 @@ class Settings(BaseModel):
     memory_lines: int = Field(default=100, ge=1, le=1000, alias="MEMORY_LINES")
     file_passages: int = Field(default=5, ge=0, le=50, alias="FILE_PASSAGES")
     max_file_chunks: int = Field(default=100000, ge=1, alias="MAX_FILE_CHUNKS")
+    # Limits of one item (docs/design.md §1): each at most the bound that keeps the item well
+    # under DynamoDB's 400 KB with the longest ids (tests/unit/test_item_limits.py).
+    max_room_agents: int = Field(default=1000, ge=1, le=HARD_LIMITS["MAX_ROOM_AGENTS"], alias="MAX_ROOM_AGENTS")
+    max_room_members: int = Field(default=50, ge=1, le=HARD_LIMITS["MAX_ROOM_MEMBERS"], alias="MAX_ROOM_MEMBERS")
+    max_company_people: int = Field(
+        default=1000, ge=1, le=HARD_LIMITS["MAX_COMPANY_PEOPLE"], alias="MAX_COMPANY_PEOPLE"
+    )
+    max_policy_rules: int = Field(default=500, ge=1, le=HARD_LIMITS["MAX_POLICY_RULES"], alias="MAX_POLICY_RULES")
     model_prices: ModelPrices = Field(default={}, alias="MODEL_PRICES")
     secret_prefix: str = Field(default=r.DEFAULT_SECRET_PREFIX, alias=r.SECRET_PREFIX_ENV)
     stage: str = Field(default=r.DEFAULT_STAGE, min_length=1, pattern=r"^[A-Za-z0-9-]+$", alias=r.STAGE_ENV)

@@ -92,7 +92,9 @@ REFUSAL_WRITE = "claim:after:tx claims:CLAIM+ledger:NOT_STARTED"
 CLAIM_NOTICE_WRITE = "claim:after:put room:MSG"
 #: A held action's approval request, and a memory line an action writes (each under the guard).
 APPROVAL_WRITE = f"request_approval:after:tx room:APPROVAL{GUARD}"
-MEMORY_WRITE = f"apply_actions:after:tx room:MEM+room:META{GUARD}"
+MEMORY_WRITE = f"apply_actions:after:tx room:MEM{GUARD}"
+#: The room item's mark of a memory partition, written before the partition's first line.
+MEMORY_MARK = "apply_actions:after:update room:META"
 #: A run that took its chain's last run and @mentions another agent: the chain's notice, after the
 #: reply (a plain reply's transaction; with actions the reply's own transaction).
 REPLY_NOTICE_WRITE = "post_reply:after:put room:MSG"
@@ -340,6 +342,7 @@ def standard_matrix() -> list[Point]:
             also=(_die(APPROVAL_WRITE), ("record_failure:start", "crash")),
         ),
         case(MEMORY_WRITE, "crash", "request_approval:end"),  # written, unrecorded
+        case(MEMORY_MARK, "crash", ctx_w),  # the partition marked, its line not written yet
         case(
             f"apply_actions:after:tx room:TEV+room:TASK{GUARD}#2",
             "crash",  # the approved close landed

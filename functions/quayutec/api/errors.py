@@ -22,6 +22,7 @@ from quayutec.errors import (
     Conflict,
     Forbidden,
     InvalidInput,
+    LimitReached,
     Misconfigured,
     NotFound,
     QuayError,
@@ -91,6 +92,9 @@ ERRORS: dict[str, ErrorCode] = {
     "no_route": ErrorCode(404, "an unknown path"),
     "method_not_allowed": ErrorCode(405, "a known path with another method (`Allow` names the methods)"),
     "conflict": ErrorCode(409, "the id exists, the task is closed, the approval was decided"),
+    "limit_reached": ErrorCode(
+        409, "a room's agents or member companies, a company's people or policy rules at their limit (named)"
+    ),
     "request_in_progress": ErrorCode(409, "a repeat of an Idempotency-Key still running (`Retry-After`)"),
     "payload_too_large": ErrorCode(
         413, "a body over 64 KiB (10 MiB at the gateway), a message text over 32 KiB of UTF-8", gateway=True
@@ -121,6 +125,7 @@ _CODES: list[tuple[type[QuayError], str]] = [
     (PayloadTooLarge, "payload_too_large"),
     (IdempotencyInProgress, "request_in_progress"),
     (IdempotencyKeyReused, "idempotency_key_reused"),
+    (LimitReached, "limit_reached"),
     (NotFound, "not_found"),
     (Forbidden, "forbidden"),
     (Conflict, "conflict"),

@@ -91,15 +91,21 @@ class Directory:
                 return False
             raise
 
-    def add_person(self, company_id: str, person: str) -> bool:
-        """Add a person to a company; ``False`` when already there (or no such company)."""
+    def add_person(self, company_id: str, person: str, max_people: int | None = None) -> bool:
+        """Add a person to a company; ``False`` when already there (or no such company), also when
+        it holds ``max_people`` people already (the caller tells which: it read the company)."""
+        condition = "attribute_exists(pk) AND NOT contains(people, :one)"
+        values: dict[str, Any] = {":p": [person], ":one": person}
+        if max_people is not None:
+            condition += " AND size(people) < :max"
+            values[":max"] = max_people
         return update_if(
             self.db,
             TableName=self.table,
             Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
             UpdateExpression="SET people = list_append(people, :p)",
-            ConditionExpression="attribute_exists(pk) AND NOT contains(people, :one)",
-            ExpressionAttributeValues={":p": [person], ":one": person},
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
         )
 
     def set_policy(self, company_id: str, policy: RightsPolicy) -> bool:
@@ -139,9 +145,15 @@ class Directory:
             )
         return self._transact(items)
 
-    def add_member(self, room_id: str, company: str) -> bool:
-        """Make a company a member of a room; ``False`` when it already is."""
+    def add_member(self, room_id: str, company: str, max_members: int | None = None) -> bool:
+        """Make a company a member of a room; ``False`` when it already is, also when the room
+        holds ``max_members`` member companies already (the caller tells which: it read the room)."""
         pk = f"ROOM#{room_id}"
+        condition = "attribute_exists(pk) AND NOT contains(members, :one)"
+        values: dict[str, Any] = {":c": [company], ":one": company}
+        if max_members is not None:
+            condition += " AND size(members) < :max"
+            values[":max"] = max_members
         return self._transact(
             [
                 {
@@ -149,8 +161,8 @@ class Directory:
                         "TableName": self.table,
                         "Key": {"pk": pk, "sk": "META"},
                         "UpdateExpression": "SET members = list_append(members, :c)",
-                        "ConditionExpression": "attribute_exists(pk) AND NOT contains(members, :one)",
-                        "ExpressionAttributeValues": {":c": [company], ":one": company},
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeValues": values,
                     }
                 },
                 self._put({"pk": pk, "sk": f"MEMBER#{company}", "type": "member", "company": company}, None),

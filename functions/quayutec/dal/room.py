@@ -46,7 +46,7 @@ from quayutec.dal.aws import (
     transient_errors,
     update_if,
 )
-from quayutec.errors import TransientError
+from quayutec.errors import LimitReached, TransientError
 from quayutec.logic.ids import agent_name, name_key
 from quayutec.models import (
     Agent,
@@ -360,13 +360,17 @@ class RoomStore:
         item = self._get(_room_pk(room_id), "META", consistent)
         return _room_of(item) if item else None
 
-    def add_room_agent(self, room_id: str, agent_id: str, company: str | None = None) -> bool:
+    def add_room_agent(
+        self, room_id: str, agent_id: str, company: str | None = None, max_agents: int | None = None
+    ) -> bool:
         """Link an agent to a room, in one transaction: the link item (listing), the room's name
         item (``NAME#agent#{name, case folded}``: one agent per name in a room, so ``@name``
         names one agent) and the room item's ``agents`` map (agent → company: an agent's company
         never changes, so a run reads the room and its agents in one item). ``False`` when
         another agent of that name is in the room (nothing written); linking the same agent again
-        is a no-op. Raises ValueError for an agent with no company."""
+        is a no-op. ``max_agents``: the room's limit (``size(agents)``, checked in the same
+        transaction). Raises ValueError for an agent with no company or no room, LimitReached
+        when the room holds ``max_agents`` agents already."""
         if company is None:
             agent = self.get_agent(agent_id)
             company = agent.company if agent else None
@@ -402,10 +406,17 @@ class RoomStore:
             "ExpressionAttributeNames": {"#a": agent_id},
             "ExpressionAttributeValues": {":c": company},
         }
+        if max_agents is not None:
+            entry["ConditionExpression"] = (
+                "attribute_exists(pk) AND (attribute_exists(agents.#a) OR size(agents) < :max)"
+            )
+            entry["ExpressionAttributeValues"] = {":c": company, ":max": max_agents}
         failed = transact(self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": entry}])
         if failed and failed[1]:
             return False  # another agent of that name
         if failed:
+            if max_agents is not None and self._get(_room_pk(room_id), "META", True) is not None:
+                raise LimitReached(f"room {room_id!r} holds {max_agents} agents", max_agents, "MAX_ROOM_AGENTS")
             raise ValueError(f"room {room_id!r} does not exist")
         return True
 

@@ -11,7 +11,7 @@ from quayutec.api.access import own_company, services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import CompanyId
 from quayutec.api.schemas import CompanyIn, CompanyOut, PersonIn
-from quayutec.errors import Conflict, NotFound
+from quayutec.errors import Conflict, LimitReached, NotFound
 from quayutec.models import Company
 
 router = APIGatewayRouter()
@@ -25,7 +25,11 @@ def _out(company: Company) -> CompanyOut:
 def create_company(body: Annotated[CompanyIn, Body()]) -> CompanyOut:
     caller().require_admin()
     company = Company(id=body.id, people=list(dict.fromkeys(body.people)))
-    if not services().directory.create_company(company):
+    svc = services()
+    most = svc.deps.settings.max_company_people
+    if len(company.people) > most:
+        raise LimitReached(f"company {body.id!r} with {len(company.people)} people", most, "MAX_COMPANY_PEOPLE")
+    if not svc.directory.create_company(company):
         raise Conflict(f"company {body.id!r} exists already")
     return _out(company)
 
@@ -46,6 +50,10 @@ def add_person(company_id: CompanyId, body: Annotated[PersonIn, Body()]) -> Comp
     svc = services()
     if svc.deps.room.get_company(company_id) is None:
         raise NotFound(f"company {company_id!r} does not exist")
-    if not svc.directory.add_person(company_id, body.person):
+    most = svc.deps.settings.max_company_people
+    if not svc.directory.add_person(company_id, body.person, most):
+        company = svc.deps.room.get_company(company_id)
+        if company is not None and body.person not in company.people and len(company.people) >= most:
+            raise LimitReached(f"company {company_id!r} has {len(company.people)} people", most, "MAX_COMPANY_PEOPLE")
         raise Conflict(f"{body.person!r} is a person of {company_id!r} already")
     return _out(svc.deps.room.get_company(company_id))  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from quayutec.api.context import caller
 from quayutec.api.routes._params import RoomId
 from quayutec.api.routes.rooms import room_out
 from quayutec.api.schemas import MemberIn, RoomAgentIn, RoomOut
-from quayutec.errors import Conflict, InvalidInput
+from quayutec.errors import Conflict, InvalidInput, LimitReached
 from quayutec.logic import ids
 
 router = APIGatewayRouter()
@@ -35,7 +35,11 @@ def add_member(room_id: RoomId, body: Annotated[MemberIn, Body()]) -> RoomOut:
     member_room(svc, room_id, caller())
     if svc.deps.room.get_company(body.company) is None:
         raise InvalidInput(f"company: no such company {body.company!r}")
-    if not svc.directory.add_member(room_id, body.company):
+    most = svc.deps.settings.max_room_members
+    if not svc.directory.add_member(room_id, body.company, most):
+        room = member_room(svc, room_id, caller())
+        if body.company not in room.members and len(room.members) >= most:
+            raise LimitReached(f"room {room_id!r} has {len(room.members)} member companies", most, "MAX_ROOM_MEMBERS")
         raise Conflict(f"company {body.company!r} is a member of room {room_id!r} already")
     return room_out(svc, member_room(svc, room_id, caller()))
 
@@ -59,7 +63,7 @@ def add_agent(room_id: RoomId, body: Annotated[RoomAgentIn, Body()]) -> RoomOut:
     # @name must name one agent of the room, letter case aside (its members see the room's
     # agents: no leak); the room's name item makes it hold under concurrent placements too
     same = [a for a in present if ids.name_key(ids.agent_name(a)) == ids.name_key(name)]
-    if same or not svc.deps.room.add_room_agent(room_id, agent.id, agent.company):
+    if same or not svc.deps.room.add_room_agent(room_id, agent.id, agent.company, svc.deps.settings.max_room_agents):
         holder = same[0] if same else "another agent"
         raise Conflict(
             f"room {room_id!r} has an agent named {name!r} already ({holder}): register yours under another name"

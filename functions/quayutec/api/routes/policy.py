@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from quayutec.api.access import own_company, services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import CompanyId
-from quayutec.errors import Forbidden, NotFound
+from quayutec.errors import Forbidden, LimitReached, NotFound
 from quayutec.models import RightsPolicy
 
 router = APIGatewayRouter()
@@ -32,6 +32,9 @@ def put_policy(company_id: CompanyId, body: Annotated[RightsPolicy, Body()]) -> 
             raise Forbidden("an operator cannot change a company's rights policy: only its own people can")
         raise NotFound(f"company {company_id!r} does not exist")
     own_company(svc, company_id, who)
+    most = svc.deps.settings.max_policy_rules
+    if len(body.agents) > most:
+        raise LimitReached(f"policy of {company_id!r}: rules for {len(body.agents)} agents", most, "MAX_POLICY_RULES")
     if not svc.directory.set_policy(company_id, body):
         raise NotFound(f"company {company_id!r} does not exist")
     return body

@@ -12,7 +12,7 @@ from quayutec.api.access import Services, member_room, services
 from quayutec.api.context import caller, idempotency_key
 from quayutec.api.routes._params import RoomId
 from quayutec.api.schemas import RoomAgentOut, RoomIn, RoomList, RoomOut
-from quayutec.errors import Conflict, InvalidInput
+from quayutec.errors import Conflict, InvalidInput, LimitReached
 from quayutec.logic import ids
 from quayutec.logic.ids import new_room_id
 from quayutec.models import Room
@@ -43,6 +43,9 @@ def create_room(body: Annotated[RoomIn, Body()]) -> RoomOut:
     company = who.require_company()
     svc = services()
     members = list(dict.fromkeys([company, *body.members]))
+    most = svc.deps.settings.max_room_members
+    if len(members) > most:
+        raise LimitReached(f"a room of {len(members)} member companies", most, "MAX_ROOM_MEMBERS")
     unknown = [m for m in members if svc.deps.room.get_company(m) is None]
     if unknown:
         raise InvalidInput(f"members: no such company: {', '.join(unknown)}")
