@@ -457,6 +457,26 @@ def chain_width(agents: int) -> dict:
     return {"runs": len(result.runs), "model_requests": sum(result.model_requests.values()), "notices": notices}
 
 
+def state_bytes_by_room_size(stack: LocalStack, server: ProviderServer, sizes: tuple[int, ...] = (10, 1000)) -> dict:
+    """The largest state payload of a plain run in a room of each size in agents (``agents_10``,
+    ``agents_1000``: the same but for counters' digits, docs/design.md §2), in a room of its own."""
+    from quayutec.models import Agent, Room
+
+    d = quay_deps.default_deps()
+    with calls.owner(calls.SETUP):
+        d.room.put_room(Room(id="r-big", members=["acme", "bolt"]))
+        d.room.add_room_agent("r-big", "a1")
+    placed, out = 1, {}
+    for size in sizes:
+        with calls.owner(calls.SETUP):
+            for i in range(placed, size):
+                d.room.put_agent(Agent(id=f"big{i:04d}", company="bolt", provider="openai", model="gpt-test"))
+                d.room.add_room_agent("r-big", f"big{i:04d}", "bolt")
+        placed = size
+        out[f"agents_{size}"] = plain_runs(stack, server, 1, room="r-big")[-1].state_bytes
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -513,6 +533,7 @@ def main() -> None:
                 if m.kind == "reply" and m.created_at > msg.created_at
             )
             latencies.append((parse_iso(reply.created_at) - parse_iso(msg.created_at)).total_seconds())
+        state_bytes = state_bytes_by_room_size(stack, server)
         phases: dict[str, list[float]] = defaultdict(list)
         biggest = 0
         sfn = stack.client("stepfunctions")
@@ -540,6 +561,10 @@ def main() -> None:
     for name, values in phases.items():
         print(f"  phase {name:<20} median {statistics.median(values) * 1000:7.1f} ms")
     print(f"largest state payload       {biggest:8d} bytes (budget 32768)")
+    print(
+        f"largest state payload of a plain run by room size: {state_bytes['agents_10']} bytes with 10 agents, "
+        f"{state_bytes['agents_1000']} with 1,000"
+    )
     print(f"peak RSS                    {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:8.1f} MiB")
     print(f"(local-stack timings; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
     cold, warm = plain[0], plain[-1]
@@ -595,6 +620,8 @@ def main() -> None:
         # AWS reads ClaimAndReadFunction makes for retrieval in one run, cold index cache: a 10-line
         # file and a 3 MB file (the same number: one version pointer, one index object)
         "retrieval_reads_per_run": retrieval_figures,
+        # the run state carries no roster of the room: the same size in rooms of 10 and 1,000 agents
+        "state_bytes": state_bytes,
     }
     widths = {str(m): chain_width(m) for m in (3, 5)}
     for m, w in widths.items():
