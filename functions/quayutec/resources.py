@@ -345,7 +345,15 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "RecordFailureFunction",
         "quayutec.handlers.record_failure.handler",
         "RecordFailureFunctionArn",
-        touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
+        touches=(
+            "room:get",
+            "room:put",  # the notices of a run that ended without its reply (design §2)
+            "room:update",
+            "ledger:get",
+            "ledger:query",
+            "ledger:put",
+            "ledger:update",
+        ),
         reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST),
     ),
     FunctionDef(
@@ -365,7 +373,8 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "quayutec.handlers.reconciler.handler",
         # ledger:put: a request left pending when the execution ended is recorded "lost" (its
         # outcome is a put of the request's item, as CallModel writes it)
-        touches=("room:get", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
+        # room:put: the notices of a run that ended without its reply (design §2)
+        touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
         reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var),
     ),
     # The room API behind API Gateway (issue 4). API Gateway's integration timeout is 29 s.

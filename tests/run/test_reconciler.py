@@ -41,7 +41,7 @@ def _park_a_run(env: Env) -> str:
 
 def test_stopped_execution_gets_a_final_status_through_the_reconciler(env: Env) -> None:
     """StopExecution while CallModel's request is in flight: the execution is ABORTED outside any
-    Catch; the reconciler gives the claimed run ``failed_before_reply`` and nothing is in the room."""
+    Catch; the reconciler gives the claimed run ``failed_before_reply``; the room gets its notices only."""
     env.server.set_script("a1", [{"reply": {"text": "Too late.", "actions": []}, "delay_s": 1.5}])
     RoomService(env.deps.room).post_message("r1", Author(kind="person", id="ann", company="acme"), "@a1 plan it", [])
     sfn = env.stack.client("stepfunctions")
@@ -57,7 +57,11 @@ def test_stopped_execution_gets_a_final_status_through_the_reconciler(env: Env) 
     assert run is not None and run.status == "failed_before_reply"
     assert "reply not posted" in run.not_done
     assert env.stack.stats.executions_reconciled == 1
-    assert [m.kind for m in env.deps.room.all_messages("r1")] == ["message"]  # no reply in the room
+    # no reply in the room; its notices (the room's, and acme's with the cause) say so
+    assert [m.kind for m in env.deps.room.all_messages("r1")] == ["message", "notice", "notice"]
+    assert [m.text.split(" (")[0] for m in env.deps.room.recent_messages("r1", 10, reader="bolt")[1:]] == [
+        "a1 could not answer"
+    ]
 
 
 def test_reconciler_timed_out_and_idempotent(env: Env) -> None:

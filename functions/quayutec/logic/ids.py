@@ -31,6 +31,12 @@ def notice_id(run_id: str, step: str, agent_id: str) -> str:
     return f"notice-{run_id}-{step}-{_UNSAFE.sub('-', agent_id)}"
 
 
+def run_end_notice_ids(run_id: str) -> tuple[str, str]:
+    """The two notices of a run that ended without its reply (design §2): the room's (everyone
+    sees it) and its company's (the cause)."""
+    return f"notice-{run_id}-unanswered", f"notice-{run_id}-cause"
+
+
 def chain_notice_id(chain_id: str) -> str:
     """The one notice of a chain that reached its bound (design §3)."""
     return f"notice-chain-{_UNSAFE.sub('-', chain_id)}"

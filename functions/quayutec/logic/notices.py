@@ -9,6 +9,7 @@ A notice wakes no one (design §3): it is written with no wakes, e.g.
 
 from __future__ import annotations
 
+from quayutec.logic import ids
 from quayutec.models import Author, Message, now_iso
 
 #: Where every notice id starts: never an id a person's message (``msg-…``) or a reply (``reply-…``) has.
@@ -42,3 +43,46 @@ def company_notice(
         visible_to=company,
         created_at=now_iso(),
     )
+
+
+#: The words of a run's end without its reply, by final status (design §2).
+_UNANSWERED = {
+    "failed_before_reply": "could not answer",
+    "timed_out": "ran out of time before it answered",
+}
+#: The longest cause a company's notice quotes (the ledger keeps the whole message).
+CAUSE_CHARS = 500
+
+
+def unanswered_notices(
+    *, run_id: str, room_id: str, agent_id: str, company: str, status: str, error: str, message: str
+) -> list[Message]:
+    """The notices of a run that ended without its reply (``status``: ``failed_before_reply`` or
+    ``timed_out``; any other: none), so no one waits for an answer that will not come (design
+    §2): one that everyone in the room sees ("acme.a1 could not answer (run …); ask again to
+    retry"), and one that only the agent's ``company`` sees, with the cause (``error``, the error
+    name, and the first :data:`CAUSE_CHARS` characters of ``message``). Both are keyed from the
+    run (:func:`quayutec.logic.ids.run_end_notice_ids`), so a retried or concurrent close writes
+    each once; they wake no one."""
+    what = _UNANSWERED.get(status)
+    if what is None:
+        return []
+    public_id, cause_id = ids.run_end_notice_ids(run_id)
+    public = Message(
+        id=public_id,
+        room_id=room_id,
+        author=Author(kind="system", id="quayutec"),
+        kind="notice",
+        text=f"{agent_id} {what} (run {run_id}); ask again to retry.",
+        run_id=run_id,
+        created_at=now_iso(),
+    )
+    cause = " ".join(message.split())[:CAUSE_CHARS]
+    private = company_notice(
+        id=cause_id,
+        room_id=room_id,
+        company=company,
+        text=f"Why {agent_id} did not answer (run {run_id}, {status}): {error}" + (f": {cause}" if cause else ""),
+        run_id=run_id,
+    )
+    return [public, private]

@@ -13,6 +13,7 @@ from quayutec import cost_line
 from quayutec.deps import Deps
 from quayutec.errors import RunStopped
 from quayutec.logic import ids, rights
+from quayutec.logic.notices import unanswered_notices
 from quayutec.logic.phases.common import (
     _finish_request,
     _iso,
@@ -22,6 +23,7 @@ from quayutec.logic.phases.common import (
 from quayutec.models import (
     FINAL_STATUSES,
     ActionRecord,
+    ModelRequestRecord,
     RunRecord,
     RunState,
 )
@@ -77,6 +79,16 @@ def _write_landed(deps: Deps, run: RunRecord, a: ActionRecord) -> bool:
     )
 
 
+def _cause(message: str, requests: list[ModelRequestRecord]) -> str:
+    """What a company's notice says of why its run ended: the provider's own answer when the last
+    model request ended in an error (its status, type and message, as stored), else ``message``."""
+    last = requests[-1] if requests else None
+    if last is None or last.outcome != "error":
+        return message
+    said = ": ".join(x for x in (last.error_type, last.message) if x)
+    return f"the {last.provider} API answered {last.status}" + (f" ({said})" if said else "") + f"; {message}"
+
+
 def close_failed_run(
     deps: Deps,
     run_id: str,
@@ -94,7 +106,8 @@ def close_failed_run(
     if execution_arn and run.execution_arn != execution_arn:
         return None
     status = final_status_for(deps, run, error_name)
-    for q in deps.ledger.model_requests(run_id):
+    requests = deps.ledger.model_requests(run_id)
+    for q in requests:
         if q.outcome == "pending":  # sent, but the run ended before its outcome was recorded
             _finish_request(
                 deps,
@@ -135,6 +148,18 @@ def close_failed_run(
     )
     if status != "failed_after_reply" and not posted:
         not_done.insert(0, "reply not posted")
+        # No one waits for an answer that will not come: the room is told, the company why. Before
+        # the final write: a close that crashes in between writes them again, once (keyed ids).
+        for notice in unanswered_notices(
+            run_id=run_id,
+            room_id=run.room_id,
+            agent_id=run.agent_id,
+            company=run.company,
+            status=status,
+            error=error_name,
+            message=_cause(message, requests),
+        ):
+            deps.room.put_message(notice)
     if deps.ledger.finish_run(
         run_id,
         status,
