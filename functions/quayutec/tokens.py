@@ -7,7 +7,8 @@ numbers, punctuation and white space, and a word at its case changes), and each 
 charged what such a tokenizer could need for it at most on real text:
 
 * a word: one token per 4 letters or part of them, one more when it has more than 4 (a long or
-  rare word is cut in pieces; "Pneumonoultramicroscopic" is many);
+  rare word is cut in pieces; "Pneumonoultramicroscopic" is many); a word in capitals one per letter
+  (capitals are cut finer than any other word: "ASL" is two, "PITR" three);
 * a run of digits: one token per 2 digits (tokenizers cut numbers in groups of 1 to 3);
 * a run of white space: a single space or line break is charged 1 (it usually rides on the next
   word: the charge is slack); longer runs one per 4 characters (indentation);
@@ -47,6 +48,8 @@ def _cost(piece: str) -> int:
     if first.isascii():
         if first.isalpha():
             if n <= 2:
+                return n
+            if piece.isupper():  # an acronym: capitals are cut fine ("ASL": "AS", "L"; "PITR" three)
                 return n
             if _PRONOUNCEABLE(piece):
                 return (n + 3) // 4 + (1 if n > 4 else 0) if n <= 10 else (n + 2) // 3 + 1

@@ -73,6 +73,13 @@ def test_english_is_not_overcounted_absurdly(real) -> None:
         assert estimate_tokens(text) <= 2.5 * real(text), kind
 
 
+def test_acronyms_are_not_undercounted(real) -> None:
+    """A word in capitals alone is cut like a rare word (the README's "ASL" took 2, estimated 1)."""
+    for word in ("ASL", "CDK", "SQS", "IAM", "README", "HTTPS", "API", "JSON", "TTL", "PITR"):
+        assert estimate_tokens(word) >= real(word), word
+        assert estimate_tokens(f" {word}") >= real(f" {word}"), word
+
+
 def test_empty_and_trivial() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("a") >= 1
