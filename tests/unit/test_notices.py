@@ -100,6 +100,9 @@ def test_a_repeated_post_never_answers_a_notice_of_another_company() -> None:
         def room_agent_ids(self, room_id: str) -> list[str]:
             return []
 
+        def named_room_agents(self, room_id: str, refs: list[str]) -> dict[str, str]:
+            return {}
+
         def put_message(self, message: Message, wakes: object) -> bool:
             return False  # the id is taken
 

@@ -424,21 +424,20 @@ class RoomStore:
         """The agents of the room that ``refs`` name → their companies: a ref is an agent's full
         id (``acme.planner``: its link item) or its name, letter case aside (``Planner``: the
         room's name item, one agent per name). One consistent ``BatchGetItem`` whatever the
-        room's size (a rights decision rests on the companies it returns); at most 99 distinct
-        refs, the caller bounds them (:data:`quayutec.logic.phases.decide_and_post.MAX_NAMED_REFS`).
-        Raises ValueError past 99, TransientError as :meth:`run_reads`."""
+        room's size (a rights decision rests on the companies it returns), one per 99 distinct
+        refs: the callers bound them (:data:`quayutec.logic.phases.decide_and_post.MAX_NAMED_REFS`).
+        Raises TransientError as :meth:`run_reads`."""
         pk = _room_pk(room_id)
         keys = list(
             dict.fromkeys(
                 (pk, f"AGENT#{ref}") if "." in ref else (pk, f"NAME#agent#{name_key(ref)}") for ref in refs if ref
             )
         )
-        if len(keys) > 99:
-            raise ValueError(f"{len(keys)} agent refs: at most 99 in one read")
-        if not keys:
-            return {}
-        found, _ = self._batch_get(keys)
-        return {str(i["agent_id"]): str(i["company"]) for i in found.values() if "company" in i}
+        out: dict[str, str] = {}
+        for start in range(0, len(keys), 99):
+            found, _ = self._batch_get(keys[start : start + 99])
+            out.update({str(i["agent_id"]): str(i["company"]) for i in found.values() if "company" in i})
+        return out
 
     def room_agents(self, room_id: str) -> dict[str, str]:
         """The agents of a room → their companies: one query (each link carries its agent's

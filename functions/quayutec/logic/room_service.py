@@ -23,8 +23,8 @@ def _new_id(prefix: str, idempotency_key: str | None) -> str:
 
 
 #: A person's message: its first distinct @refs resolved against the room (with its ``to``, at
-#: most 50, one read of at most 99 keys whatever the room's size; docs/design.md §3).
-MAX_MENTION_REFS = 49
+#: most 50, at most three reads of 99 keys whatever the room's size; docs/design.md §3).
+MAX_MENTION_REFS = 3 * 99 - 50
 
 
 class RoomService:
@@ -69,9 +69,9 @@ class RoomService:
         return list(dict.fromkeys(a for _, a in resolved if a is not None))
 
     def _named(self, room_id: str, refs: list[str]) -> dict[str, str]:
-        """The room's agents ``refs`` name → their companies: one read whatever the room's size
-        (at most 99 distinct refs; the callers bound them)."""
-        return self.store.named_room_agents(room_id, list(dict.fromkeys(refs))[:99])
+        """The room's agents ``refs`` name → their companies: a read per 99 distinct refs whatever
+        the room's size (the callers bound them)."""
+        return self.store.named_room_agents(room_id, list(dict.fromkeys(refs)))
 
     # ------------------------------------------------------------------ messages
     def post_message(

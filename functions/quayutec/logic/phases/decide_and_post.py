@@ -43,9 +43,9 @@ from quayutec.models import (
 from quayutec.seams import part
 
 #: The distinct @refs of a reply that are resolved against the room (its first ones, in text
-#: order): with the declared actions' ``to`` (at most :data:`MAX_ACTIONS`) one read of at most 99
-#: keys, whatever the room's size (docs/design.md §2: the run state carries no room roster).
-MAX_NAMED_REFS = 99 - MAX_ACTIONS
+#: order): with the declared actions' ``to`` (at most :data:`MAX_ACTIONS`) at most three reads of
+#: 99 keys, whatever the room's size (docs/design.md §2: the run state carries no room roster).
+MAX_NAMED_REFS = 3 * 99 - MAX_ACTIONS
 
 
 def named_refs(reply: dict[str, Any]) -> list[str]:
