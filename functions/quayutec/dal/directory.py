@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quayutec.dal.aws import is_condition_failure, paginate_query, transact_new, transient_errors, update_if
 from quayutec.dal.room import RoomStore, visible_messages
-from quayutec.errors import InvalidInput
+from quayutec.errors import InvalidInput, NotFound
 from quayutec.models import Agent, Company, Message, RightsPolicy, Room
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
@@ -101,6 +101,26 @@ class Directory:
             ConditionExpression="attribute_exists(pk) AND NOT contains(people, :one)",
             ExpressionAttributeValues={":p": [person], ":one": person},
         )
+
+    def external_id(self, company_id: str, candidate: str) -> str:
+        """The company's external id for its Bedrock roles (docs/design.md §5): the one it has, or
+        ``candidate`` stored as its first (one conditional update: two first roles at once get
+        one id). Raises ``NotFound`` for an unknown company, TransientError on throttling."""
+        try:
+            with transient_errors():
+                answer = self.db.update_item(
+                    TableName=self.table,
+                    Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
+                    UpdateExpression="SET external_id = if_not_exists(external_id, :e)",
+                    ConditionExpression="attribute_exists(pk)",
+                    ExpressionAttributeValues={":e": candidate},
+                    ReturnValues="UPDATED_NEW",
+                )
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                raise NotFound(f"company {company_id!r} does not exist") from None
+            raise
+        return str(answer["Attributes"]["external_id"])
 
     def set_policy(self, company_id: str, policy: RightsPolicy) -> bool:
         return update_if(
