@@ -104,23 +104,25 @@ class Directory:
 
     def external_id(self, company_id: str, candidate: str) -> str:
         """The company's external id for its Bedrock roles (docs/design.md §5): the one it has, or
-        ``candidate`` stored as its first (one conditional update: two first roles at once get
-        one id). Raises ``NotFound`` for an unknown company, TransientError on throttling."""
-        try:
-            with transient_errors():
-                answer = self.db.update_item(
-                    TableName=self.table,
-                    Key={"pk": f"COMPANY#{company_id}", "sk": "META"},
-                    UpdateExpression="SET external_id = if_not_exists(external_id, :e)",
-                    ConditionExpression="attribute_exists(pk)",
-                    ExpressionAttributeValues={":e": candidate},
-                    ReturnValues="UPDATED_NEW",
-                )
-        except ClientError as exc:
-            if is_condition_failure(exc):
-                raise NotFound(f"company {company_id!r} does not exist") from None
-            raise
-        return str(answer["Attributes"]["external_id"])
+        ``candidate`` stored as its first (a conditional update: of two first roles at once, one id
+        is kept). Raises ``NotFound`` for an unknown company, TransientError on throttling."""
+        key = {"pk": f"COMPANY#{company_id}", "sk": "META"}
+        stored = update_if(
+            self.db,
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="SET external_id = :e",
+            # A company written before it had one holds no attribute, or a null one.
+            ConditionExpression="attribute_exists(pk) AND "
+            "(attribute_not_exists(external_id) OR attribute_type(external_id, :null))",
+            ExpressionAttributeValues={":e": candidate, ":null": "NULL"},
+        )
+        if stored:
+            return candidate
+        company = self.store.get_company(company_id)
+        if company is None or company.external_id is None:
+            raise NotFound(f"company {company_id!r} does not exist")
+        return company.external_id
 
     def set_policy(self, company_id: str, policy: RightsPolicy) -> bool:
         return update_if(
