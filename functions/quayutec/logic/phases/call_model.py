@@ -1,5 +1,7 @@
 """CallModel (SPEC §2.3): the next model request of the run, at most 3 in all, each recorded in the
-ledger before it is sent. The only phase that reads a company's key.
+ledger before it is sent. The only phase that reads a company's key, or assumes its Bedrock role
+(a ``bedrock`` agent with ``role_arn``: STS ``AssumeRole`` with the company's external id, the
+session kept and refreshed by the adapter, docs/design.md §5).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def call_model(deps: Deps, state: RunState) -> RunState:
 
     Each request is recorded in the ledger before it is sent; the cap counts recorded requests,
     so a retried step never makes a 4th. A reply already stored under the run is reused.
+    An agent under its company's role reads no key; an STS refusal of the role is a final
+    ``role_denied`` failure whose reason names the role, STS throttling a retryable ``rate_limit``.
     Returns ``model.outcome`` ``reply`` or ``wait`` (with whole ``wait_seconds`` for the ASL's
     Wait state); ``not_started`` for a wake the claim did not start (design §2.1, §3: passed
     through with no call, so the state machine ends it without a state of its own for every
