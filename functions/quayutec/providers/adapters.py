@@ -11,7 +11,9 @@ SDK retries are off (``max_retries=0``; botocore ``total_max_attempts=1``): a ca
 :func:`call_model` is exactly one HTTP request, and the retry policy is
 :func:`quayutec.providers.decide_next` alone. Clients are built per call (no client exists at
 import time). A warm Lambda reuses its clients (and so their connections: no TLS handshake per
-request) per provider, base URL and key, in a small LRU (:func:`_sdk_client`); an owner's own
+request) per provider, base URL and key (for a ``bedrock`` agent under its company's role: per
+role, external id and session, the session's credentials refreshed by botocore before they expire),
+in a small LRU (:func:`_sdk_client`); an owner's own
 address is resolved, checked and pinned per request, its client never kept. SDKs are imported on
 first use, so importing this package stays cheap. Requests do not stream.
 """

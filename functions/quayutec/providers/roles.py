@@ -34,7 +34,8 @@ from .models import ProviderFailure
 
 #: The STS operation named in a failure's ``error_code`` (the classifier's marker of STS errors).
 ASSUME_ROLE = "AssumeRole"
-#: How long an assumed-role session lasts, seconds (STS's default; a role's maximum is at least it).
+#: How long an assumed-role session lasts, seconds: STS's default, and the most a session assumed
+#: from another role's session may last (CallModel runs as its own role: role chaining).
 SESSION_SECONDS = 3600
 #: Sessions kept across warm invocations.
 SESSION_CACHE_SIZE = 8
