@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: A company's Bedrock role (docs/design.md §5) is a role whose name starts with this, in the
+#: company's own account, without a path: ``arn:aws:iam::<account>:role/quayutec-bedrock-<rest>``
+#: (the API refuses any other ARN). CallModel's ``sts:AssumeRole`` is granted on
+#: :data:`BEDROCK_ROLE_ARN_PATTERN` only (the stack's partition in place of the first ``*``).
+BEDROCK_ROLE_PREFIX = "quayutec-bedrock-"
+BEDROCK_ROLE_ARN_PATTERN = f"arn:*:iam::*:role/{BEDROCK_ROLE_PREFIX}*"
+
 
 # --------------------------------------------------------------------------- tables
 @dataclass(frozen=True)
@@ -214,6 +221,8 @@ class FunctionDef:
     #                            | idempotency (GetItem, Query, PutItem, UpdateItem, DeleteItem)
     #   "<table>:query@<index>"  Query on one of the table's indexes
     #   "rundata:get|put"        run data objects under runs/ ; "secrets:read|write" provider keys
+    #   "roles:assume"           sts:AssumeRole on the companies' Bedrock roles, only those whose
+    #                            name starts with BEDROCK_ROLE_PREFIX, in any account (docs/design.md §5)
     #   "files:get|put|delete"   uploaded room files under uploads/ (put: signs the upload POST)
     #   "index:get|put"          the rooms' retrieval index objects under index/
     #   "ingest:consume"         the ingest queue (S3 events of uploads/)
@@ -278,6 +287,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "rundata:get",
             "rundata:put",
             "secrets:read",
+            "roles:assume",  # a bedrock agent's company role (docs/design.md §5)
         ),
         reads=(
             ROOM_TABLE.env_var,

@@ -55,6 +55,7 @@ KNOWN_TOUCHES = frozenset(
         "rundata:put",
         "secrets:read",
         "secrets:write",
+        "roles:assume",
         "queue:send",
         "queue:consume",
         "states:start",
@@ -95,6 +96,18 @@ def secret_arn_pattern(scope: Construct, settings: Settings) -> str:
         resource_name=f"{settings.secret_prefix}/{settings.stage}/*",
         arn_format=ArnFormat.COLON_RESOURCE_NAME,
     )
+
+
+def bedrock_role_arn_pattern(scope: Construct) -> str:
+    """Every company Bedrock role CallModel may assume (docs/design.md §5): a role named
+    ``quayutec-bedrock-*`` in any account of the stack's partition (``R.BEDROCK_ROLE_PREFIX``)."""
+    return Stack.of(scope).format_arn(
+        service="iam", region="", account="*", resource="role", resource_name=f"{R.BEDROCK_ROLE_PREFIX}*"
+    )
+
+
+#: The cdk-nag IAM5 finding id of :func:`bedrock_role_arn_pattern`.
+BEDROCK_ROLE_FINDING = f"Resource::arn:<AWS::Partition>:iam::*:role/{R.BEDROCK_ROLE_PREFIX}*"
 
 
 def secret_finding(settings: Settings) -> str:
@@ -332,6 +345,19 @@ class Functions(Construct):
                 else "The API creates or rotates a key (never reads one), only for the caller's own company."
             )
             nag.acknowledge(role, "IAM5", reason, secret_finding(self._settings))
+        elif touch == "roles:assume":
+            role.add_to_policy(
+                iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[bedrock_role_arn_pattern(self)])
+            )
+            nag.acknowledge(
+                role,
+                "IAM5",
+                f"A bedrock agent may run under its company's own role, in the company's account "
+                f"(docs/design.md §5): the accounts are not known at deploy time, so the grant is every "
+                f"role named '{R.BEDROCK_ROLE_PREFIX}*'; the API stores only such ARNs, and each role's "
+                "trust policy requires the company's external id, which the service generates.",
+                BEDROCK_ROLE_FINDING,
+            )
         elif touch in _FILE_TOUCHES:
             action, prefix = _FILE_TOUCHES[touch]
             bucket = self._storage.bucket(R.FILES_BUCKET)

@@ -252,6 +252,8 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict], Pairs]] = {
     ("secrets-manager", "PutSecretValue"): _secret("PutSecretValue"),
     ("secrets-manager", "UpdateSecret"): _secret("UpdateSecret"),
     ("lambda", "Invoke"): lambda p: [("lambda:InvokeFunction", lambda_arn(p["FunctionName"]))],
+    # A company's Bedrock role (docs/design.md §5): the role is the resource.
+    ("sts", "AssumeRole"): lambda p: [("sts:AssumeRole", p["RoleArn"])],
     # Needs no permission (STS GetCallerIdentity: "No permissions are required").
     ("sts", "GetCallerIdentity"): lambda p: [],
 }

@@ -585,6 +585,8 @@ app.add_typer(agent_app, name="agent")
 
 def _agent_line(a: dict) -> str:
     key = "key stored" if a.get("key_stored") else "no key stored"
+    if a.get("role_arn"):  # docs/design.md §5: the trust policy needs the external id
+        key = f"role {a['role_arn']}  external id {a.get('external_id')}"
     base = f"  base_url {a['base_url']}" if a.get("base_url") else ""
     wake = f"  wakes from {a['wake_from']}" if a.get("wake_from", "anyone") != "anyone" else ""
     wake += f"  context {a['max_context_tokens']:,} tokens" if a.get("max_context_tokens") else ""
@@ -615,6 +617,13 @@ def agent_register(
         ),
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="An openai-compatible agent's model address.")] = None,
+    role_arn: Annotated[
+        str | None,
+        typer.Option(
+            help="A bedrock agent's company role instead of a key: arn:aws:iam::ACCOUNT:role/quayutec-bedrock-NAME; "
+            "put the external id shown in its trust policy (docs/deploy.md)."
+        ),
+    ] = None,
     wake_from: Annotated[
         str | None,
         typer.Option(help="Who may wake it: anyone (the default), people, or own_company."),
@@ -641,6 +650,7 @@ def agent_register(
             base_url=base_url,
             wake_from=wake_from,
             max_context_tokens=max_context_tokens,
+            role_arn=role_arn,
         )
     )
     _show(a, as_json, lambda a: [_agent_line(a)])

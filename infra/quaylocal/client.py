@@ -159,8 +159,11 @@ class QuayClient:
         base_url: str | None = None,
         wake_from: str | None = None,
         max_context_tokens: int | None = None,
+        role_arn: str | None = None,
     ) -> dict:
-        """Register your company's agent ``name``; its id is ``{company}.{name}``."""
+        """Register your company's agent ``name``; its id is ``{company}.{name}``. ``role_arn``: a
+        bedrock agent's company role instead of a key (the answer's ``external_id`` goes in the
+        role's trust policy; docs/design.md §5)."""
         body: dict[str, Any] = {"name": name, "provider": provider, "model": model, "instructions": instructions}
         if wake_from is not None:
             body["wake_from"] = wake_from
@@ -170,6 +173,8 @@ class QuayClient:
             body["api_key"] = api_key
         if base_url is not None:
             body["base_url"] = base_url
+        if role_arn is not None:
+            body["role_arn"] = role_arn
         return self.call("POST", "/agents", body)
 
     def agents(self) -> list[dict]:

@@ -37,7 +37,9 @@ exhausted`` in the provider's error format and the agent id is appended to ``exh
 request whose key does not match ``keys[agent_id]`` gets ``401`` (Anthropic, OpenAI) or ``403
 AccessDeniedException`` (Bedrock, which answers auth failures with 403) and consumes no entry.
 Every response carries a request id header (``request-id`` / ``x-request-id`` /
-``x-amzn-RequestId``). Thread-safe.
+``x-amzn-RequestId``). A SigV4-signed Bedrock request (an agent under its company's role, docs/
+design.md §5) is answered like any other; ``RecordedRequest.signed_by`` keeps its access key id.
+Thread-safe.
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ class RecordedRequest:
     request_id: str
     model: str | None = None
     usage: dict[str, int] | None = None  # the tokens the reply reported: {"input": n, "output": m}
+    #: A SigV4-signed request (a bedrock agent under its company's role): the access key id of its
+    #: ``Authorization: AWS4-HMAC-SHA256 Credential=<id>/...`` header (an id, not a secret).
+    signed_by: str | None = None
 
 
 @dataclass
@@ -237,7 +242,16 @@ class ProviderServer:
                     _input_tokens(body),
                 )
             record = RecordedRequest(
-                sent_id, provider, path, body, response.status, time.time(), request_id, model, response.usage
+                sent_id,
+                provider,
+                path,
+                body,
+                response.status,
+                time.time(),
+                request_id,
+                model,
+                response.usage,
+                _sigv4_key_id(headers),
             )
             self.requests.append(record)
             self._counts[agent_id] = self._counts.get(agent_id, 0) + 1
@@ -378,6 +392,14 @@ def _presented_key(provider: str, headers: Any) -> str | None:
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
     return None
+
+
+_SIGV4 = re.compile(r"AWS4-HMAC-SHA256\s+Credential=([A-Z0-9]+)/")
+
+
+def _sigv4_key_id(headers: Any) -> str | None:
+    match = _SIGV4.match(headers.get("Authorization") or "")
+    return match.group(1) if match else None
 
 
 def _text_of(content: Any) -> str:

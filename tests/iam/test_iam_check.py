@@ -173,3 +173,23 @@ def test_a_presigned_url_counts_as_the_action_it_grants(monkeypatch) -> None:
     assert [(c.owner, c.pairs) for c in seen.calls] == [
         ("function:Fn", (("s3:GetObject", "arn:aws:s3:::b/runs/x.json"),))
     ]
+
+
+def test_callmodel_may_assume_only_roles_named_quayutec_bedrock(iam_roles) -> None:
+    """docs/design.md §5: CallModel's sts:AssumeRole is on arn:<partition>:iam::*:role/quayutec-bedrock-*
+    alone, and no other function may assume any role."""
+
+    def assume(owner: str, arn: str) -> C.Call:
+        pairs = C.OPERATIONS[("sts", "AssumeRole")]({"RoleArn": arn, "RoleSessionName": "s"})
+        return C.Call(owner=owner, service="sts", operation="AssumeRole", pairs=tuple(pairs))
+
+    call_model = C.function_owner("CallModelFunction")
+    allowed = [assume(call_model, "arn:aws:iam::210987654321:role/quayutec-bedrock-acme")]
+    assert iam_roles.check(allowed) == ([], [])
+    refused = [
+        assume(call_model, "arn:aws:iam::210987654321:role/admin"),
+        assume(call_model, "arn:aws:iam::123456789012:role/OrganizationAccountAccessRole"),
+        assume(C.function_owner("ApiFunction"), "arn:aws:iam::210987654321:role/quayutec-bedrock-acme"),
+    ]
+    denials, _ = iam_roles.check(refused)
+    assert len(denials) == 3, denials

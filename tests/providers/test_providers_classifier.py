@@ -11,6 +11,26 @@ pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 
 # row name -> (provider, status, error type, error code, message, category, retryable)
 ROW_CASES: dict[str, tuple] = {
+    # A bedrock agent's company role (docs/design.md §5): STS AssumeRole's own errors.
+    "sts-access-denied": (
+        "bedrock",
+        403,
+        "AccessDenied",
+        "AssumeRole",
+        "User: arn:aws:sts::1:assumed-role/r/s is not authorized to perform: sts:AssumeRole",
+        "role_denied",
+        False,
+    ),
+    "sts-throttling": ("bedrock", 400, "Throttling", "AssumeRole", "Rate exceeded", "rate_limit", True),
+    "sts-other-4xx": (
+        "bedrock",
+        400,
+        "RegionDisabledException",
+        "AssumeRole",
+        "STS is not activated",
+        "role_denied",
+        False,
+    ),
     "anthropic-credit-balance": (
         "anthropic",
         400,

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quayutec.dal.aws import is_condition_failure, paginate_query, transact_new, transient_errors, update_if
 from quayutec.dal.room import RoomStore, visible_messages
-from quayutec.errors import InvalidInput
+from quayutec.errors import InvalidInput, NotFound
 from quayutec.models import Agent, Company, Message, RightsPolicy, Room
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
@@ -107,6 +107,28 @@ class Directory:
             ConditionExpression=condition,
             ExpressionAttributeValues=values,
         )
+
+    def external_id(self, company_id: str, candidate: str) -> str:
+        """The company's external id for its Bedrock roles (docs/design.md §5): the one it has, or
+        ``candidate`` stored as its first (a conditional update: of two first roles at once, one id
+        is kept). Raises ``NotFound`` for an unknown company, TransientError on throttling."""
+        key = {"pk": f"COMPANY#{company_id}", "sk": "META"}
+        stored = update_if(
+            self.db,
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="SET external_id = :e",
+            # A company written before it had one holds no attribute, or a null one.
+            ConditionExpression="attribute_exists(pk) AND "
+            "(attribute_not_exists(external_id) OR attribute_type(external_id, :null))",
+            ExpressionAttributeValues={":e": candidate, ":null": "NULL"},
+        )
+        if stored:
+            return candidate
+        company = self.store.get_company(company_id)
+        if company is None or company.external_id is None:
+            raise NotFound(f"company {company_id!r} does not exist")
+        return company.external_id
 
     def set_policy(self, company_id: str, policy: RightsPolicy) -> bool:
         return update_if(

@@ -15,6 +15,8 @@ Use::
 * :func:`decide_next` — at most 3 requests per call; ``retry-after`` up to 20 s (exact value),
   rounded up; otherwise 2 s then 8 s; an owner-supplied base URL gets one request.
 * :data:`RULES` — the classifier table (provider markers -> category, retryable).
+* :mod:`quayutec.providers.roles` — a ``bedrock`` agent's company role (docs/design.md §5): the
+  ARN shape, the external id, the assumed-role sessions kept and refreshed across calls.
 """
 
 from .adapters import BEDROCK_END_USER_KEY, REQUEST_ID_HEADERS, call_model, load_sdk

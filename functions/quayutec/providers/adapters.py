@@ -4,13 +4,16 @@
 * ``openai``: ``openai.OpenAI(...).chat.completions.create`` (OpenAI Chat Completions API).
 * ``openai-compatible``: the same, against the owner's ``base_url``.
 * ``bedrock``: boto3 ``bedrock-runtime`` ``converse`` (Amazon Bedrock Runtime Converse API),
-  authenticated with a Bedrock API key as a bearer token.
+  authenticated with a Bedrock API key as a bearer token, or SigV4-signed with the credentials of
+  the company's role (``ModelCall.role_arn``, assumed through STS: docs/design.md §5).
 
 SDK retries are off (``max_retries=0``; botocore ``total_max_attempts=1``): a call of
 :func:`call_model` is exactly one HTTP request, and the retry policy is
 :func:`quayutec.providers.decide_next` alone. Clients are built per call (no client exists at
 import time). A warm Lambda reuses its clients (and so their connections: no TLS handshake per
-request) per provider, base URL and key, in a small LRU (:func:`_sdk_client`); an owner's own
+request) per provider, base URL and key (for a ``bedrock`` agent under its company's role: per
+role, external id and session, the session's credentials refreshed by botocore before they expire),
+in a small LRU (:func:`_sdk_client`); an owner's own
 address is resolved, checked and pinned per request, its client never kept. SDKs are imported on
 first use, so importing this package stays cheap. Requests do not stream.
 """
@@ -73,7 +76,7 @@ def call_model(call: ModelCall) -> ModelReply:
     server can echo the ``Authorization`` header in its text, tool calls or request id).
     """
     adapter = _ADAPTERS[call.provider]
-    problem = key_problem(call.api_key.get_secret_value())
+    problem = None if call.role_arn else key_problem(call.api_key.get_secret_value())
     if problem:  # nothing is sent: the HTTP client would refuse the header, quoting it
         _raise(
             call,
@@ -236,9 +239,12 @@ def _cached_client(cache_key: tuple, make: Callable[[], Any]) -> Any:
 
 
 def clear_clients() -> None:
-    """Forget the kept SDK clients (tests; a process that changed its endpoints)."""
+    """Forget the kept SDK clients and role sessions (tests; a process that changed its endpoints)."""
+    from . import roles
+
     with _CLIENTS_LOCK:
         _CLIENTS.clear()
+    roles.clear_sessions()
 
 
 @contextmanager
@@ -410,8 +416,38 @@ def _bedrock_client(call: ModelCall) -> Any:
     ``bearer`` signer does the same but refuses plain HTTP, which the local provider server
     speaks; the hook allows plain HTTP to a loopback address only.
     """
-    import boto3
     import botocore
+
+    client = _bedrock_runtime(call, signature_version=botocore.UNSIGNED)
+    bearer = f"Bearer {call.api_key.get_secret_value()}"
+
+    def add_bearer(request: Any, **_: Any) -> None:
+        request.headers["Authorization"] = bearer
+
+    client.meta.events.register("request-created.bedrock-runtime.Converse", add_bearer)
+    return client
+
+
+def _bedrock_role_client(call: ModelCall, creds: Any) -> Any:
+    """A ``bedrock-runtime`` client for one role session (docs/design.md §5): SigV4-signed with
+    ``creds`` (the session's refreshable credentials, :func:`quayutec.providers.roles.credentials`),
+    the only credentials its botocore session knows (it never reads the function's own)."""
+    from botocore.credentials import CredentialProvider, CredentialResolver
+
+    class _Session(CredentialProvider):
+        METHOD = CANONICAL_NAME = "quayutec-assume-role"
+
+        def load(self) -> Any:
+            return creds
+
+    return _bedrock_runtime(call, credential_provider=CredentialResolver(providers=[_Session()]))
+
+
+def _bedrock_runtime(call: ModelCall, signature_version: Any = None, credential_provider: Any = None) -> Any:
+    """A ``bedrock-runtime`` client of the call's endpoint, region and timeout, no SDK retries.
+    Refuses (``ValueError``) plain HTTP to a host that is not a loopback one: neither a key nor a
+    session token is sent in clear."""
+    import boto3
     import botocore.session
     from botocore.config import Config
 
@@ -419,25 +455,23 @@ def _bedrock_client(call: ModelCall) -> Any:
     if endpoint is not None:
         parsed = urlsplit(endpoint)
         if parsed.scheme != "https" and (parsed.hostname or "") not in _LOOPBACK_HOSTS:
-            raise ValueError("a Bedrock API key is only sent over HTTPS (or plain HTTP to a loopback address)")
+            raise ValueError(
+                "a Bedrock API key or session token is only sent over HTTPS (or plain HTTP to a loopback address)"
+            )
     session = botocore.session.Session()
     session.register_component("data_loader", _shared_loader())
+    if credential_provider is not None:
+        session.register_component("credential_provider", credential_provider)
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     config = Config(
-        signature_version=botocore.UNSIGNED,
         retries={"total_max_attempts": 1, "mode": "standard"},
         connect_timeout=call.timeout_s,
         read_timeout=call.timeout_s,
+        **({"signature_version": signature_version} if signature_version is not None else {}),
     )
     client = boto3.session.Session(botocore_session=session).client(
         "bedrock-runtime", region_name=region, endpoint_url=endpoint, config=config
     )
-    bearer = f"Bearer {call.api_key.get_secret_value()}"
-
-    def add_bearer(request: Any, **_: Any) -> None:
-        request.headers["Authorization"] = bearer
-
-    client.meta.events.register("request-created.bedrock-runtime.Converse", add_bearer)
     # The raw response of the calling thread's request (a kept client serves many calls).
     client.meta.events.register("before-parse.bedrock-runtime.Converse", _keep_raw)
     return client
@@ -459,15 +493,28 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
     from botocore.parsers import ResponseParserError
 
     key = call.api_key.get_secret_value()
-    # Kept per endpoint, key, timeout (botocore sets it per client) and region.
+    # Kept per endpoint, key (or role session), timeout (botocore sets it per client) and region.
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    client = _cached_client(
-        ("bedrock", call.base_url, _key_digest(key), call.timeout_s, region), lambda: _bedrock_client(call)
-    )
+    creds: Any = None
+    if call.role_arn and call.external_id and call.role_session:
+        from . import roles
+
+        creds = roles.credentials(call.role_arn, call.external_id, call.role_session)
+        identity: tuple = ("role", call.role_arn, call.external_id, call.role_session)
+        make = lambda: _bedrock_role_client(call, creds)  # noqa: E731
+    else:
+        identity = ("key", _key_digest(key))
+        make = lambda: _bedrock_client(call)  # noqa: E731
+    client = _cached_client(("bedrock", call.base_url, *identity, call.timeout_s, region), make)
     seen: dict[str, Any] = {}
     _BEDROCK_RAW.seen = seen
     failure = None
     try:
+        if creds is not None:  # the session's AssumeRole (first use, or a refresh near expiry) fails here
+            try:
+                creds.get_frozen_credentials()
+            except bce.ClientError as exc:
+                _raise(call, roles.failure_from_sts(exc, call.role_arn or ""))
         resp = client.converse(
             modelId=call.model,
             system=[{"text": call.system}],
@@ -488,7 +535,12 @@ def _call_bedrock(call: ModelCall) -> ModelReply:
             requestMetadata={BEDROCK_END_USER_KEY: call.end_user_id},
         )
     except bce.ClientError as exc:
-        failure = _bedrock_client_error(call, exc, seen.get("response"), key)
+        if call.role_arn and getattr(exc, "operation_name", None) == "AssumeRole":  # refreshed while signing
+            from . import roles
+
+            failure = roles.failure_from_sts(exc, call.role_arn)
+        else:
+            failure = _bedrock_client_error(call, exc, seen.get("response"), key)
     except (bce.ReadTimeoutError, bce.ConnectTimeoutError) as exc:
         failure = build_failure(
             provider=call.provider,

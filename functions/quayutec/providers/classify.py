@@ -6,7 +6,8 @@ provider's error type, error code and a message pattern. A failure is classified
 provider's own markers, never by its status alone (a 429 can be final, a 400 can be a spending
 limit). Sources of the markers: Anthropic API reference "Errors" (error types, ``error.details.
 error_code``), OpenAI API reference "Error codes" (``error.type`` / ``error.code``), Amazon
-Bedrock Runtime API reference "Converse" (exception names, sent as ``x-amzn-ErrorType``).
+Bedrock Runtime API reference "Converse" (exception names, sent as ``x-amzn-ErrorType``), AWS STS
+API reference "AssumeRole" and "Common Errors" (``AccessDenied``, ``Throttling``).
 
 Pure functions: nothing here talks to the network.
 """
@@ -90,6 +91,13 @@ _PER_DAY_OPENAI = r"per day \((TPD|RPD)\)|(tokens|requests) per day"
 #: The classifier (first match wins). name, providers, status, error type, error code,
 #: message pattern -> category, retryable.
 RULES: tuple[Rule, ...] = (
+    # --- a bedrock agent's company role (docs/design.md §5): STS AssumeRole failed, no model request
+    #     was sent (error_code "AssumeRole"). Refused: final, the run fails naming the role;
+    #     throttled: retryable like a rate limit (STS answers Throttling with 400).
+    Rule("sts-access-denied", BEDROCK, None, _t("AccessDenied"), _t("AssumeRole"), None, "role_denied", False),
+    Rule("sts-throttling", BEDROCK, _4XX, _t("Throttling", "ThrottlingException", "RequestLimitExceeded"),
+         _t("AssumeRole"), None, "rate_limit", True),
+    Rule("sts-other-4xx", BEDROCK, _4XX, None, _t("AssumeRole"), None, "role_denied", False),
     # --- final although the status looks retryable, or a spending limit behind a 400 -------
     Rule("anthropic-credit-balance", ANTHROPIC, (400, 400), None, None, r"credit balance is too low",
          "spend_limit", False),

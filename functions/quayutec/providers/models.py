@@ -29,7 +29,11 @@ class ModelCall(BaseModel):
       Bedrock ``requestMetadata["end_user_id"]``; the local provider server identifies the
       agent by it.
     * ``api_key``: the agent's company key (Anthropic/OpenAI key, or a Bedrock API key used as
-      a bearer token). Never logged, never in an exception's text.
+      a bearer token). Never logged, never in an exception's text. Empty when ``role_arn`` is set.
+    * ``role_arn`` / ``external_id`` / ``role_session``: a ``bedrock`` agent's company role
+      (docs/design.md §5): the request is SigV4-signed with the credentials of ``sts:AssumeRole``
+      of that role, with that ``ExternalId`` and ``RoleSessionName`` (see
+      :mod:`quayutec.providers.roles`), in place of a key. All three or none; ``bedrock`` only.
     * ``base_url``: endpoint override (an operator's or the local server's), or the owner's own
       address for ``openai-compatible`` (required there). ``owner_base_url`` is True when the
       agent's owner supplied it: the call then gets one request (see ``decide_next``).
@@ -44,7 +48,10 @@ class ModelCall(BaseModel):
     system: str
     user_text: str
     end_user_id: str
-    api_key: SecretStr
+    api_key: SecretStr = SecretStr("")
+    role_arn: str | None = None
+    external_id: str | None = None
+    role_session: str | None = None
     base_url: str | None = None
     owner_base_url: bool = False
     #: The local stack's ALLOW_LOOPBACK_MODEL_URLS: an owner's address may be a loopback one.
@@ -56,6 +63,11 @@ class ModelCall(BaseModel):
     def _compatible_needs_url(self) -> ModelCall:
         if self.provider == "openai-compatible" and not self.base_url:
             raise ValueError("provider 'openai-compatible' needs the owner's base_url")
+        role = (self.role_arn, self.external_id, self.role_session)
+        if any(role) and not all(role):
+            raise ValueError("role_arn, external_id and role_session go together")
+        if self.role_arn and self.provider != "bedrock":
+            raise ValueError("only a 'bedrock' agent runs under a role")
         return self
 
 

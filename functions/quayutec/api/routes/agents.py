@@ -1,7 +1,9 @@
 """Always-on agents of the caller's company. The provider key goes to Secrets Manager
-(``{prefix}/{stage}/{company}/{provider}``, set or rotated, SPEC §5; the API only
+(``{prefix}/{stage}/{company}/{provider}``, set or rotated; the API only
 creates, puts and describes secrets, it never reads a key) and is never returned; another
-company's agent configuration is never shown."""
+company's agent configuration is never shown. A bedrock agent may give its company's role
+(``role_arn``) instead of a key: the response shows the company's external id for the role's trust
+policy (docs/design.md §5)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from quayutec.logic import ids
 from quayutec.logic.stops import Stops
 from quayutec.models import MAX_CONTEXT_TOKENS_LIMIT, MIN_CONTEXT_TOKENS, Agent
 from quayutec.providers.egress import url_problem
+from quayutec.providers.roles import new_external_id, role_arn_problem
 from quayutec.windows import context_window
 
 router = APIGatewayRouter()
@@ -107,7 +110,15 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     problem = _context_problem(body.max_context_tokens, body.provider, body.model)
     if problem:
         raise InvalidInput(problem)
-    if body.api_key is None and not _key_stored(svc, company, body.provider):
+    if body.role_arn is not None:  # a company role instead of a key (docs/design.md §5)
+        if body.provider != "bedrock":
+            raise InvalidInput(f"role_arn: only a bedrock agent runs under a role, not a {body.provider} one")
+        if body.api_key is not None:
+            raise InvalidInput("role_arn: give either an api_key or a role_arn, not both")
+        problem = role_arn_problem(body.role_arn)
+        if problem:
+            raise InvalidInput(f"role_arn: {problem}")
+    elif body.api_key is None and not _key_stored(svc, company, body.provider):
         raise InvalidInput(f"api_key: no {body.provider} key is stored for company {company!r} yet")
     # The id is scoped to the caller's company (SPEC §5): "taken" can only be about its own agent.
     agent = Agent(
@@ -119,6 +130,7 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
         base_url=body.base_url,
         wake_from=body.wake_from,
         max_context_tokens=body.max_context_tokens,
+        role_arn=body.role_arn,
     )
     mine = [a for a in svc.directory.agents_of(company) if ids.name_key(ids.agent_name(a)) == ids.name_key(body.name)]
     if mine:  # a name is one name, letter case aside (@Planner and @planner are one agent)
@@ -127,6 +139,8 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
         raise Conflict(f"your company has an agent named {body.name!r} already ({agent.id})")
     if body.api_key is not None:  # first the key: an agent is never left registered without it
         _store_key(svc, company, body.provider, body.api_key.get_secret_value())
+    if body.role_arn is not None:  # the company's external id, generated on its first role
+        agent = agent.model_copy(update={"external_id": svc.directory.external_id(company, new_external_id())})
     if not svc.directory.create_agent(agent):
         raise Conflict(f"your company has an agent named {body.name!r} already ({agent.id})")
     return _out(svc, agent)

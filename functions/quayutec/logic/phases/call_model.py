@@ -1,5 +1,7 @@
 """CallModel (SPEC §2.3): the next model request of the run, at most 3 in all, each recorded in the
-ledger before it is sent. The only phase that reads a company's key.
+ledger before it is sent. The only phase that reads a company's key, or assumes its Bedrock role
+(a ``bedrock`` agent with ``role_arn``: STS ``AssumeRole`` with the company's external id, the
+session kept and refreshed by the adapter, docs/design.md §5).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def call_model(deps: Deps, state: RunState) -> RunState:
 
     Each request is recorded in the ledger before it is sent; the cap counts recorded requests,
     so a retried step never makes a 4th. A reply already stored under the run is reused.
+    An agent under its company's role reads no key; an STS refusal of the role is a final
+    ``role_denied`` failure whose reason names the role, STS throttling a retryable ``rate_limit``.
     Returns ``model.outcome`` ``reply`` or ``wait`` (with whole ``wait_seconds`` for the ASL's
     Wait state); ``not_started`` for a wake the claim did not start (design §2.1, §3: passed
     through with no call, so the state machine ends it without a state of its own for every
@@ -50,7 +54,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     """
     if state.claim is not None and not state.claim.claimed:
         return state.model_copy(update={"model": ModelStep(outcome="not_started", requests=0)})
-    from quayutec.providers import ModelCall, ProviderError, decide_next, load_sdk
+    from quayutec.providers import ModelCall, ProviderError, decide_next, load_sdk, roles
     from quayutec.providers.classify import scrub, scrub_failure, scrub_reply
 
     entered = deps.clock()
@@ -58,7 +62,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     run = _timing(state, ref)
     facts = _need_facts(state)
     agent: Any = Agent(id=ref.agent_id, company=facts.company, provider=facts.provider, model=facts.model)
-    if facts.owner_url:  # the owner's model address is read where it is used, not carried
+    if facts.owner_url or facts.role:  # the owner's address, the company's role: read where used, not carried
         agent = deps.room.get_agent(ref.agent_id)
         if agent is None:
             raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
@@ -73,7 +77,12 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     ctx = deps.rundata.get(ref.run_id, "context")
     if ctx is None:
         raise RunStateInvalid("context missing: ClaimAndRead did not store it")
-    api_key = deps.get_api_key(agent.company, agent.provider)  # before recording: no key, no request
+    # Before recording: no key, no request. A bedrock agent with its company's role reads no key:
+    # the role is assumed (STS) by the adapter, its session kept across calls (docs/design.md §5).
+    role = agent.role_arn if agent.provider == "bedrock" else None
+    if role and not agent.external_id:
+        raise ModelCallFailed(f"agent {agent.id} has a role but no external id: register it again")
+    api_key = "" if role else deps.get_api_key(agent.company, agent.provider)
     load_sdk(agent.provider)  # a cold SDK import happens before the time left is measured, not in it
     # The client timeout: MODEL_TIMEOUT_SECONDS, but never past the run's active time left, and
     # early enough to record the outcome before this Task's own timeout (the budget the ASL
@@ -126,6 +135,11 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         max_tokens=max_tokens,
         end_user_id=agent.id,
         api_key=api_key,
+        **(
+            {"role_arn": role, "external_id": agent.external_id, "role_session": roles.session_name(agent.id)}
+            if role
+            else {}
+        ),
         base_url=base_url,
         owner_base_url=owner_url,
         timeout_s=timeout_s,
@@ -140,6 +154,8 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         f = scrub_failure(exc.failure, api_key)
         decision = decide_next(f, n, owner_url)
         wait_s, why = (decision.wait_seconds if decision.retry else None), decision.reason
+        if f.category == "role_denied":  # the run's reason says which role and what to check
+            why = f"{why}: {f.message}"
         left = remaining_seconds(deps, run)
         out_of_time = None
         if f.status is None and f.category == "timeout" and timeout_s < deps.settings.model_timeout_s:

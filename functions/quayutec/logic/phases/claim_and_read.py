@@ -129,6 +129,7 @@ def claim(
         provider=agent.provider,
         model=agent.model,
         owner_url=agent.base_url is not None,
+        role=agent.role_arn is not None,
         # A wake of this run's writes needs one run more than the chain has counted with this one
         # (a resumed claim's read already counted it: its transaction landed before the retry).
         chain_full=reads.chain_runs + (0 if outcome == ClaimOutcome.OWN else 1) >= max_runs,
