@@ -417,3 +417,10 @@ class SpendOut(SpendFigures):
             agents=agents,
             models=models,
         )
+
+
+class PolicyOut(RightsPolicy):
+    """The rights policy as set (``PUT /companies/{company}/policy``), with ``warnings``: rules
+    accepted that apply to no agent yet (a key that names no agent of the company)."""
+
+    warnings: list[str] = Field(default_factory=list, description="Rules that apply to no agent yet")

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from quayutec.logic.ids import agent_name, resolve_agent
+from quayutec.logic.ids import agent_name, name_key, resolve_agent
 from quayutec.models import ACTION_MODELS, MAX_ACTIONS, ActionRecord, Agent, Decision, RightsPolicy, Task
 
 
@@ -28,13 +28,57 @@ class RoomView:
     tasks: dict[str, Task]
 
 
+def policy_keys_of(policy: RightsPolicy, agent_id: str) -> list[str]:
+    """The keys of ``policy.agents`` that name agent ``agent_id``: its id, then its name, each in
+    any letter case (:func:`quayutec.logic.ids.name_key`)."""
+    by_key: dict[str, list[str]] = {}
+    for key in policy.agents:
+        by_key.setdefault(name_key(key), []).append(key)
+    keys: list[str] = []
+    for ref in dict.fromkeys((name_key(agent_id), name_key(agent_name(agent_id)))):
+        keys += by_key.get(ref, [])
+    return keys
+
+
+#: Kinds a ``cross_company`` rule can never apply to: a memory line is written in the room by the
+#: agent's own company, never at another company (docs/design.md §5).
+NEVER_CROSS_COMPANY = ("remember",)
+
+
+def policy_problems(policy: RightsPolicy, company: str, agents: list[str]) -> tuple[list[str], list[str]]:
+    """What is wrong with ``policy`` for ``company`` (its agents' ids: ``agents``): refusals (a rule
+    that can never apply, two keys naming one agent) and warnings (a key that names no agent of
+    the company yet: policies may be written before their agents)."""
+    refusals, warnings = [], []
+    for kind in NEVER_CROSS_COMPANY:
+        if kind in policy.cross_company:
+            refusals.append(
+                f"cross_company.{kind}: never applies ({kind} never targets another company: a memory line is "
+                "written by the agent's own company); to review lines other companies will read, set "
+                f"actions.{kind} or agents.<agent>.{kind} to ask (a person sees each line's visibility before it "
+                "is written) or deny"
+            )
+    seen: dict[str, str] = {}
+    for key in policy.agents:
+        folded = name_key(agent_name(key) if "." in key and key.split(".", 1)[0] == company else key)
+        if folded in seen:
+            refusals.append(f"agents.{seen[folded]} and agents.{key} name one agent: keep one of them")
+        seen.setdefault(folded, key)
+    names = {name_key(agent_name(a)) for a in agents} | {name_key(a) for a in agents}
+    for key in policy.agents:
+        if name_key(key) not in names:
+            warnings.append(f"agents.{key}: no agent of {company} has this name yet; the rule applies once one does")
+    return refusals, warnings
+
+
 def decide(policy: RightsPolicy | None, agent_id: str, kind: str, cross_company: bool) -> tuple[Decision, str]:
     """The decision for one action kind, and which rule gave it (SPEC §5)."""
     p = policy or RightsPolicy()
-    # The company's own policy names its agent by id or by name (ids are scoped to the company):
-    # per kind, a rule under the id, else one under the name.
-    for key in dict.fromkeys((agent_id, agent_name(agent_id))):
-        if kind in p.agents.get(key, {}):
+    # The company's own policy names its agent by id or by name (ids are scoped to the company),
+    # in any letter case, as names resolve everywhere (@Planner, GET /agents/Planner): per kind, a
+    # rule under the id, else one under the name (the API refuses two keys naming one agent).
+    for key in policy_keys_of(p, agent_id):
+        if kind in p.agents[key]:
             return p.agents[key][kind], f"rule agents.{key}.{kind}"
     if cross_company and kind in p.cross_company:
         return p.cross_company[kind], f"rule cross_company.{kind}"
