@@ -182,6 +182,14 @@ class RoomService:
             by_company=author.company,
         )
         result = self.store.add_task_event(event, wakes)
+        if result == "exists":  # a repeat of the same key, maybe after its idempotency record expired
+            stored = self.store.get_task_event(room_id, task_id, event.id)
+            if stored is None or (stored.kind, stored.text) != (event.kind, event.text):
+                raise Conflict(
+                    f"this Idempotency-Key was used for another {kind} of task {task_id!r}: nothing written "
+                    "(use a new key for a new request)"
+                )
+            return stored  # the earlier write, as stored: never text that was not
         if result == "task_closed":
             raise Conflict(f"task {task_id!r} is closed")
         return event

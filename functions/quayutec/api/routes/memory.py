@@ -13,6 +13,7 @@ from quayutec.api.access import member_room, services
 from quayutec.api.context import caller, idempotency_key
 from quayutec.api.routes._params import Limit, RoomId
 from quayutec.api.schemas import MemoryIn, MemoryList
+from quayutec.errors import Conflict
 from quayutec.models import MemoryLine, now_iso
 
 router = APIGatewayRouter()
@@ -33,7 +34,7 @@ def add_memory(room_id: RoomId, body: Annotated[MemoryIn, Body()]) -> MemoryLine
     member_room(svc, room_id, who)
     key = idempotency_key()
     line = MemoryLine(
-        id=f"mem-{key[:24]}" if key else f"mem-{uuid.uuid4().hex[:24]}",
+        id=f"mem-{key[:24]}" if key else f"mem-{uuid.uuid4().hex[:24]}",  # key: scoped to caller and path
         room_id=room_id,
         text=body.text,
         visibility=body.visibility,
@@ -41,5 +42,11 @@ def add_memory(room_id: RoomId, body: Annotated[MemoryIn, Body()]) -> MemoryLine
         author=who.author(),
         created_at=now_iso(),
     )
-    svc.deps.room.put_memory(line)  # conditional: a repeat (same key) writes nothing new
+    if not svc.deps.room.put_memory(line):  # a repeat of the key, maybe after its record expired
+        stored = svc.deps.room.get_memory(room_id, line.visibility, line.company, line.id)
+        if stored is None or stored.text != line.text:
+            raise Conflict(
+                "this Idempotency-Key was used for another memory line: nothing written (use a new key for a new line)"
+            )
+        return stored  # the earlier write, as stored: never text that was not
     return line
