@@ -41,6 +41,12 @@ class ModelCallFailed(QuayError):
     """The model call ended without a reply (final error, cap reached, retry-after > 20 s)."""
 
 
+class BudgetExhausted(ModelCallFailed):
+    """The run's next model request would pass a budget of its company: it is not sent (design
+    §7). Its own name, so a run it ends is counted as a budget reached, not as a fault
+    (``RunFailed_budget``, docs/design.md §8)."""
+
+
 class RunStateInvalid(QuayError):
     """The state handed to a phase does not have the shape the phase needs."""
 

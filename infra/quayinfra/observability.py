@@ -1,11 +1,10 @@
 """Observability: CloudWatch alarms on what needs a person, an SNS topic they publish to, and
 one dashboard.
 
-Alarms:
-
-* a message in a dead-letter / failed-events queue (a poison wake, an undeliverable event);
-* agent-run executions that failed or timed out (ExecutionsFailed / ExecutionsTimedOut);
-* errors of any Lambda function.
+Alarms (:data:`quayinfra.alarms.ALARMS`, docs/design.md §8): runs failed by our own fault
+(``RunFailed_fault``), a message in a dead-letter / failed-events queue and the age of its
+oldest, the room stream's ``IteratorAge``, Lambda throttles, the reconciler's errors. Failed runs
+of other causes, budget refusals, refused claims and wakes are information on the dashboard.
 
 Every alarm publishes to ``self.topic`` (subscribe people or a pager to it; the context value
 ``alarmEmail`` subscribes one address). The topic is encrypted with a customer-managed key
@@ -38,6 +37,7 @@ from constructs import Construct
 
 from quayutec import resources as R
 
+from .alarms import ALARMS, INFORMATION_METRICS, RUN_FAILED_FAULT, AlarmDef
 from .config import Settings
 
 PERIOD = Duration.minutes(5)
@@ -128,59 +128,51 @@ class Observability(Construct):
         self._action = cw_actions.SnsAction(self.topic)
 
         # ------------------------------------------------------------------ alarms
-        for name, queue in queues.items():
-            self._alarm(
-                f"{name}Depth",
-                queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic=cw.Stats.MAXIMUM),
-                f"{name} holds messages: inspect them (design §3: poison wakes go there)",
-            )
-
-        self._alarm(
-            "ExecutionsFailed",
-            state_machine.metric_failed(period=PERIOD, statistic=cw.Stats.SUM),
-            "Agent-run executions failed (the reconciler finalises their ledger)",
-        )
-        self._alarm(
-            "ExecutionsTimedOut",
-            state_machine.metric_timed_out(period=PERIOD, statistic=cw.Stats.SUM),
-            "Agent-run executions hit the execution TimeoutSeconds",
-        )
-
-        for logical_id, fn in functions.items():
-            self._alarm(
-                f"{logical_id}Errors",
-                fn.metric_errors(period=PERIOD, statistic=cw.Stats.SUM),
-                f"{logical_id} raised errors",
-            )
+        # docs/design.md §8: each alarm watches a fault (quayinfra.alarms.ALARMS); what moves in
+        # normal operation (a customer's bad key, a budget reached, a duplicate) is on the dashboard.
+        for spec in ALARMS:
+            self._alarm(spec, self._metric_of(spec, queues, functions))
 
         # ------------------------------------------------------------------ dashboard
         self.dashboard = self._dashboard(queues, state_machine, functions)
 
     # ---------------------------------------------------------------------- helpers
-    def _alarm(self, name: str, metric: cw.IMetric, description: str) -> cw.Alarm:
+    def _metric_of(
+        self, spec: AlarmDef, queues: dict[str, sqs.IQueue], functions: Mapping[str, lambda_.IFunction]
+    ) -> cw.IMetric:
+        period = Duration.seconds(spec.period_s)
+        if spec.source == "app":
+            return self._app_metric(spec.metric, None, statistic=spec.statistic, period=period)
+        target = queues[spec.target] if spec.source == "queue" else functions[spec.target]  # type: ignore[index]
+        return target.metric(spec.metric, statistic=spec.statistic, period=period)
+
+    def _alarm(self, spec: AlarmDef, metric: cw.IMetric) -> cw.Alarm:
         alarm = cw.Alarm(
             self,
-            name,
+            spec.name,
             metric=metric,
-            threshold=1,
-            evaluation_periods=1,
+            threshold=spec.threshold,
+            evaluation_periods=spec.evaluation_periods,
+            datapoints_to_alarm=spec.datapoints,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            alarm_description=description,
+            alarm_description=spec.meaning,
         )
         alarm.add_alarm_action(self._action)
-        self.alarms[name] = alarm
+        self.alarms[spec.name] = alarm
         return alarm
 
-    def _app_metric(self, name: str, label: str) -> cw.Metric:
+    def _app_metric(
+        self, name: str, label: str | None, *, statistic: str = cw.Stats.SUM, period: Duration = PERIOD
+    ) -> cw.Metric:
         """A metric the runtime emits through Powertools Metrics (EMF)."""
         runtime = self._settings.runtime
         return cw.Metric(
             namespace=runtime["POWERTOOLS_METRICS_NAMESPACE"],
             metric_name=name,
             dimensions_map={"service": runtime["POWERTOOLS_SERVICE_NAME"]},
-            statistic=cw.Stats.SUM,
-            period=PERIOD,
+            statistic=statistic,
+            period=period,
             label=label,
         )
 
@@ -232,7 +224,21 @@ class Observability(Construct):
         )
         dashboard.add_widgets(
             cw.GraphWidget(
-                title="Phase errors",
+                title="Failed runs by cause (only 'fault' is an alarm)",
+                width=12,
+                stacked=True,
+                left=[self._app_metric(RUN_FAILED_FAULT, "fault")]
+                + [self._app_metric(m, m.removeprefix("RunFailed_")) for m in INFORMATION_METRICS[:4]],
+            ),
+            cw.GraphWidget(
+                title="Refusals and duplicates (information)",
+                width=12,
+                left=[self._app_metric(m, m) for m in INFORMATION_METRICS[4:]],
+            ),
+        )
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Phase errors (a customer's final provider error counts here too)",
                 width=12,
                 left=[functions[p].metric_errors(period=PERIOD, statistic=cw.Stats.SUM, label=p) for p in phases],
             ),

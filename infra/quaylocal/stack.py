@@ -53,6 +53,7 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_funct
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
 from quaylocal import calls, moto_patches
+from quaylocal import metrics as local_metrics
 from quayutec import deps as quay_deps
 from quayutec import resources as r
 from quayutec.dal import aws
@@ -333,6 +334,7 @@ def _invoke_handler(self: LambdaFunction, handler: Any, event: Any) -> tuple[str
             result = handler(event if event is not None else {}, LocalLambdaContext(self))
         return json.dumps(result), False, ""
     except Exception as exc:  # noqa: BLE001 - the runtime's error contract
+        local_metrics.RECORDER.error(self.function_name)  # Lambda's Errors (quaylocal.metrics)
         return (
             json.dumps(
                 {
@@ -465,6 +467,7 @@ def install_seams() -> None:
         BaseExecutionWorkerCommunication.terminated = _terminated_and_poke  # type: ignore[method-assign]
         WaitFunction._eval_body = _wait_warming  # type: ignore[method-assign]
         moto_patches.install()  # what keeps moto small and fast (no seam of the stack's)
+        local_metrics.install()  # the metrics the alarms watch, counted here (quaylocal.metrics)
         _installed = True
 
 
@@ -724,6 +727,7 @@ class LocalStack:
             self._saved_env[k] = os.environ.get(k)
             os.environ[k] = v
         self._mock.start()
+        local_metrics.RECORDER.reset()
         quay_deps.reset()
         if self.assembly is not None:
             self._adopt_deployed()
@@ -1015,6 +1019,34 @@ class LocalStack:
             raise RuntimeError(f"{logical_id} failed: {payload.get('errorType')}: {payload.get('errorMessage')}")
         return payload
 
+    @property
+    def function_names(self) -> dict[str, str]:
+        """Logical id -> the function's name (the last part of its ARN)."""
+        return {lid: arn.rsplit(":", 1)[-1] for lid, arn in self.function_arns.items()}
+
+    def alarm_metrics(self) -> dict[str, float]:
+        """Each alarm's metric (quayinfra.alarms.ALARMS) as this stack counted it since its
+        start (quaylocal.metrics: sums for ``Sum``, the largest value for ``Maximum``; queues as
+        they are now). Compare with the alarm's ``threshold``."""
+        from quayinfra.alarms import ALARMS
+
+        names = self.function_names
+        rec = local_metrics.RECORDER
+        out: dict[str, float] = {}
+        for a in ALARMS:
+            if a.source == "app":
+                out[a.name] = float(rec.app.get(a.metric, 0))
+            elif a.source == "queue":
+                depth, age = local_metrics.queue_depth_and_age(self.client("sqs"), self.queue_urls[str(a.target)])
+                out[a.name] = float(depth) if a.metric == "ApproximateNumberOfMessagesVisible" else age
+            elif a.metric == "Errors":
+                out[a.name] = float(rec.errors.get(names[str(a.target)], 0))
+            elif a.metric == "IteratorAge":
+                out[a.name] = rec.iterator_age_ms.get(names[str(a.target)], 0.0)
+            else:  # Throttles: the local invoker never throttles
+                out[a.name] = 0.0
+        return out
+
     # ------------------------------------------------------------------ pollers
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -1167,6 +1199,10 @@ class LocalStack:
                 self._forget_iterators(it)
                 continue
             self.stats.stream_records += len(records)
+            # the mapping's iterator age: the records it read, the ones its filter drops too
+            local_metrics.RECORDER.iterator_age(
+                self.function_names["StreamDispatchFunction"], local_metrics.newest_record_age_ms(records)
+            )
             # The event source mapping's filter: records it drops never invoke the function.
             kept = [rec for rec in records if self._stream_filter.matches(rec)]
             if not kept:

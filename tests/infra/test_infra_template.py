@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from infra_helpers import as_list, asset_source, flat, of_type, referenced_ids, role_of_function, statements_of_role
 
+from quayinfra.alarms import ALARMS, ALARMS_BY_NAME, DEAD_LETTER_QUEUES, INFORMATION_METRICS, AlarmDef
 from quayutec import resources as R
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -194,37 +195,52 @@ def _alarms(resources) -> list[dict]:
     return [a["Properties"] for a in of_type(resources, "AWS::CloudWatch::Alarm").values()]
 
 
-def test_alarm_on_dead_letter_queue_depth(resources):
-    depth = [
-        a
-        for a in _alarms(resources)
-        if a["MetricName"] == "ApproximateNumberOfMessagesVisible"
-        and a["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [R.WAKE_DLQ.logical_id, "QueueName"]}}]
-    ]
-    assert len(depth) == 1
-    assert depth[0]["Threshold"] == 1
-    assert depth[0]["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+def _dimension_of(spec: AlarmDef) -> list[dict]:
+    if spec.source == "app":
+        return [{"Name": "service", "Value": "quayutec"}]
+    if spec.source == "queue":
+        return [{"Name": "QueueName", "Value": {"Fn::GetAtt": [spec.target, "QueueName"]}}]
+    return [{"Name": "FunctionName", "Value": {"Ref": spec.target}}]
 
 
-@pytest.mark.parametrize("metric", ["ExecutionsFailed", "ExecutionsTimedOut"])
-def test_alarm_on_state_machine_executions(resources, metric):
+@pytest.mark.parametrize("spec", ALARMS, ids=lambda a: a.name)
+def test_each_alarm_watches_its_metric_with_its_threshold(resources, spec: AlarmDef):
+    """docs/design.md §8: the alarm of ``spec`` exists once, on its metric, statistic, period,
+    threshold and datapoints, and does not breach on missing data."""
     found = [
         a
         for a in _alarms(resources)
-        if a["MetricName"] == metric
-        and a["Namespace"] == "AWS/States"
-        and a["Dimensions"] == [{"Name": "StateMachineArn", "Value": {"Ref": SM_ID}}]
+        if a.get("MetricName") == spec.metric and a.get("Dimensions") == _dimension_of(spec)
     ]
-    assert len(found) == 1
+    assert len(found) == 1, (spec.name, found)
+    (alarm,) = found
+    assert alarm["Namespace"] == {"app": "Quayutec", "queue": "AWS/SQS", "function": "AWS/Lambda"}[spec.source]
+    assert alarm["Statistic"] == spec.statistic
+    assert alarm["Period"] == spec.period_s
+    assert alarm["Threshold"] == spec.threshold
+    assert alarm["EvaluationPeriods"] == spec.evaluation_periods
+    assert alarm["DatapointsToAlarm"] == spec.datapoints
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
 
 
-def test_alarm_on_every_function_errors(resources):
-    errors = {
-        a["Dimensions"][0]["Value"]["Ref"]
-        for a in _alarms(resources)
-        if a["MetricName"] == "Errors" and a["Namespace"] == "AWS/Lambda"
-    }
-    assert errors == {f.logical_id for f in R.FUNCTIONS}
+def test_no_alarm_on_numbers_that_move_in_normal_operation(resources):
+    """A customer's rejected key raises in CallModel (Lambda Errors), every failed_before_reply
+    run ends in a Fail state (ExecutionsFailed), a budget reached or a duplicate is counted: none
+    of them is an alarm (docs/design.md §8). Exactly the alarms of ALARMS exist."""
+    alarms = _alarms(resources)
+    assert len(alarms) == len(ALARMS)
+    names = {a.get("MetricName") for a in alarms}
+    assert not names & {"ExecutionsFailed", "ExecutionsTimedOut", *INFORMATION_METRICS}
+    errors = [a["Dimensions"][0]["Value"]["Ref"] for a in alarms if a.get("MetricName") == "Errors"]
+    assert errors == ["ReconcilerFunction"]
+
+
+def test_every_dead_letter_queue_has_depth_and_age_alarms():
+    queues = {q.logical_id for q in R.QUEUES if any(o.dead_letter == q.logical_id for o in R.QUEUES)}
+    assert queues | {R.FAILED_EVENTS_QUEUE.logical_id} == set(DEAD_LETTER_QUEUES)
+    for q in DEAD_LETTER_QUEUES:
+        assert {f"{q}Depth", f"{q}OldestAge"} <= set(ALARMS_BY_NAME)
 
 
 # --------------------------------------------------------------------------- functions

@@ -11,7 +11,7 @@ from typing import Any
 from quayutec import cost_line
 from quayutec.dal.ledger import BudgetRefused
 from quayutec.deps import Deps
-from quayutec.errors import ModelCallFailed, RunStateInvalid, RunStopped, RunTimedOut, TransientError
+from quayutec.errors import BudgetExhausted, ModelCallFailed, RunStateInvalid, RunStopped, RunTimedOut, TransientError
 from quayutec.logic import prompt
 from quayutec.logic.phases import spend
 from quayutec.logic.phases.common import (
@@ -100,7 +100,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     try:  # the request's reserve against its company's budgets (design §7)
         reservation = spend.reserve(deps, agent.company, record, system + user, max_tokens, deps.clock())
     except spend.BudgetReached as reached:
-        raise ModelCallFailed(spend.refuse(deps, ref, agent.company, reached.limit, deps.clock())) from None
+        raise BudgetExhausted(spend.refuse(deps, ref, agent.company, reached.limit, deps.clock())) from None
     record = reservation.record
     guard = run_guard(deps, ref, facts)  # a stopped run sends no request (design §3)
     try:
@@ -116,7 +116,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
                 raise ModelCallFailed(f"request {n} was recorded by another attempt")
     except BudgetRefused as refused:  # a concurrent request took the budget first
         lim = spend.refused_limit(reservation, refused)
-        raise ModelCallFailed(spend.refuse(deps, ref, agent.company, lim, deps.clock())) from None
+        raise BudgetExhausted(spend.refuse(deps, ref, agent.company, lim, deps.clock())) from None
     except RunStopped:
         # CallModel and ModelOutcome? are this end's states, Stopped its last.
         stopped = record_stopped(deps, state, reply_posted=False, states=3)

@@ -11,7 +11,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec import cost_line
 from quayutec.deps import Deps
-from quayutec.errors import RunStopped
+from quayutec.errors import BudgetExhausted, ModelCallFailed, RunStopped, RunTimedOut
 from quayutec.logic import ids, rights
 from quayutec.logic.notices import unanswered_notices
 from quayutec.logic.phases.common import (
@@ -56,6 +56,48 @@ def final_status_for(deps: Deps, run: RunRecord, error_name: str) -> str:
     if deps.room.get_message(run.room_id, ids.reply_message_id(run.run_id)) is not None:
         return "failed_after_reply"
     return "failed_before_reply"
+
+
+#: Why a run failed (docs/design.md §8): the metric ``RunFailed_<cause>`` counts each failed run
+#: once, beside ``Run_<status>``. Only ``fault`` is an alarm: the others are the customer's, the
+#: provider's or the limits' doing, and move in normal operation.
+FAULT = "fault"  # ours: a phase crashed, an unclassified error, lost requests, the execution died
+CUSTOMER = "customer"  # the provider refused the request for good (bad key, bad request, quota...)
+PROVIDER = "provider"  # the provider stayed unavailable (rate limit, overload, 5xx, timeouts)
+BUDGET = "budget"  # the company's budget was reached (BudgetExhausted)
+TIME_LIMIT = "time_limit"  # the run used its active time (RunTimedOut, a Task's timer)
+CAUSES = (FAULT, CUSTOMER, PROVIDER, BUDGET, TIME_LIMIT)
+
+#: Request categories (quayutec.providers.classify.RULES) of a final refusal the customer can
+#: act on: their key, model name, request, quota, spend limit or model address.
+CUSTOMER_CATEGORIES = frozenset(
+    {"auth", "model_not_found", "bad_request", "request_too_large", "quota", "spend_limit", "address_refused"}
+)
+#: Categories of a provider that stayed unavailable through the retries (quayutec.providers.classify.RULES).
+PROVIDER_CATEGORIES = frozenset({"rate_limit", "overloaded", "server_error", "timeout", "connection"})
+
+
+def failure_cause(error_name: str, requests: list[ModelRequestRecord]) -> str:
+    """The cause (one of :data:`CAUSES`) of a run that failed with ``error_name`` (the ASL error
+    name: the exception's class name), its model ``requests`` as the ledger holds them.
+
+    ``BudgetExhausted``: ``budget``. ``RunTimedOut`` or a Task timer (``States.Timeout``):
+    ``time_limit``. ``ModelCallFailed``: the category of the run's last model request, recorded
+    by CallModel from the provider's own markers (never from a message text): a customer's
+    final refusal, a provider unavailable, else (``unexpected``, ``lost``, none) a fault.
+    Anything else (a phase raised, the execution failed, timed out or was aborted outside the
+    Catch) is a fault. Source: docs/design.md §8."""
+    if error_name == BudgetExhausted.__name__:
+        return BUDGET
+    if error_name in (RunTimedOut.__name__, "States.Timeout"):
+        return TIME_LIMIT
+    if error_name == ModelCallFailed.__name__:
+        category = requests[-1].category if requests else None
+        if category in CUSTOMER_CATEGORIES:
+            return CUSTOMER
+        if category in PROVIDER_CATEGORIES:
+            return PROVIDER
+    return FAULT
 
 
 def _write_landed(deps: Deps, run: RunRecord, a: ActionRecord) -> bool:
@@ -171,6 +213,9 @@ def close_failed_run(
         context=context,
     ):
         metrics.add_metric(name=f"Run_{status}", unit=MetricUnit.Count, value=1)
+        if status != "stopped":  # a person's doing (design §3), no failure
+            cause = failure_cause(error_name, requests)  # in request order
+            metrics.add_metric(name=f"RunFailed_{cause}", unit=MetricUnit.Count, value=1)
         return status
     return None
 
