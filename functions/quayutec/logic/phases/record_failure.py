@@ -71,7 +71,16 @@ CAUSES = (FAULT, CUSTOMER, PROVIDER, BUDGET, TIME_LIMIT)
 #: Request categories (quayutec.providers.classify.RULES) of a final refusal the customer can
 #: act on: their key, model name, request, quota, spend limit or model address.
 CUSTOMER_CATEGORIES = frozenset(
-    {"auth", "model_not_found", "bad_request", "request_too_large", "quota", "spend_limit", "address_refused"}
+    {
+        "auth",
+        "model_not_found",
+        "bad_request",
+        "request_too_large",
+        "quota",
+        "spend_limit",
+        "address_refused",
+        "role_denied",
+    }
 )
 #: Categories of a provider that stayed unavailable through the retries (quayutec.providers.classify.RULES).
 PROVIDER_CATEGORIES = frozenset({"rate_limit", "overloaded", "server_error", "timeout", "connection"})
