@@ -189,6 +189,11 @@ FILES_ENDPOINT_ENV = "FILES_ENDPOINT_URL"
 OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV})
 
 
+#: Lambda gives a function CPU in proportion to its memory: 1,769 MB is one whole vCPU, and no
+#: more helps single-threaded Python (docs/design.md §7, "Cold starts").
+ONE_VCPU_MB = 1769
+
+
 @dataclass(frozen=True)
 class FunctionDef:
     logical_id: str
@@ -363,6 +368,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "ApiFunction",
         "quayutec.handlers.api.handler",
         timeout_s=29,
+        memory_mb=ONE_VCPU_MB,  # a cold start is CPU-bound imports: a whole vCPU (docs/design.md §7)
         touches=(
             "room:get",
             "room:query",
@@ -412,7 +418,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "AuthorizerFunction",
         "quayutec.handlers.authorizer.handler",
         timeout_s=10,
-        memory_mb=256,
+        memory_mb=ONE_VCPU_MB,  # in series before a cold API: the same vCPU (docs/design.md §7)
         touches=("room:get",),
         reads=(ROOM_TABLE.env_var,),
     ),
