@@ -185,8 +185,11 @@ ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
 # Local stack only (quay dev): the address that serves the files bucket's presigned upload and
 # download URLs (the dev server forwards them to moto). Never set by the CDK app.
 FILES_ENDPOINT_ENV = "FILES_ENDPOINT_URL"
-# ALLOW_LOOPBACK_ENV and FILES_ENDPOINT_ENV are optional too: off unless the local stack sets them.
-OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV})
+# Set ("true") by the CDK app on CallModel when SnapStart is on (the snapStart context): the
+# handler imports every provider SDK at init, where the snapshot holds them (docs/design.md §7).
+PROVIDER_SDKS_AT_INIT_ENV = "PROVIDER_SDKS_AT_INIT"
+# ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV and PROVIDER_SDKS_AT_INIT_ENV are optional too: off unless set.
+OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV, PROVIDER_SDKS_AT_INIT_ENV})
 
 
 #: Lambda gives a function CPU in proportion to its memory: 1,769 MB is one whole vCPU, and no
@@ -281,6 +284,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             *_SECRET_NAMES,
             *ENDPOINT_OVERRIDE_ENVS,
             ALLOW_LOOPBACK_ENV,
+            PROVIDER_SDKS_AT_INIT_ENV,
             *_COST,
         ),
     ),
