@@ -22,7 +22,6 @@ from quayutec.errors import Conflict, InvalidInput
 from quayutec.logic import ids
 from quayutec.logic.stops import Stops
 from quayutec.models import MAX_CONTEXT_TOKENS_LIMIT, MIN_CONTEXT_TOKENS, Agent
-from quayutec.providers.egress import url_problem
 from quayutec.windows import context_window
 
 router = APIGatewayRouter()
@@ -91,6 +90,8 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     if body.provider == "openai-compatible" and not body.base_url:
         raise InvalidInput("base_url: an openai-compatible agent needs its owner's model address")
     if body.base_url is not None:  # https to a public address (SPEC §5); checked again at each request
+        from quayutec.providers.egress import url_problem  # registration only: not at import
+
         problem = url_problem(body.base_url, allow_loopback=svc.deps.settings.allow_loopback_model_urls)
         if problem:
             raise ValidationError.from_exception_data(
