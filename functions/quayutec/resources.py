@@ -204,8 +204,16 @@ ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
 # Local stack only (quay dev): the address that serves the files bucket's presigned upload and
 # download URLs (the dev server forwards them to moto). Never set by the CDK app.
 FILES_ENDPOINT_ENV = "FILES_ENDPOINT_URL"
-# ALLOW_LOOPBACK_ENV and FILES_ENDPOINT_ENV are optional too: off unless the local stack sets them.
-OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV})
+# Set ("true") by the CDK app on CallModel when SnapStart is on (the snapStart context): the
+# handler imports every provider SDK at init, where the snapshot holds them (docs/design.md §7).
+PROVIDER_SDKS_AT_INIT_ENV = "PROVIDER_SDKS_AT_INIT"
+# ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV and PROVIDER_SDKS_AT_INIT_ENV are optional too: off unless set.
+OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV, PROVIDER_SDKS_AT_INIT_ENV})
+
+
+#: Lambda gives a function CPU in proportion to its memory: 1,769 MB is one whole vCPU, and no
+#: more helps single-threaded Python (docs/design.md §7, "Cold starts").
+ONE_VCPU_MB = 1769
 
 
 @dataclass(frozen=True)
@@ -298,6 +306,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             *_SECRET_NAMES,
             *ENDPOINT_OVERRIDE_ENVS,
             ALLOW_LOOPBACK_ENV,
+            PROVIDER_SDKS_AT_INIT_ENV,
             *_COST,
         ),
     ),
@@ -395,6 +404,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "ApiFunction",
         "quayutec.handlers.api.handler",
         timeout_s=29,
+        memory_mb=ONE_VCPU_MB,  # a cold start is CPU-bound imports: a whole vCPU (docs/design.md §7)
         touches=(
             "room:get",
             "room:query",
@@ -445,7 +455,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "AuthorizerFunction",
         "quayutec.handlers.authorizer.handler",
         timeout_s=10,
-        memory_mb=256,
+        memory_mb=ONE_VCPU_MB,  # in series before a cold API: the same vCPU (docs/design.md §7)
         touches=("room:get",),
         reads=(ROOM_TABLE.env_var,),
     ),

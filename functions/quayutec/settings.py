@@ -108,6 +108,9 @@ class Settings(BaseModel):
     # Local stack only (quay dev, tests): an owner's model address may be loopback. The deployed
     # stack never sets it (SPEC §5; tests/infra checks the template).
     allow_loopback_model_urls: bool = Field(default=False, alias="ALLOW_LOOPBACK_MODEL_URLS")
+    # CallModel with SnapStart (the CDK's snapStart context): every provider SDK imported at init,
+    # into the snapshot (docs/design.md §7). Read at import by quayutec.handlers.call_model.
+    provider_sdks_at_init: bool = Field(default=False, alias=r.PROVIDER_SDKS_AT_INIT_ENV)
     # Local stack only (quay dev): where presigned file URLs point (the dev server).
     files_endpoint_url: str | None = Field(default=None, alias=r.FILES_ENDPOINT_ENV)
 

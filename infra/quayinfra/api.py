@@ -82,8 +82,10 @@ class Api(Construct):
         # The idempotency table is granted through the ApiFunction's "idempotency:write" touch
         # (Functions), like every other table.
         self.storage = storage
-        api_fn = functions[R.FUNCTIONS_BY_ID["ApiFunction"]]
-        authorizer_fn = functions[R.FUNCTIONS_BY_ID["AuthorizerFunction"]]
+        # The functions, or with SnapStart their "live" aliases (the permissions API Gateway gets
+        # name what it invokes)
+        api_fn = functions.target(R.FUNCTIONS_BY_ID["ApiFunction"])
+        authorizer_fn = functions.target(R.FUNCTIONS_BY_ID["AuthorizerFunction"])
 
         # -------------------------------------------------------------- what touches do not name
         # (Provider keys: the ApiFunction's "secrets:write" touch, Functions.)

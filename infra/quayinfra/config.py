@@ -18,6 +18,10 @@ runDataExpiryDays      30         run data objects (``runs/`` in the run-data bu
                                   expire after this many days (a lifecycle rule)
 alarmEmail             (none)     an address subscribed (by email) to the alarm topic; AWS
                                   sends a confirmation mail that must be accepted
+snapStart              false      Lambda SnapStart on every function: a published version
+                                  and a ``live`` alias each, invoked (and granted) through
+                                  the alias; CallModel imports the provider SDKs at init
+                                  (docs/design.md §7; it has its own charges)
 =====================  =========  ==========================================================
 
 Runtime settings: every entry of ``quayutec.resources.SETTING_DEFAULTS`` can be overridden by
@@ -129,6 +133,7 @@ class Settings:
     runtime: dict[str, str]  # SETTING_DEFAULTS names -> values (the Lambda environment)
     run_data_expiry_days: int = DEFAULT_RUN_DATA_EXPIRY_DAYS
     alarm_email: str | None = None
+    snap_start: bool = False
 
     @property
     def stack_name(self) -> str:
@@ -180,6 +185,7 @@ class Settings:
             runtime=runtime,
             run_data_expiry_days=expiry,
             alarm_email=email,
+            snap_start=_as_bool("snapStart", get("snapStart", False)),
         )
 
     @staticmethod

@@ -78,7 +78,7 @@ class Files(Construct):
         lambda_.EventSourceMapping(
             self,
             "IngestMapping",
-            target=functions[fdef],
+            target=functions.target(fdef),  # with SnapStart its "live" alias
             event_source_arn=queue.queue_arn,
             batch_size=INGEST_BATCH_SIZE,
             report_batch_item_failures=True,

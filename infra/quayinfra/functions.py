@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -77,6 +77,9 @@ _FILE_TOUCHES = {
     "index:get": ("s3:GetObject", R.INDEX_PREFIX),
     "index:put": ("s3:PutObject", R.INDEX_PREFIX),
 }
+
+#: The alias every function is invoked through when SnapStart is on (the snapStart context).
+LIVE_ALIAS = "live"
 
 STATE_MACHINE_TOUCH = "states:start"
 TASK_ANSWER_TOUCH = "states:answer"
@@ -188,6 +191,9 @@ class Functions(Construct):
         )
         self.environment = self._environment()
         self.functions: dict[str, lambda_.Function] = {}
+        # What invokers name (state machine, API Gateway, event sources, EventBridge): the
+        # function, or with SnapStart its "live" alias (docs/design.md §7).
+        self.targets: dict[str, lambda_.IFunction] = {}
         self.roles: dict[str, iam.Role] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
         for fdef in R.FUNCTIONS:
@@ -209,6 +215,8 @@ class Functions(Construct):
             if qdef.env_var:
                 env[qdef.env_var] = self._queues[qdef.logical_id].queue_url
         env.update(self._settings.runtime)
+        if self._settings.snap_start:  # CallModel's SDKs into the snapshot
+            env[R.PROVIDER_SDKS_AT_INIT_ENV] = "true"
         missing = set(R.ENVIRONMENT_VARIABLES) - set(env) - {R.STATE_MACHINE_ENV}
         if missing:
             raise ValueError(f"no value for environment variables {sorted(missing)}")
@@ -260,8 +268,19 @@ class Functions(Construct):
             log_group=log_group,
             role=role,
             description=f"quayutec {fdef.handler}",
+            # SnapStart snapshots a published version at publish time (docs/design.md §7). An old
+            # version is deleted once the alias has moved on: each kept one is cached and billed.
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if settings.snap_start else None,
+            current_version_options=lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY)
+            if settings.snap_start
+            else None,
         )
         cast(lambda_.CfnFunction, fn.node.default_child).override_logical_id(fdef.logical_id)
+        self.targets[fdef.logical_id] = (
+            lambda_.Alias(self, f"{fdef.logical_id}Live", alias_name=LIVE_ALIAS, version=fn.current_version)
+            if settings.snap_start
+            else fn
+        )
         self._grant_tables(fdef, role)
         for touch in fdef.touches:
             if touch.split(":")[0] not in _TABLE_TOUCHES or touch == "room:stream":
@@ -419,6 +438,11 @@ class Functions(Construct):
                         resources=[state_machine.state_machine_arn],
                     )
                 )
+
+    def target(self, fdef: R.FunctionDef | str) -> lambda_.IFunction:
+        """What invokes ``fdef`` names and is granted: its ``live`` alias with SnapStart (a
+        qualified ARN), else the function (unqualified)."""
+        return self.targets[fdef if isinstance(fdef, str) else fdef.logical_id]
 
     def __getitem__(self, fdef: R.FunctionDef | str) -> lambda_.Function:
         key = fdef if isinstance(fdef, str) else fdef.logical_id

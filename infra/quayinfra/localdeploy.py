@@ -88,7 +88,22 @@ def publish_assets(s3: Any, assets_manifest: Path, *, account: str, region: str)
     return keys
 
 
+def refuse_aliases(template: dict[str, Any]) -> None:
+    """Raise ``ValueError`` for a template synthesized with ``snapStart`` on: moto's
+    CloudFormation skips ``AWS::Lambda::Alias``, so the state machine and the event sources would
+    name aliases that do not exist. The local stack deploys the default synthesis (``snapStart``
+    off); tests/infra checks the template with it on (docs/deploy.md)."""
+    aliases = sorted(k for k, v in template.get("Resources", {}).items() if v.get("Type") == "AWS::Lambda::Alias")
+    if aliases:
+        raise ValueError(
+            f"the template has Lambda aliases ({', '.join(aliases[:3])}{', ...' if len(aliases) > 3 else ''}): "
+            "synthesized with -c snapStart=true, which moto's CloudFormation cannot deploy; "
+            "synthesize with snapStart off for the local stack"
+        )
+
+
 def create_stack(cfn: Any, stack_name: str, template: Path) -> dict[str, Any]:
+    refuse_aliases(json.loads(template.read_text()))
     cfn.create_stack(StackName=stack_name, TemplateBody=template.read_text(), Capabilities=CAPABILITIES)
     return cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
 

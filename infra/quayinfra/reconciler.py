@@ -29,7 +29,7 @@ class Reconciler(Construct):
         construct_id: str,
         *,
         state_machine: sfn.IStateMachine,
-        function: lambda_.Function,
+        function: lambda_.IFunction,
         failed_events: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)

@@ -43,7 +43,8 @@ class RunEngine(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, functions: Functions) -> None:
         super().__init__(scope, construct_id)
         phases = [f for f in R.FUNCTIONS if f.asl_placeholder]
-        substitutions = {f.asl_placeholder: functions[f].function_arn for f in R.FUNCTIONS if f.asl_placeholder}
+        # The functions' ARNs, or with SnapStart their aliases' (qualified) ones: Functions.target
+        substitutions = {f.asl_placeholder: functions.target(f).function_arn for f in R.FUNCTIONS if f.asl_placeholder}
         # Service integration ARNs name no partition literally (aws, aws-cn, aws-us-gov).
         substitutions[R.ASL_PARTITION_PLACEHOLDER] = Aws.PARTITION
         missing = asl_placeholders() - set(substitutions)
@@ -100,12 +101,13 @@ class RunEngine(Construct):
                 "reason": " ".join(f"{k}: {v}" for k, v in sorted(self._lint_ignores.items())),
             },
         )
-        # Invoke exactly the phase functions (unqualified ARNs, as the ASL names them): no
-        # "<arn>:*" version wildcard, as fn.grant_invoke would add.
+        # Invoke exactly the phase functions, as the ASL names them (unqualified ARNs, or with
+        # SnapStart the "live" aliases' qualified ones): no "<arn>:*" version wildcard, as
+        # fn.grant_invoke would add.
         self.state_machine.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
-                resources=[functions[f].function_arn for f in phases],
+                resources=[functions.target(f).function_arn for f in phases],
             )
         )
         nag.acknowledge(

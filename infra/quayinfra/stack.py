@@ -40,7 +40,7 @@ class QuayutecStack(Stack):
             self,
             "Reconciler",
             state_machine=state_machine,
-            function=self.functions[R.FUNCTIONS_BY_ID["ReconcilerFunction"]],
+            function=self.functions.target(R.FUNCTIONS_BY_ID["ReconcilerFunction"]),
             failed_events=self.wakes.failed_events,
         )
         self.observability = Observability(

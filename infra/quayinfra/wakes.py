@@ -84,8 +84,9 @@ class Wakes(Construct):
         return queue
 
     def connect(self, functions: Functions) -> None:
-        dispatch = functions[R.FUNCTIONS_BY_ID["StreamDispatchFunction"]]
-        consumer = functions[R.FUNCTIONS_BY_ID["WakeConsumerFunction"]]
+        # The functions, or with SnapStart their "live" aliases (Functions.target)
+        dispatch = functions.target(R.FUNCTIONS_BY_ID["StreamDispatchFunction"])
+        consumer = functions.target(R.FUNCTIONS_BY_ID["WakeConsumerFunction"])
         self._check_visibility()
         dispatch.add_event_source(
             sources.DynamoEventSource(

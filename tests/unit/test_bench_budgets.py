@@ -29,7 +29,7 @@ def figures(bench, **over):
         "lambda_invocations_per_plain_run": 5,
         "cost_per_1k_plain_runs_usd": 0.164,
         "boto3_import_ms": 100.0,
-        "cold_import_ms": dict.fromkeys(bench.HANDLERS, 130.0),
+        "cold_start_ms": dict.fromkeys(bench.HANDLERS, 130.0),
         "retrieval_reads_per_run": {"small_room": 2, "large_file_room": 2},
     }
     return {**base, **over}
@@ -38,37 +38,58 @@ def figures(bench, **over):
 def test_figures_within_budget_are_met(bench):
     report = bench.budget_report(figures(bench), pydantic_floor_ms=120.0)
     assert all(v["met"] for v in report.values()), report
-    cold = report["cold_import_ratio_phase_handlers"]
-    assert cold == {"value": 1.3, "budget": 1.4, "met": True, "floor_with_pydantic": 1.2, "own_ms": 10.0}
+    cold = report["cold_start_ratio_to_pydantic_floor"]
+    assert {k: cold[k] for k in ("value", "budget", "met", "own_ms")} == {
+        "value": 1.08,
+        "budget": 1.25,
+        "met": True,
+        "own_ms": 10.0,
+    }
+    assert cold["by_handler"] == dict.fromkeys(bench.HANDLERS, 1.08)
 
 
 def test_each_figure_above_its_budget_is_missed(bench):
-    cold = dict.fromkeys(bench.HANDLERS, 130.0) | {"call_model": 150.0}  # the worst phase handler counts
+    cold = dict.fromkeys(bench.HANDLERS, 130.0) | {"record_failure": 160.0}  # the worst handler counts
     report = bench.budget_report(
         figures(
             bench,
             aws_calls_per_plain_run=14,
             writes_per_plain_run=6,
-            cold_import_ms=cold,
+            cold_start_ms=cold,
             retrieval_reads_per_run={"small_room": 2, "large_file_room": 5},
         ),
-        pydantic_floor_ms=148.0,
+        pydantic_floor_ms=125.0,
     )
     missed = {k for k, v in report.items() if not v["met"]}
     assert missed == {
         "aws_calls_per_plain_run",
         "writes_per_plain_run",
-        "cold_import_ratio_phase_handlers",
+        "cold_start_ratio_to_pydantic_floor",
         "retrieval_reads_per_run",
     }
-    assert report["cold_import_ratio_phase_handlers"]["value"] == 1.5
-    assert report["cold_import_ratio_phase_handlers"]["own_ms"] == 2.0  # the library sets this one
+    cold_report = report["cold_start_ratio_to_pydantic_floor"]
+    assert (cold_report["value"], cold_report["worst"], cold_report["own_ms"]) == (1.28, "record_failure", 35.0)
 
 
-def test_the_api_handler_is_not_a_phase_handler(bench):
+def test_every_handler_counts_the_api_and_callmodel_with_its_sdk(bench):
+    """Issue 23: the API and the authorizer are judged too, and CallModel's figure is the one
+    with its provider SDK import; its figure without it (SnapStart) is reported beside."""
     slow_api = dict.fromkeys(bench.HANDLERS, 130.0) | {"api": 400.0}
-    report = bench.budget_report(figures(bench, cold_import_ms=slow_api), pydantic_floor_ms=120.0)
-    assert report["cold_import_ratio_phase_handlers"]["met"]
+    report = bench.budget_report(figures(bench, cold_start_ms=slow_api), pydantic_floor_ms=120.0)
+    assert not report["cold_start_ratio_to_pydantic_floor"]["met"]
+    assert report["cold_start_ratio_to_pydantic_floor"]["worst"] == "api"
+    with_sdk = dict.fromkeys(bench.HANDLERS, 130.0) | {"call_model": 1100.0}
+    report = bench.budget_report(
+        figures(bench, cold_start_ms=with_sdk, call_model_without_sdk_ms=132.0), pydantic_floor_ms=120.0
+    )
+    cold = report["cold_start_ratio_to_pydantic_floor"]
+    assert (cold["worst"], cold["met"], cold["call_model_without_sdk"]) == ("call_model", False, 1.1)
+
+
+def test_the_call_model_figure_imports_its_sdk(bench):
+    assert "load_sdk('anthropic')" in bench.first_invocation("call_model")
+    assert "load_sdk" not in bench.first_invocation("call_model", sdk=False)
+    assert "load_sdk" not in bench.first_invocation("api")
 
 
 def test_the_local_engine_figures_are_judged_when_measured(bench):

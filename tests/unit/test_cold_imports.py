@@ -64,9 +64,9 @@ print(json.dumps({{"loaded": sorted(set(sys.modules) - baseline), "built": built
 """
 
 
-def _probe(handler: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "_HANDLER"}
-    env.update({"AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": str(REPO / "functions")})
+def _probe(handler: str, **extra_env: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("_HANDLER", "PROVIDER_SDKS_AT_INIT")}
+    env.update({"AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": str(REPO / "functions"), **extra_env})
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(handler=handler)], capture_output=True, text=True, timeout=120, env=env
     )
@@ -84,6 +84,16 @@ def test_a_handler_imports_only_what_every_invocation_needs(handler: str) -> Non
     assert _under(probe["loaded"], NEVER) == []
     if handler in PHASES or handler == "authorizer":
         assert _under(probe["loaded"], NOT_IN_PHASES) == []
+    if handler == "api":  # the provider package is imported by the two checks that need it only
+        assert _under(probe["loaded"], ("quayutec.providers",)) == []
     # defer_build: no domain model's validator is built at import (a first invocation builds the
     # ones it validates, e.g. RunState and what it holds).
     assert probe["built"] == []
+
+
+def test_with_snapstart_call_model_imports_every_provider_sdk_at_init() -> None:
+    """Issue 23 (docs/design.md §7): the CDK sets PROVIDER_SDKS_AT_INIT on CallModel when
+    SnapStart is on, so init (what the snapshot holds) imports the SDKs; unset, none (above)."""
+    loaded = _probe("call_model", PROVIDER_SDKS_AT_INIT="true")["loaded"]
+    assert {"anthropic", "openai"} <= set(loaded)
+    assert _under(_probe("call_model", PROVIDER_SDKS_AT_INIT="false")["loaded"], ("anthropic", "openai")) == []

@@ -32,7 +32,6 @@ from quayutec.models import (
     TaskEvent,
     Visibility,
 )
-from quayutec.providers.keys import key_problem
 
 #: Ids that no AWS name is built from (people, tasks, runs, approvals). Company and room ids and
 #: agent names are narrower (quayutec.models.ID_PART: what every AWS name accepts, design §5); an
@@ -215,6 +214,9 @@ class AgentIn(_In):
         """Printable, no whitespace or control characters, 8 to 512 bytes (SPEC §5): a key with
         a stray newline is refused here, never stored (the message never quotes it)."""
         if value is not None:
+            # here, not at import: the providers package is CallModel's, not the API's cold path
+            from quayutec.providers.keys import key_problem
+
             problem = key_problem(value.get_secret_value())
             if problem:
                 raise ValueError(problem)

@@ -24,8 +24,6 @@ from quayutec.errors import Conflict, InvalidInput
 from quayutec.logic import ids
 from quayutec.logic.stops import Stops
 from quayutec.models import MAX_CONTEXT_TOKENS_LIMIT, MIN_CONTEXT_TOKENS, Agent
-from quayutec.providers.egress import url_problem
-from quayutec.providers.roles import new_external_id, role_arn_problem
 from quayutec.windows import context_window
 
 router = APIGatewayRouter()
@@ -94,6 +92,8 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     if body.provider == "openai-compatible" and not body.base_url:
         raise InvalidInput("base_url: an openai-compatible agent needs its owner's model address")
     if body.base_url is not None:  # https to a public address (SPEC §5); checked again at each request
+        from quayutec.providers.egress import url_problem  # registration only: not at import
+
         problem = url_problem(body.base_url, allow_loopback=svc.deps.settings.allow_loopback_model_urls)
         if problem:
             raise ValidationError.from_exception_data(
@@ -115,6 +115,8 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
             raise InvalidInput(f"role_arn: only a bedrock agent runs under a role, not a {body.provider} one")
         if body.api_key is not None:
             raise InvalidInput("role_arn: give either an api_key or a role_arn, not both")
+        from quayutec.providers.roles import role_arn_problem  # registration only: not at import
+
         problem = role_arn_problem(body.role_arn)
         if problem:
             raise InvalidInput(f"role_arn: {problem}")
@@ -140,6 +142,8 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     if body.api_key is not None:  # first the key: an agent is never left registered without it
         _store_key(svc, company, body.provider, body.api_key.get_secret_value())
     if body.role_arn is not None:  # the company's external id, generated on its first role
+        from quayutec.providers.roles import new_external_id
+
         agent = agent.model_copy(update={"external_id": svc.directory.external_id(company, new_external_id())})
     if not svc.directory.create_agent(agent):
         raise Conflict(f"your company has an agent named {body.name!r} already ({agent.id})")
