@@ -280,7 +280,9 @@ class Gateway:
             "domainName": "127.0.0.1",
             "httpMethod": method,
             "identity": {"sourceIp": source_ip, "userAgent": dict(headers).get("User-Agent", "")},
-            "path": f"/{self.stage}{path}",
+            # quay dev serves the API at its root, as API Gateway does behind a custom domain:
+            # the path without the stage (what the API's documents say their server is).
+            "path": path,
             "protocol": "HTTP/1.1",
             "requestId": str(uuid.uuid4()),
             "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),

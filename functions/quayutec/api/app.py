@@ -90,10 +90,23 @@ def version() -> str:
     return installed("quayutec")
 
 
-def openapi_json() -> str:
+def served_at() -> str:
+    """The path prefix the current request came under: ``/{stage}`` on a deployed stage's
+    execute-api address (API Gateway puts the stage in ``requestContext.path``), ``""`` at a
+    root (a custom domain; ``quay dev``). Swagger UI's page (Powertools) uses the same rule."""
+    ctx = app.current_event.request_context
+    stage, path = ctx.stage or "", ctx.path or ""
+    if stage and stage != "$default" and path.startswith(f"/{stage}/"):
+        return f"/{stage}"
+    return ""
+
+
+def openapi_json(base_path: str = "") -> str:
     """The OpenAPI document: Powertools' (from the routes' pydantic models), with what it cannot
     know added: the ``Idempotency-Key`` header of every POST and every error each route can
-    answer, each in the one error shape (:func:`declare_errors`)."""
+    answer, each in the one error shape (:func:`declare_errors`). ``base_path``: where the API
+    is served (``/dev``; ``""``: the root), the document's one server, so a client of the
+    document (Swagger UI's "Try it out") calls the API where it is."""
     from aws_lambda_powertools.event_handler.openapi.models import Server
 
     doc = json.loads(
@@ -103,7 +116,7 @@ def openapi_json() -> str:
             description=DESCRIPTION,
             security_schemes=_security(),
             security=[{"bearer": []}],
-            servers=[Server(url="/")],
+            servers=[Server(url=base_path or "/")],
         )
     )
     return json.dumps(_without_spec_citations(declare_errors(doc)))
@@ -196,7 +209,7 @@ def declare_errors(doc: dict[str, Any]) -> dict[str, Any]:
 
 @app.get("/openapi.json", include_in_schema=False)
 def _openapi():
-    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json())
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json(served_at()))
 
 
 DOCS_PATH = "/docs"
