@@ -58,3 +58,21 @@ def test_a_deployed_stage_serves_the_document_for_its_stage() -> None:
     assert json.loads(answer["body"])["servers"] == [{"url": "/prod"}]
     page = resolve(_stage_event("/docs", "prod"), None)
     assert _swagger_servers(page["body"]) == [{"url": "/prod"}]
+
+
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+def test_a_browser_at_the_root_is_sent_to_the_room_page(gateway: Gateway) -> None:
+    answer = gateway.handle("GET", "/", BROWSER)
+    assert answer.status == 302 and answer.headers["Location"] == "/app/"
+    staged = resolve({**_stage_event("/", "prod"), "headers": BROWSER, "multiValueHeaders": {}}, None)
+    location = (staged.get("headers") or {}).get("Location") or staged["multiValueHeaders"]["Location"][0]
+    assert staged["statusCode"] == 302 and location == "/prod/app/"
+
+
+@pytest.mark.parametrize("headers", [{}, {"Accept": "application/json"}, {"Accept": "*/*"}])
+def test_an_api_client_at_the_root_keeps_the_json_401(gateway: Gateway, headers: dict) -> None:
+    answer = gateway.handle("GET", "/", headers)
+    assert answer.status == 401 and answer.headers["Content-Type"].startswith("application/json")
+    assert json.loads(answer.body)["error"] == "unauthenticated"

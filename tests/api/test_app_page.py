@@ -110,7 +110,7 @@ def test_every_other_route_still_needs_the_token(gateway: Gateway) -> None:
     ):
         assert not is_public(method, path)
         assert gateway.handle(method, path, {}).status == 401, (method, path)
-    assert {p for _, p in PUBLIC_ROUTES} == {"/openapi.json", "/docs", "/app", "/app/{asset}"}
+    assert {p for _, p in PUBLIC_ROUTES} == {"/", "/openapi.json", "/docs", "/app", "/app/{asset}"}
 
 
 @pytest.mark.unit

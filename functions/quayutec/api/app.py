@@ -35,6 +35,7 @@ from quayutec.api.routes import (
     tasks,
     tokens,
 )
+from quayutec.api.routes.page import served_at
 from quayutec.errors import Misconfigured, QuayError
 
 logger = Logger(child=True)
@@ -88,17 +89,6 @@ def version() -> str:
     from importlib.metadata import version as installed
 
     return installed("quayutec")
-
-
-def served_at() -> str:
-    """The path prefix the current request came under: ``/{stage}`` on a deployed stage's
-    execute-api address (API Gateway puts the stage in ``requestContext.path``), ``""`` at a
-    root (a custom domain; ``quay dev``). Swagger UI's page (Powertools) uses the same rule."""
-    ctx = app.current_event.request_context
-    stage, path = ctx.stage or "", ctx.path or ""
-    if stage and stage != "$default" and path.startswith(f"/{stage}/"):
-        return f"/{stage}"
-    return ""
 
 
 def openapi_json(base_path: str = "") -> str:
