@@ -165,11 +165,18 @@ def _print(data) -> None:
     print(_json_text(data))
 
 
-def _show(data: Any, as_json: bool, lines: Callable[[Any], Iterable[str]], empty: str | None = None) -> None:
+def _show(
+    data: Any,
+    as_json: bool,
+    lines: Callable[[Any], Iterable[str]],
+    empty: str | None = None,
+    listing: str | None = None,
+) -> None:
     """``data`` as indented JSON (``--json``, for machines), or as the human ``lines(data)``, each
-    made visible (``empty``: the line said instead when ``data`` is an empty list)."""
+    made visible (``empty``: the line said instead when ``data`` is an empty list). ``listing``:
+    ``data`` is a list, printed as the API answers a listing, ``{listing: [...]}`` (docs/api.md)."""
     if as_json:
-        _print(data)
+        _print({listing: data} if listing is not None else data)
         return
     if empty is not None and not data:
         print(empty)
@@ -396,6 +403,7 @@ def approvals(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
             f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, {a['created_at']})" for a in items
         ],
         empty="no pending approval requests",
+        listing="approvals",
     )
 
 
@@ -493,6 +501,7 @@ def room_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenO
             f"{r['id']}  {r.get('name') or '-'}  members: {', '.join(r.get('members') or [])}" for r in rooms
         ],
         empty="no rooms",
+        listing="rooms",
     )
 
 
@@ -669,7 +678,7 @@ def agent_resume(agent: AgentArg, as_json: JsonOpt = False, url: UrlOpt = DEFAUL
 def agent_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Your company's agents."""
     agents = _run(lambda: _client(url, token).agents())
-    _show(agents, as_json, lambda agents: map(_agent_line, agents), empty="no agents")
+    _show(agents, as_json, lambda agents: map(_agent_line, agents), empty="no agents", listing="agents")
 
 
 chain_app = typer.Typer(no_args_is_help=True, help="Chains of agent wakes (a run's chain_id: quay ledger).")
@@ -1028,7 +1037,7 @@ def file_add(
 def file_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """A room's files: id, name, size, kind, status (with the reason of a failed one), uploader."""
     files = _run(lambda: _client(url, token).files(room))
-    _show(files, as_json, lambda files: map(_file_line, files), empty="no files")
+    _show(files, as_json, lambda files: map(_file_line, files), empty="no files", listing="files")
 
 
 @file_app.command("rm")

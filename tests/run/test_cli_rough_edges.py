@@ -45,3 +45,36 @@ def test_ledger_run_prints_the_providers_error_message(monkeypatch: pytest.Monke
     assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if "request 1" in x)
     assert "bad_request" in line and PROVIDER_SAID in line, result.output
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("args", "key", "method", "items"),
+    [
+        (["approvals", "r1"], "approvals", "approvals", [{"id": "run-1:0"}]),
+        (["agent", "list"], "agents", "agents", [{"id": "acme.a1"}]),
+        (["file", "list", "r1"], "files", "files", [{"id": "f1"}]),
+    ],
+)
+def test_every_listing_prints_the_apis_listing_shape(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], key: str, method: str, items: list[dict]
+) -> None:
+    """A listing's ``--json`` is the API's own answer: ``{"<kind>": [...]}`` (docs/api.md), the
+    same shape as ``quay ledger --room --json`` (``{"runs": [...], "not_started": [...]}``)."""
+    import json
+
+    monkeypatch.setattr(QuayClient, method, lambda self, *a, **k: items)
+    result = CliRunner().invoke(cli, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {key: items}
+
+
+@pytest.mark.unit
+def test_room_list_prints_the_apis_listing_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setattr(QuayClient, "rooms", lambda self: ["room-1"])
+    monkeypatch.setattr(QuayClient, "room", lambda self, room: {"id": room, "name": "harbour", "members": ["acme"]})
+    result = CliRunner().invoke(cli, ["room", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"rooms": [{"id": "room-1", "name": "harbour", "members": ["acme"]}]}
