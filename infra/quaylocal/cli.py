@@ -377,7 +377,31 @@ def post(
     )
 
 
-@app.command()
+class _TaskGroup(typer.core.TyperGroup):
+    """``quay task ROOM TO TITLE`` creates a task, as it always did (the ``create`` command);
+    ``quay task list ROOM`` lists them: a first word that names no command is a room."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # (typer's vendored click Context)
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["create", *args]
+        return super().parse_args(ctx, args)
+
+
+task_app = typer.Typer(
+    cls=_TaskGroup,
+    no_args_is_help=True,
+    help="A room's tasks: `quay task ROOM TO TITLE` creates one, `quay task list ROOM` lists them.",
+)
+app.add_typer(task_app, name="task")
+
+
+def _task_line(t: dict) -> str:
+    by = (t.get("created_by") or {}).get("id") or "?"
+    result = f" -> {t['result']}" if t.get("result") else ""
+    return f'{t["id"]} [{t["status"]}] "{t["title"]}" for {t["to"]} from {by}{result}'
+
+
+@task_app.command("create")
 def task(
     room: str,
     to: str,
@@ -387,9 +411,47 @@ def task(
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
-    """Create a task for an agent of the room."""
+    """Create a task for an agent of the room (also `quay task ROOM TO TITLE`)."""
     t = _run(lambda: _client(url, token).task(room, to, title, body))
     _show(t, as_json, lambda t: [f'task {t["id"]} [{t["status"]}] "{t["title"]}" for {t["to"]}'])
+
+
+@task_app.command("list")
+def task_list(
+    room: str,
+    status: Annotated[str, typer.Option(help="open, closed or all.")] = "open",
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """A room's tasks (open ones unless --status): id, status, title, assignee, creator, result."""
+    if status not in ("open", "closed", "all"):
+        raise _fail(f"quay task list: --status is open, closed or all, not {status!r}", 2)
+    tasks = _run(lambda: _client(url, token).tasks(room, status))
+    _show(
+        tasks,
+        as_json,
+        lambda tasks: map(_task_line, tasks),
+        empty=f"no {'' if status == 'all' else status + ' '}tasks",
+        listing="tasks",
+    )
+
+
+memory_app = typer.Typer(no_args_is_help=True, help="A room's memory lines (the ones your company may read).")
+app.add_typer(memory_app, name="memory")
+
+
+def _memory_line(m: dict) -> str:
+    seen = f"{m['company']} only" if m["visibility"] == "company" else "room"
+    author = m.get("author") or {}
+    return f"{m['id']} ({seen}) {m['text']}  by {author.get('id') or '?'} ({author.get('company') or '-'})"
+
+
+@memory_app.command("list")
+def memory_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """The memory lines of a room your company may read: the room's and your company's own."""
+    lines = _run(lambda: _client(url, token).memory(room))
+    _show(lines, as_json, lambda lines: map(_memory_line, lines), empty="no memory lines", listing="lines")
 
 
 @app.command()

@@ -78,3 +78,52 @@ def test_room_list_prints_the_apis_listing_shape(monkeypatch: pytest.MonkeyPatch
     result = CliRunner().invoke(cli, ["room", "list", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {"rooms": [{"id": "room-1", "name": "harbour", "members": ["acme"]}]}
+
+
+TASK = {
+    "id": "task-1",
+    "room_id": "r1",
+    "title": "Draw the stall map",
+    "body": "",
+    "to": "acme.a1",
+    "created_by": {"kind": "person", "id": "ann", "company": "acme"},
+    "status": "open",
+    "created_at": "2026-01-01T00:00:00Z",
+    "updated_at": "2026-01-01T00:00:00Z",
+}
+LINE = {
+    "id": "mem-1",
+    "room_id": "r1",
+    "text": "Ann likes tea.",
+    "visibility": "company",
+    "company": "acme",
+    "author": {"kind": "person", "id": "ann", "company": "acme"},
+    "created_at": "2026-01-01T00:00:00Z",
+}
+
+
+@pytest.mark.unit
+def test_task_list_and_memory_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    asked: list[str] = []
+    monkeypatch.setattr(QuayClient, "tasks", lambda self, room, status="open": asked.append(status) or [TASK])
+    monkeypatch.setattr(QuayClient, "memory", lambda self, room: [LINE])
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["task", "list", "r1", "--status", "all"])
+    assert listed.exit_code == 0, listed.output
+    assert 'task-1 [open] "Draw the stall map" for acme.a1 from ann' in listed.output and asked == ["all"]
+    assert json.loads(runner.invoke(cli, ["task", "list", "r1", "--json"]).output) == {"tasks": [TASK]}
+    memory = runner.invoke(cli, ["memory", "list", "r1"])
+    assert memory.exit_code == 0, memory.output
+    assert "mem-1 (acme only) Ann likes tea.  by ann (acme)" in memory.output
+    assert json.loads(runner.invoke(cli, ["memory", "list", "r1", "--json"]).output) == {"lines": [LINE]}
+
+
+@pytest.mark.unit
+def test_quay_task_room_to_title_still_creates_a_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[tuple] = []
+    monkeypatch.setattr(QuayClient, "task", lambda self, *a: made.append(a) or TASK)
+    result = CliRunner().invoke(cli, ["task", "r1", "a1", "Draw the stall map", "--body", "North quay."])
+    assert result.exit_code == 0, result.output
+    assert made == [("r1", "a1", "Draw the stall map", "North quay.")]
