@@ -214,6 +214,9 @@ def dev(
     setting: Annotated[
         list[str] | None, typer.Option(help="A runtime setting, NAME=VALUE (e.g. HOP_LIMIT=3); repeatable.")
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="Print only the banner: no line per wake, run start and end.")
+    ] = False,
 ) -> None:
     """Serve the room API on the local stack (moto in-process: no AWS account, no Docker). Wakes and
     runs happen in the background; the model provider is the local provider server."""
@@ -228,7 +231,7 @@ def dev(
         raise _fail(f"quay dev: --scripts {scripts}: {exc}", 2) from None
     try:
         server = DevServer(host, port, admin_token=admin_token, scripts=loaded, settings=settings)
-        server.serve_forever(banner=lambda line: print(line, flush=True))
+        server.serve_forever(banner=lambda line: print(visible(line), flush=True), quiet=quiet)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise _fail(
