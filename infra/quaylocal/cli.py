@@ -522,7 +522,7 @@ def _room_head(r: dict) -> list[str]:
     agents = ", ".join(f"@{a.get('name') or a['id']} ({a['id']})" for a in r.get("agents") or []) or "none"
     hop = f"  hop limit {r['hop_limit']}" if r.get("hop_limit") is not None else ""
     if r.get("max_runs_per_chain") is not None:
-        hop += f"  at most {r['max_runs_per_chain']} runs a chain"
+        hop += f"  at most {_count(r['max_runs_per_chain'], 'run')} a chain"
     return [
         f"room {r['id']}" + (f'  "{r["name"]}"' if r.get("name") else "") + hop,
         f"  members: {', '.join(r.get('members') or []) or 'none'}",
@@ -661,7 +661,7 @@ def _agent_line(a: dict) -> str:
     key = "key stored" if a.get("key_stored") else "no key stored"
     base = f"  base_url {a['base_url']}" if a.get("base_url") else ""
     wake = f"  wakes from {a['wake_from']}" if a.get("wake_from", "anyone") != "anyone" else ""
-    wake += f"  context {a['max_context_tokens']:,} tokens" if a.get("max_context_tokens") else ""
+    wake += f"  context {_count(a['max_context_tokens'], 'token')}" if a.get("max_context_tokens") else ""
     paused = f"  paused by {a.get('paused_by')} at {a['paused_at']}" if a.get("paused_at") else ""
     return f"{a['id']}  ({a['company']})  {a['provider']} {a['model']}  {key}{base}{wake}{paused}"
 
@@ -783,8 +783,8 @@ def _limits_text(b: dict) -> str:
         for k, label, fmt in (
             ("daily_usd", "daily", lambda v: f"${float(v):,.2f}"),
             ("monthly_usd", "monthly", lambda v: f"${float(v):,.2f}"),
-            ("daily_tokens", "daily", lambda v: f"{int(v):,} tokens"),
-            ("monthly_tokens", "monthly", lambda v: f"{int(v):,} tokens"),
+            ("daily_tokens", "daily", lambda v: _count(v, "token")),
+            ("monthly_tokens", "monthly", lambda v: _count(v, "token")),
         )
         if b.get(k) is not None
     ]
@@ -1169,9 +1169,11 @@ def ledger(
         print(f"not woken: {n['agent_id']}  {n['reason']}  chain {n['chain_id']}  {n['at']}")
 
 
-def _count(n: int, one: str, many: str) -> str:
-    """``1 reply``, ``2 replies``."""
-    return f"{n} {one if int(n) == 1 else many}"
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``1 reply``, ``2 replies`` (:func:`quayutec.words.count`)."""
+    from quayutec.words import count
+
+    return count(int(n), one, many)
 
 
 #: How ``quay ledger`` names the sections of a fitted context (design §2.2).

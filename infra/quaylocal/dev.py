@@ -33,6 +33,7 @@ from quaylocal import calls, files_endpoint
 from quaylocal.stack import ACCOUNT, DEV_BACKGROUND_INVOCATIONS, DEV_RETENTION, REGION, LocalStack, foreground
 from quayutec.api.errors import ERRORS, error_payload
 from quayutec.api.public import is_public
+from quayutec.words import count
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -551,7 +552,7 @@ class DevServer:
         banner(f"quay dev: the room API on {self.url} (OpenAPI {self.url}/openapi.json, Swagger UI {self.url}/docs)")
         banner(f"the room page: {self.url}/app/ (sign in with a person's token)")
         banner(f"operator token: {self.admin_token}")
-        scripted = ", ".join(f"{a} ({len(s)} replies)" for a, s in sorted(self.provider.scripts.items()))
+        scripted = ", ".join(f"{a} ({count(len(s), 'reply')})" for a, s in sorted(self.provider.scripts.items()))
         banner(
             f"local model provider: {self.provider.root_url} (echo replies unless scripted); "
             f"openai-compatible base_url: {self.compat_base_url()}"

@@ -402,7 +402,12 @@
     state.sig[name] = sig;
     return true;
   }
-  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+  // Counted words, the rule of quayutec/words.py: "1 passage", "2 passages", "0 replies".
+  function plural(n, word) {
+    const IRREGULAR = { reply: "replies", company: "companies", entry: "entries", summary: "summaries" };
+    const cut = word.lastIndexOf(" ") + 1, last = word.slice(cut);
+    return Number(n).toLocaleString("en-US") + " " + (n === 1 ? word : word.slice(0, cut) + (IRREGULAR[last] || last + "s"));
+  }
 
   async function loadApprovals(room) {
     const data = await api("GET", "rooms/" + enc(room) + "/approvals?status=all");
@@ -637,7 +642,7 @@
         el("p", { class: "meta", text: [size(f.size), f.kind, "by " + who + (company ? " (" + company + ")" : ""),
                                         when(f.created_at)].join(" · ") }),
         f.status === "failed" && f.reason ? el("p", { class: "meta", text: "Not read: " + f.reason }) : null,
-        f.status === "ready" ? el("p", { class: "meta", text: f.chunks + " passages" }) : null));
+        f.status === "ready" ? el("p", { class: "meta", text: plural(f.chunks, "passage") }) : null));
     }
   }
 
