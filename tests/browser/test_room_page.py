@@ -441,7 +441,7 @@ def test_the_page_shows_the_company_spend_against_its_budget(chromium: str, dev_
             page.set_default_timeout(WAIT_MS)
             _open_room(page, dev_url, room["ann"], room["room"], "harbour")
             today = page.locator("#spend li[data-period='day']")
-            expect(today).to_contain_text(f"{day['spent_tokens']} tokens of 987654 budget")
+            expect(today).to_contain_text(f"{day['spent_tokens']:,} tokens of 987,654 budget")
             expect(page.locator("#spend li[data-period='month']")).to_contain_text("of $12.50 budget")
             page.get_by_role("button", name="Sign out").click()
             _open_room(page, dev_url, room["bob"], room["room"], "harbour")

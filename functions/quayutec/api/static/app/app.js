@@ -40,6 +40,28 @@
     }
     return node;
   }
+  // Icons as inline SVG (every browser draws them; a glyph such as U+23F8 is an empty box in a
+  // font without it): pause (held), cross (denied, expired), check (approved), square (stopped),
+  // dots (being decided). Decorative: the words next to them say the same.
+  const ICONS = {
+    pause: [["rect", { x: 3, y: 2, width: 3, height: 12 }], ["rect", { x: 10, y: 2, width: 3, height: 12 }]],
+    cross: [["path", { d: "M3 3 L13 13 M13 3 L3 13", fill: "none", stroke: "currentColor", "stroke-width": 2.5 }]],
+    check: [["path", { d: "M2 8.5 L6 12.5 L14 3.5", fill: "none", stroke: "currentColor", "stroke-width": 2.5 }]],
+    square: [["rect", { x: 3, y: 3, width: 10, height: 10 }]],
+    dots: [["circle", { cx: 3, cy: 8, r: 1.6 }], ["circle", { cx: 8, cy: 8, r: 1.6 }], ["circle", { cx: 13, cy: 8, r: 1.6 }]],
+  };
+  function icon(name) {
+    const NS = document.getElementById("svg-ns").namespaceURI;  // SVG's (index.html's empty <svg>)
+    const svg = document.createElementNS(NS, "svg");
+    for (const [k, v] of Object.entries({ viewBox: "0 0 16 16", width: "1em", height: "1em", class: "icon",
+                                          fill: "currentColor", "aria-hidden": "true", focusable: "false" })) svg.setAttribute(k, v);
+    for (const [tag, attrs] of ICONS[name]) {
+      const part = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) part.setAttribute(k, String(v));
+      svg.append(part);
+    }
+    return svg;
+  }
   const clear = (node) => { while (node.firstChild) node.removeChild(node.firstChild); };
   const enc = encodeURIComponent;
   const badge = (word) => el("span", { class: "badge " + String(word).replace(/[^a-z_]/g, ""), text: word });
@@ -264,7 +286,8 @@
     // The service's notes close a reply: its last lines after a blank one. Only those are shown as
     // notes; the same words anywhere else (a person's message, mid-reply) stay plain text.
     const lines = String(m.text || "").split("\n");
-    const isNote = (line) => /^(⏸ held for approval|✗ denied|\(reply truncated)/.test(line);
+    // (The service writes U+23F8 before a held action's note and U+2717 before a denied one.)
+    const isNote = (line) => /^(\u23f8 held for approval|\u2717 denied|\(reply truncated)/.test(line);
     let first = lines.length;
     if (m.kind === "reply") {
       while (first > 0 && isNote(lines[first - 1])) first--;
@@ -274,8 +297,10 @@
       if (i < first) plain.push(line);
       else {
         flush();
-        const kind = /^⏸/.test(line) ? " held" : /^✗/.test(line) ? " denied" : "";
-        body.append(el("p", { class: "note" + kind, text: line }));
+        const held = /^\u23f8 /.test(line), denied = /^\u2717 /.test(line);
+        const mark = held ? icon("pause") : denied ? icon("cross") : null;
+        body.append(el("p", { class: "note" + (held ? " held" : denied ? " denied" : "") },
+          mark, mark ? " " : null, mark ? line.slice(2) : line));
       }
     });
     flush();
@@ -301,15 +326,16 @@
     for (const box of $("transcript").querySelectorAll(".outcomes")) {
       const list = byRun.get(box.dataset.run) || [];
       const lines = list.filter((a) => a.status !== "pending").map((a) => {
-        const verb = { approved: "✓ approved", rejected: "✗ denied", expired: "✗ expired (no answer in time)",
-                       deciding: "… being decided", stopped: "■ stopped, not written" }[a.status] || a.status;
-        return verb + (a.decided_by ? " by " + a.decided_by : "") + ": " + a.summary;
+        const [mark, verb] = { approved: ["check", "approved"], rejected: ["cross", "denied"],
+                               expired: ["cross", "expired (no answer in time)"], deciding: ["dots", "being decided"],
+                               stopped: ["square", "stopped, not written"] }[a.status] || [null, a.status];
+        return [mark, verb + (a.decided_by ? " by " + a.decided_by : "") + ": " + a.summary];
       });
-      const text = lines.join("\n");
+      const text = lines.map(([, line]) => line).join("\n");
       if (box.dataset.text === text) continue;
       box.dataset.text = text;
       clear(box);
-      for (const line of lines) box.append(el("p", { class: "note outcome", text: line }));
+      for (const [mark, line] of lines) box.append(el("p", { class: "note outcome" }, mark ? icon(mark) : null, mark ? " " : null, line));
     }
   }
 
@@ -487,7 +513,7 @@
         + (s.reserved_usd ? ", " + usd(s.reserved_usd) + " reserved for requests under way" : ""));
     }
     if (s.spent_tokens || s.reserved_tokens || s.budget_tokens !== null) {
-      parts.push(plural(s.spent_tokens, "token") + (s.budget_tokens !== null ? " of " + s.budget_tokens + " budget" : "")
+      parts.push(plural(s.spent_tokens, "token") + (s.budget_tokens !== null ? " of " + Number(s.budget_tokens).toLocaleString("en-US") + " budget" : "")
         + (s.reserved_tokens ? ", " + plural(s.reserved_tokens, "token") + " reserved" : ""));
     }
     return parts.length ? parts.join(" · ") : "nothing spent, no budget set";
