@@ -440,6 +440,21 @@ def task_list(
     )
 
 
+@app.command()
+def whoami(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Who your token is: its person and company (or an operator token)."""
+    me = _run(lambda: _client(url, token).me())
+    _show(
+        me,
+        as_json,
+        lambda m: [
+            "an operator token" + (f" ({m['member']})" if m.get("member") else "")
+            if m.get("admin") or not m.get("company")
+            else f"{m['member']} of {m['company']}"
+        ],
+    )
+
+
 memory_app = typer.Typer(no_args_is_help=True, help="A room's memory lines (the ones your company may read).")
 app.add_typer(memory_app, name="memory")
 

@@ -127,3 +127,17 @@ def test_quay_task_room_to_title_still_creates_a_task(monkeypatch: pytest.Monkey
     result = CliRunner().invoke(cli, ["task", "r1", "a1", "Draw the stall map", "--body", "North quay."])
     assert result.exit_code == 0, result.output
     assert made == [("r1", "a1", "Draw the stall map", "North quay.")]
+
+
+@pytest.mark.unit
+def test_whoami(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setattr(QuayClient, "me", lambda self: {"company": "acme", "member": "ann", "admin": False})
+    runner = CliRunner()
+    assert runner.invoke(cli, ["whoami"]).output.strip() == "ann of acme"
+    assert json.loads(runner.invoke(cli, ["whoami", "--json"]).output) == {
+        "company": "acme",
+        "member": "ann",
+        "admin": False,
+    }
