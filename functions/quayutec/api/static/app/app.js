@@ -20,7 +20,7 @@
   const state = {
     token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
     timer: null, tick: 0, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
-    mine: new Map(), stoppedChains: new Set(),
+    mine: new Map(), stoppedChains: new Set(), me: null,
     mention: { open: false, items: [], active: 0, start: 0 },
   };
 
@@ -139,13 +139,15 @@
     state.token = token;
     try {
       const data = await api("GET", "rooms");
+      state.me = await api("GET", "me");  // who the token is: the actions offered are its person's
       sessionStorage.setItem(TOKEN_KEY, token);
       showError(null);
       $("sign-in").hidden = true;
       $("workspace").hidden = false;
       $("sign-out").hidden = false;
       $("who").hidden = false;
-      $("who").textContent = "Signed in (the token stays in this tab).";
+      $("who").textContent = "Signed in as " + state.me.member + (state.me.company ? " of " + state.me.company : " (operator)")
+        + " (the token stays in this tab).";
       await showRooms(data.rooms || []);
       $("room-list").querySelector("button") ? $("room-list").querySelector("button").focus() : $("main").focus();
     } catch (e) {
@@ -158,6 +160,7 @@
 
   function signOut(expired) {
     stopPolling();
+    state.me = null;
     sessionStorage.removeItem(TOKEN_KEY);
     Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
                            approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map(),
@@ -584,7 +587,12 @@
         el("p", { class: "meta", text: "for " + t.to + " · by " + ((t.created_by || {}).id || "?") + " · " + when(t.updated_at) }),
         t.body ? el("p", { class: "line", text: t.body }) : null,
         t.result ? el("p", { class: "line", text: "Result: " + t.result }) : null);
-      if (t.status === "open") {
+      // A task is updated or closed only by its creator's or its assignee's company (design §5):
+      // only their people get the forms (the API would refuse anyone else's, 403).
+      const company = state.me && state.me.company;
+      const assigneeCompany = String(t.to || "").split(".")[0];  // an agent id is COMPANY.NAME
+      const mayAct = !!company && (company === (t.created_by || {}).company || company === assigneeCompany);
+      if (t.status === "open" && mayAct) {
         const noteId = "task-note-" + i, resultId = "task-result-" + i;
         item.append(
           el("form", { class: "actions-row", on: { submit: (e) => taskAction(e, t, "updates", noteId, "note") } },
