@@ -165,8 +165,8 @@ class Api(Construct):
             checkov.acknowledge(
                 method,
                 "CKV_AWS_59",
-                "The OpenAPI document, Swagger UI and the room page's static files hold no data: public on "
-                "purpose; every data route requires the bearer-token authorizer",
+                "The OpenAPI document, Swagger UI, the room page's static files and the root's redirect to "
+                "it hold no data: public on purpose; every data route requires the bearer-token authorizer",
             )
             nag.acknowledge(
                 method,

@@ -165,11 +165,18 @@ def _print(data) -> None:
     print(_json_text(data))
 
 
-def _show(data: Any, as_json: bool, lines: Callable[[Any], Iterable[str]], empty: str | None = None) -> None:
+def _show(
+    data: Any,
+    as_json: bool,
+    lines: Callable[[Any], Iterable[str]],
+    empty: str | None = None,
+    listing: str | None = None,
+) -> None:
     """``data`` as indented JSON (``--json``, for machines), or as the human ``lines(data)``, each
-    made visible (``empty``: the line said instead when ``data`` is an empty list)."""
+    made visible (``empty``: the line said instead when ``data`` is an empty list). ``listing``:
+    ``data`` is a list, printed as the API answers a listing, ``{listing: [...]}`` (docs/api.md)."""
     if as_json:
-        _print(data)
+        _print({listing: data} if listing is not None else data)
         return
     if empty is not None and not data:
         print(empty)
@@ -207,6 +214,9 @@ def dev(
     setting: Annotated[
         list[str] | None, typer.Option(help="A runtime setting, NAME=VALUE (e.g. HOP_LIMIT=3); repeatable.")
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="Print only the banner: no line per wake, run start and end.")
+    ] = False,
 ) -> None:
     """Serve the room API on the local stack (moto in-process: no AWS account, no Docker). Wakes and
     runs happen in the background; the model provider is the local provider server."""
@@ -221,7 +231,7 @@ def dev(
         raise _fail(f"quay dev: --scripts {scripts}: {exc}", 2) from None
     try:
         server = DevServer(host, port, admin_token=admin_token, scripts=loaded, settings=settings)
-        server.serve_forever(banner=lambda line: print(line, flush=True))
+        server.serve_forever(banner=lambda line: print(visible(line), flush=True), quiet=quiet)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise _fail(
@@ -370,7 +380,31 @@ def post(
     )
 
 
-@app.command()
+class _TaskGroup(typer.core.TyperGroup):
+    """``quay task ROOM TO TITLE`` creates a task, as it always did (the ``create`` command);
+    ``quay task list ROOM`` lists them: a first word that names no command is a room."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # (typer's vendored click Context)
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["create", *args]
+        return super().parse_args(ctx, args)
+
+
+task_app = typer.Typer(
+    cls=_TaskGroup,
+    no_args_is_help=True,
+    help="A room's tasks: `quay task ROOM TO TITLE` creates one, `quay task list ROOM` lists them.",
+)
+app.add_typer(task_app, name="task")
+
+
+def _task_line(t: dict) -> str:
+    by = (t.get("created_by") or {}).get("id") or "?"
+    result = f" -> {t['result']}" if t.get("result") else ""
+    return f'{t["id"]} [{t["status"]}] "{t["title"]}" for {t["to"]} from {by}{result}'
+
+
+@task_app.command("create")
 def task(
     room: str,
     to: str,
@@ -380,9 +414,62 @@ def task(
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
-    """Create a task for an agent of the room."""
+    """Create a task for an agent of the room (also `quay task ROOM TO TITLE`)."""
     t = _run(lambda: _client(url, token).task(room, to, title, body))
     _show(t, as_json, lambda t: [f'task {t["id"]} [{t["status"]}] "{t["title"]}" for {t["to"]}'])
+
+
+@task_app.command("list")
+def task_list(
+    room: str,
+    status: Annotated[str, typer.Option(help="open, closed or all.")] = "open",
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """A room's tasks (open ones unless --status): id, status, title, assignee, creator, result."""
+    if status not in ("open", "closed", "all"):
+        raise _fail(f"quay task list: --status is open, closed or all, not {status!r}", 2)
+    tasks = _run(lambda: _client(url, token).tasks(room, status))
+    _show(
+        tasks,
+        as_json,
+        lambda tasks: map(_task_line, tasks),
+        empty=f"no {'' if status == 'all' else status + ' '}tasks",
+        listing="tasks",
+    )
+
+
+@app.command()
+def whoami(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Who your token is: its person and company (or an operator token)."""
+    me = _run(lambda: _client(url, token).me())
+    _show(
+        me,
+        as_json,
+        lambda m: [
+            "an operator token" + (f" ({m['member']})" if m.get("member") else "")
+            if m.get("admin") or not m.get("company")
+            else f"{m['member']} of {m['company']}"
+        ],
+    )
+
+
+memory_app = typer.Typer(no_args_is_help=True, help="A room's memory lines (the ones your company may read).")
+app.add_typer(memory_app, name="memory")
+
+
+def _memory_line(m: dict) -> str:
+    seen = f"{m['company']} only" if m["visibility"] == "company" else "room"
+    author = m.get("author") or {}
+    return f"{m['id']} ({seen}) {m['text']}  by {author.get('id') or '?'} ({author.get('company') or '-'})"
+
+
+@memory_app.command("list")
+def memory_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """The memory lines of a room your company may read: the room's and your company's own."""
+    lines = _run(lambda: _client(url, token).memory(room))
+    _show(lines, as_json, lambda lines: map(_memory_line, lines), empty="no memory lines", listing="lines")
 
 
 @app.command()
@@ -396,6 +483,7 @@ def approvals(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
             f"{a['id']}  {a['agent_id']}: {a['summary']}  ({a['status']}, {a['created_at']})" for a in items
         ],
         empty="no pending approval requests",
+        listing="approvals",
     )
 
 
@@ -449,7 +537,7 @@ def _room_head(r: dict) -> list[str]:
     agents = ", ".join(f"@{a.get('name') or a['id']} ({a['id']})" for a in r.get("agents") or []) or "none"
     hop = f"  hop limit {r['hop_limit']}" if r.get("hop_limit") is not None else ""
     if r.get("max_runs_per_chain") is not None:
-        hop += f"  at most {r['max_runs_per_chain']} runs a chain"
+        hop += f"  at most {_count(r['max_runs_per_chain'], 'run')} a chain"
     return [
         f"room {r['id']}" + (f'  "{r["name"]}"' if r.get("name") else "") + hop,
         f"  members: {', '.join(r.get('members') or []) or 'none'}",
@@ -493,6 +581,7 @@ def room_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenO
             f"{r['id']}  {r.get('name') or '-'}  members: {', '.join(r.get('members') or [])}" for r in rooms
         ],
         empty="no rooms",
+        listing="rooms",
     )
 
 
@@ -589,7 +678,7 @@ def _agent_line(a: dict) -> str:
         key = f"role {a['role_arn']}  external id {a.get('external_id')}"
     base = f"  base_url {a['base_url']}" if a.get("base_url") else ""
     wake = f"  wakes from {a['wake_from']}" if a.get("wake_from", "anyone") != "anyone" else ""
-    wake += f"  context {a['max_context_tokens']:,} tokens" if a.get("max_context_tokens") else ""
+    wake += f"  context {_count(a['max_context_tokens'], 'token')}" if a.get("max_context_tokens") else ""
     paused = f"  paused by {a.get('paused_by')} at {a['paused_at']}" if a.get("paused_at") else ""
     return f"{a['id']}  ({a['company']})  {a['provider']} {a['model']}  {key}{base}{wake}{paused}"
 
@@ -679,7 +768,7 @@ def agent_resume(agent: AgentArg, as_json: JsonOpt = False, url: UrlOpt = DEFAUL
 def agent_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Your company's agents."""
     agents = _run(lambda: _client(url, token).agents())
-    _show(agents, as_json, lambda agents: map(_agent_line, agents), empty="no agents")
+    _show(agents, as_json, lambda agents: map(_agent_line, agents), empty="no agents", listing="agents")
 
 
 chain_app = typer.Typer(no_args_is_help=True, help="Chains of agent wakes (a run's chain_id: quay ledger).")
@@ -719,8 +808,8 @@ def _limits_text(b: dict) -> str:
         for k, label, fmt in (
             ("daily_usd", "daily", lambda v: f"${float(v):,.2f}"),
             ("monthly_usd", "monthly", lambda v: f"${float(v):,.2f}"),
-            ("daily_tokens", "daily", lambda v: f"{int(v):,} tokens"),
-            ("monthly_tokens", "monthly", lambda v: f"{int(v):,} tokens"),
+            ("daily_tokens", "daily", lambda v: _count(v, "token")),
+            ("monthly_tokens", "monthly", lambda v: _count(v, "token")),
         )
         if b.get(k) is not None
     ]
@@ -1038,7 +1127,7 @@ def file_add(
 def file_list(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """A room's files: id, name, size, kind, status (with the reason of a failed one), uploader."""
     files = _run(lambda: _client(url, token).files(room))
-    _show(files, as_json, lambda files: map(_file_line, files), empty="no files")
+    _show(files, as_json, lambda files: map(_file_line, files), empty="no files", listing="files")
 
 
 @file_app.command("rm")
@@ -1105,9 +1194,11 @@ def ledger(
         print(f"not woken: {n['agent_id']}  {n['reason']}  chain {n['chain_id']}  {n['at']}")
 
 
-def _count(n: int, one: str, many: str) -> str:
-    """``1 reply``, ``2 replies``."""
-    return f"{n} {one if int(n) == 1 else many}"
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``1 reply``, ``2 replies`` (:func:`quayutec.words.count`)."""
+    from quayutec.words import count
+
+    return count(int(n), one, many)
 
 
 #: How ``quay ledger`` names the sections of a fitted context (design §2.2).

@@ -142,6 +142,11 @@ class QuayClient:
         return self.call("DELETE", f"/companies/{_seg(company)}/tokens/{_seg(token_id)}")
 
     # ------------------------------------------------------------------ company
+    def me(self) -> dict:
+        """``GET /me``: who the token is, ``{company, member, admin}``."""
+        result: dict = self.call("GET", "/me")
+        return result
+
     def policy(self, company: str) -> dict:
         return self.call("GET", f"/companies/{_seg(company)}/policy")
 

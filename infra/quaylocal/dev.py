@@ -33,6 +33,7 @@ from quaylocal import calls, files_endpoint
 from quaylocal.stack import ACCOUNT, DEV_BACKGROUND_INVOCATIONS, DEV_RETENTION, REGION, LocalStack, foreground
 from quayutec.api.errors import ERRORS, error_payload
 from quayutec.api.public import is_public
+from quayutec.words import count
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -280,7 +281,9 @@ class Gateway:
             "domainName": "127.0.0.1",
             "httpMethod": method,
             "identity": {"sourceIp": source_ip, "userAgent": dict(headers).get("User-Agent", "")},
-            "path": f"/{self.stage}{path}",
+            # quay dev serves the API at its root, as API Gateway does behind a custom domain:
+            # the path without the stage (what the API's documents say their server is).
+            "path": path,
             "protocol": "HTTP/1.1",
             "requestId": str(uuid.uuid4()),
             "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
@@ -390,6 +393,51 @@ def load_scripts(path: str | Path | None) -> dict[str, list[dict[str, Any]]]:
     return data
 
 
+class ActivityLog:
+    """What ``quay dev`` prints after its banner: one plain line per wake the wake queue delivers,
+    per run start and per run end (design §3), read from the local stack (the wake bodies it
+    keeps) and the run ledger of the rooms woken (``Ledger.runs_in_room``, a set-up call of the
+    local tooling, not a function's). :meth:`poll` prints what is new since the last call."""
+
+    def __init__(self, stack: LocalStack, say: Callable[[str], None]) -> None:
+        self.stack = stack
+        self.say = say
+        self._wakes_seen = 0
+        self._rooms: dict[str, None] = {}
+        self._started: set[str] = set()
+        self._ended: set[str] = set()
+
+    def poll(self) -> None:
+        from quayutec.deps import default_deps
+        from quayutec.models import FINAL_STATUSES, Wake
+
+        received = self.stack.stats.wakes_received
+        new = min(received - self._wakes_seen, len(self.stack.wake_bodies))
+        self._wakes_seen = received
+        for body in list(self.stack.wake_bodies)[len(self.stack.wake_bodies) - new :] if new > 0 else []:
+            try:
+                w = Wake.model_validate_json(body)
+            except ValueError:
+                continue
+            self._rooms[w.room_id] = None
+            self.say(
+                f"wake {w.agent_id} in {w.room_id}: {w.cause_kind.replace('_', ' ')} {w.cause_id} "
+                f"(by {w.by_kind}, hop {w.hop}, chain {w.chain_id})"
+            )
+        ledger = default_deps().ledger
+        for room in list(self._rooms):
+            with calls.owner(calls.SETUP):
+                runs = sorted(ledger.runs_in_room(room), key=lambda r: r.started_at)
+            for run in runs:
+                if run.run_id not in self._started:
+                    self._started.add(run.run_id)
+                    self.say(f"run {run.run_id} started: {run.agent_id} in {run.room_id} (wake {run.wake_id})")
+                if run.status in FINAL_STATUSES and run.run_id not in self._ended:
+                    self._ended.add(run.run_id)
+                    error = f": {run.error_class}: {run.error_message}" if run.error_class else ""
+                    self.say(f"run {run.run_id} ended {run.status}{error} (quay ledger {run.run_id})")
+
+
 class DevServer:
     """The local dev stack behind an HTTP API. ``admin_token``: the operator token to create
     (default: a fresh random one, see :attr:`admin_token`); ``scripts``: model replies per agent;
@@ -490,8 +538,9 @@ class DevServer:
         """The local provider server's OpenAI-compatible address (for an agent's ``base_url``)."""
         return self.provider.base_url("openai-compatible")
 
-    def serve_forever(self, banner: Callable[[str], None] = print) -> None:
-        """Serve until SIGINT (Ctrl-C) or SIGTERM, then stop everything."""
+    def serve_forever(self, banner: Callable[[str], None] = print, *, quiet: bool = False) -> None:
+        """Serve until SIGINT (Ctrl-C) or SIGTERM, then stop everything. After the banner, one
+        line per wake, run start and run end (:class:`ActivityLog`) unless ``quiet``."""
         import signal
 
         def _stop(signum: int, frame: Any) -> None:
@@ -503,7 +552,7 @@ class DevServer:
         banner(f"quay dev: the room API on {self.url} (OpenAPI {self.url}/openapi.json, Swagger UI {self.url}/docs)")
         banner(f"the room page: {self.url}/app/ (sign in with a person's token)")
         banner(f"operator token: {self.admin_token}")
-        scripted = ", ".join(f"{a} ({len(s)} replies)" for a, s in sorted(self.provider.scripts.items()))
+        scripted = ", ".join(f"{a} ({count(len(s), 'reply')})" for a, s in sorted(self.provider.scripts.items()))
         banner(
             f"local model provider: {self.provider.root_url} (echo replies unless scripted); "
             f"openai-compatible base_url: {self.compat_base_url()}"
@@ -511,9 +560,17 @@ class DevServer:
         if scripted:
             banner(f"scripted agents (--scripts): {scripted}")
         banner("Ctrl-C stops it; everything lives in memory and is gone after.")
+        activity = None if quiet or self.stack is None else ActivityLog(self.stack, banner)
         try:
             while True:
-                time.sleep(3600)
+                if activity is None:
+                    time.sleep(3600)
+                    continue
+                time.sleep(0.5)
+                try:
+                    activity.poll()
+                except Exception as exc:  # noqa: BLE001 - a report line is never worth stopping the server
+                    banner(f"(activity lines: {type(exc).__name__}: {exc})")
         except KeyboardInterrupt:
             pass
         finally:

@@ -28,7 +28,8 @@ def action_line(a: dict[str, Any]) -> str:
 
 def request_line(q: dict[str, Any]) -> str:
     """One model request of the ledger on one line: number, time sent, provider, HTTP status,
-    the provider's request id, its error type/code, the classification, the wait chosen and why.
+    the provider's request id, its error type/code, the classification, the wait chosen and why,
+    and the provider's own error message (as stored, at most 1,000 characters).
 
     ``request 1  10:42:07  anthropic  HTTP 429  id req_01H…  rate_limit_error  → rate_limit,
     retryable, wait 2 s  why: retry-after: 1.5 -> wait 2 s before request 2``
@@ -50,7 +51,8 @@ def request_line(q: dict[str, Any]) -> str:
     kind = "retryable" if q.get("retryable") else "final"
     wait = f"wait {q['wait_s']} s" if q.get("wait_s") is not None else "no wait"
     why = f"  why: {q['decision']}" if q.get("decision") else ""
-    return visible(f"{head}  {marker}  → {q.get('category') or outcome}, {kind}, {wait}{why}")
+    said = f"  provider said: {' '.join(str(q['message']).split())}" if q.get("message") else ""
+    return visible(f"{head}  {marker}  → {q.get('category') or outcome}, {kind}, {wait}{why}{said}")
 
 
 def render(result: PlayResult) -> str:

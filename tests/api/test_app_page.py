@@ -110,7 +110,7 @@ def test_every_other_route_still_needs_the_token(gateway: Gateway) -> None:
     ):
         assert not is_public(method, path)
         assert gateway.handle(method, path, {}).status == 401, (method, path)
-    assert {p for _, p in PUBLIC_ROUTES} == {"/openapi.json", "/docs", "/app", "/app/{asset}"}
+    assert {p for _, p in PUBLIC_ROUTES} == {"/", "/openapi.json", "/docs", "/app", "/app/{asset}"}
 
 
 @pytest.mark.unit
@@ -141,3 +141,21 @@ def test_the_page_code_writes_text_only_and_relative_urls() -> None:
     assert not re.search(r"""["'`](https?:)?//""", code), "an absolute URL in app.js"
     assert not re.search(r"""fetch\(\s*["'`]/""", code), "a root-relative fetch in app.js"
     assert {p.name for p in Path(STATIC_DIR).iterdir()} == {"index.html", "app.js", "app.css"}
+
+
+@pytest.mark.unit
+def test_the_page_writes_no_glyph_a_font_may_lack() -> None:
+    """Issue 24 item 6: ⏸, ✓, ✗ and ■ showed as empty boxes in fonts without them. The page's
+    files hold only text every font has (ASCII, Latin-1, general punctuation: · … → “ ”); its
+    icons are inline SVG, and the service's note glyphs are matched by escapes, never written."""
+    for path in STATIC_DIR.iterdir():
+        rare = sorted(
+            {
+                c
+                for c in path.read_text(encoding="utf-8")
+                if ord(c) > 0x2000 and not 0x2010 <= ord(c) <= 0x2027 and c != "→"
+            }
+        )
+        assert rare == [], f"{path.name}: {' '.join(f'U+{ord(c):04X} {c}' for c in rare)}"
+    js = (STATIC_DIR / "app.js").read_text()
+    assert "createElementNS" in js and 'getElementById("svg-ns").namespaceURI' in js

@@ -86,7 +86,7 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
         "--api-key",
         "sk-dune-local",
     )
-    assert [(a["id"], a["name"]) for a in _json(url, carl, "agent", "list")] == [("cato.a1", "a1")]
+    assert [(a["id"], a["name"]) for a in _json(url, carl, "agent", "list")["agents"]] == [("cato.a1", "a1")]
     assert "sk-" not in _quay(url, carl, "agent", "list").stdout  # the key is never shown
 
     # rooms: the service generates the id; the name is a label

@@ -5,6 +5,7 @@ from `quay dev` to an approved held action (issue 12)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -50,7 +51,13 @@ def _run(script: str, url: str, admin: str, cwd: Path) -> str:
         text=True,
         cwd=REPO_ROOT,
         timeout=300,
-        env={"PATH": f"{REPO_ROOT / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(cwd)},
+        # PYTHONPATH passes through: a worktree's run of the suite (PYTHONPATH=functions:infra)
+        # has its `quay` import the worktree's code, not the checkout the virtualenv installed.
+        env={
+            "PATH": f"{REPO_ROOT / '.venv' / 'bin'}:/usr/bin:/bin",
+            "HOME": str(cwd),
+            **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
+        },
     )
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
@@ -63,8 +70,17 @@ def test_docs_api_walkthrough_reaches_an_approved_held_action(tmp_path: Path) ->
     (tmp_path / "scripts.json").write_text(scripts[0])
     json.loads(scripts[0])
     admin = "qyt_admin_docs_walkthrough_01"
+    curl = _blocks(doc, "## Walk-through with curl on `quay dev`", "sh")
+    cli = _blocks(doc, "## The `quay` client", "sh")
+    assert len(cli) == 1
+    marker = "=== the quay client section ==="
     with quay_dev(tmp_path, "--scripts", str(tmp_path / "scripts.json"), admin_token=admin) as url:
-        out = _run("\n".join(_blocks(doc, "## Walk-through with curl on `quay dev`", "sh")), url, admin, tmp_path)
+        # the CLI section follows the curl section in the same shell (issue 24 item 9)
+        both = "\n".join([*curl, f"echo '{marker}'", cli[0]])
+        out, cli_out = _run(both, url, admin, tmp_path).split(marker + "\n", 1)
+    assert "approved" in cli_out and "Stalls on the north quay" in cli_out  # approved from the CLI: written
+    assert "Draw the stall map" in cli_out and "c1" in cli_out  # quay task list
+    assert "request 1" in cli_out  # quay ledger RUN
     assert '"author": "bolt.b1"' in out  # b1's reply was there after the pause (ids: COMPANY.NAME)
     # the room file: uploaded through the presigned form, ingested, downloaded as an attachment
     assert "\n204\n" in out and 'content-disposition: attachment; filename="stalls.md"' in out.lower()

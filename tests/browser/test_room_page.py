@@ -441,12 +441,39 @@ def test_the_page_shows_the_company_spend_against_its_budget(chromium: str, dev_
             page.set_default_timeout(WAIT_MS)
             _open_room(page, dev_url, room["ann"], room["room"], "harbour")
             today = page.locator("#spend li[data-period='day']")
-            expect(today).to_contain_text(f"{day['spent_tokens']} tokens of 987654 budget")
+            expect(today).to_contain_text(f"{day['spent_tokens']:,} tokens of 987,654 budget")
             expect(page.locator("#spend li[data-period='month']")).to_contain_text("of $12.50 budget")
             page.get_by_role("button", name="Sign out").click()
             _open_room(page, dev_url, room["bob"], room["room"], "harbour")
             expect(page.locator("#spend li[data-period='day']")).to_be_visible()
             assert "987654" not in page.locator("#spend").inner_text(), "bolt's page shows acme's budget"
             assert bob.request("GET", "/companies/acme/spend?period=day").status == 404
+        finally:
+            browser.close()
+
+
+def test_the_page_offers_task_actions_only_to_who_may_take_them(
+    chromium: str, dev_url: str, locks: dict[str, str]
+) -> None:
+    """Issue 24 item 10: a task is updated or closed only by its creator's or its assignee's
+    company (the API answers anyone else 403); the page shows bolt's bob acme's task without the
+    forms, and acme's ann with them."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ann = QuayClient(dev_url, locks["ann"])
+    task = ann.task(locks["room"], "a3", "Paint the bollards")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            for who, forms in (("bob", 0), ("ann", 1)):
+                page = browser.new_context().new_page()
+                page.set_default_timeout(WAIT_MS)
+                _open_room(page, dev_url, locks[who], locks["room"], "locks")
+                item = page.locator(f"#tasks li[data-task='{task['id']}']")
+                expect(item).to_contain_text("Paint the bollards", timeout=WAIT_MS)
+                expect(page.locator("#who")).to_contain_text(f"Signed in as {who} of ")
+                expect(item.get_by_role("button", name="Close task")).to_have_count(forms)
+                expect(item.get_by_role("button", name="Add update")).to_have_count(forms)
+                page.context.close()
         finally:
             browser.close()

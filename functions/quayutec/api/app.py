@@ -35,6 +35,7 @@ from quayutec.api.routes import (
     tasks,
     tokens,
 )
+from quayutec.api.routes.page import served_at
 from quayutec.errors import Misconfigured, QuayError
 
 logger = Logger(child=True)
@@ -90,10 +91,12 @@ def version() -> str:
     return installed("quayutec")
 
 
-def openapi_json() -> str:
+def openapi_json(base_path: str = "") -> str:
     """The OpenAPI document: Powertools' (from the routes' pydantic models), with what it cannot
     know added: the ``Idempotency-Key`` header of every POST and every error each route can
-    answer, each in the one error shape (:func:`declare_errors`)."""
+    answer, each in the one error shape (:func:`declare_errors`). ``base_path``: where the API
+    is served (``/dev``; ``""``: the root), the document's one server, so a client of the
+    document (Swagger UI's "Try it out") calls the API where it is."""
     from aws_lambda_powertools.event_handler.openapi.models import Server
 
     doc = json.loads(
@@ -103,7 +106,7 @@ def openapi_json() -> str:
             description=DESCRIPTION,
             security_schemes=_security(),
             security=[{"bearer": []}],
-            servers=[Server(url="/")],
+            servers=[Server(url=base_path or "/")],
         )
     )
     return json.dumps(_without_spec_citations(declare_errors(doc)))
@@ -196,7 +199,7 @@ def declare_errors(doc: dict[str, Any]) -> dict[str, Any]:
 
 @app.get("/openapi.json", include_in_schema=False)
 def _openapi():
-    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json())
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json(served_at()))
 
 
 DOCS_PATH = "/docs"

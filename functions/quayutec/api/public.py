@@ -4,6 +4,7 @@
 caller. Everything else needs the bearer token. Pure data: importing this touches no AWS API.
 
 * ``GET /openapi.json`` and ``GET /docs``: the OpenAPI document and Swagger UI.
+* ``GET /``: a browser is redirected to the room page; any other client gets the JSON 401.
 * ``GET /app`` (a redirect to ``app/``), ``GET /app/`` and ``GET /app/{asset}``: the room page's
   static files (SPEC §9). The page holds no data: every data call it makes carries the token.
 """
@@ -14,6 +15,7 @@ import re
 
 #: (method, API Gateway resource path). API Gateway matches ``/app/`` to the ``/app`` resource.
 PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
+    ("GET", "/"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/app"),

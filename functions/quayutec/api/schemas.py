@@ -341,6 +341,15 @@ class RoomCost(_Out):
     cost: RunCost  # the sum of their cost lines (USD as each run recorded it)
 
 
+class Me(_Out):
+    """Who the token is: its company and person (``company`` None and ``admin`` true for an
+    operator token)."""
+
+    company: str | None
+    member: str
+    admin: bool
+
+
 class Ok(_Out):
     ok: Literal[True] = True
     detail: dict[str, Any] | None = None

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from quayutec import pricing
 from quayutec.models import BudgetLimits, CompanyBudget
+from quayutec.words import count
 
 MICRO = 1_000_000  # micro-USD per USD
 #: The shares of a budget at which its company gets a notice, once per period (design §7).
@@ -88,11 +89,7 @@ class Limit:
         """``acme's daily budget of $20.00``, ``acme.a1's monthly budget of 50,000 tokens``."""
         whose = company if self.scope == "company" else self.scope
         when = "daily" if self.period == "day" else "monthly"
-        what = (
-            f"${self.amount / MICRO:,.2f}"
-            if self.unit == "usd"
-            else f"{self.amount:,} token{'' if self.amount == 1 else 's'}"
-        )
+        what = f"${self.amount / MICRO:,.2f}" if self.unit == "usd" else count(self.amount, "token")
         return f"{whose}'s {when} budget of {what}"
 
 

@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 from quayutec.tokens import REPLY_MAX_TOKENS, estimate_tokens
+from quayutec.words import count
 
 #: The roster in the system prompt names at most this many other agents, and as many companies
 #: ("and 40 more agents").
@@ -41,7 +42,7 @@ def prompt_budget(max_context_tokens: int) -> int:
 
 
 def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
+    return count(n, one, many)
 
 
 def _bounded(names: list[str], what: tuple[str, str]) -> str:

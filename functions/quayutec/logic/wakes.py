@@ -23,6 +23,7 @@ from typing import Literal
 
 from quayutec.logic import ids
 from quayutec.models import Author, Message, Task, Wake, now_iso
+from quayutec.words import count
 
 MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9])")
 
@@ -125,7 +126,7 @@ def chain_notice(room_id: str, chain_id: str, max_runs: int) -> Message:
         kind="notice",
         chain_id=chain_id,
         created_at=now_iso(),
-        text=f"This chain of agent wakes stopped after {max_runs} runs; a new message starts a new one.",
+        text=f"This chain of agent wakes stopped after {count(max_runs, 'run')}; a new message starts a new one.",
     )
 
 

@@ -132,7 +132,47 @@ def _serve(name: str) -> Response:
     return Response(status_code=200, content_type=kind, body=text, headers=headers)
 
 
+def served_at() -> str:
+    """The path prefix the current request came under: ``/{stage}`` on a deployed stage's
+    execute-api address (API Gateway puts the stage in ``requestContext.path``), ``""`` at a
+    root (a custom domain; ``quay dev``). Swagger UI's page (Powertools) uses the same rule."""
+    ctx = router.current_event.request_context
+    stage, path = ctx.stage or "", ctx.path or ""
+    if stage and stage != "$default" and (path == f"/{stage}" or path.startswith(f"/{stage}/")):
+        return f"/{stage}"
+    return ""
+
+
+def _wants_html(accept: str) -> bool:
+    """Whether an ``Accept`` header names HTML (a browser's navigation), not just ``*/*``."""
+    return any(
+        part.split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml") for part in accept.split(",")
+    )
+
+
 # (No return annotations: Powertools would build a response model of them.)
+@router.get("/", include_in_schema=False)
+def root():
+    """``/``: a browser (``Accept`` names ``text/html``) is redirected (302) to the room page,
+    ``{served_at}/app/``; any other client gets the gateway's JSON 401 ``unauthenticated``, as
+    before the root was public (every data route needs the token)."""
+    accept = str(router.current_event.headers.get("Accept") or router.current_event.headers.get("accept") or "")
+    if _wants_html(accept):
+        target = f"{served_at()}/app/"
+        return Response(
+            status_code=302,
+            content_type="text/plain; charset=utf-8",
+            body=target,
+            headers={**security_headers(), "Location": target, "Vary": "Accept"},
+        )
+    return Response(
+        status_code=401,
+        content_type="application/json",
+        headers={"Vary": "Accept"},
+        body=error_payload(401, "unauthenticated", "Unauthorized"),
+    )
+
+
 @router.get("/app", include_in_schema=False)
 def page_index():
     """``/app/``: the page. ``/app`` (Powertools matches both here): a redirect to ``app/``, relative,

@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from quayutec.api.access import services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import CompanyId, TokenId
-from quayutec.api.schemas import Ok, TokenIn, TokenInfoOut, TokenIssued, TokenList
+from quayutec.api.schemas import Me, Ok, TokenIn, TokenInfoOut, TokenIssued, TokenList
 from quayutec.errors import InvalidInput, NotFound
 
 router = APIGatewayRouter()
@@ -49,3 +49,11 @@ def revoke_token(company_id: CompanyId, token_id: TokenId) -> Ok:
     if not services().tokens.revoke(company_id, token_id):
         raise NotFound(f"token {token_id!r} of company {company_id!r} does not exist")
     return Ok(detail={"revoked": token_id})
+
+
+@router.get("/me", tags=["tokens"], summary="Who the token is: company, person, operator or not")
+def me() -> Me:
+    """The caller as the authorizer resolved the token (no read): ``quay whoami``, and the room
+    page, which offers only the actions its person may take (docs/design.md §5)."""
+    who = caller()
+    return Me(company=who.company, member=who.member, admin=who.admin)

@@ -20,7 +20,7 @@
   const state = {
     token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
     timer: null, tick: 0, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
-    mine: new Map(), stoppedChains: new Set(),
+    mine: new Map(), stoppedChains: new Set(), me: null,
     mention: { open: false, items: [], active: 0, start: 0 },
   };
 
@@ -39,6 +39,28 @@
       node.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
     return node;
+  }
+  // Icons as inline SVG (every browser draws them; a glyph such as U+23F8 is an empty box in a
+  // font without it): pause (held), cross (denied, expired), check (approved), square (stopped),
+  // dots (being decided). Decorative: the words next to them say the same.
+  const ICONS = {
+    pause: [["rect", { x: 3, y: 2, width: 3, height: 12 }], ["rect", { x: 10, y: 2, width: 3, height: 12 }]],
+    cross: [["path", { d: "M3 3 L13 13 M13 3 L3 13", fill: "none", stroke: "currentColor", "stroke-width": 2.5 }]],
+    check: [["path", { d: "M2 8.5 L6 12.5 L14 3.5", fill: "none", stroke: "currentColor", "stroke-width": 2.5 }]],
+    square: [["rect", { x: 3, y: 3, width: 10, height: 10 }]],
+    dots: [["circle", { cx: 3, cy: 8, r: 1.6 }], ["circle", { cx: 8, cy: 8, r: 1.6 }], ["circle", { cx: 13, cy: 8, r: 1.6 }]],
+  };
+  function icon(name) {
+    const NS = document.getElementById("svg-ns").namespaceURI;  // SVG's (index.html's empty <svg>)
+    const svg = document.createElementNS(NS, "svg");
+    for (const [k, v] of Object.entries({ viewBox: "0 0 16 16", width: "1em", height: "1em", class: "icon",
+                                          fill: "currentColor", "aria-hidden": "true", focusable: "false" })) svg.setAttribute(k, v);
+    for (const [tag, attrs] of ICONS[name]) {
+      const part = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) part.setAttribute(k, String(v));
+      svg.append(part);
+    }
+    return svg;
   }
   const clear = (node) => { while (node.firstChild) node.removeChild(node.firstChild); };
   const enc = encodeURIComponent;
@@ -117,13 +139,15 @@
     state.token = token;
     try {
       const data = await api("GET", "rooms");
+      state.me = await api("GET", "me");  // who the token is: the actions offered are its person's
       sessionStorage.setItem(TOKEN_KEY, token);
       showError(null);
       $("sign-in").hidden = true;
       $("workspace").hidden = false;
       $("sign-out").hidden = false;
       $("who").hidden = false;
-      $("who").textContent = "Signed in (the token stays in this tab).";
+      $("who").textContent = "Signed in as " + state.me.member + (state.me.company ? " of " + state.me.company : " (operator)")
+        + " (the token stays in this tab).";
       await showRooms(data.rooms || []);
       $("room-list").querySelector("button") ? $("room-list").querySelector("button").focus() : $("main").focus();
     } catch (e) {
@@ -136,6 +160,7 @@
 
   function signOut(expired) {
     stopPolling();
+    state.me = null;
     sessionStorage.removeItem(TOKEN_KEY);
     Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
                            approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map(),
@@ -264,7 +289,8 @@
     // The service's notes close a reply: its last lines after a blank one. Only those are shown as
     // notes; the same words anywhere else (a person's message, mid-reply) stay plain text.
     const lines = String(m.text || "").split("\n");
-    const isNote = (line) => /^(⏸ held for approval|✗ denied|\(reply truncated)/.test(line);
+    // (The service writes U+23F8 before a held action's note and U+2717 before a denied one.)
+    const isNote = (line) => /^(\u23f8 held for approval|\u2717 denied|\(reply truncated)/.test(line);
     let first = lines.length;
     if (m.kind === "reply") {
       while (first > 0 && isNote(lines[first - 1])) first--;
@@ -274,8 +300,10 @@
       if (i < first) plain.push(line);
       else {
         flush();
-        const kind = /^⏸/.test(line) ? " held" : /^✗/.test(line) ? " denied" : "";
-        body.append(el("p", { class: "note" + kind, text: line }));
+        const held = /^\u23f8 /.test(line), denied = /^\u2717 /.test(line);
+        const mark = held ? icon("pause") : denied ? icon("cross") : null;
+        body.append(el("p", { class: "note" + (held ? " held" : denied ? " denied" : "") },
+          mark, mark ? " " : null, mark ? line.slice(2) : line));
       }
     });
     flush();
@@ -301,15 +329,16 @@
     for (const box of $("transcript").querySelectorAll(".outcomes")) {
       const list = byRun.get(box.dataset.run) || [];
       const lines = list.filter((a) => a.status !== "pending").map((a) => {
-        const verb = { approved: "✓ approved", rejected: "✗ denied", expired: "✗ expired (no answer in time)",
-                       deciding: "… being decided", stopped: "■ stopped, not written" }[a.status] || a.status;
-        return verb + (a.decided_by ? " by " + a.decided_by : "") + ": " + a.summary;
+        const [mark, verb] = { approved: ["check", "approved"], rejected: ["cross", "denied"],
+                               expired: ["cross", "expired (no answer in time)"], deciding: ["dots", "being decided"],
+                               stopped: ["square", "stopped, not written"] }[a.status] || [null, a.status];
+        return [mark, verb + (a.decided_by ? " by " + a.decided_by : "") + ": " + a.summary];
       });
-      const text = lines.join("\n");
+      const text = lines.map(([, line]) => line).join("\n");
       if (box.dataset.text === text) continue;
       box.dataset.text = text;
       clear(box);
-      for (const line of lines) box.append(el("p", { class: "note outcome", text: line }));
+      for (const [mark, line] of lines) box.append(el("p", { class: "note outcome" }, mark ? icon(mark) : null, mark ? " " : null, line));
     }
   }
 
@@ -402,7 +431,12 @@
     state.sig[name] = sig;
     return true;
   }
-  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+  // Counted words, the rule of quayutec/words.py: "1 passage", "2 passages", "0 replies".
+  function plural(n, word) {
+    const IRREGULAR = { reply: "replies", company: "companies", entry: "entries", summary: "summaries" };
+    const cut = word.lastIndexOf(" ") + 1, last = word.slice(cut);
+    return Number(n).toLocaleString("en-US") + " " + (n === 1 ? word : word.slice(0, cut) + (IRREGULAR[last] || last + "s"));
+  }
 
   async function loadApprovals(room) {
     const data = await api("GET", "rooms/" + enc(room) + "/approvals?status=all");
@@ -482,7 +516,7 @@
         + (s.reserved_usd ? ", " + usd(s.reserved_usd) + " reserved for requests under way" : ""));
     }
     if (s.spent_tokens || s.reserved_tokens || s.budget_tokens !== null) {
-      parts.push(plural(s.spent_tokens, "token") + (s.budget_tokens !== null ? " of " + s.budget_tokens + " budget" : "")
+      parts.push(plural(s.spent_tokens, "token") + (s.budget_tokens !== null ? " of " + Number(s.budget_tokens).toLocaleString("en-US") + " budget" : "")
         + (s.reserved_tokens ? ", " + plural(s.reserved_tokens, "token") + " reserved" : ""));
     }
     return parts.length ? parts.join(" · ") : "nothing spent, no budget set";
@@ -553,7 +587,12 @@
         el("p", { class: "meta", text: "for " + t.to + " · by " + ((t.created_by || {}).id || "?") + " · " + when(t.updated_at) }),
         t.body ? el("p", { class: "line", text: t.body }) : null,
         t.result ? el("p", { class: "line", text: "Result: " + t.result }) : null);
-      if (t.status === "open") {
+      // A task is updated or closed only by its creator's or its assignee's company (design §5):
+      // only their people get the forms (the API would refuse anyone else's, 403).
+      const company = state.me && state.me.company;
+      const assigneeCompany = String(t.to || "").split(".")[0];  // an agent id is COMPANY.NAME
+      const mayAct = !!company && (company === (t.created_by || {}).company || company === assigneeCompany);
+      if (t.status === "open" && mayAct) {
         const noteId = "task-note-" + i, resultId = "task-result-" + i;
         item.append(
           el("form", { class: "actions-row", on: { submit: (e) => taskAction(e, t, "updates", noteId, "note") } },
@@ -637,7 +676,7 @@
         el("p", { class: "meta", text: [size(f.size), f.kind, "by " + who + (company ? " (" + company + ")" : ""),
                                         when(f.created_at)].join(" · ") }),
         f.status === "failed" && f.reason ? el("p", { class: "meta", text: "Not read: " + f.reason }) : null,
-        f.status === "ready" ? el("p", { class: "meta", text: f.chunks + " passages" }) : null));
+        f.status === "ready" ? el("p", { class: "meta", text: plural(f.chunks, "passage") }) : null));
     }
   }
 
