@@ -6,8 +6,9 @@ byte-level BPE tokenizer we know cuts it into at least (its pre-tokenizer splits
 numbers, punctuation and white space, and a word at its case changes), and each piece is
 charged what such a tokenizer could need for it at most on real text:
 
-* a word: one token per 4 letters or part of them, one more when it has more than 4 (a long or
-  rare word is cut in pieces; "Pneumonoultramicroscopic" is many); a word in capitals one per letter
+* a word: 2 tokens up to 4 letters (a short word the vocabulary lacks is two pieces: "moto",
+  "acme"), else one per 3 letters or part of them and one more (a long or rare word is cut in
+  pieces; "Pneumonoultramicroscopic" is many); a word in capitals one per letter
   (capitals are cut finer than any other word: "ASL" is two, "PITR" three);
 * a run of digits: one token per 2 digits (tokenizers cut numbers in groups of 1 to 3);
 * a run of white space: a single space or line break is charged 1 (it usually rides on the next
@@ -18,8 +19,8 @@ charged what such a tokenizer could need for it at most on real text:
 
 Held against a real BPE tokenizer (OpenAI's cl100k, in the tests: tests/unit/test_tokens.py)
 on English, code, CJK, emoji and control characters, the estimate is never below it and within
-about 2× of it on English prose. It is an estimate for fitting a prompt, not a bill: the cost
-line counts the tokens the provider reports (design §7).
+2.5x of it on English prose (about 2.4x on this repository's docs). It is an estimate for fitting
+a prompt, not a bill: the cost line counts the tokens the provider reports (design §7).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def _cost(piece: str) -> int:
             if piece.isupper():  # an acronym: capitals are cut fine ("ASL": "AS", "L"; "PITR" three)
                 return n
             if _PRONOUNCEABLE(piece):
-                return (n + 3) // 4 + (1 if n > 4 else 0) if n <= 10 else (n + 2) // 3 + 1
+                # a short word outside the vocabulary is two pieces ("moto", "acme", "quay")
+                return 2 if n <= 4 else (n + 2) // 3 + 1
             return n // 2 + 2
         if first.isdigit():
             return (n + 1) // 2

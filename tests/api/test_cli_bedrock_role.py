@@ -34,7 +34,7 @@ def test_register_a_bedrock_agent_with_a_role(dev_url: str) -> None:
         "fjord.f1  (fjord)  bedrock amazon.nova-micro-v1:0  role " + ROLE + "  external id quayutec-"
     )
     listed = json.loads(_quay(dev_url, finn, "agent", "list", "--json").stdout)
-    [f1] = listed
+    [f1] = listed["agents"]  # a listing's --json is the API's listing shape
     assert f1["role_arn"] == ROLE and f1["external_id"] in line and f1["key_stored"] is False
 
     bad = _quay(dev_url, finn, "agent", "register", "f2", "--provider", "bedrock", "--model", "m", "--role-arn", "x")

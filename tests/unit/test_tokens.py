@@ -73,6 +73,16 @@ def test_english_is_not_overcounted_absurdly(real) -> None:
         assert estimate_tokens(text) <= 2.5 * real(text), kind
 
 
+def test_every_word_of_the_docs_is_not_undercounted(real) -> None:
+    """Each word of the README and the design alone, bare and after a space (short texts drawn
+    from the README met "moto," and "ASL")."""
+    import re
+
+    words = set(re.findall(r"[A-Za-z]+", (ROOT / "README.md").read_text() + _samples()["english"]))
+    under = [w for w in sorted(words) if estimate_tokens(w) < real(w) or estimate_tokens(f" {w},") < real(f" {w},")]
+    assert not under, under[:20]
+
+
 def test_acronyms_are_not_undercounted(real) -> None:
     """A word in capitals alone is cut like a rare word (the README's "ASL" took 2, estimated 1)."""
     for word in ("ASL", "CDK", "SQS", "IAM", "README", "HTTPS", "API", "JSON", "TTL", "PITR"):
