@@ -74,6 +74,9 @@ LEDGER_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
+        # A room's runs and refused wakes, per company (design §8): gsi1pk = "ROOM#{room}" or
+        # "NOT_STARTED#{room}", gsi1sk = "{company}#{started_at}#{run}": a company's page reads
+        # its own items only.
         IndexDef("runs_by_room", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
         # Sparse: runs without a final status, by agent and by chain (design §3: the stop path)
         IndexDef("active_by_agent", KeyAttr("active_agent"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
