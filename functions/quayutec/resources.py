@@ -20,10 +20,13 @@ class KeyAttr:
 
 @dataclass(frozen=True)
 class IndexDef:
+    """A global secondary index. There are no local ones (design §8): an LSI caps every item
+    collection of its table at 10 GB, keeps a partition key on one partition and can never be
+    removed from a table."""
+
     name: str
     partition_key: KeyAttr
     sort_key: KeyAttr
-    local: bool = False  # True: local secondary index (same partition key as the table)
     # Non-key attributes the index projects (ProjectionType INCLUDE); None: ALL of them. A write
     # that changes no projected attribute writes nothing to the index.
     include: tuple[str, ...] | None = None
@@ -48,8 +51,9 @@ ROOM_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
-        # Time order inside one partition (newest messages, newest memory lines).
-        IndexDef("by_time", KeyAttr("pk"), KeyAttr("lsi1sk"), local=True),
+        # Time order of a room's messages and of each memory partition (design §8):
+        # gsi2pk = the item's own partition, gsi2sk = "{created_at}#{id}".
+        IndexDef("by_time", KeyAttr("gsi2pk"), KeyAttr("gsi2sk")),
         # Sparse index of open tasks per (room, assignee).
         IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
     ),
