@@ -56,6 +56,9 @@ ROOM_TABLE = TableDef(
         IndexDef("by_time", KeyAttr("gsi2pk"), KeyAttr("gsi2sk")),
         # Sparse index of open tasks per (room, assignee).
         IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
+        # Approval requests per (room, owning company), design §8: gsi3pk =
+        # "APPROVALS#{room}#{company}", gsi3sk = "{created_at}#{run}#{index}" (approval rows only).
+        IndexDef("approvals_by_company", KeyAttr("gsi3pk"), KeyAttr("gsi3sk")),
     ),
     stream="NEW_AND_OLD_IMAGES",  # the outbox that drives wakes (SPEC §3)
 )
@@ -379,6 +382,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:get",
             "ledger:query",
             "ledger:query@runs_by_room",
+            "room:query@approvals_by_company",  # a company's approval requests in a room
             "ledger:batchget",  # a company's spend counters, with its budget (design §7)
             "room:batchget",
             "ledger:query@active_by_agent",  # a pause and a chain's stop reach the runs they stop

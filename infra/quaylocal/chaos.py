@@ -1020,6 +1020,8 @@ _VOLATILE = {
     "gsi1sk",
     "gsi2pk",
     "gsi2sk",
+    "gsi3pk",
+    "gsi3sk",
     "id",
     "created_at",
     "updated_at",

@@ -12,10 +12,13 @@ receive/delete, queue attributes) is the Lambda service's, not a call of the run
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from quaylocal import calls as C
+
+T = TypeVar("T")
 
 #: Calls the local pollers make for the event source mappings: not the run's.
 POLLING = frozenset(
@@ -213,21 +216,28 @@ def seed_room_runs(ledger: Any, room_id: str, runs: dict[str, int], at: str = "2
                 ledger.db.put_item(TableName=ledger.table, Item=ledger._run_item(record))
 
 
-def runs_page_reads(ledger: Any, room_id: str, company: str, limit: int) -> dict[str, int]:
-    """What one page of ``company``'s runs in ``room_id`` (``GET /rooms/{room}/runs``'s read:
-    :meth:`~quayutec.dal.ledger.LedgerStore.runs_in_room`) reads: ``queries``, ``items_read``
-    (the responses' ``ScannedCount``: the items DynamoDB read, billed, before any filter) and
-    ``runs`` (the page's length)."""
+def counted_reads(db: Any, read: Callable[[], T]) -> tuple[T, dict[str, int]]:
+    """Call ``read`` and count the queries it made through the DynamoDB client ``db``:
+    ``queries`` and ``items_read`` (the responses' ``ScannedCount``: the items DynamoDB read and
+    billed, before any filter)."""
     scanned: list[int] = []
 
     def count(parsed: dict[str, Any], **_: Any) -> None:
         scanned.append(int(parsed.get("ScannedCount", 0)))
 
-    events = ledger.db.meta.events
-    events.register("after-call.dynamodb.Query", count, unique_id="quay-runs-page-reads")
+    events = db.meta.events
+    events.register("after-call.dynamodb.Query", count, unique_id="quay-counted-reads")
     try:
         with C.owner(C.SETUP):
-            page = ledger.runs_in_room(room_id, company, limit=limit)
+            result = read()
     finally:
-        events.unregister("after-call.dynamodb.Query", unique_id="quay-runs-page-reads")
-    return {"queries": len(scanned), "items_read": sum(scanned), "runs": len(page)}
+        events.unregister("after-call.dynamodb.Query", unique_id="quay-counted-reads")
+    return result, {"queries": len(scanned), "items_read": sum(scanned)}
+
+
+def runs_page_reads(ledger: Any, room_id: str, company: str, limit: int) -> dict[str, int]:
+    """What one page of ``company``'s runs in ``room_id`` (``GET /rooms/{room}/runs``'s read:
+    :meth:`~quayutec.dal.ledger.LedgerStore.runs_in_room`) reads: :func:`counted_reads`'
+    figures and ``runs``, the page's length."""
+    page, reads = counted_reads(ledger.db, lambda: ledger.runs_in_room(room_id, company, limit=limit))
+    return {**reads, "runs": len(page)}

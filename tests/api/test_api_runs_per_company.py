@@ -1,16 +1,16 @@
 """A company's runs page reads its own runs only (design §8): the ledger's ``runs_by_room`` index
 keys a room's runs by (room, company), so another company's runs, however many, are never read
-and a page fills ``limit`` exactly."""
+and a page fills ``limit`` exactly. Its approval requests likewise (``approvals_by_company``)."""
 
 from __future__ import annotations
 
 import pytest
 from apihelpers import World
 
-from quaylocal.costs import runs_page_reads, seed_room_runs
+from quaylocal.costs import counted_reads, runs_page_reads, seed_room_runs
 from quayutec.dal.directory import Directory
 from quayutec.deps import default_deps
-from quayutec.models import Room
+from quayutec.models import ApprovalRequest, Room
 
 LIMIT = 7
 ROOM = "r-runs"
@@ -53,3 +53,29 @@ def test_room_cost_since_counts_the_callers_runs_from_then_on(crowded: World) ->
     assert cost["runs"] == 7  # acme's runs 5..11, none of bolt's
     assert w.api.ok("GET", f"/rooms/{ROOM}/cost?since=2026-11-30T00:00:05.000001Z", w.tokens["ann"])["runs"] == 6
     assert w.api.ok("GET", f"/rooms/{ROOM}/cost", w.tokens["bob"])["runs"] == 120
+
+
+def test_a_companys_approvals_listing_reads_only_its_own_rows(crowded: World) -> None:
+    w = crowded
+    room = default_deps().room
+    for company, n in (("acme", 2), ("bolt", 20)):
+        for i in range(n):
+            run = f"run-{ROOM}-{company}-{i}"
+            approval = ApprovalRequest(
+                id=f"{run}:0",
+                room_id=ROOM,
+                run_id=run,
+                index=0,
+                agent_id=f"{company}.a1",
+                company=company,
+                summary="remember (room)",
+                fields={"text": f"line {i}"},
+                created_at=f"2026-11-30T00:01:{i:02d}.000000Z",
+            )
+            room.put_approval(approval, f"token-{company}-{i}")
+    mine, reads = counted_reads(room.db, lambda: room.approvals(ROOM, "acme"))
+    assert [a.run_id for a in mine] == [f"run-{ROOM}-acme-{i}" for i in range(2)]
+    assert reads == {"queries": 1, "items_read": 2}, reads
+    listed = w.api.ok("GET", f"/rooms/{ROOM}/approvals", w.tokens["ann"])["approvals"]
+    assert [a["run_id"] for a in listed] == [f"run-{ROOM}-acme-{i}" for i in range(2)]
+    assert len(w.api.ok("GET", f"/rooms/{ROOM}/approvals?status=all", w.tokens["bob"])["approvals"]) == 20

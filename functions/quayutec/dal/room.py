@@ -16,7 +16,8 @@ Item layout (pk / sk):
   ``{created_at}#{task}`` while open — a sparse index; a room's task list is the ``TASK#``
   range, put in creation order when read)
 * ``ROOM#{id}`` / ``TEV#{task}#{event}`` — a task event (created / update / close)
-* ``ROOM#{id}`` / ``APPROVAL#{run}#{index}`` — an approval request
+* ``ROOM#{id}`` / ``APPROVAL#{run}#{index}`` — an approval request (GSI ``approvals_by_company``:
+  ``APPROVALS#{room}#{company}`` / ``{created_at}#{run}#{index}``)
 * ``ROOM#{id}`` / ``OUTBOX#{id}`` — the wakes of a run's action writes
 * ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines (GSI
   ``by_time``: ``gsi2pk`` = their pk, ``gsi2sk`` = ``{created_at}#{id}``)
@@ -107,7 +108,9 @@ def _mem_pk(room_id: str, visibility: str, company: str) -> str:
 
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
     return {
-        k: v for k, v in item.items() if k not in {"pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "wakes", "type"}
+        k: v
+        for k, v in item.items()
+        if k not in {"pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk", "wakes", "type"}
     }
 
 
@@ -798,6 +801,8 @@ class RoomStore:
         item = {
             **key,
             "type": "approval",
+            "gsi3pk": f"APPROVALS#{approval.room_id}#{approval.company}",
+            "gsi3sk": f"{approval.created_at}#{approval.run_id}#{approval.index:03d}",
             "task_token": task_token,
             **approval.model_dump(mode="json", exclude_none=True),
         }
@@ -870,13 +875,23 @@ class RoomStore:
             ExpressionAttributeValues=values,
         )
 
-    def approvals(self, room_id: str) -> list[ApprovalRequest]:
-        items = paginate_query(
-            self.db.query,
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "APPROVAL#"},
-        )
+    def approvals(self, room_id: str, company: str | None = None) -> list[ApprovalRequest]:
+        """The approval requests of a room, oldest first: those of ``company``'s agents, read from
+        the ``approvals_by_company`` GSI (only that company's rows; eventually consistent: a
+        listing, no decision rests on it, design §8); ``company=None``: every company's (the
+        operator's view: the scenario player, the chaos lab, tests)."""
+        if company is None:
+            query = {
+                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+                "ExpressionAttributeValues": {":pk": _room_pk(room_id), ":p": "APPROVAL#"},
+            }
+        else:
+            query = {
+                "IndexName": "approvals_by_company",
+                "KeyConditionExpression": "gsi3pk = :pk",
+                "ExpressionAttributeValues": {":pk": f"APPROVALS#{room_id}#{company}"},
+            }
+        items = paginate_query(self.db.query, TableName=self.table, **query)
         return sorted((ApprovalRequest.model_validate(_strip(i)) for i in items), key=lambda a: (a.created_at, a.index))
 
     # ------------------------------------------------------------------ outbox
