@@ -289,7 +289,7 @@ RUNS_PAGE_LIMIT = 20
 
 def runs_page_figures() -> dict[str, dict[str, int]]:
     """What one page of acme's runs (``GET /rooms/{room}/runs``'s read) reads in a room where
-    only acme ran (30 runs) and in one where bolt ran 10x as many (design §8: the same)."""
+    only acme ran (30 runs) and in one where bolt ran 10x as many (design §9: the same)."""
     ledger = quay_deps.default_deps().ledger
     seed_room_runs(ledger, "runs_alone", {"acme": 30})
     seed_room_runs(ledger, "runs_crowded", {"acme": 30, "bolt": 300})
@@ -615,7 +615,7 @@ def main() -> None:
         # AWS reads ClaimAndReadFunction makes for retrieval in one run, cold index cache: a 10-line
         # file and a 3 MB file (the same number: one version pointer, one index object)
         "retrieval_reads_per_run": retrieval_figures,
-        # one page of acme's runs in a room alone, and with bolt's 10x as many runs (design §8): the same
+        # one page of acme's runs in a room alone, and with bolt's 10x as many runs (design §9): the same
         "runs_page_reads": runs_page,
     }
     widths = {str(m): chain_width(m) for m in (3, 5)}

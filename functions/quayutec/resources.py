@@ -20,7 +20,7 @@ class KeyAttr:
 
 @dataclass(frozen=True)
 class IndexDef:
-    """A global secondary index. There are no local ones (design §8): an LSI caps every item
+    """A global secondary index. There are no local ones (design §9): an LSI caps every item
     collection of its table at 10 GB, keeps a partition key on one partition and can never be
     removed from a table."""
 
@@ -51,12 +51,12 @@ ROOM_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
-        # Time order of a room's messages and of each memory partition (design §8):
+        # Time order of a room's messages and of each memory partition (design §9):
         # gsi2pk = the item's own partition, gsi2sk = "{created_at}#{id}".
         IndexDef("by_time", KeyAttr("gsi2pk"), KeyAttr("gsi2sk")),
         # Sparse index of open tasks per (room, assignee).
         IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
-        # Approval requests per (room, owning company), design §8: gsi3pk =
+        # Approval requests per (room, owning company), design §9: gsi3pk =
         # "APPROVALS#{room}#{company}", gsi3sk = "{created_at}#{run}#{index}" (approval rows only).
         IndexDef("approvals_by_company", KeyAttr("gsi3pk"), KeyAttr("gsi3sk")),
     ),
@@ -81,7 +81,7 @@ LEDGER_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
-        # A room's runs and refused wakes, per company (design §8): gsi1pk = "ROOM#{room}" or
+        # A room's runs and refused wakes, per company (design §9): gsi1pk = "ROOM#{room}" or
         # "NOT_STARTED#{room}", gsi1sk = "{company}#{started_at}#{run}": a company's page reads
         # its own items only.
         IndexDef("runs_by_room", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),

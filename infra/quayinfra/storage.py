@@ -61,7 +61,7 @@ class Storage(Construct):
             deletion_protection=removal == RemovalPolicy.RETAIN,
             removal_policy=removal,
         )
-        for index in tdef.indexes:  # global only: no table has an LSI (design §8)
+        for index in tdef.indexes:  # global only: no table has an LSI (design §9)
             table.add_global_secondary_index(
                 index_name=index.name,
                 partition_key=_attr(index.partition_key),

@@ -177,7 +177,7 @@ def retrieval_reads(
 def seed_room_runs(ledger: Any, room_id: str, runs: dict[str, int], at: str = "2026-11-30T00:00:00.000000Z") -> None:
     """Write ``runs[company]`` finished run entries of ``company``'s agent ``{company}.a1`` in
     ``room_id`` straight into the ledger (as the claim writes them, then ``completed``): the
-    fixture of the per-company runs page (design §8). Run ``i`` of each company starts ``i``
+    fixture of the per-company runs page (design §9). Run ``i`` of each company starts ``i``
     seconds after ``at`` (the companies' runs interleaved)."""
     from datetime import timedelta
 

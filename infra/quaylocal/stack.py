@@ -799,7 +799,7 @@ class LocalStack:
                         {"AttributeName": idx.sort_key.name, "KeyType": "RANGE"},
                     ],
                 }
-                gsis.append(spec)  # global only: no table has an LSI (design §8)
+                gsis.append(spec)  # global only: no table has an LSI (design §9)
             if gsis:
                 kwargs["GlobalSecondaryIndexes"] = gsis
             if t.stream:

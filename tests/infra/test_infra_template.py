@@ -49,7 +49,7 @@ def test_table_matches_definition(resources, tdef: R.TableDef):
 
 
 def test_no_table_has_a_local_secondary_index(resources):
-    """design §8: an LSI caps each item collection (a room's partition) at 10 GB, keeps it on one
+    """design §9: an LSI caps each item collection (a room's partition) at 10 GB, keeps it on one
     partition and can never be removed; every index is global."""
     tables = {lid: r for lid, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"}
     assert set(tables) >= {t.logical_id for t in R.TABLES}

@@ -4,7 +4,7 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 
 * ``RUN#{run}`` / ``RUN`` — the run: wake, status, times, reply id, error, what was not done
   (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{company}#{started_at}#{run}``, so a company's
-  runs in a room are one key range: design §8)
+  runs in a room are one key range: design §9)
 * ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these);
   its outcome write carries the stored reply (``reply``: its JSON text, a string, so whatever
   the model wrote — numbers DynamoDB cannot hold, empty keys — is stored as it came and the
@@ -101,7 +101,7 @@ def _request_item(run_id: str, req: ModelRequestRecord) -> dict[str, Any]:
 
 def by_company_sk(company: str, at: str, item_id: str) -> str:
     """A run's (or a refused wake's) sort key on ``runs_by_room``: the company first, so its
-    items of a room are one key range, newest last (design §8)."""
+    items of a room are one key range, newest last (design §9)."""
     return f"{company}#{at}#{item_id}"
 
 
@@ -412,7 +412,7 @@ class LedgerStore:
     ) -> list[NotStartedRecord]:
         """The wakes of ``room_id`` the claim refused (GSI ``runs_by_room``, partition
         ``NOT_STARTED#{room}``): of ``company``'s agents, newest first, at most ``limit``, reading
-        only that company's records (design §8); ``company=None``: every company's, oldest first
+        only that company's records (design §9); ``company=None``: every company's, oldest first
         (the operator's view, tests). Raises TransientError on throttling."""
         items = self._by_room(f"NOT_STARTED#{room_id}", company, limit)
         out = [NotStartedRecord.model_validate(_plain(i)) for i in items]
@@ -598,7 +598,7 @@ class LedgerStore:
         self, room_id: str, company: str | None = None, limit: int | None = None, since: str | None = None
     ) -> list[RunRecord]:
         """The runs of ``room_id`` (GSI ``runs_by_room``, eventually consistent: a run claimed a
-        moment ago may be missing, design §8). With ``company``: its agents' runs, newest first,
+        moment ago may be missing, design §9). With ``company``: its agents' runs, newest first,
         at most ``limit`` (``None``: all), started at or after ``since`` (ISO-8601 UTC, as
         :func:`quayutec.models.iso` writes it), reading only that company's items, so a page
         fills exactly whatever the other companies ran. ``company=None``: every company's runs,

@@ -1,5 +1,5 @@
 """The room table (single-table design, its stream is the wake outbox; design §3). Keys and
-indexes: design §8 (no local secondary index, so no item collection is capped at 10 GB).
+indexes: design §9 (no local secondary index, so no item collection is capped at 10 GB).
 
 Item layout (pk / sk):
 
@@ -88,12 +88,12 @@ def _room_pk(room_id: str) -> str:
 
 def message_pk(room_id: str) -> str:
     """The partition of a room's messages, apart from its tasks, approvals and members
-    (design §8)."""
+    (design §9)."""
     return f"ROOM#{room_id}#MSG"
 
 
 def _time_sk(created_at: str, item_id: str) -> str:
-    """An item's sort key on the ``by_time`` GSI: time order, ties by id (design §8)."""
+    """An item's sort key on the ``by_time`` GSI: time order, ties by id (design §9)."""
     return f"{created_at}#{item_id}"
 
 
@@ -556,7 +556,7 @@ class RoomStore:
     def recent_messages(self, room_id: str, limit: int, *, reader: str) -> list[Message]:
         """The newest ``limit`` messages a person or agent of company ``reader`` may read, oldest
         first: bounded queries on the ``by_time`` GSI (eventually consistent: a message written a
-        moment ago may be missing, design §8), reading past other companies' company-only
+        moment ago may be missing, design §9), reading past other companies' company-only
         notices (:func:`visible_messages`, design §5)."""
         query = {
             "TableName": self.table,
@@ -691,7 +691,7 @@ class RoomStore:
 
     def all_tasks(self, room_id: str) -> list[Task]:
         """Every task of a room in creation order: one consistent query of the room's ``TASK#``
-        items (by id), put in order here; no index (design §8)."""
+        items (by id), put in order here; no index (design §9)."""
         items = paginate_query(
             self.db.query,
             TableName=self.table,
@@ -758,7 +758,7 @@ class RoomStore:
     def memory_for(self, room_id: str, company: str, limit: int, present: set[str] | None = None) -> list[MemoryLine]:
         """The newest ``limit`` memory lines a company may read (room-wide and its own
         company-only lines), oldest first. A bounded query per partition on the ``by_time`` GSI
-        (eventually consistent, design §8), only those the room item's ``memory`` map names
+        (eventually consistent, design §9), only those the room item's ``memory`` map names
         (``present``, from :meth:`run_reads`; ``None``: both), each continued past a page
         DynamoDB cut short (:meth:`_query_up_to`)."""
         lines: list[MemoryLine] = []
@@ -878,7 +878,7 @@ class RoomStore:
     def approvals(self, room_id: str, company: str | None = None) -> list[ApprovalRequest]:
         """The approval requests of a room, oldest first: those of ``company``'s agents, read from
         the ``approvals_by_company`` GSI (only that company's rows; eventually consistent: a
-        listing, no decision rests on it, design §8); ``company=None``: every company's (the
+        listing, no decision rests on it, design §9); ``company=None``: every company's (the
         operator's view: the scenario player, the chaos lab, tests)."""
         if company is None:
             query = {

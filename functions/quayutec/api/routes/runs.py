@@ -40,7 +40,7 @@ def list_runs(room_id: RoomId, limit: Limit = 50) -> RunList:
     member_room(svc, room_id, who)
     company = who.require_company()
     # Keyed by (room, company): each read reads this company's items only, `limit` of them
-    # (design §8), however many runs other companies have in the room.
+    # (design §9), however many runs other companies have in the room.
     runs = svc.deps.ledger.runs_in_room(room_id, company, limit=limit)
     refused = svc.deps.ledger.not_started_in_room(room_id, company, limit=limit)
     return RunList(runs=runs, not_started=refused)
@@ -56,7 +56,7 @@ def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
     svc = services()
     start = _instant(since) if since is not None else None
     member_room(svc, room_id, who)
-    # the company's own runs since `start` only: one key range (design §8)
+    # the company's own runs since `start` only: one key range (design §9)
     runs = svc.deps.ledger.runs_in_room(room_id, who.require_company(), since=iso(start) if start else None)
     return RoomCost(
         room_id=room_id,
