@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
 from runhelpers import make_room
 
 from quaylocal import calls
-from quaylocal.costs import RunFigures, plain_runs, retrieval_reads
+from quaylocal.costs import RunFigures, plain_runs, retrieval_reads, runs_page_reads, seed_room_runs
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
@@ -294,6 +294,21 @@ def budget_report(figures: dict, pydantic_floor_ms: float) -> dict:
     return report
 
 
+RUNS_PAGE_LIMIT = 20
+
+
+def runs_page_figures() -> dict[str, dict[str, int]]:
+    """What one page of acme's runs (``GET /rooms/{room}/runs``'s read) reads in a room where
+    only acme ran (30 runs) and in one where bolt ran 10x as many (design §9: the same)."""
+    ledger = quay_deps.default_deps().ledger
+    seed_room_runs(ledger, "runs_alone", {"acme": 30})
+    seed_room_runs(ledger, "runs_crowded", {"acme": 30, "bolt": 300})
+    return {
+        "alone": runs_page_reads(ledger, "runs_alone", "acme", RUNS_PAGE_LIMIT),
+        "with_10x_other_company": runs_page_reads(ledger, "runs_crowded", "acme", RUNS_PAGE_LIMIT),
+    }
+
+
 def file_rooms(stack: LocalStack) -> list[str]:
     """Two rooms of acme's agent a1: one with a 10-line file, one with a 3 MB file; both files
     uploaded to the files bucket and ingested (the room's index built)."""
@@ -518,6 +533,7 @@ def main() -> None:
         retrieval_figures = {
             room: retrieval_reads(stack, server, room, text="where is the vault code?") for room in file_rooms(stack)
         }
+        runs_page = runs_page_figures()
         rooms = RoomService(quay_deps.default_deps().room)
         ann = Author(kind="person", id="ann", company="acme")
         latencies = []
@@ -593,6 +609,10 @@ def main() -> None:
         f"{plain_with_memory.writes} writes"
     )
     print(f"retrieval reads per run (cold index cache): {retrieval_figures}")
+    print(
+        f"a company's runs page (limit {RUNS_PAGE_LIMIT}, 30 runs of its own): "
+        + ", ".join(f"{k}: {v['queries']} query, {v['items_read']} items read" for k, v in runs_page.items())
+    )
     boto3_ms = import_ms("import boto3")
     pydantic_ms = import_ms(PYDANTIC_FLOOR)
     cold_ms = {h: import_ms(first_invocation(h), handler=HANDLER_OF[h]) for h in HANDLERS}
@@ -635,6 +655,8 @@ def main() -> None:
         "retrieval_reads_per_run": retrieval_figures,
         # the run state carries no roster of the room: the same size in rooms of 10 and 1,000 agents
         "state_bytes": state_bytes,
+        # one page of acme's runs in a room alone, and with bolt's 10x as many runs (design §9): the same
+        "runs_page_reads": runs_page,
     }
     widths = {str(m): chain_width(m) for m in (3, 5)}
     for m, w in widths.items():

@@ -27,10 +27,13 @@ class KeyAttr:
 
 @dataclass(frozen=True)
 class IndexDef:
+    """A global secondary index. There are no local ones (design §9): an LSI caps every item
+    collection of its table at 10 GB, keeps a partition key on one partition and can never be
+    removed from a table."""
+
     name: str
     partition_key: KeyAttr
     sort_key: KeyAttr
-    local: bool = False  # True: local secondary index (same partition key as the table)
     # Non-key attributes the index projects (ProjectionType INCLUDE); None: ALL of them. A write
     # that changes no projected attribute writes nothing to the index.
     include: tuple[str, ...] | None = None
@@ -55,10 +58,14 @@ ROOM_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
-        # Time order inside one partition (newest messages, newest memory lines).
-        IndexDef("by_time", KeyAttr("pk"), KeyAttr("lsi1sk"), local=True),
+        # Time order of a room's messages and of each memory partition (design §9):
+        # gsi2pk = the item's own partition, gsi2sk = "{created_at}#{id}".
+        IndexDef("by_time", KeyAttr("gsi2pk"), KeyAttr("gsi2sk")),
         # Sparse index of open tasks per (room, assignee).
         IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
+        # Approval requests per (room, owning company), design §9: gsi3pk =
+        # "APPROVALS#{room}#{company}", gsi3sk = "{created_at}#{run}#{index}" (approval rows only).
+        IndexDef("approvals_by_company", KeyAttr("gsi3pk"), KeyAttr("gsi3sk")),
     ),
     # The outbox that drives wakes (docs/design.md §3): the dispatcher reads an inserted item's new
     # image only (NEW_IMAGE, the smallest view that carries the wakes).
@@ -91,6 +98,9 @@ LEDGER_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
+        # A room's runs and refused wakes, per company (design §9): gsi1pk = "ROOM#{room}" or
+        # "NOT_STARTED#{room}", gsi1sk = "{company}#{started_at}#{run}": a company's page reads
+        # its own items only.
         IndexDef("runs_by_room", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
         # Sparse: runs without a final status, by agent and by chain (design §3: the stop path)
         IndexDef("active_by_agent", KeyAttr("active_agent"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
@@ -414,6 +424,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:get",
             "ledger:query",
             "ledger:query@runs_by_room",
+            "room:query@approvals_by_company",  # a company's approval requests in a room
             "ledger:batchget",  # a company's spend counters, with its budget (design §7)
             "room:batchget",
             "ledger:query@active_by_agent",  # a pause and a chain's stop reach the runs they stop

@@ -61,23 +61,16 @@ class Storage(Construct):
             deletion_protection=removal == RemovalPolicy.RETAIN,
             removal_policy=removal,
         )
-        for index in tdef.indexes:
-            if index.local:
-                if index.partition_key != tdef.partition_key:
-                    raise ValueError(f"{tdef.logical_id}.{index.name}: an LSI keeps the table's partition key")
-                table.add_local_secondary_index(
-                    index_name=index.name, sort_key=_attr(index.sort_key), projection_type=dynamodb.ProjectionType.ALL
-                )
-            else:
-                table.add_global_secondary_index(
-                    index_name=index.name,
-                    partition_key=_attr(index.partition_key),
-                    sort_key=_attr(index.sort_key),
-                    projection_type=dynamodb.ProjectionType.ALL
-                    if index.include is None
-                    else dynamodb.ProjectionType.INCLUDE,
-                    non_key_attributes=list(index.include) if index.include is not None else None,
-                )
+        for index in tdef.indexes:  # global only: no table has an LSI (design §9)
+            table.add_global_secondary_index(
+                index_name=index.name,
+                partition_key=_attr(index.partition_key),
+                sort_key=_attr(index.sort_key),
+                projection_type=dynamodb.ProjectionType.ALL
+                if index.include is None
+                else dynamodb.ProjectionType.INCLUDE,
+                non_key_attributes=list(index.include) if index.include is not None else None,
+            )
         # Template logical id = the shared definition's id (the local stack finds it by that).
         cast(dynamodb.CfnTable, table.node.default_child).override_logical_id(tdef.logical_id)
         checkov.acknowledge(

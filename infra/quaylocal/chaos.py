@@ -995,13 +995,14 @@ def _now() -> str:
 
 
 def _room_items(lab: ChaosLab, room_id: str) -> list[dict[str, Any]]:
-    """Every room-table item of a room (its main, memory and file partitions)."""
+    """Every room-table item of a room (its main, message and memory partitions)."""
     from quayutec.dal.aws import paginate_query
 
     d = lab.deps
     items: list[dict[str, Any]] = []
     for pk in (
         f"ROOM#{room_id}",
+        f"ROOM#{room_id}#MSG",
         f"ROOM#{room_id}#MEM#room",
         f"ROOM#{room_id}#MEM#company#acme",
         f"ROOM#{room_id}#MEM#company#bolt",
@@ -1018,9 +1019,12 @@ def _room_items(lab: ChaosLab, room_id: str) -> list[dict[str, Any]]:
 _VOLATILE = {
     "pk",
     "sk",
-    "lsi1sk",
     "gsi1pk",
     "gsi1sk",
+    "gsi2pk",
+    "gsi2sk",
+    "gsi3pk",
+    "gsi3sk",
     "id",
     "created_at",
     "updated_at",

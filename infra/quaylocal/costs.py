@@ -12,10 +12,13 @@ receive/delete, queue attributes) is the Lambda service's, not a call of the run
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from quaylocal import calls as C
+
+T = TypeVar("T")
 
 #: Calls the local pollers make for the event source mappings: not the run's.
 POLLING = frozenset(
@@ -188,3 +191,72 @@ def retrieval_reads(
     finally:
         aws.remove_call_observer(observe)
     return len(reads)
+
+
+def seed_room_runs(ledger: Any, room_id: str, runs: dict[str, int], at: str = "2026-11-30T00:00:00.000000Z") -> None:
+    """Write ``runs[company]`` finished run entries of ``company``'s agent ``{company}.a1`` in
+    ``room_id`` straight into the ledger (as the claim writes them, then ``completed``): the
+    fixture of the per-company runs page (design §9). Run ``i`` of each company starts ``i``
+    seconds after ``at`` (the companies' runs interleaved)."""
+    from datetime import timedelta
+
+    from quayutec.models import RunRecord, Wake, iso, parse_iso
+
+    with C.owner(C.SETUP):
+        for company, n in runs.items():
+            for i in range(n):
+                agent, wake_id, run_id = f"{company}.a1", f"w-{company}-{i}", f"run-{room_id}-{company}-{i}"
+                started = iso(parse_iso(at) + timedelta(seconds=i))
+                wake = Wake(
+                    wake_id=wake_id,
+                    agent_id=agent,
+                    room_id=room_id,
+                    cause_kind="message",
+                    cause_id=f"m-{company}-{i}",
+                    hop=0,
+                    chain_id=f"m-{company}-{i}",
+                    by_kind="person",
+                    by_company=company,
+                )
+                record = RunRecord(
+                    run_id=run_id,
+                    agent_id=agent,
+                    company=company,
+                    room_id=room_id,
+                    wake_id=wake_id,
+                    wake=wake,
+                    hop=0,
+                    chain_id=wake.chain_id,
+                    execution_arn=f"arn:aws:states:us-east-1:123456789012:execution:sm:{run_id}",
+                    status="completed",
+                    started_at=started,
+                    updated_at=started,
+                )
+                ledger.db.put_item(TableName=ledger.table, Item=ledger._run_item(record))
+
+
+def counted_reads(db: Any, read: Callable[[], T]) -> tuple[T, dict[str, int]]:
+    """Call ``read`` and count the queries it made through the DynamoDB client ``db``:
+    ``queries`` and ``items_read`` (the responses' ``ScannedCount``: the items DynamoDB read and
+    billed, before any filter)."""
+    scanned: list[int] = []
+
+    def count(parsed: dict[str, Any], **_: Any) -> None:
+        scanned.append(int(parsed.get("ScannedCount", 0)))
+
+    events = db.meta.events
+    events.register("after-call.dynamodb.Query", count, unique_id="quay-counted-reads")
+    try:
+        with C.owner(C.SETUP):
+            result = read()
+    finally:
+        events.unregister("after-call.dynamodb.Query", unique_id="quay-counted-reads")
+    return result, {"queries": len(scanned), "items_read": sum(scanned)}
+
+
+def runs_page_reads(ledger: Any, room_id: str, company: str, limit: int) -> dict[str, int]:
+    """What one page of ``company``'s runs in ``room_id`` (``GET /rooms/{room}/runs``'s read:
+    :meth:`~quayutec.dal.ledger.LedgerStore.runs_in_room`) reads: :func:`counted_reads`'
+    figures and ``runs``, the page's length."""
+    page, reads = counted_reads(ledger.db, lambda: ledger.runs_in_room(room_id, company, limit=limit))
+    return {**reads, "runs": len(page)}

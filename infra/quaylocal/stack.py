@@ -791,7 +791,6 @@ class LocalStack:
                 attrs[t.sort_key.name] = t.sort_key.type
                 keys.append({"AttributeName": t.sort_key.name, "KeyType": "RANGE"})
             kwargs: dict[str, Any] = {"TableName": t.default_name, "KeySchema": keys, "BillingMode": "PAY_PER_REQUEST"}
-            lsis: list[dict[str, Any]] = []
             gsis: list[dict[str, Any]] = []
             for idx in t.indexes:
                 attrs[idx.partition_key.name] = idx.partition_key.type
@@ -806,9 +805,7 @@ class LocalStack:
                         {"AttributeName": idx.sort_key.name, "KeyType": "RANGE"},
                     ],
                 }
-                (lsis if idx.local else gsis).append(spec)
-            if lsis:
-                kwargs["LocalSecondaryIndexes"] = lsis
+                gsis.append(spec)  # global only: no table has an LSI (design §9)
             if gsis:
                 kwargs["GlobalSecondaryIndexes"] = gsis
             if t.stream:

@@ -73,7 +73,7 @@ def test_a_refused_wake_started_again_starts_nothing_and_the_chain_checks_can_fa
     d.ledger.db.update_item(
         TableName=d.ledger.table, Key=key, UpdateExpression="ADD runs :one", ExpressionAttributeValues={":one": -1}
     )
-    d.room.db.delete_item(TableName=d.room.table, Key={"pk": f"ROOM#{case.room}", "sk": f"MSG#{notices[0].id}"})
+    d.room.db.delete_item(TableName=d.room.table, Key={"pk": f"ROOM#{case.room}#MSG", "sk": f"MSG#{notices[0].id}"})
     assert problems() == ["0 chain notices, expected 1"]
     d.ledger.db.put_item(TableName=d.ledger.claim_table, Item={k: v for k, v in claim.items() if k != "not_started"})
     assert any("refused wake's claim" in p for p in problems())

@@ -30,13 +30,12 @@ def test_table_matches_definition(resources, tdef: R.TableDef):
     for key in [tdef.partition_key, tdef.sort_key, *(k for i in tdef.indexes for k in (i.partition_key, i.sort_key))]:
         if key:
             assert types[key.name] == key.type
-    for kind, local in (("LocalSecondaryIndexes", True), ("GlobalSecondaryIndexes", False)):
-        expected = {i.name: i for i in tdef.indexes if i.local == local}
-        got = {i["IndexName"]: i for i in props.get(kind, [])}
-        assert set(got) == set(expected), kind
-        for name, idef in expected.items():
-            schema = {k["KeyType"]: k["AttributeName"] for k in got[name]["KeySchema"]}
-            assert schema == {"HASH": idef.partition_key.name, "RANGE": idef.sort_key.name}
+    expected = {i.name: i for i in tdef.indexes}
+    got = {i["IndexName"]: i for i in props.get("GlobalSecondaryIndexes", [])}
+    assert set(got) == set(expected)
+    for name, idef in expected.items():
+        schema = {k["KeyType"]: k["AttributeName"] for k in got[name]["KeySchema"]}
+        assert schema == {"HASH": idef.partition_key.name, "RANGE": idef.sort_key.name}
     if tdef.stream:
         assert props["StreamSpecification"] == {"StreamViewType": tdef.stream}
     else:
@@ -48,6 +47,19 @@ def test_table_matches_definition(resources, tdef: R.TableDef):
     assert props["SSESpecification"]["SSEEnabled"] is True
     # stage "dev": destroyed with the stack
     assert resources[tdef.logical_id]["DeletionPolicy"] == "Delete"
+
+
+def test_no_table_has_a_local_secondary_index(resources):
+    """design §9: an LSI caps each item collection (a room's partition) at 10 GB, keeps it on one
+    partition and can never be removed; every index is global."""
+    tables = {lid: r for lid, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"}
+    assert set(tables) >= {t.logical_id for t in R.TABLES}
+    with_lsi = {
+        lid: r["Properties"]["LocalSecondaryIndexes"]
+        for lid, r in tables.items()
+        if "LocalSecondaryIndexes" in r["Properties"]
+    }
+    assert with_lsi == {}
 
 
 def test_room_table_is_the_outbox(resources):

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from quayutec.dal.aws import is_condition_failure, paginate_query, transact_new, transient_errors, update_if
-from quayutec.dal.room import RoomStore, visible_messages
+from quayutec.dal.room import MESSAGE_KEY, RoomStore, message_pk, visible_messages
 from quayutec.errors import InvalidInput, NotFound
 from quayutec.models import Agent, Company, Message, RightsPolicy, Room
 
@@ -34,13 +34,14 @@ def encode_cursor(key: dict[str, Any] | None) -> str | None:
 
 def decode_cursor(cursor: str, *, pk: str, prefix: str) -> dict[str, str]:
     """A page cursor back to DynamoDB's ``ExclusiveStartKey``, checked to belong to this
-    partition and index (a cursor can never reach another room). Raises InvalidInput."""
+    partition and index (``pk`` is also the index's partition: a cursor can never reach
+    another room). Raises InvalidInput."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         key = _CursorKey.model_validate_json(raw)  # pydantic's parser: bounded depth, never a RecursionError
     except (binascii.Error, ValueError):  # pydantic's ValidationError is a ValueError
         raise InvalidInput("cursor is not a cursor this API returned") from None
-    if key.pk != pk or not key.lsi1sk.startswith(prefix) or not key.sk.startswith(prefix):
+    if key.pk != pk or key.gsi2pk != pk or not key.sk.startswith(prefix):
         raise InvalidInput("cursor is not a cursor this API returned")
     return key.model_dump()
 
@@ -51,7 +52,8 @@ class _CursorKey(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     pk: str = Field(max_length=1024)
     sk: str = Field(max_length=1024)
-    lsi1sk: str = Field(max_length=1024)
+    gsi2pk: str = Field(max_length=1024)
+    gsi2sk: str = Field(max_length=1024)
 
 
 class Directory:
@@ -246,15 +248,15 @@ class Directory:
         order, and the cursor of the next page (``None`` on the last page). Other companies'
         company-only notices are left out and the page is read on past them, boundedly: a page is
         short only when it has a next cursor (:func:`quayutec.dal.room.visible_messages`, design §5)."""
-        pk = f"ROOM#{room_id}"
+        pk = message_pk(room_id)
         query: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_time",
-            "KeyConditionExpression": "pk = :pk AND begins_with(lsi1sk, :p)",
-            "ExpressionAttributeValues": {":pk": pk, ":p": "MSG#"},
+            "KeyConditionExpression": "gsi2pk = :pk",
+            "ExpressionAttributeValues": {":pk": pk},
             "ScanIndexForward": not newest_first,
         }
         if cursor:
             query["ExclusiveStartKey"] = decode_cursor(cursor, pk=pk, prefix="MSG#")
         messages, last = visible_messages(self.db, query, limit, reader)
-        return messages, encode_cursor({k: last[k] for k in ("pk", "sk", "lsi1sk")} if last else None)
+        return messages, encode_cursor({k: last[k] for k in MESSAGE_KEY} if last else None)

@@ -3,7 +3,8 @@
 Ledger item layout (pk / sk), in its own table apart from the room table:
 
 * ``RUN#{run}`` / ``RUN`` — the run: wake, status, times, reply id, error, what was not done
-  (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{started_at}#{run}``)
+  (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{company}#{started_at}#{run}``, so a company's
+  runs in a room are one key range: design §9)
 * ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these);
   its outcome write carries the stored reply (``reply``: its JSON text, a string, so whatever
   the model wrote — numbers DynamoDB cannot hold, empty keys — is stored as it came and the
@@ -13,7 +14,8 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 * ``WAKE#{agent}#{wake}`` / ``DELIVERY`` — the wake's repeated deliveries and how each ended (a
   first delivery writes nothing)
 * ``WAKE#{agent}#{wake}`` / ``NOT_STARTED`` — a wake the claim refused and why (written with the
-  refusal, in one transaction; GSI ``runs_by_room``: ``NOT_STARTED#{room}`` / ``{at}#{wake}``)
+  refusal, in one transaction; GSI ``runs_by_room``: ``NOT_STARTED#{room}`` /
+  ``{company}#{at}#{wake}``)
 * ``SPEND#{company}`` / ``D#{yyyy-mm-dd}`` and ``M#{yyyy-mm}`` — a company's spend counters per
   UTC day and month (design §7): ``committed_usd`` (micro-USD) and ``committed_tokens`` (models
   without a price), of which ``reserved_*`` are reserves of requests not yet settled, and per
@@ -52,7 +54,14 @@ from quayutec.dal.aws import (
     update_if,
 )
 from quayutec.errors import RunStopped, TransientError
-from quayutec.models import FINAL_STATUSES, ActionRecord, ModelRequestRecord, NotStartedRecord, RunRecord, now_iso
+from quayutec.models import (
+    FINAL_STATUSES,
+    ActionRecord,
+    ModelRequestRecord,
+    NotStartedRecord,
+    RunRecord,
+    now_iso,
+)
 from quayutec.resources import ACTIVE_RUN_FIELDS
 
 _FINAL = sorted(FINAL_STATUSES)
@@ -88,6 +97,12 @@ def _dec(value: Any) -> Any:
 def _request_item(run_id: str, req: ModelRequestRecord) -> dict[str, Any]:
     """The ledger item of model request ``req.n`` of run ``run_id``: pending, or with its outcome."""
     return _dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}", **req.model_dump(mode="json", exclude_none=True)})
+
+
+def by_company_sk(company: str, at: str, item_id: str) -> str:
+    """A run's (or a refused wake's) sort key on ``runs_by_room``: the company first, so its
+    items of a room are one key range, newest last (design §9)."""
+    return f"{company}#{at}#{item_id}"
 
 
 def spend_key(company: str, period: str) -> dict[str, str]:
@@ -379,7 +394,7 @@ class LedgerStore:
                             "pk": f"WAKE#{run.agent_id}#{run.wake_id}",
                             "sk": "NOT_STARTED",
                             "gsi1pk": f"NOT_STARTED#{run.room_id}",
-                            "gsi1sk": f"{run.started_at}#{run.wake_id}",
+                            "gsi1sk": by_company_sk(run.company, run.started_at, run.wake_id),
                             **record.model_dump(mode="json", exclude_none=True),
                         },
                         "ConditionExpression": "attribute_not_exists(pk)",
@@ -392,20 +407,16 @@ class LedgerStore:
         held = refusals[0]
         return self._held(run, execution_start, held.item if held is not None else None)
 
-    def not_started_in_room(self, room_id: str) -> list[NotStartedRecord]:
-        """The wakes of ``room_id`` the claim refused, oldest first (GSI ``runs_by_room``,
-        partition ``NOT_STARTED#{room}``). Raises TransientError on throttling."""
-        with transient_errors():
-            items = list(
-                paginate_query(
-                    self.db.query,
-                    TableName=self.table,
-                    IndexName="runs_by_room",
-                    KeyConditionExpression="gsi1pk = :pk",
-                    ExpressionAttributeValues={":pk": f"NOT_STARTED#{room_id}"},
-                )
-            )
-        return [NotStartedRecord.model_validate(_plain(i)) for i in items]
+    def not_started_in_room(
+        self, room_id: str, company: str | None = None, limit: int | None = None
+    ) -> list[NotStartedRecord]:
+        """The wakes of ``room_id`` the claim refused (GSI ``runs_by_room``, partition
+        ``NOT_STARTED#{room}``): of ``company``'s agents, newest first, at most ``limit``, reading
+        only that company's records (design §9); ``company=None``: every company's, oldest first
+        (the operator's view, tests). Raises TransientError on throttling."""
+        items = self._by_room(f"NOT_STARTED#{room_id}", company, limit)
+        out = [NotStartedRecord.model_validate(_plain(i)) for i in items]
+        return out if company is not None else sorted(out, key=lambda n: (n.at, n.wake_id))
 
     def _held(self, run: RunRecord, execution_start: str, holder: dict[str, Any] | None) -> Claim:
         """The outcome for a claim item that exists (``holder``: as the failed condition returned
@@ -447,7 +458,7 @@ class LedgerStore:
                 "pk": f"RUN#{run.run_id}",
                 "sk": "RUN",
                 "gsi1pk": f"ROOM#{run.room_id}",
-                "gsi1sk": f"{run.started_at}#{run.run_id}",
+                "gsi1sk": by_company_sk(run.company, run.started_at, run.run_id),
                 **run.model_dump(mode="json", exclude_none=True),
                 **(
                     {}
@@ -583,22 +594,49 @@ class LedgerStore:
         runs = [ActiveRun(**{f: str(i.get(f, "")) for f in ACTIVE_RUN_FIELDS}) for i in items if i.get("sk") == "RUN"]
         return [r for r in runs if r.status not in FINAL_STATUSES]
 
-    def runs_in_room(self, room_id: str) -> list[RunRecord]:
+    def runs_in_room(
+        self, room_id: str, company: str | None = None, limit: int | None = None, since: str | None = None
+    ) -> list[RunRecord]:
+        """The runs of ``room_id`` (GSI ``runs_by_room``, eventually consistent: a run claimed a
+        moment ago may be missing, design §9). With ``company``: its agents' runs, newest first,
+        at most ``limit`` (``None``: all), started at or after ``since`` (ISO-8601 UTC, as
+        :func:`quayutec.models.iso` writes it), reading only that company's items, so a page
+        fills exactly whatever the other companies ran. ``company=None``: every company's runs,
+        oldest first (the operator's view: the scenario player, the chaos lab, tests). Raises
+        TransientError on throttling."""
+        items = self._by_room(f"ROOM#{room_id}", company, limit, since)
+        runs = [RunRecord.model_validate(_plain(i)) for i in items]
+        return runs if company is not None else sorted(runs, key=lambda r: (r.started_at, r.run_id))
+
+    def _by_room(
+        self, pk: str, company: str | None, limit: int | None = None, since: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Items of ``runs_by_room`` partition ``pk``: all of them (``company=None``), or
+        ``company``'s key range (``{company}#…``: company ids hold no ``#``), newest first, up to
+        ``limit``, from ``since`` on (``started_at`` is :func:`~quayutec.models.iso` text: fixed
+        width, so it sorts as the time). Each page asks for what is still missing, so
+        nothing past ``limit`` is read; a page DynamoDB cut short (1 MB) is read on."""
+        kwargs: dict[str, Any] = {"TableName": self.table, "IndexName": "runs_by_room"}
+        if company is None:
+            kwargs["KeyConditionExpression"] = "gsi1pk = :pk"
+            kwargs["ExpressionAttributeValues"] = {":pk": pk}
+        else:
+            low = f"{company}#{since or ''}"
+            kwargs["KeyConditionExpression"] = "gsi1pk = :pk AND gsi1sk BETWEEN :lo AND :hi"
+            # "$" follows "#": the range is exactly the sort keys that begin with "{company}#"
+            kwargs["ExpressionAttributeValues"] = {":pk": pk, ":lo": low, ":hi": f"{company}$"}
+            kwargs["ScanIndexForward"] = False
+        items: list[dict[str, Any]] = []
         with transient_errors():
-            items: list[dict[str, Any]] = []
-            kwargs: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": "runs_by_room",
-                "KeyConditionExpression": "gsi1pk = :pk",
-                "ExpressionAttributeValues": {":pk": f"ROOM#{room_id}"},
-            }
-            while True:
+            while limit is None or len(items) < limit:
+                if limit is not None:
+                    kwargs["Limit"] = limit - len(items)
                 page = self.db.query(**kwargs)
                 items += page.get("Items", [])
                 if "LastEvaluatedKey" not in page:
                     break
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return [RunRecord.model_validate(_plain(i)) for i in items]
+        return items
 
     # ------------------------------------------------------------------ model requests
     def model_requests(self, run_id: str) -> list[ModelRequestRecord]:

@@ -1,4 +1,5 @@
-"""The room table (single-table design, its stream is the wake outbox; SPEC §3).
+"""The room table (single-table design, its stream is the wake outbox; design §3). Keys and
+indexes: design §9 (no local secondary index, so no item collection is capped at 10 GB).
 
 Item layout (pk / sk):
 
@@ -8,13 +9,18 @@ Item layout (pk / sk):
   and its agents in one item) and its ``memory`` map (which memory partitions hold lines:
   ``room``, ``company#{c}``, so a run queries only those); ``MEMBER#{company}`` and
   ``AGENT#{agent}`` its members
-* ``ROOM#{id}`` / ``MSG#{msg}`` — a message (LSI ``by_time``: ``MSG#{created_at}#{msg}``)
-* ``ROOM#{id}`` / ``TASK#{task}`` — a task (LSI: creation order; GSI ``open_tasks``:
-  ``OPEN#{room}#{assignee}`` while open — a sparse index)
+* ``ROOM#{id}#MSG`` / ``MSG#{msg}`` — a message, in a partition of the room's messages alone
+  (keyed by its id: the put's condition makes a repeat a no-op; GSI ``by_time``: ``gsi2pk`` =
+  its pk, ``gsi2sk`` = ``{created_at}#{msg}``)
+* ``ROOM#{id}`` / ``TASK#{task}`` — a task (GSI ``open_tasks``: ``OPEN#{room}#{assignee}`` /
+  ``{created_at}#{task}`` while open — a sparse index; a room's task list is the ``TASK#``
+  range, put in creation order when read)
 * ``ROOM#{id}`` / ``TEV#{task}#{event}`` — a task event (created / update / close)
-* ``ROOM#{id}`` / ``APPROVAL#{run}#{index}`` — an approval request
+* ``ROOM#{id}`` / ``APPROVAL#{run}#{index}`` — an approval request (GSI ``approvals_by_company``:
+  ``APPROVALS#{room}#{company}`` / ``{created_at}#{run}#{index}``)
 * ``ROOM#{id}`` / ``OUTBOX#{id}`` — the wakes of a run's action writes
-* ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines
+* ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines (GSI
+  ``by_time``: ``gsi2pk`` = their pk, ``gsi2sk`` = ``{created_at}#{id}``)
 * ``ROOM#{id}#FILES`` / ``FILE#{file}`` and ``INDEX`` — room files and the index pointer
   (:mod:`quayutec.dal.files`)
 
@@ -69,6 +75,8 @@ _BATCH_ATTEMPTS = 5
 #: own company-only notices. A FilterExpression: DynamoDB applies it after ``Limit``, so a query
 #: may return fewer items than it evaluated (:func:`visible_messages` reads on).
 _VISIBLE = "attribute_not_exists(visible_to) OR visible_to = :reader"
+#: The attributes of a message's key on the ``by_time`` GSI (a page cursor holds them).
+MESSAGE_KEY = ("pk", "sk", "gsi2pk", "gsi2sk")
 #: A page of messages reads at most this many times to fill itself past hidden notices...
 VISIBLE_READS = 8
 #: ...each read after the first evaluating at least this many items.
@@ -91,6 +99,17 @@ def memory_partition(visibility: str, company: str) -> str:
     return "room" if visibility == "room" else f"company#{company}"
 
 
+def message_pk(room_id: str) -> str:
+    """The partition of a room's messages, apart from its tasks, approvals and members
+    (design §9)."""
+    return f"ROOM#{room_id}#MSG"
+
+
+def _time_sk(created_at: str, item_id: str) -> str:
+    """An item's sort key on the ``by_time`` GSI: time order, ties by id (design §9)."""
+    return f"{created_at}#{item_id}"
+
+
 _mem_key = memory_partition
 
 
@@ -102,7 +121,20 @@ def _strip(item: dict[str, Any]) -> dict[str, Any]:
     return {
         k: v
         for k, v in item.items()
-        if k not in {"pk", "sk", "lsi1sk", "gsi1pk", "gsi1sk", "wakes", r.HAS_WAKES_ATTR, "type"}
+        if k
+        not in {
+            "pk",
+            "sk",
+            "gsi1pk",
+            "gsi1sk",
+            "gsi2pk",
+            "gsi2sk",
+            "gsi3pk",
+            "gsi3sk",
+            "wakes",
+            r.HAS_WAKES_ATTR,
+            "type",
+        }
     }
 
 
@@ -122,8 +154,9 @@ def agent_key(agent_id: str) -> dict[str, str]:
 
 
 def _message_key(item: dict[str, Any]) -> dict[str, Any]:
-    """A message item's key on the ``by_time`` index (an ``ExclusiveStartKey``)."""
-    return {k: item[k] for k in ("pk", "sk", "lsi1sk")}
+    """A message item's key on the ``by_time`` GSI (an ``ExclusiveStartKey``: the index's key
+    and the table's)."""
+    return {k: item[k] for k in MESSAGE_KEY}
 
 
 def visible_messages(
@@ -469,7 +502,7 @@ class RoomStore:
         room_pk = _room_pk(room_id)
         keys = {"agent": (f"AGENT#{agent_id}", "META"), "room": (room_pk, "META"), "index": (index_pk, "INDEX")}
         if cause_kind == "message":
-            keys["message"] = (room_pk, f"MSG#{cause_id}")
+            keys["message"] = (message_pk(room_id), f"MSG#{cause_id}")
         else:
             keys["task"] = (room_pk, f"TASK#{task_id}")
             keys["task_event"] = (room_pk, f"TEV#{task_id}#{cause_id}")
@@ -536,11 +569,13 @@ class RoomStore:
 
     # ------------------------------------------------------------------ messages
     def _message_item(self, message: Message, wakes: list[Wake] | None) -> dict[str, Any]:
+        pk = message_pk(message.room_id)
         item = {
-            "pk": _room_pk(message.room_id),
-            "sk": f"MSG#{message.id}",
+            "pk": pk,
+            "sk": f"MSG#{message.id}",  # by id alone: the put's condition stops a repeat
             "type": "message",
-            "lsi1sk": f"MSG#{message.created_at}#{message.id}",
+            "gsi2pk": pk,
+            "gsi2sk": _time_sk(message.created_at, message.id),
             **message.model_dump(mode="json", exclude_none=True),
         }
         if wakes:
@@ -570,18 +605,19 @@ class RoomStore:
         return None if failed is None else (failed[:-1], failed[-1])
 
     def get_message(self, room_id: str, message_id: str) -> Message | None:
-        item = self._get(_room_pk(room_id), f"MSG#{message_id}")
+        item = self._get(message_pk(room_id), f"MSG#{message_id}")
         return Message.model_validate(_strip(item)) if item else None
 
     def recent_messages(self, room_id: str, limit: int, *, reader: str) -> list[Message]:
         """The newest ``limit`` messages a person or agent of company ``reader`` may read, oldest
-        first: bounded queries on the LSI, reading past other companies' company-only notices
-        (:func:`visible_messages`, design §5)."""
+        first: bounded queries on the ``by_time`` GSI (eventually consistent: a message written a
+        moment ago may be missing, design §9), reading past other companies' company-only
+        notices (:func:`visible_messages`, design §5)."""
         query = {
             "TableName": self.table,
             "IndexName": "by_time",
-            "KeyConditionExpression": "pk = :pk AND begins_with(lsi1sk, :p)",
-            "ExpressionAttributeValues": {":pk": _room_pk(room_id), ":p": "MSG#"},
+            "KeyConditionExpression": "gsi2pk = :pk",
+            "ExpressionAttributeValues": {":pk": message_pk(room_id)},
             "ScanIndexForward": False,
         }
         messages, _ = visible_messages(self.db, query, limit, reader)
@@ -594,8 +630,8 @@ class RoomStore:
             self.db.query,
             TableName=self.table,
             IndexName="by_time",
-            KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
-            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "MSG#"},
+            KeyConditionExpression="gsi2pk = :pk",
+            ExpressionAttributeValues={":pk": message_pk(room_id)},
         )
         return [Message.model_validate(_strip(i)) for i in items]
 
@@ -605,7 +641,6 @@ class RoomStore:
             "pk": _room_pk(task.room_id),
             "sk": f"TASK#{task.id}",
             "type": "task",
-            "lsi1sk": f"TASK#{task.created_at}#{task.id}",
             **task.model_dump(mode="json", exclude_none=True),
         }
         if task.status == "open":
@@ -618,7 +653,6 @@ class RoomStore:
             "pk": _room_pk(event.room_id),
             "sk": f"TEV#{event.task_id}#{event.id}",
             "type": "task_event",
-            "lsi1sk": f"TEV#{event.created_at}#{event.id}",
             **event.model_dump(mode="json", exclude_none=True),
         }
         if wakes:
@@ -711,15 +745,16 @@ class RoomStore:
         return [Task.model_validate(_strip(i)) for i in reversed(items)]
 
     def all_tasks(self, room_id: str) -> list[Task]:
-        """Every task of a room in creation order."""
+        """Every task of a room in creation order: one consistent query of the room's ``TASK#``
+        items (by id), put in order here; no index (design §9)."""
         items = paginate_query(
             self.db.query,
             TableName=self.table,
-            IndexName="by_time",
-            KeyConditionExpression="pk = :pk AND begins_with(lsi1sk, :p)",
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
             ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "TASK#"},
+            ConsistentRead=True,
         )
-        return [Task.model_validate(_strip(i)) for i in items]
+        return sorted((Task.model_validate(_strip(i)) for i in items), key=lambda t: (t.created_at, t.id))
 
     def task_events(self, room_id: str, task_id: str, limit: int = 100) -> list[TaskEvent]:
         items = self._query(
@@ -745,11 +780,13 @@ class RoomStore:
         ValueError when the room does not exist (nothing written)."""
         if not marked:
             self.mark_memory_partition(line.room_id, line.visibility, line.company)
+        pk = _mem_pk(line.room_id, line.visibility, line.company)
         item = {
-            "pk": _mem_pk(line.room_id, line.visibility, line.company),
-            "sk": f"MEM#{line.id}",
+            "pk": pk,
+            "sk": f"MEM#{line.id}",  # by id alone: the put's condition stops a repeat
             "type": "memory",
-            "lsi1sk": f"MEM#{line.created_at}#{line.id}",
+            "gsi2pk": pk,
+            "gsi2sk": _time_sk(line.created_at, line.id),
             **line.model_dump(mode="json", exclude_none=True),
         }
         return put_guarded(self.db, self.table, item, guard)
@@ -775,9 +812,10 @@ class RoomStore:
 
     def memory_for(self, room_id: str, company: str, limit: int, present: set[str] | None = None) -> list[MemoryLine]:
         """The newest ``limit`` memory lines a company may read (room-wide and its own
-        company-only lines), oldest first. A bounded query per partition, only those the room
-        item's ``memory`` map names (``present``, from :meth:`run_reads`; ``None``: both), each
-        continued past a page DynamoDB cut short (:meth:`_query_up_to`)."""
+        company-only lines), oldest first. A bounded query per partition on the ``by_time`` GSI
+        (eventually consistent, design §9), only those the room item's ``memory`` map names
+        (``present``, from :meth:`run_reads`; ``None``: both), each continued past a page
+        DynamoDB cut short (:meth:`_query_up_to`)."""
         lines: list[MemoryLine] = []
         for visibility in ("room", "company"):
             if present is not None and _mem_key(visibility, company) not in present:
@@ -785,7 +823,7 @@ class RoomStore:
             items = self._query_up_to(
                 limit,
                 IndexName="by_time",
-                KeyConditionExpression="pk = :pk",
+                KeyConditionExpression="gsi2pk = :pk",
                 ExpressionAttributeValues={":pk": _mem_pk(room_id, visibility, company)},
                 ScanIndexForward=False,
             )
@@ -818,6 +856,8 @@ class RoomStore:
         item = {
             **key,
             "type": "approval",
+            "gsi3pk": f"APPROVALS#{approval.room_id}#{approval.company}",
+            "gsi3sk": f"{approval.created_at}#{approval.run_id}#{approval.index:03d}",
             "task_token": task_token,
             **approval.model_dump(mode="json", exclude_none=True),
         }
@@ -890,13 +930,23 @@ class RoomStore:
             ExpressionAttributeValues=values,
         )
 
-    def approvals(self, room_id: str) -> list[ApprovalRequest]:
-        items = paginate_query(
-            self.db.query,
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-            ExpressionAttributeValues={":pk": _room_pk(room_id), ":p": "APPROVAL#"},
-        )
+    def approvals(self, room_id: str, company: str | None = None) -> list[ApprovalRequest]:
+        """The approval requests of a room, oldest first: those of ``company``'s agents, read from
+        the ``approvals_by_company`` GSI (only that company's rows; eventually consistent: a
+        listing, no decision rests on it, design §9); ``company=None``: every company's (the
+        operator's view: the scenario player, the chaos lab, tests)."""
+        if company is None:
+            query = {
+                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+                "ExpressionAttributeValues": {":pk": _room_pk(room_id), ":p": "APPROVAL#"},
+            }
+        else:
+            query = {
+                "IndexName": "approvals_by_company",
+                "KeyConditionExpression": "gsi3pk = :pk",
+                "ExpressionAttributeValues": {":pk": f"APPROVALS#{room_id}#{company}"},
+            }
+        items = paginate_query(self.db.query, TableName=self.table, **query)
         return sorted((ApprovalRequest.model_validate(_strip(i)) for i in items), key=lambda a: (a.created_at, a.index))
 
     # ------------------------------------------------------------------ outbox

@@ -27,7 +27,7 @@ def list_approvals(room_id: RoomId, status: Annotated[Literal["pending", "all"],
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
-    mine = [a for a in svc.deps.room.approvals(room_id) if a.company == who.company]
+    mine = svc.deps.room.approvals(room_id, who.require_company())  # its own rows only (design §9)
     open_ = ("pending", "deciding")  # deciding: an answer is on its way to Step Functions
     return ApprovalList(approvals=[a for a in mine if status == "all" or a.status in open_])
 

@@ -16,7 +16,7 @@ from quayutec.api.routes._params import ChainId, Limit, RoomId, RunId
 from quayutec.api.schemas import ChainStopped, RoomCost, RunDetail, RunList
 from quayutec.errors import InvalidInput, NotFound
 from quayutec.logic.stops import Stops
-from quayutec.models import iso, parse_iso
+from quayutec.models import iso
 
 Since = Annotated[
     str | None,
@@ -38,11 +38,12 @@ def list_runs(room_id: RoomId, limit: Limit = 50) -> RunList:
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
-    runs = [r for r in svc.deps.ledger.runs_in_room(room_id) if r.company == who.company]
-    runs.sort(key=lambda r: r.started_at, reverse=True)
-    refused = [n for n in svc.deps.ledger.not_started_in_room(room_id) if n.company == who.company]
-    refused.sort(key=lambda n: n.at, reverse=True)
-    return RunList(runs=runs[:limit], not_started=refused[:limit])
+    company = who.require_company()
+    # Keyed by (room, company): each read reads this company's items only, `limit` of them
+    # (design §9), however many runs other companies have in the room.
+    runs = svc.deps.ledger.runs_in_room(room_id, company, limit=limit)
+    refused = svc.deps.ledger.not_started_in_room(room_id, company, limit=limit)
+    return RunList(runs=runs, not_started=refused)
 
 
 @router.get(
@@ -55,11 +56,8 @@ def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
     svc = services()
     start = _instant(since) if since is not None else None
     member_room(svc, room_id, who)
-    runs = [
-        r
-        for r in svc.deps.ledger.runs_in_room(room_id)
-        if r.company == who.company and (start is None or parse_iso(r.started_at) >= start)
-    ]
+    # the company's own runs since `start` only: one key range (design §9)
+    runs = svc.deps.ledger.runs_in_room(room_id, who.require_company(), since=iso(start) if start else None)
     return RoomCost(
         room_id=room_id,
         since=iso(start) if start else None,
