@@ -43,7 +43,7 @@ from quayutec import deps as quay_deps
 from quayutec import resources as r
 from quayutec.dal.directory import Directory
 from quayutec.dal.ledger import chain_key
-from quayutec.dal.room import budget_key
+from quayutec.dal.room import KEY_ATTRS, budget_key
 from quayutec.logic import budgets
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import action_write_id, chain_notice_id, execution_name, reply_message_id, run_wake_id
@@ -1017,14 +1017,7 @@ def _room_items(lab: ChaosLab, room_id: str) -> list[dict[str, Any]]:
 
 
 _VOLATILE = {
-    "pk",
-    "sk",
-    "gsi1pk",
-    "gsi1sk",
-    "gsi2pk",
-    "gsi2sk",
-    "gsi3pk",
-    "gsi3sk",
+    *KEY_ATTRS,
     "id",
     "created_at",
     "updated_at",

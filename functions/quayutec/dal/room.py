@@ -117,25 +117,15 @@ def _mem_pk(room_id: str, visibility: str, company: str) -> str:
     return f"ROOM#{room_id}#MEM#{_mem_key(visibility, company)}"
 
 
+#: The key and index attributes of a room-table item (its table key and every GSI key): never
+#: part of what the item says.
+KEY_ATTRS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk"})
+#: What :func:`_strip` drops: the keys, the wakes an item carries for the stream, its type.
+_NOT_CONTENT = KEY_ATTRS | {"wakes", r.HAS_WAKES_ATTR, "type"}
+
+
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: v
-        for k, v in item.items()
-        if k
-        not in {
-            "pk",
-            "sk",
-            "gsi1pk",
-            "gsi1sk",
-            "gsi2pk",
-            "gsi2sk",
-            "gsi3pk",
-            "gsi3sk",
-            "wakes",
-            r.HAS_WAKES_ATTR,
-            "type",
-        }
-    }
+    return {k: v for k, v in item.items() if k not in _NOT_CONTENT}
 
 
 def budget_key(company_id: str) -> dict[str, str]:
