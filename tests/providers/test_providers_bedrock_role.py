@@ -17,7 +17,7 @@ from quaylocal import sts_trust
 from quaylocal.provider_server import ProviderServer
 from quayutec.dal import aws
 from quayutec.providers import ModelCall, ProviderError, adapters, call_model, decide_next, roles
-from quayutec.providers.classify import classify
+from quayutec.providers.call_policy import classify
 
 ROLE = "arn:aws:iam::210987654321:role/quayutec-bedrock-acme"
 EXTERNAL_ID = "quayutec-" + "ab" * 16

@@ -32,9 +32,10 @@ from urllib.parse import urlsplit
 
 from ..tools import TOOL_SPECS
 from ._httpsdk import failure_from_response, failure_from_sdk_error, transport_error_text
-from .classify import CONNECTION, TIMEOUT, build_failure, scrub_reply
+from .call_policy import CONNECTION, TIMEOUT
 from .egress import AddressRefused, checked_address, pinned_http_client
-from .keys import key_problem
+from .failures import build_failure
+from .keys import key_problem, scrub_reply
 from .models import ModelCall, ModelReply, ProviderError, ToolCall
 
 #: Key of Bedrock ``requestMetadata`` that carries the end-user (agent) id.
@@ -69,7 +70,7 @@ def call_model(call: ModelCall) -> ModelReply:
     """Send exactly one request for ``call`` and return the reply.
 
     Raises :class:`ProviderError` (``.failure`` classified, see
-    :data:`quayutec.providers.classify.RULES`) for an error status, a timeout, a refused or
+    :data:`quayutec.providers.call_policy.RULES`) for an error status, a timeout, a refused or
     dropped connection, or a 2xx body that cannot be read. The key never appears in the error.
     Raises ``ValueError`` (before any request) for a Bedrock endpoint that is plain HTTP to a
     non-loopback host: a key is never sent in clear. The reply is scrubbed of the key (a model
