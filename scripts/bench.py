@@ -203,7 +203,7 @@ def first_invocation(handler: str, *, sdk: bool = True) -> str:
     Lambda context (Powertools' ``inject_lambda_context`` reads it). The refusal is expected.
     ``call_model`` also imports :data:`CALL_MODEL_SDK` (the refused event stops before the
     request would), unless ``sdk`` is false: its cold path when a SnapStart snapshot holds it."""
-    load = f"from quayutec.providers.adapters import load_sdk\nload_sdk({CALL_MODEL_SDK!r})\n"
+    load = f"from quayutec.providers.registry import load_sdk\nload_sdk({CALL_MODEL_SDK!r})\n"
     return (
         "import boto3\n"
         f"import quayutec.handlers.{handler} as h\n"

@@ -1,5 +1,7 @@
 """Model calls (SPEC §2.3): provider adapters through the official SDKs, the failure
-classifier and the retry decision.
+classifier and the retry decision. One module per provider kind (:mod:`.anthropic`,
+:mod:`.openai` for ``openai`` and ``openai-compatible``, :mod:`.bedrock`), what they share in
+:mod:`.base`, the kinds and :func:`call_model` in :mod:`.registry`.
 
 Use::
 
@@ -20,7 +22,7 @@ Use::
   ARN shape, the external id, the assumed-role sessions kept and refreshed across calls.
 """
 
-from .adapters import BEDROCK_END_USER_KEY, REQUEST_ID_HEADERS, call_model, load_sdk
+from .bedrock import BEDROCK_END_USER_KEY
 from .call_policy import MAX_REQUESTS, MAX_RETRY_AFTER_S, RULES, Rule, classify, decide_next, parse_retry_after
 from .models import (
     ModelCall,
@@ -31,6 +33,7 @@ from .models import (
     RetryDecision,
     ToolCall,
 )
+from .registry import REQUEST_ID_HEADERS, call_model, load_sdk
 
 __all__ = [
     "BEDROCK_END_USER_KEY",
