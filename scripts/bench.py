@@ -59,7 +59,7 @@ HANDLERS = (
     "api",
     "authorizer",
     "wake_consumer",
-    "stream_dispatch",
+    "wake_relay",
 )
 HANDLER_OF = {h: f"quayutec.handlers.{h}.handler" for h in HANDLERS}
 
@@ -178,7 +178,7 @@ FIRST_EVENTS: dict[str, dict] = {
             }
         ]
     },
-    "stream_dispatch": {
+    "wake_relay": {
         "Records": [
             {
                 "eventID": "e1",

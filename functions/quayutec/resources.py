@@ -67,13 +67,13 @@ ROOM_TABLE = TableDef(
         # "APPROVALS#{room}#{company}", gsi3sk = "{created_at}#{run}#{index}" (approval rows only).
         IndexDef("approvals_by_company", KeyAttr("gsi3pk"), KeyAttr("gsi3sk")),
     ),
-    # The outbox that drives wakes (docs/design.md §3): the dispatcher reads an inserted item's new
+    # The outbox that drives wakes (docs/design.md §3): the relay reads an inserted item's new
     # image only (NEW_IMAGE, the smallest view that carries the wakes).
     stream="NEW_IMAGE",
 )
 
 #: The attribute every room item that carries ``wakes`` also carries (``True``): a scalar the
-#: stream's event filter can match, so only inserts with wakes invoke StreamDispatch.
+#: stream's event filter can match, so only inserts with wakes invoke WakeRelay.
 HAS_WAKES_ATTR = "has_wakes"
 #: The room stream's event filter (a Lambda ``FilterCriteria`` pattern, docs/design.md §3): the
 #: CDK app sets it on the event source mapping and the local pump applies the same pattern. A
@@ -386,8 +386,8 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST),
     ),
     FunctionDef(
-        "StreamDispatchFunction",
-        "quayutec.handlers.stream_dispatch.handler",
+        "WakeRelayFunction",
+        "quayutec.handlers.wake_relay.handler",
         touches=("room:stream", "queue:send"),
         reads=(WAKE_QUEUE_ENV, ROOM_TABLE.env_var),
     ),  # records of the room table's stream only
