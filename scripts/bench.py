@@ -37,7 +37,7 @@ from quaylocal.costs import RunFigures, plain_runs, retrieval_reads, runs_page_r
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
-from quayutec import pricing
+from quayutec.cost import prices
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Author, parse_iso
 from quayutec.settings import FIELD_BY_ENV, HANDLER_ENV
@@ -66,9 +66,9 @@ HANDLER_OF = {h: f"quayutec.handlers.{h}.handler" for h in HANDLERS}
 
 def cost_per_run(f: RunFigures) -> float:
     """USD of one run's counted operations, from the runtime's one price table
-    (:func:`quayutec.pricing.estimate_usd`, model tokens excluded); Lambda duration estimated
+    (:func:`quayutec.cost.prices.estimate_usd`, model tokens excluded); Lambda duration estimated
     (``ESTIMATED_MS_PER_INVOCATION`` per invocation), DynamoDB one request unit per request."""
-    return pricing.estimate_usd(
+    return prices.estimate_usd(
         transitions=f.transitions,
         lambda_invocations=f.lambda_invocations,
         billed_ms=ESTIMATED_MS_PER_INVOCATION * f.lambda_invocations,

@@ -204,7 +204,7 @@ _CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES")
 #: The limits on what one item holds (SETTING_DEFAULTS; read by the API, which enforces them).
 LIMIT_ENVS = ("MAX_ROOM_AGENTS", "MAX_ROOM_MEMBERS", "MAX_COMPANY_PEOPLE", "MAX_POLICY_RULES")
 _SECRET_NAMES = ("SECRET_PREFIX", "STAGE")
-_COST = ("MODEL_PRICES",)  # every run phase carries the cost line (quayutec.cost_line)
+_COST = ("MODEL_PRICES",)  # every run phase carries the cost line (quayutec.cost.line)
 # Optional endpoint overrides (an operator's proxy, or the local provider server).
 ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
     "ANTHROPIC_BASE_URL",
@@ -494,7 +494,7 @@ SETTING_DEFAULTS: dict[str, str] = {
     "MAX_COMPANY_PEOPLE": "1000",  # people of one company (the company item)
     "MAX_POLICY_RULES": "500",  # agents with rules of their own in a company's policy
     # The cost line's model prices (USD per million tokens), over the built-in ones:
-    # {"model-id": {"input": usd, "output": usd}} (quayutec.pricing.MODEL_PRICES).
+    # {"model-id": {"input": usd, "output": usd}} (quayutec.cost.prices.MODEL_PRICES).
     "MODEL_PRICES": "{}",
     SECRET_PREFIX_ENV: DEFAULT_SECRET_PREFIX,
     STAGE_ENV: DEFAULT_STAGE,

@@ -60,7 +60,7 @@ def test_a_run_with_one_action_costs_what_it_cost(env: Env) -> None:
 
 
 #: The wake path's calls before the run exists (wake relay, wake consumer): not in the
-#: run's cost line, which counts the phases' own calls (quayutec.cost_line).
+#: run's cost line, which counts the phases' own calls (quayutec.cost.line).
 WAKE_PATH = {"sqs.SendMessageBatch": 1, "sfn.StartExecution": 1}
 
 

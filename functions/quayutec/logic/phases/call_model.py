@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quayutec import cost_line
+from quayutec.cost import line as cost_line
 from quayutec.dal.ledger import BudgetRefused
 from quayutec.deps import Deps
 from quayutec.errors import BudgetExhausted, ModelCallFailed, RunStateInvalid, RunStopped, RunTimedOut, TransientError
