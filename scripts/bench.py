@@ -37,7 +37,7 @@ from quaylocal.costs import RunFigures, plain_runs, retrieval_reads, runs_page_r
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
-from quayutec import pricing
+from quayutec.cost import prices
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Author, parse_iso
 from quayutec.settings import FIELD_BY_ENV, HANDLER_ENV
@@ -59,16 +59,16 @@ HANDLERS = (
     "api",
     "authorizer",
     "wake_consumer",
-    "stream_dispatch",
+    "wake_relay",
 )
 HANDLER_OF = {h: f"quayutec.handlers.{h}.handler" for h in HANDLERS}
 
 
 def cost_per_run(f: RunFigures) -> float:
     """USD of one run's counted operations, from the runtime's one price table
-    (:func:`quayutec.pricing.estimate_usd`, model tokens excluded); Lambda duration estimated
+    (:func:`quayutec.cost.prices.estimate_usd`, model tokens excluded); Lambda duration estimated
     (``ESTIMATED_MS_PER_INVOCATION`` per invocation), DynamoDB one request unit per request."""
-    return pricing.estimate_usd(
+    return prices.estimate_usd(
         transitions=f.transitions,
         lambda_invocations=f.lambda_invocations,
         billed_ms=ESTIMATED_MS_PER_INVOCATION * f.lambda_invocations,
@@ -178,7 +178,7 @@ FIRST_EVENTS: dict[str, dict] = {
             }
         ]
     },
-    "stream_dispatch": {
+    "wake_relay": {
         "Records": [
             {
                 "eventID": "e1",
@@ -203,7 +203,7 @@ def first_invocation(handler: str, *, sdk: bool = True) -> str:
     Lambda context (Powertools' ``inject_lambda_context`` reads it). The refusal is expected.
     ``call_model`` also imports :data:`CALL_MODEL_SDK` (the refused event stops before the
     request would), unless ``sdk`` is false: its cold path when a SnapStart snapshot holds it."""
-    load = f"from quayutec.providers.adapters import load_sdk\nload_sdk({CALL_MODEL_SDK!r})\n"
+    load = f"from quayutec.providers.registry import load_sdk\nload_sdk({CALL_MODEL_SDK!r})\n"
     return (
         "import boto3\n"
         f"import quayutec.handlers.{handler} as h\n"

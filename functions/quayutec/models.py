@@ -526,7 +526,7 @@ class RunCost(_Model):
     capacity: dict[str, float] = Field(default_factory=dict)
     capacity_unknown: dict[str, int] = Field(default_factory=dict)
     tokens: dict[str, TokenCount] = Field(default_factory=dict)  # model id → its tokens
-    usd: float = 0.0  # from quayutec.pricing (an estimate): the model's tokens included when priced
+    usd: float = 0.0  # from quayutec.cost.prices (an estimate): the model's tokens included when priced
     usd_model_excluded: float = 0.0  # the AWS side alone (an estimate)
     model_usd: float | None = None  # the tokens' cost; None when a model's price is unknown
     model_price_unknown: list[str] = Field(default_factory=list)  # model ids without a price

@@ -67,13 +67,13 @@ ROOM_TABLE = TableDef(
         # "APPROVALS#{room}#{company}", gsi3sk = "{created_at}#{run}#{index}" (approval rows only).
         IndexDef("approvals_by_company", KeyAttr("gsi3pk"), KeyAttr("gsi3sk")),
     ),
-    # The outbox that drives wakes (docs/design.md §3): the dispatcher reads an inserted item's new
+    # The outbox that drives wakes (docs/design.md §3): the relay reads an inserted item's new
     # image only (NEW_IMAGE, the smallest view that carries the wakes).
     stream="NEW_IMAGE",
 )
 
 #: The attribute every room item that carries ``wakes`` also carries (``True``): a scalar the
-#: stream's event filter can match, so only inserts with wakes invoke StreamDispatch.
+#: stream's event filter can match, so only inserts with wakes invoke WakeRelay.
 HAS_WAKES_ATTR = "has_wakes"
 #: The room stream's event filter (a Lambda ``FilterCriteria`` pattern, docs/design.md §3): the
 #: CDK app sets it on the event source mapping and the local pump applies the same pattern. A
@@ -204,7 +204,7 @@ _CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES")
 #: The limits on what one item holds (SETTING_DEFAULTS; read by the API, which enforces them).
 LIMIT_ENVS = ("MAX_ROOM_AGENTS", "MAX_ROOM_MEMBERS", "MAX_COMPANY_PEOPLE", "MAX_POLICY_RULES")
 _SECRET_NAMES = ("SECRET_PREFIX", "STAGE")
-_COST = ("MODEL_PRICES",)  # every run phase carries the cost line (quayutec.cost_line)
+_COST = ("MODEL_PRICES",)  # every run phase carries the cost line (quayutec.cost.line)
 # Optional endpoint overrides (an operator's proxy, or the local provider server).
 ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
     "ANTHROPIC_BASE_URL",
@@ -386,8 +386,8 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST),
     ),
     FunctionDef(
-        "StreamDispatchFunction",
-        "quayutec.handlers.stream_dispatch.handler",
+        "WakeRelayFunction",
+        "quayutec.handlers.wake_relay.handler",
         touches=("room:stream", "queue:send"),
         reads=(WAKE_QUEUE_ENV, ROOM_TABLE.env_var),
     ),  # records of the room table's stream only
@@ -494,7 +494,7 @@ SETTING_DEFAULTS: dict[str, str] = {
     "MAX_COMPANY_PEOPLE": "1000",  # people of one company (the company item)
     "MAX_POLICY_RULES": "500",  # agents with rules of their own in a company's policy
     # The cost line's model prices (USD per million tokens), over the built-in ones:
-    # {"model-id": {"input": usd, "output": usd}} (quayutec.pricing.MODEL_PRICES).
+    # {"model-id": {"input": usd, "output": usd}} (quayutec.cost.prices.MODEL_PRICES).
     "MODEL_PRICES": "{}",
     SECRET_PREFIX_ENV: DEFAULT_SECRET_PREFIX,
     STAGE_ENV: DEFAULT_STAGE,

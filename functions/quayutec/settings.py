@@ -64,7 +64,7 @@ def _json_object(value: Any) -> Any:
 
 
 #: ``MODEL_PRICES``: ``{"model-id": {"input": usd, "output": usd}}`` per million tokens; overrides
-#: (and adds to) the built-in model prices of the cost line (quayutec.pricing.MODEL_PRICES).
+#: (and adds to) the built-in model prices of the cost line (quayutec.cost.prices.MODEL_PRICES).
 ModelPrices = Annotated[
     dict[Annotated[str, Field(min_length=1, max_length=200)], ModelPrice], BeforeValidator(_json_object)
 ]

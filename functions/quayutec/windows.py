@@ -1,5 +1,5 @@
 """The context windows of the models we know (design §2.2: the context budget), beside the price
-table (:mod:`quayutec.pricing`): an agent's ``max_context_tokens`` may not exceed its model's
+table (:mod:`quayutec.cost.prices`): an agent's ``max_context_tokens`` may not exceed its model's
 window. Model id → (provider kind, window in tokens, source, date read). A window applies to its
 own provider's API only, as a price does (an ``openai-compatible`` server's ``gpt-4.1`` is not
 OpenAI's); a model not here is bounded only by :data:`quayutec.models.MAX_CONTEXT_TOKENS_LIMIT`.

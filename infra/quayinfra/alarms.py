@@ -45,7 +45,7 @@ FIVE_MINUTES = 300
 RUN_FAILED_FAULT = "RunFailed_fault"
 #: A message this old in a dead-letter queue was not looked at for a day (SQS keeps 14 days).
 DLQ_OLDEST_AGE_S = 24 * 3600
-#: The stream dispatcher this far behind (ms) for 5 minutes in a row: wakes are late.
+#: The outbox relay (WakeRelayFunction) this far behind (ms) for 5 minutes in a row: wakes are late.
 ITERATOR_AGE_MS = 60_000
 #: Throttles of one function in 5 minutes: more than a burst the retries absorb.
 THROTTLES = 5
@@ -101,13 +101,13 @@ ALARMS: tuple[AlarmDef, ...] = (
         "StreamIteratorAge",
         "function",
         "IteratorAge",
-        "StreamDispatchFunction",
+        "WakeRelayFunction",
         "Maximum",
         ITERATOR_AGE_MS,
         60,
         5,
         5,
-        "The room stream's dispatcher is over a minute behind for 5 minutes: wakes are late (a batch keeps "
+        "The room stream's relay is over a minute behind for 5 minutes: wakes are late (a batch keeps "
         "failing or the function is throttled)",
     ),
     *(

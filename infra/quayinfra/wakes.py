@@ -1,4 +1,4 @@
-"""Wakes (SPEC §3): room-table stream -> StreamDispatch -> wake queue -> WakeConsumer.
+"""Wakes (SPEC §3): room-table stream -> WakeRelay -> wake queue -> WakeConsumer.
 
 Two steps, because the functions need the queue URL in their environment:
 ``Wakes(...)`` creates the queues (from ``resources.QUEUES``), ``connect(functions)`` adds the
@@ -21,7 +21,7 @@ from . import checkov, nag
 from .functions import Functions
 from .storage import Storage
 
-# Where undeliverable *events* land for an operator to inspect: stream batches StreamDispatch
+# Where undeliverable *events* land for an operator to inspect: stream batches WakeRelay
 # could not process (on-failure destination), execution status events EventBridge could not
 # deliver, and reconciler invocations that kept failing. Not a wake DLQ: its messages are
 # invocation records, never redriven to a consumer. Infra-only (no handler reads it).
@@ -85,10 +85,10 @@ class Wakes(Construct):
 
     def connect(self, functions: Functions) -> None:
         # The functions, or with SnapStart their "live" aliases (Functions.target)
-        dispatch = functions.target(R.FUNCTIONS_BY_ID["StreamDispatchFunction"])
+        relay = functions.target(R.FUNCTIONS_BY_ID["WakeRelayFunction"])
         consumer = functions.target(R.FUNCTIONS_BY_ID["WakeConsumerFunction"])
         self._check_visibility()
-        dispatch.add_event_source(
+        relay.add_event_source(
             sources.DynamoEventSource(
                 self._storage.table(R.ROOM_TABLE),
                 # TRIM_HORIZON: records written while the mapping is created or replaced are
@@ -100,7 +100,7 @@ class Wakes(Construct):
                 max_record_age=STREAM_MAX_RECORD_AGE,
                 report_batch_item_failures=True,
                 on_failure=sources.SqsDlq(self.failed_events),
-                # Only inserts that carry wakes invoke the dispatcher (docs/design.md §3): a reply,
+                # Only inserts that carry wakes invoke the relay (docs/design.md §3): a reply,
                 # a member or a run's final write without wakes costs no invocation.
                 filters=[lambda_.FilterCriteria.filter(R.ROOM_STREAM_FILTER)],
             )

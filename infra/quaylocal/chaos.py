@@ -383,13 +383,13 @@ def standard_matrix() -> list[Point]:
         # processing is dropped (the batch is retried from it), read by a wake consumer that dies
         # after starting the execution (the batch comes back)
         Point(
-            "stream_dispatch:before:send sqs:wakes",
+            "wake_relay:before:send sqs:wakes",
             "dup",
             "completed",
             arg=5,
             run_scoped=False,
             wakes=True,
-            also=(("stream_dispatch:before:send sqs:wakes#2", "drop"), ("wake_consumer:end", "die_end")),
+            also=(("wake_relay:before:send sqs:wakes#2", "drop"), ("wake_consumer:end", "die_end")),
         ),
     ]
 

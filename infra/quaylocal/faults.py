@@ -31,7 +31,7 @@ Injection points (names are stable, so a plan can name them):
 
 ``{phase}`` is the handler module (``claim``, ``load_context``, ``call_model``,
 ``decide_rights``, ``post_reply``, ``request_approval``, ``apply_actions``, ``finish``,
-``record_failure``, ``stream_dispatch``, ``wake_consumer``, ``reconciler``), set per invocation
+``record_failure``, ``wake_relay``, ``wake_consumer``, ``reconciler``), set per invocation
 by :func:`scope` (thread-local: each Step Functions task runs in its own thread).
 
 Fault kinds and how Step Functions sees them (the Lambda seam reports ``errorType`` = the
@@ -50,7 +50,7 @@ exception's class name, which is the ASL error name):
   AWS, a running Lambda is not interrupted): the execution is ABORTED outside any Catch → the
   reconciler. Used at ``{phase}:end``, so what landed is known.
 * ``sleep`` — sleeps ``arg`` seconds (to cross the run's active-time limit).
-* ``drop`` — raises :class:`InjectedFault` (use on ``stream_dispatch``: the record's
+* ``drop`` — raises :class:`InjectedFault` (use on ``wake_relay``: the record's
   processing fails mid-batch; the batch reports it and the stream retries it).
 * ``dup`` — on an SQS send: every message is sent ``arg`` times (a wake delivered N times).
 * ``pause`` / ``stop_chain`` — a person pauses the run's agent (ann of acme, whose agents the

@@ -332,7 +332,7 @@ UNUSED_GRANT_REASONS: dict[tuple[str, str, str], str] = {
     "outcome not recorded) has that request recorded 'lost' by the reconciler, a put of the "
     "request's item; the suite meets it only when a stack stops an execution mid-request.",
     (
-        "function:StreamDispatchFunction",
+        "function:WakeRelayFunction",
         "dynamodb:ListStreams",
         "*",
     ): "The DynamoDB event source mapping needs ListStreams with the function's role (Lambda "

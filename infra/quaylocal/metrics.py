@@ -9,7 +9,7 @@ counted here, in this process:
   value to :data:`RECORDER` under its name, as CloudWatch's ``Sum`` would over the play;
 * a function's ``Errors``: the local invoker (``quaylocal.stack``) counts each invocation that
   raised, by function name, as Lambda does;
-* ``IteratorAge``: the stream poller records, per batch it hands to the dispatcher, the age of
+* ``IteratorAge``: the stream poller records, per batch it hands to the relay, the age of
   its newest record (ms), as the event source mapping does; the largest is kept (``Maximum``);
 * queue depth and the age of its oldest message are read off SQS when asked
   (:func:`queue_depth_and_age`).

@@ -908,7 +908,7 @@ class LocalStack:
                 )
             self.function_arns[f.logical_id] = conf["FunctionArn"]
             envs[f.logical_id] = variables
-        self._stream_filter = StreamFilter.of_template(template, "StreamDispatchFunction")
+        self._stream_filter = StreamFilter.of_template(template, "WakeRelayFunction")
         self.deployment = Deployment(
             stack_name=name,
             physical_ids=ids,
@@ -1047,7 +1047,7 @@ class LocalStack:
     # ------------------------------------------------------------------ pollers
     @contextmanager
     def paused(self) -> Iterator[None]:
-        """Tests: hold the pollers (no stream dispatch, no wake consumption, no reconcile)."""
+        """Tests: hold the pollers (no wake relay, no wake consumption, no reconcile)."""
         self._paused.set()
         while self._busy.is_set():
             time.sleep(0.01)
@@ -1135,7 +1135,7 @@ class LocalStack:
             # Each poller's calls count as those of the function whose event source it stands
             # in for (SPEC §11, quaylocal.calls); the executions poller stands in for EventBridge.
             if STREAM in pollers:
-                with calls.owner(calls.function_owner("StreamDispatchFunction")):
+                with calls.owner(calls.function_owner("WakeRelayFunction")):
                     a = self._poll_stream()
             if QUEUES in pollers:
                 with calls.owner(calls.function_owner("WakeConsumerFunction")):
@@ -1198,7 +1198,7 @@ class LocalStack:
             self.stats.stream_records += len(records)
             # the mapping's iterator age: the records it read, the ones its filter drops too
             local_metrics.RECORDER.iterator_age(
-                self.function_names["StreamDispatchFunction"], local_metrics.newest_record_age_ms(records)
+                self.function_names["WakeRelayFunction"], local_metrics.newest_record_age_ms(records)
             )
             # The event source mapping's filter: records it drops never invoke the function.
             kept = [rec for rec in records if self._stream_filter.matches(rec)]
@@ -1208,7 +1208,7 @@ class LocalStack:
                 did = True
                 continue
             event = {"Records": [{**rec, "eventSourceARN": self.stream_arn} for rec in kept]}
-            result = self.invoke("StreamDispatchFunction", _json_safe(event))
+            result = self.invoke("WakeRelayFunction", _json_safe(event))
             failures = [f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])]
             if failures:  # retry from the first failed record, as the event source mapping does
                 self._shard_iterators[sid] = streams.get_shard_iterator(

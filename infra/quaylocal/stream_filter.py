@@ -1,5 +1,5 @@
 """The room stream's event filter, applied by the local pump as Lambda's event source mapping
-applies it on AWS (docs/design.md §3): a record no pattern matches never reaches StreamDispatch.
+applies it on AWS (docs/design.md §3): a record no pattern matches never reaches WakeRelay.
 
 The patterns are the template's (``FilterCriteria`` of the stream's event source mapping, when the
 local stack was deployed from ``cdk.out``) or :data:`quayutec.resources.ROOM_STREAM_FILTER` (the

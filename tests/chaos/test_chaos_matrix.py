@@ -28,7 +28,7 @@ PHASES = (
     "apply_actions",
     "finish",
     "record_failure",
-    "stream_dispatch",
+    "wake_relay",
     "wake_consumer",
 )
 

@@ -33,9 +33,9 @@ from quayutec import resources as r
 from quayutec.errors import Conflict
 from quayutec.handlers import claim_and_read
 from quayutec.logic import files as room_files
-from quayutec.logic.dispatch import start_run
 from quayutec.logic.ids import execution_name
 from quayutec.logic.retrieval import chunk_text
+from quayutec.logic.wake_consumer import start_run
 from quayutec.models import (
     MAX_ACTIONS,
     MAX_REPLY_BYTES,

@@ -22,7 +22,7 @@ ROLES_UNDER_TEST = (
     "DecideAndPostFunction",
     "ApplyAndFinishFunction",
     "WakeConsumerFunction",
-    "StreamDispatchFunction",
+    "WakeRelayFunction",
 )
 
 

@@ -149,8 +149,8 @@ def test_event_source_mappings_were_deployed_then_handed_to_the_pollers(deployed
     ids = deployed["ids"]
     removed = deployed["local"].deployment.event_source_mappings
     by_function = {m["FunctionArn"].rsplit(":", 1)[-1]: m for m in removed}
-    assert set(by_function) == {ids["WakeConsumerFunction"], ids["StreamDispatchFunction"], ids["IngestFunction"]}
-    assert by_function[ids["StreamDispatchFunction"]]["EventSourceArn"] == deployed["local"].stream_arn
+    assert set(by_function) == {ids["WakeConsumerFunction"], ids["WakeRelayFunction"], ids["IngestFunction"]}
+    assert by_function[ids["WakeRelayFunction"]]["EventSourceArn"] == deployed["local"].stream_arn
     assert deployed["lambda"].list_event_source_mappings()["EventSourceMappings"] == []
 
 
@@ -179,7 +179,7 @@ def test_handlers_run_with_the_deployed_environment(deployed):
 
 
 def test_one_wake_plays_through_the_deployed_resources(deployed, server):
-    """A person's message -> room-table stream -> StreamDispatch -> wake queue -> WakeConsumer ->
+    """A person's message -> room-table stream -> WakeRelay -> wake queue -> WakeConsumer ->
     the deployed state machine (ClaimAndRead ... ApplyAndFinish) -> reply, memory line, ledger `completed`."""
     from quayutec import deps as quay_deps
     from quayutec.logic.room_service import RoomService

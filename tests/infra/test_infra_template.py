@@ -63,7 +63,7 @@ def test_no_table_has_a_local_secondary_index(resources):
 
 
 def test_room_table_is_the_outbox(resources):
-    """The smallest view the dispatcher needs (an insert's new image) and a filter that lets
+    """The smallest view the relay needs (an insert's new image) and a filter that lets
     only inserts carrying wakes invoke it, the same pattern the local pump applies."""
     import json
 
@@ -72,7 +72,7 @@ def test_room_table_is_the_outbox(resources):
     assert R.ROOM_TABLE.stream == "NEW_IMAGE"
     assert resources["RoomTable"]["Properties"]["StreamSpecification"]["StreamViewType"] == "NEW_IMAGE"
     template = {"Resources": resources}
-    deployed = StreamFilter.of_template(template, "StreamDispatchFunction")
+    deployed = StreamFilter.of_template(template, "WakeRelayFunction")
     assert [json.loads(p) for p in deployed.patterns] == [R.ROOM_STREAM_FILTER]
     assert [json.loads(p) for p in StreamFilter.of_resources().patterns] == [R.ROOM_STREAM_FILTER]
 
@@ -137,8 +137,8 @@ def test_wake_consumer_reads_the_queue_with_partial_batch_failures(resources):
     assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 
-def test_stream_dispatch_reads_the_room_stream_with_bisect_retry_and_on_failure(resources):
-    m = _mapping(resources, "StreamDispatchFunction")
+def test_the_wake_relay_reads_the_room_stream_with_bisect_retry_and_on_failure(resources):
+    m = _mapping(resources, "WakeRelayFunction")
     assert m["EventSourceArn"] == {"Fn::GetAtt": [R.ROOM_TABLE.logical_id, "StreamArn"]}
     assert m["BisectBatchOnFunctionError"] is True
     assert 0 <= m["MaximumRetryAttempts"] <= 10

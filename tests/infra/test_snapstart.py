@@ -141,7 +141,7 @@ def test_on_event_sources_and_the_reconciler_target_name_the_aliases(snap_templa
     mappings = of_type(resources, "AWS::Lambda::EventSourceMapping")
     by_function = {next(iter(referenced_ids(m["Properties"]["FunctionName"]))) for m in mappings.values()}
     assert by_function == {
-        _alias_of(resources, f) for f in ("StreamDispatchFunction", "WakeConsumerFunction", "IngestFunction")
+        _alias_of(resources, f) for f in ("WakeRelayFunction", "WakeConsumerFunction", "IngestFunction")
     }
     reconciler_alias = _alias_of(resources, "ReconcilerFunction")
     (rule,) = of_type(resources, "AWS::Events::Rule").values()

@@ -102,12 +102,12 @@ def test_request_shapes_on_the_wire(provider: str, server: ProviderServer, make_
 
 @pytest.mark.unit
 def test_non_object_tool_arguments_are_kept_raw() -> None:
-    from quayutec.providers.adapters import _tool_call
+    from quayutec.providers.base import tool_call
 
-    assert _tool_call("c1", "remember", '["a"]').input is None
-    bad = _tool_call("c2", "remember", "{not json")
+    assert tool_call("c1", "remember", '["a"]').input is None
+    bad = tool_call("c2", "remember", "{not json")
     assert bad.input is None and bad.raw_input == "{not json"
-    assert _tool_call("c3", "remember", {"text": "t"}).raw_input == '{"text":"t"}'
+    assert tool_call("c3", "remember", {"text": "t"}).raw_input == '{"text":"t"}'
 
 
 # ----------------------------------------------------------------- SPEC §2.3 inputs
@@ -562,3 +562,23 @@ def test_launch_room_sequences(server: ProviderServer, make_call: Callable[..., 
         assert (d.retry, d.wait_seconds) == (True, wait)
         assert call_model(call).text in {"Plan.", "Banners done."}
         assert server.count(agent) == 2
+
+
+@pytest.mark.unit
+def test_each_provider_kind_has_its_own_module_and_the_sdk_names_are_not_shadowed() -> None:
+    """One module per provider under quayutec.providers; ``providers/anthropic.py`` and
+    ``providers/openai.py`` import the SDKs of the same name (absolute imports), not themselves."""
+    import importlib
+
+    from quayutec.providers import registry
+
+    assert {kind: adapter.__module__ for kind, adapter in registry.ADAPTERS.items()} == {
+        "anthropic": "quayutec.providers.anthropic",
+        "openai": "quayutec.providers.openai",
+        "openai-compatible": "quayutec.providers.openai",
+        "bedrock": "quayutec.providers.bedrock",
+    }
+    for kind, sdk in registry.SDK_MODULES.items():
+        registry.load_sdk(kind)
+        module = importlib.import_module(sdk)
+        assert module.__name__ == sdk and "quayutec" not in (module.__file__ or "")

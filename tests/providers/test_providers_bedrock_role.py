@@ -16,8 +16,8 @@ from moto import mock_aws
 from quaylocal import sts_trust
 from quaylocal.provider_server import ProviderServer
 from quayutec.dal import aws
-from quayutec.providers import ModelCall, ProviderError, adapters, call_model, decide_next, roles
-from quayutec.providers.classify import classify
+from quayutec.providers import ModelCall, ProviderError, base, call_model, decide_next, roles
+from quayutec.providers.call_policy import classify
 
 ROLE = "arn:aws:iam::210987654321:role/quayutec-bedrock-acme"
 EXTERNAL_ID = "quayutec-" + "ab" * 16
@@ -31,11 +31,11 @@ def sts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         "AWS_DEFAULT_REGION": "us-east-1",
     }.items():
         monkeypatch.setenv(name, value)
-    adapters.clear_clients()
+    base.clear_clients()
     aws.reset_clients()
     with mock_aws():
         yield
-    adapters.clear_clients()
+    base.clear_clients()
     aws.reset_clients()
 
 
@@ -91,7 +91,7 @@ def test_another_agent_gets_its_own_session(server: ProviderServer, role_call: C
         call_model(role_call("acme.c1"))
         call_model(role_call("acme.c2"))
     assert [c["RoleSessionName"] for c in trust.calls] == ["quayutec-acme.c1", "quayutec-acme.c2"]
-    assert "testing" not in repr(list(adapters._CLIENTS))
+    assert "testing" not in repr(list(base._CLIENTS))
 
 
 def test_a_trust_policy_without_this_external_id_is_a_final_role_denied(

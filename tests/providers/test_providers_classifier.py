@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quayutec.providers import RULES, classify
-from quayutec.providers.classify import build_failure, error_markers, truncate_body
+from quayutec.providers.failures import build_failure, error_markers, truncate_body
 
 pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 

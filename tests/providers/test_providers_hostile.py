@@ -16,8 +16,8 @@ from pydantic import SecretStr
 
 from quaylocal.provider_server import ProviderServer
 from quayutec.providers import ModelCall, ProviderError, call_model, decide_next
-from quayutec.providers.classify import build_failure
 from quayutec.providers.egress import AddressRefused, checked_address, pinned_http_client, url_problem
+from quayutec.providers.failures import build_failure
 from quayutec.providers.keys import key_problem
 
 BAD_KEYS = [

@@ -242,8 +242,7 @@ def test_printable_ascii_keys_pass() -> None:
 
 @pytest.mark.unit
 def test_scrub_reply_covers_text_tool_calls_and_request_id() -> None:
-    from quayutec.providers.classify import scrub_reply
-    from quayutec.providers.keys import scrubber
+    from quayutec.providers.keys import scrub_reply, scrubber
 
     key = ACME_KEY
     reply = ModelReply(

@@ -1,4 +1,4 @@
-"""retry-after parsing and the retry decision (SPEC §2.3)."""
+"""retry-after parsing, the retry decision, the cap and the run's time left (docs/design.md §2)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from quayutec.providers import ProviderFailure, decide_next, parse_retry_after
+from quayutec.providers import ProviderFailure, call_policy, decide_next, parse_retry_after
 
 pytestmark = pytest.mark.unit  # no AWS, no network: make unit
 
@@ -119,3 +119,28 @@ def test_owner_base_url_gets_one_request_but_keeps_its_classification() -> None:
 def test_requests_made_must_count_the_failed_one() -> None:
     with pytest.raises(ValueError):
         decide_next(failure(), 0, False)
+
+
+# ----------------------------------------------------------------- the cap and the run's time left
+def test_the_cap_is_three_requests_and_one_for_an_owner_model_address() -> None:
+    assert call_policy.request_cap(owner_base_url=False) == 3
+    assert call_policy.request_cap(owner_base_url=True) == 1
+
+
+def test_a_wait_the_run_has_no_time_left_for_ends_the_call_as_timed_out() -> None:
+    f = failure()
+    wait_2 = decide_next(f, 1, False)
+    kw = {"timeout_s": 60.0, "full_timeout_s": 60.0}
+    assert call_policy.within_time_left(f, wait_2, time_left_s=2.5, **kw) is None
+    why = call_policy.within_time_left(f, wait_2, time_left_s=2.0, **kw)
+    assert why == "default wait 2 s before request 2, but only 2.0 s of the run's time are left: not waited for"
+    final = decide_next(failure(retryable=False, category="auth"), 1, False)
+    assert call_policy.within_time_left(f, final, time_left_s=0.0, **kw) is None
+
+
+def test_a_timeout_cut_short_by_the_time_left_means_the_limit_is_reached() -> None:
+    timed_out = failure(status=None, category="timeout", error_type="timeout")
+    decision = decide_next(timed_out, 1, False)
+    assert call_policy.within_time_left(timed_out, decision, time_left_s=30, timeout_s=60, full_timeout_s=60) is None
+    why = call_policy.within_time_left(timed_out, decision, time_left_s=30, timeout_s=12.5, full_timeout_s=60)
+    assert why == "no reply within 12.5 s, the run's time left: the time limit is reached"

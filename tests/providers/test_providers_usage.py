@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from quaylocal.provider_server import ProviderServer
-from quayutec import cost_line
+from quayutec.cost import line as cost_line
 from quayutec.models import TokenCount
 from quayutec.providers import ModelCall, ProviderError, call_model
 

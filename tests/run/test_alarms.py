@@ -100,7 +100,7 @@ def test_a_poison_wake_fires_the_dead_letter_depth_alarm(env: Env) -> None:
 
 
 def test_a_stream_not_read_raises_iterator_age(env: Env) -> None:
-    """The pump held (the dispatcher not reading the stream): the batch it reads later is as old
+    """The pump held (the relay not reading the stream): the batch it reads later is as old
     as the hold, which is what the StreamIteratorAge alarm watches."""
     env.server.set_script("a1", [{"reply": {"text": "late"}}])
     with env.stack.paused():

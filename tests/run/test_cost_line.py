@@ -18,8 +18,9 @@ from runhelpers import TIME_SCALE, Env, make_room
 from quaylocal import calls as C
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
-from quayutec import cost_line, pricing
 from quayutec import deps as quay_deps
+from quayutec.cost import line as cost_line
+from quayutec.cost import prices
 from quayutec.models import Agent, Author, RunCost, TokenCount
 
 #: claude-test is priced by the setting; gpt-test has no price; c1's Bedrock model is built in.
@@ -105,7 +106,7 @@ def test_tokens_are_what_the_provider_server_sent_for_each_wire_format(env: Env)
     assert a1.model_usd == pytest.approx((t.input * 3.0 + t.output * 15.0) / 1e6, abs=1e-8)  # the setting's
     assert a1.usd == pytest.approx(a1.usd_model_excluded + a1.model_usd, abs=1e-8)
     t = c1.tokens[BEDROCK_MODEL]
-    _, p_in, p_out, source, date = pricing.MODEL_PRICES[BEDROCK_MODEL]
+    _, p_in, p_out, source, date = prices.MODEL_PRICES[BEDROCK_MODEL]
     assert source and date and c1.model_usd == pytest.approx((t.input * p_in + t.output * p_out) / 1e6, abs=1e-8)
     # gpt-test has no price: the USD figure is the AWS side alone, and the line says so.
     assert b1.model_usd is None and b1.model_price_unknown == ["gpt-test"] and b1.usd == b1.usd_model_excluded
@@ -157,16 +158,16 @@ def test_model_prices_built_in_overridden_or_unknown() -> None:
         capacity={"read_units": 1.0, "write_units": 0.0},
         tokens={"gpt-4.1": TokenCount(provider="openai", input=1_000_000, output=1_000_000, replies=1)},
     )
-    priced = pricing.price_cost(cost, memory_mb=512)
+    priced = prices.price_cost(cost, memory_mb=512)
     assert priced.model_usd == pytest.approx(2.0 + 8.0) and priced.usd == pytest.approx(priced.usd_model_excluded + 10)
-    assert pricing.price_cost(cost, memory_mb=512, overrides={"gpt-4.1": (1.0, 1.0)}).model_usd == pytest.approx(2.0)
+    assert prices.price_cost(cost, memory_mb=512, overrides={"gpt-4.1": (1.0, 1.0)}).model_usd == pytest.approx(2.0)
     # An openai-compatible server's "gpt-4.1" is not OpenAI's: no built-in price.
     compat = cost.model_copy(update={"tokens": {"gpt-4.1": TokenCount(provider="openai-compatible", input=5)}})
-    unknown = pricing.price_cost(compat, memory_mb=512)
+    unknown = prices.price_cost(compat, memory_mb=512)
     assert unknown.model_usd is None and unknown.model_price_unknown == ["gpt-4.1"]
     assert unknown.usd == unknown.usd_model_excluded == priced.usd_model_excluded
-    assert pricing.model_price("claude-haiku-4-5-20251001", "anthropic") == (1.0, 5.0)
-    for m, (provider, p_in, p_out, source, date) in pricing.MODEL_PRICES.items():
+    assert prices.model_price("claude-haiku-4-5-20251001", "anthropic") == (1.0, 5.0)
+    for m, (provider, p_in, p_out, source, date) in prices.MODEL_PRICES.items():
         assert provider in ("anthropic", "openai", "bedrock") and p_in > 0 and p_out > 0 and source and date, m
 
 
@@ -276,7 +277,7 @@ def test_a_runs_capacity_is_what_its_phases_responses_reported(env: Env) -> None
         if not entries:
             observed["unknown"] += 1
         for e in entries:
-            kind = "write" if pricing.ddb_kind(model.name) == "write" else "read"
+            kind = "write" if prices.ddb_kind(model.name) == "write" else "read"
             observed[kind] += float(e["CapacityUnits"])
 
     def hook(client: Any) -> None:
@@ -341,7 +342,7 @@ def test_room_cost_sums_the_runs_of_the_callers_company_like_the_runs_listing(en
         body = api.ok("GET", "/rooms/r1/cost", tokens[person])
         assert body["runs"] == len(listed) >= 1 and all(r["company"] == company for r in listed)
         mine = [RunCost.model_validate(r["cost"]) for r in listed if r.get("cost")]
-        total = pricing.total(mine)
+        total = prices.total(mine)
         assert body["without_cost"] == len(listed) - len(mine)
         assert body["cost"]["aws_requests"] == total.aws_requests
         assert body["cost"]["lambda_invocations"] == sum(c.lambda_invocations for c in mine)

@@ -17,7 +17,7 @@ from quaylocal.costs import plain_runs
 AWS_CALLS_PER_PLAIN_RUN = 13
 WRITES_PER_PLAIN_RUN = 4
 TRANSITIONS_PER_PLAIN_RUN = 6
-#: Stream dispatch once (the person's message, which carries the wake: the stream's filter keeps
+#: The wake relay once (the person's message, which carries the wake: the stream's filter keeps
 #: the reply, which carries none, from invoking it), the wake consumer, three phases.
 LAMBDA_INVOCATIONS_PER_PLAIN_RUN = 5
 #: Issue 13's budget for one plain run; one call more since budgets (design §7: the read of the
@@ -59,8 +59,8 @@ def test_a_run_with_one_action_costs_what_it_cost(env: Env) -> None:
     assert lines == ["counted line 0", "counted line 1"]
 
 
-#: The wake path's calls before the run exists (stream dispatch, wake consumer): not in the
-#: run's cost line, which counts the phases' own calls (quayutec.cost_line).
+#: The wake path's calls before the run exists (wake relay, wake consumer): not in the
+#: run's cost line, which counts the phases' own calls (quayutec.cost.line).
 WAKE_PATH = {"sqs.SendMessageBatch": 1, "sfn.StartExecution": 1}
 
 

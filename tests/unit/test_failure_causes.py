@@ -16,7 +16,7 @@ from quayutec.logic.phases.record_failure import (
     failure_cause,
 )
 from quayutec.models import ModelRequestRecord
-from quayutec.providers.classify import RULES
+from quayutec.providers.call_policy import RULES
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +28,7 @@ def _req(category: str | None, outcome: str = "error") -> ModelRequestRecord:
 
 
 def test_every_category_of_the_classifier_has_its_cause() -> None:
-    """A new category in classify.RULES must be sorted here (else its runs count as faults)."""
+    """A new category in call_policy.RULES must be sorted here (else its runs count as faults)."""
     categories = {rule.category for rule in RULES}
     assert categories - CUSTOMER_CATEGORIES - PROVIDER_CATEGORIES == {"unexpected"}
     assert not CUSTOMER_CATEGORIES & PROVIDER_CATEGORIES

@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from quayutec import cost_line
+from quayutec.cost import line as cost_line
 from quayutec.deps import Deps, default_deps
 from quayutec.errors import RunStateInvalid
 from quayutec.models import RunState

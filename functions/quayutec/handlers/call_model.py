@@ -16,7 +16,7 @@ def sdks_at_init() -> bool:
 
 
 if sdks_at_init():
-    from quayutec.providers.adapters import SDK_MODULES, load_sdk
+    from quayutec.providers.registry import SDK_MODULES, load_sdk
 
     for _provider in SDK_MODULES:
         load_sdk(_provider)

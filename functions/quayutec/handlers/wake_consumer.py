@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quayutec.deps import default_deps
 from quayutec.handlers._batch import partial_response, sqs_id
-from quayutec.logic.dispatch import start_run
+from quayutec.logic.wake_consumer import start_run
 from quayutec.models import Wake
 
 logger = Logger()

@@ -5,7 +5,7 @@ worst case before it is sent (the prompt's estimated input tokens plus the reply
 ``max_tokens``), in the same transaction that records it; the answer settles the reserve to the
 usage the provider reported, once. Amounts are integers: micro-USD and tokens.
 
-Sources: the price table (quayutec.pricing, the cost line's), DynamoDB's condition expressions
+Sources: the price table (quayutec.cost.prices, the cost line's), DynamoDB's condition expressions
 (no arithmetic: each limit is checked as ``committed <= limit - reserve``).
 """
 
@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from quayutec import pricing
+from quayutec.cost import prices
 from quayutec.models import BudgetLimits, CompanyBudget
 from quayutec.words import count
 
@@ -49,11 +49,11 @@ class Reserve:
 
 
 def reserve_for(
-    provider: str, model: str, input_tokens: int, max_tokens: int, overrides: pricing.Overrides | None = None
+    provider: str, model: str, input_tokens: int, max_tokens: int, overrides: prices.Overrides | None = None
 ) -> Reserve:
     """The reserve of a request of ``input_tokens`` (estimated) and at most ``max_tokens`` out:
     priced from the one price table, rounded up."""
-    price = pricing.model_price(model, provider, overrides)
+    price = prices.model_price(model, provider, overrides)
     if price is None:
         return Reserve(0, input_tokens + max_tokens, False)
     return Reserve(math.ceil(input_tokens * price[0] + max_tokens * price[1]), 0, True)
@@ -64,12 +64,12 @@ def actual_for(
     model: str,
     input_tokens: int | None,
     output_tokens: int | None,
-    overrides: pricing.Overrides | None = None,
+    overrides: prices.Overrides | None = None,
 ) -> tuple[int, int]:
     """``(micro_usd, tokens)`` of the usage a reply reported, priced like :func:`reserve_for`
     (rounded up to the micro-dollar)."""
     used_in, used_out = input_tokens or 0, output_tokens or 0
-    price = pricing.model_price(model, provider, overrides)
+    price = prices.model_price(model, provider, overrides)
     if price is None:
         return 0, used_in + used_out
     return math.ceil(used_in * price[0] + used_out * price[1]), 0

@@ -11,7 +11,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .classify import CONNECTION, TIMEOUT, build_failure
+from .call_policy import CONNECTION, TIMEOUT
+from .failures import build_failure
 from .models import ProviderFailure
 
 

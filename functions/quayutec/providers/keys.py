@@ -19,6 +19,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+from .models import ModelReply, ProviderFailure, ToolCall
+
 MIN_KEY_BYTES = 8
 MAX_KEY_BYTES = 512
 
@@ -106,3 +108,63 @@ def scrub_value(value: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(value, (list, tuple)):
         return [scrub_value(v, scrub) for v in value]
     return value
+
+
+def scrub(text: str | None, secret: str) -> str:
+    """``text`` with every occurrence of ``secret`` replaced, in every encoding it may take
+    (raw, JSON-escaped, URL-encoded, HTML-escaped, hex, base64, any letter case:
+    :func:`quayutec.providers.keys.encodings`), so a key never leaves an adapter. A second line of
+    defence: no exception text that may echo request headers is used in the first place."""
+    if not text:
+        return text or ""
+    return scrubber(secret)(text)
+
+
+# --------------------------------------------------------------------------- scrubbing answers
+#: A UTF-16 surrogate code point: in a Python string only when a JSON text escaped one alone
+#: (``"\\ud800"``), which no UTF-8 store, the room or the ledger, can hold.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_reply(reply: ModelReply, secret: str) -> ModelReply:
+    """``reply`` with every form of ``secret`` removed from its text, every string of its tool
+    calls (name, id, arguments: keys and values, and the raw arguments) and its request id and
+    stop reason. A model server the owner runs sees the key (it is sent the ``Authorization``
+    header) and can echo it anywhere in its answer, which the run would post in the room and
+    keep in the ledger (SPEC §5). In the same strings, a lone surrogate becomes U+FFFD (the
+    replacement character): stored as sent, it failed every write of the run (SPEC §4: model
+    output never crashes a run)."""
+    scrub = scrubber(secret)
+
+    def clean(text: str) -> str:
+        return _SURROGATE.sub("\ufffd", scrub(text))
+
+    return reply.model_copy(
+        update={
+            "text": clean(reply.text),
+            "tool_calls": [
+                ToolCall(
+                    id=clean(c.id) if c.id else c.id,
+                    name=clean(c.name),
+                    input=scrub_value(c.input, clean) if c.input is not None else None,
+                    raw_input=clean(c.raw_input),
+                )
+                for c in reply.tool_calls
+            ],
+            "request_id": clean(reply.request_id) if reply.request_id else reply.request_id,
+            "stop_reason": clean(reply.stop_reason) if reply.stop_reason else reply.stop_reason,
+        }
+    )
+
+
+def scrub_failure(failure: ProviderFailure, secret: str) -> ProviderFailure:
+    """``failure`` with every form of ``secret`` removed from its text fields (the adapters build
+    failures scrubbed already: this is the same rule applied where the failure is stored)."""
+    clean = scrubber(secret)
+    return failure.model_copy(
+        update={
+            name: clean(value)
+            for name in ("error_type", "error_code", "message", "request_id", "body", "retry_after_header")
+            if isinstance(value := getattr(failure, name), str)
+        }
+    )

@@ -113,7 +113,7 @@ class ProviderFailure(BaseModel):
       failure without a response, ``error_type`` is ``"timeout"`` or ``"connection"`` and
       ``error_code`` names the client exception (e.g. ``APITimeoutError``).
     * ``category`` / ``retryable``: the verdict of the classifier table
-      (:data:`quayutec.providers.classify.RULES`).
+      (:data:`quayutec.providers.call_policy.RULES`).
     * ``retry_after_s``: the wait the provider named, exact, in seconds (``retry-after-ms`` wins
       over ``retry-after``; an HTTP date in the past is 0); ``retry_after_header`` says where it
       came from, e.g. ``"retry-after: 1.5"``.

@@ -16,7 +16,7 @@ gives the company, and the assumed-role credentials CallModel signs Bedrock requ
   never signs a request with expired credentials.
 * :func:`failure_from_sts` — an STS error as a classified :class:`ProviderFailure` (provider
   ``bedrock``, ``error_code`` ``AssumeRole``; see the ``sts-*`` rows of
-  :data:`quayutec.providers.classify.RULES`): ``AccessDenied`` is final, throttling retryable.
+  :data:`quayutec.providers.call_policy.RULES`): ``AccessDenied`` is final, throttling retryable.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 
 from quayutec.resources import BEDROCK_ROLE_PREFIX
 
-from .classify import build_failure
+from .failures import build_failure
 from .models import ProviderFailure
 
 #: The STS operation named in a failure's ``error_code`` (the classifier's marker of STS errors).

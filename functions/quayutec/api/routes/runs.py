@@ -9,11 +9,11 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from quayutec import pricing
 from quayutec.api.access import member_room, services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import ChainId, Limit, RoomId, RunId
 from quayutec.api.schemas import ChainStopped, RoomCost, RunDetail, RunList
+from quayutec.cost import prices
 from quayutec.errors import InvalidInput, NotFound
 from quayutec.logic.stops import Stops
 from quayutec.models import iso
@@ -63,7 +63,7 @@ def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
         since=iso(start) if start else None,
         runs=len(runs),
         without_cost=sum(1 for r in runs if r.cost is None),
-        cost=pricing.total(r.cost for r in runs if r.cost is not None),
+        cost=prices.total(r.cost for r in runs if r.cost is not None),
     )
 
 

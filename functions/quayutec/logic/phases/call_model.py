@@ -2,13 +2,17 @@
 ledger before it is sent. The only phase that reads a company's key, or assumes its Bedrock role
 (a ``bedrock`` agent with ``role_arn``: STS ``AssumeRole`` with the company's external id, the
 session kept and refreshed by the adapter, docs/design.md §5).
+
+The policy it applies (the cap, which failures are retried, the wait before the next request) is
+:mod:`quayutec.providers.call_policy`; this phase records the requests, calls the adapter and
+stores the outcome.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from quayutec import cost_line
+from quayutec.cost import line as cost_line
 from quayutec.dal.ledger import BudgetRefused
 from quayutec.deps import Deps
 from quayutec.errors import BudgetExhausted, ModelCallFailed, RunStateInvalid, RunStopped, RunTimedOut, TransientError
@@ -54,8 +58,8 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     """
     if state.claim is not None and not state.claim.claimed:
         return state.model_copy(update={"model": ModelStep(outcome="not_started", requests=0)})
-    from quayutec.providers import ModelCall, ProviderError, decide_next, load_sdk, roles
-    from quayutec.providers.classify import scrub, scrub_failure, scrub_reply
+    from quayutec.providers import ModelCall, ProviderError, call_policy, load_sdk, roles
+    from quayutec.providers.keys import scrub, scrub_failure, scrub_reply
 
     entered = deps.clock()
     ref = _need_run(state)
@@ -67,7 +71,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         if agent is None:
             raise RunStateInvalid(f"agent {ref.agent_id} is not registered")
     owner_url = agent.base_url is not None
-    cap = 1 if owner_url else 3
+    cap = call_policy.request_cap(owner_url)
     # The request the state expects next (the state counts the requests made before a Wait). Its
     # record is a conditional put: when an earlier attempt of this step recorded it already, the
     # run's requests are read and the reply reused or the lost request counted (below).
@@ -152,16 +156,14 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         reply = scrub_reply(deps.provider()(call), api_key)
     except ProviderError as exc:
         f = scrub_failure(exc.failure, api_key)
-        decision = decide_next(f, n, owner_url)
+        decision = call_policy.decide_next(f, n, owner_url)
         wait_s, why = (decision.wait_seconds if decision.retry else None), decision.reason
         if f.category == "role_denied":  # the run's reason says which role and what to check
             why = f"{why}: {f.message}"
         left = remaining_seconds(deps, run)
-        out_of_time = None
-        if f.status is None and f.category == "timeout" and timeout_s < deps.settings.model_timeout_s:
-            out_of_time = f"no reply within {timeout_s:.1f} s, the run's time left: the time limit is reached"
-        elif wait_s is not None and wait_s >= left:
-            out_of_time = f"{why}, but only {max(0.0, left):.1f} s of the run's time are left: not waited for"
+        out_of_time = call_policy.within_time_left(
+            f, decision, time_left_s=left, timeout_s=timeout_s, full_timeout_s=deps.settings.model_timeout_s
+        )
         if out_of_time:
             wait_s, why = None, out_of_time
         finished = record.model_copy(

@@ -13,8 +13,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec import cost_line
 from quayutec import resources as R
+from quayutec.cost import line as cost_line
 from quayutec.dal.aws import Guard
 from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA, stop_guard
 from quayutec.dal.room import agent_key

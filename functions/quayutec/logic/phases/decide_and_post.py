@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec import cost_line
+from quayutec.cost import line as cost_line
 from quayutec.deps import Deps
 from quayutec.errors import RunStopped
 from quayutec.logic import ids, rights

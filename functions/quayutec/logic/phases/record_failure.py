@@ -9,7 +9,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec import cost_line
+from quayutec.cost import line as cost_line
 from quayutec.deps import Deps
 from quayutec.errors import BudgetExhausted, ModelCallFailed, RunStopped, RunTimedOut
 from quayutec.logic import ids, rights
@@ -68,7 +68,7 @@ BUDGET = "budget"  # the company's budget was reached (BudgetExhausted)
 TIME_LIMIT = "time_limit"  # the run used its active time (RunTimedOut, a Task's timer)
 CAUSES = (FAULT, CUSTOMER, PROVIDER, BUDGET, TIME_LIMIT)
 
-#: Request categories (quayutec.providers.classify.RULES) of a final refusal the customer can
+#: Request categories (quayutec.providers.call_policy.RULES) of a final refusal the customer can
 #: act on: their key, model name, request, quota, spend limit or model address.
 CUSTOMER_CATEGORIES = frozenset(
     {
@@ -82,7 +82,7 @@ CUSTOMER_CATEGORIES = frozenset(
         "role_denied",
     }
 )
-#: Categories of a provider that stayed unavailable through the retries (quayutec.providers.classify.RULES).
+#: Categories of a provider that stayed unavailable through the retries (quayutec.providers.call_policy.RULES).
 PROVIDER_CATEGORIES = frozenset({"rate_limit", "overloaded", "server_error", "timeout", "connection"})
 
 

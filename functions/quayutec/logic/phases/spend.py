@@ -9,7 +9,7 @@ from datetime import datetime
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec import cost_line
+from quayutec.cost import line as cost_line
 from quayutec.dal.ledger import BudgetRefused, SpendCount
 from quayutec.dal.room import budget_key, budget_of
 from quayutec.deps import Deps

@@ -12,10 +12,10 @@ never as 0); model tokens from the provider's usage fields (:func:`count_tokens`
 ``unreported``, never guessed; a failed request has none); invocations that returned.
 Estimated (and labelled so): billed time (handler time, rounded up per invocation), state
 transitions (from the path the phases know: the Map's iterations, the final states), the USD
-figures (:mod:`quayutec.pricing`; the model's share only when its price is known). Not in it:
+figures (:mod:`quayutec.cost.prices`; the model's share only when its price is known). Not in it:
 invocations that failed (their state is lost, and with it their counts; but a reply's tokens are
 stored with the reply, and the CallModel attempt that reuses it counts them), the wake path before
-the run (the stream dispatch, the SQS message, the wake consumer's StartExecution, and the
+the run (the wake relay, the SQS message, the wake consumer's StartExecution, and the
 count of a repeated delivery).
 """
 
@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from quayutec import pricing, seams
+from quayutec import seams
+from quayutec.cost import prices
 from quayutec.dal import aws
 from quayutec.models import RunCost, TokenCount
 
@@ -52,7 +53,7 @@ CAPACITY_OPERATIONS = frozenset(
 
 
 class _Counter:
-    def __init__(self, model_prices: pricing.Overrides | None = None) -> None:
+    def __init__(self, model_prices: prices.Overrides | None = None) -> None:
         self.calls: dict[str, int] = {}
         self.read_units = 0.0
         self.write_units = 0.0
@@ -102,7 +103,7 @@ def _read_capacity(parsed: Any, model: Any, **_: Any) -> None:
         read, write = _number(e.get("ReadCapacityUnits")), _number(e.get("WriteCapacityUnits"))
         if read is None and write is None:  # TOTAL names only CapacityUnits: the operation's kind
             units = _number(e.get("CapacityUnits")) or 0.0
-            read, write = (0.0, units) if pricing.ddb_kind(model.name) == "write" else (units, 0.0)
+            read, write = (0.0, units) if prices.ddb_kind(model.name) == "write" else (units, 0.0)
         counter.read_units += read or 0.0
         counter.write_units += write or 0.0
 
@@ -141,19 +142,19 @@ def count_tokens(provider: str, model: str, input_tokens: int | None, output_tok
 
 
 # ----------------------------------------------------------------------------- the line
-def model_prices_of(settings: Any) -> pricing.Overrides | None:
+def model_prices_of(settings: Any) -> prices.Overrides | None:
     """The ``MODEL_PRICES`` overrides of a function's settings as (input, output) per model."""
-    prices = getattr(settings, "model_prices", None)
-    if not prices:
+    configured = getattr(settings, "model_prices", None)
+    if not configured:
         return None
     return {
         m: (float(p.input), float(p.output)) if hasattr(p, "input") else (float(p["input"]), float(p["output"]))
-        for m, p in prices.items()
+        for m, p in configured.items()
     }
 
 
 @contextmanager
-def counting(model_prices: pricing.Overrides | None = None) -> Iterator[None]:
+def counting(model_prices: prices.Overrides | None = None) -> Iterator[None]:
     """Count the AWS calls, capacity and tokens of this invocation (this context only:
     concurrent invocations on other threads keep their own counts). ``model_prices``: the
     ``MODEL_PRICES`` overrides the estimate uses."""
@@ -175,7 +176,7 @@ def so_far(cost: RunCost | None, transitions: int, *, writes_to_come: dict[str, 
     for source in ((counter.calls if counter else {}), (writes_to_come or {})):
         for k, n in source.items():
             calls[k] = calls.get(k, 0) + n
-    ms = base.billed_ms + (pricing.ceil_ms(time.perf_counter() - counter.started) if counter else 0)
+    ms = base.billed_ms + (prices.ceil_ms(time.perf_counter() - counter.started) if counter else 0)
     capacity = dict(base.capacity)
     unknown = dict(base.capacity_unknown)
     tokens = {m: t.model_copy() for m, t in base.tokens.items()}
@@ -199,7 +200,7 @@ def so_far(cost: RunCost | None, transitions: int, *, writes_to_come: dict[str, 
         tokens=tokens,
         estimated=list(ESTIMATED),
     )
-    return pricing.price_cost(out, memory_mb=PHASE_MEMORY_MB, overrides=counter.model_prices if counter else None)
+    return prices.price_cost(out, memory_mb=PHASE_MEMORY_MB, overrides=counter.model_prices if counter else None)
 
 
 FINAL_WRITE = {"dynamodb.UpdateItem": 1}

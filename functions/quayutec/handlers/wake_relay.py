@@ -1,4 +1,6 @@
-"""Room-table stream → wake queue (the outbox, SPEC §3). Event: a DynamoDB Streams batch;
+"""The outbox relay (WakeRelayFunction, docs/design.md §3): room-table stream → wake queue. The
+room items inserted with wakes are the outbox; this reads them from the table's DynamoDB stream
+and sends their wakes to the SQS wake queue. Event: a DynamoDB Streams batch;
 returns ``{"batchItemFailures": [...]}`` (:mod:`quayutec.handlers._batch`) so only failed records
 are retried. Only records of the room table's own stream are read (``eventSourceARN``
 ``arn:…:table/{room table}/stream/…``): a record of any other source is skipped and logged, never
@@ -14,7 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from boto3.dynamodb.types import TypeDeserializer
 
 from quayutec.handlers._batch import partial_response, stream_id
-from quayutec.logic.dispatch import send_wakes, wakes_of_stream_image
+from quayutec.logic.outbox import send_wakes, wakes_of_stream_image
 from quayutec.settings import get_settings
 
 logger = Logger()

@@ -1,45 +1,23 @@
-"""Wakes on their way: room-table stream record → wake queue → one execution per wake (SPEC §3)."""
+"""The wake consumer's logic (docs/design.md §3): a wake from the SQS wake queue starts its run's
+execution, named from the wake, so a wake delivered again starts nothing (the wakes come from the
+outbox relay, :mod:`quayutec.logic.outbox`).
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
-from quayutec.dal.aws import error_code, sqs, transient_errors
+from quayutec.dal.aws import error_code, transient_errors
 from quayutec.deps import Deps
 from quayutec.logic import ids
 from quayutec.models import Wake
 
 logger = Logger(child=True)
 metrics = Metrics()
-
-
-def wakes_of_stream_image(new_image: dict[str, Any] | None) -> list[Wake]:
-    """The wakes an inserted room-table item carries (deserialized ``NewImage``)."""
-    if not new_image or not new_image.get("wakes"):
-        return []
-    return [Wake.model_validate(w) for w in new_image["wakes"]]
-
-
-def send_wakes(queue_url: str, wakes: list[Wake], client: Any | None = None) -> None:
-    """Send wakes to the SQS wake queue (10 per batch call). Raises on any failed entry, so the
-    stream record is retried (a repeat is harmless: the execution name dedups)."""
-    q = client or sqs()
-    for start in range(0, len(wakes), 10):
-        batch = wakes[start : start + 10]
-        with transient_errors():
-            resp = q.send_message_batch(
-                QueueUrl=queue_url,
-                Entries=[{"Id": str(i), "MessageBody": w.model_dump_json()} for i, w in enumerate(batch)],
-            )
-        if resp.get("Failed"):
-            raise RuntimeError(
-                f"{len(resp['Failed'])} wake(s) not accepted by SQS: " + ", ".join(f["Code"] for f in resp["Failed"])
-            )
 
 
 def start_run(deps: Deps, wake: Wake, receive_count: int = 1) -> str:

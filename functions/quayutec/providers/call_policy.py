@@ -1,30 +1,37 @@
-"""Classifying a failed model request, and the retry decision after it (SPEC §2.3).
+"""The model-call policy (docs/design.md §2, step 3): how a failed request is classified, and
+whether another request follows it, after how long.
 
-The verdict comes from one table, :data:`RULES`, read top to bottom: the first row whose every
-set column matches the failure wins. Columns: provider kind(s), HTTP status range, the
-provider's error type, error code and a message pattern. A failure is classified by the
-provider's own markers, never by its status alone (a 429 can be final, a 400 can be a spending
-limit). Sources of the markers: Anthropic API reference "Errors" (error types, ``error.details.
-error_code``), OpenAI API reference "Error codes" (``error.type`` / ``error.code``), Amazon
-Bedrock Runtime API reference "Converse" (exception names, sent as ``x-amzn-ErrorType``), AWS STS
-API reference "AssumeRole" and "Common Errors" (``AccessDenied``, ``Throttling``).
+* :data:`RULES` — the classifier, one table read top to bottom: the first row whose every set
+  column matches the failure wins (:func:`classify`). Columns: provider kind(s), HTTP status
+  range, the provider's error type, error code and a message pattern. A failure is classified by
+  the provider's own markers, never by its status alone (a 429 can be final, a 400 can be a
+  spending limit). Sources of the markers: Anthropic API reference "Errors" (error types,
+  ``error.details.error_code``), OpenAI API reference "Error codes" (``error.type`` /
+  ``error.code``), Amazon Bedrock Runtime API reference "Converse" (exception names, sent as
+  ``x-amzn-ErrorType``), AWS STS API reference "AssumeRole" and "Common Errors"
+  (``AccessDenied``, ``Throttling``).
+* :func:`request_cap` — at most :data:`MAX_REQUESTS` requests per call, one for an owner's own
+  model address.
+* :func:`decide_next` — another request or not, and the wait before it: the provider's
+  ``retry-after`` (:func:`parse_retry_after`) up to :data:`MAX_RETRY_AFTER_S`, else 2 s then 8 s.
+* :func:`within_time_left` — a wait (or a request cut short by the run's time left) that the
+  run's time limit does not leave room for ends the run as timed out.
 
-Pure functions: nothing here talks to the network.
+The CallModel phase (:mod:`quayutec.logic.phases.call_model`) applies it: it records each
+request, calls the adapter and stores the outcome. Pure functions: nothing here talks to the
+network or stores anything.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
 
-from .keys import scrub_value, scrubber
-from .models import MAX_ERROR_BODY_BYTES, ModelReply, ProviderFailure, RetryDecision, ToolCall
+from .models import ProviderFailure, RetryDecision
 
 ALL = frozenset({"anthropic", "openai", "openai-compatible", "bedrock"})
 ANTHROPIC = frozenset({"anthropic"})
@@ -35,8 +42,10 @@ BEDROCK = frozenset({"bedrock"})
 TIMEOUT = "timeout"
 CONNECTION = "connection"
 
-#: SPEC §2.3 numbers.
+#: docs/design.md §2 step 3: requests per call, the longest ``retry-after`` waited for (seconds).
 MAX_REQUESTS = 3
+#: Requests of a call to an owner's own model address (``base_url``): no retry.
+OWNER_URL_REQUESTS = 1
 MAX_RETRY_AFTER_S = 20.0
 DEFAULT_WAITS_S = {2: 2, 3: 8}  # request number about to be made -> seconds to wait before it
 
@@ -262,157 +271,30 @@ def decide_next(failure: ProviderFailure, requests_made: int, one_request_only: 
     return RetryDecision(retry=True, wait_seconds=wait, reason=f"default wait {wait} s before request {next_request}")
 
 
-# --------------------------------------------------------------------------- building failures
-def truncate_body(text: str, limit: int = MAX_ERROR_BODY_BYTES) -> str:
-    """``text`` cut to at most ``limit`` UTF-8 bytes (never splitting a character)."""
-    data = text.encode("utf-8", errors="replace")
-    if len(data) <= limit:
-        return text
-    return data[:limit].decode("utf-8", errors="ignore")
+# --------------------------------------------------------------------------- the cap, the time left
+def request_cap(owner_base_url: bool) -> int:
+    """How many requests one model call may make: :data:`MAX_REQUESTS`, or
+    :data:`OWNER_URL_REQUESTS` when the agent's owner supplied the base URL (docs/design.md §2)."""
+    return OWNER_URL_REQUESTS if owner_base_url else MAX_REQUESTS
 
 
-def scrub(text: str | None, secret: str) -> str:
-    """``text`` with every occurrence of ``secret`` replaced, in every encoding it may take
-    (raw, JSON-escaped, URL-encoded, HTML-escaped, hex, base64, any letter case:
-    :func:`quayutec.providers.keys.encodings`), so a key never leaves an adapter. A second line of
-    defence: no exception text that may echo request headers is used in the first place."""
-    if not text:
-        return text or ""
-    return scrubber(secret)(text)
-
-
-def _str_or_none(value: Any) -> str | None:
-    if value is None or isinstance(value, (dict, list)):
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def error_markers(provider: str, body_text: str) -> tuple[str | None, str | None, str | None]:
-    """``(error_type, error_code, message)`` read defensively from a provider's error body.
-
-    Anthropic: ``{"type": "error", "error": {"type", "message", "details": {"error_code"}}}``.
-    OpenAI: ``{"error": {"message", "type", "param", "code"}}``. Bedrock:
-    ``{"message"}`` plus ``__type`` / ``code`` (the exception name is usually only in the
-    ``x-amzn-ErrorType`` header, read by botocore). A body that is not JSON (an HTML proxy page)
-    gives no markers.
-    """
-    try:
-        body = json.loads(body_text) if body_text else None
-    except (ValueError, RecursionError):
-        return None, None, None
-    if not isinstance(body, dict):
-        return None, None, None
-    err = body.get("error")
-    if isinstance(err, dict):
-        details = err.get("details")
-        if not isinstance(details, dict):
-            details = {}
-        code = details.get("error_code", err.get("error_code", err.get("code", body.get("error_code"))))
-        return _str_or_none(err.get("type")), _str_or_none(code), _str_or_none(err.get("message"))
-    if isinstance(err, str):  # some OpenAI-compatible servers: {"error": "text"}
-        return _str_or_none(body.get("type")), _str_or_none(body.get("code")), err
-    etype = body.get("__type") or body.get("type") or body.get("code")
-    if isinstance(etype, str) and ":" in etype:  # "ThrottlingException:http://internal..."
-        etype = etype.split(":", 1)[0]
-    if isinstance(etype, str) and "#" in etype:  # "com.amazon.coral#ThrottlingException"
-        etype = etype.rsplit("#", 1)[1]
-    message = body.get("message", body.get("Message"))
-    return _str_or_none(etype), None, _str_or_none(message)
-
-
-def build_failure(
+def within_time_left(
+    failure: ProviderFailure,
+    decision: RetryDecision,
     *,
-    provider: str,
-    status: int | None,
-    headers: Mapping[str, str] | None,
-    body_text: str,
-    request_id: str | None,
-    secret: str,
-    error_type: str | None = None,
-    error_code: str | None = None,
-    message: str | None = None,
-    now: datetime | None = None,
-) -> ProviderFailure:
-    """A classified :class:`ProviderFailure` from a raw response (or from no response).
+    time_left_s: float,
+    timeout_s: float,
+    full_timeout_s: float,
+) -> str | None:
+    """Why the run's time limit ends the call after ``failure``, or ``None`` when it does not.
 
-    Markers found in the body win; ``error_type`` / ``error_code`` / ``message`` passed in
-    fill what the body lacks (e.g. the Bedrock exception name from ``x-amzn-ErrorType``).
-    Every text field (the request id too: a header the provider chose) is scrubbed of ``secret``.
-    """
-    b_type, b_code, b_message = error_markers(provider, body_text)
-    etype = b_type or error_type
-    ecode = b_code or error_code
-    msg = b_message or message
-    if not msg:
-        snippet = " ".join(_strip_tags(body_text).split())[:300]
-        msg = f"HTTP {status}: {snippet}" if status is not None else "no response"
-    rule = classify(provider, status, etype, ecode, msg)
-    wait, header = parse_retry_after(headers, now=now) if status is not None else (None, None)
-    clean = scrubber(secret)
-    return ProviderFailure(
-        status=status,
-        error_type=clean(etype or "") or None,
-        error_code=clean(ecode or "") or None,
-        message=clean(msg),
-        request_id=clean(request_id or "") or None,
-        category=rule.category,
-        retryable=rule.retryable,
-        retry_after_s=wait,
-        retry_after_header=header,
-        body=truncate_body(clean(body_text or "")),
-    )
-
-
-def _strip_tags(text: str) -> str:
-    return re.sub(r"<[^>]*>", " ", text or "")
-
-
-# --------------------------------------------------------------------------- scrubbing answers
-#: A UTF-16 surrogate code point: in a Python string only when a JSON text escaped one alone
-#: (``"\\ud800"``), which no UTF-8 store, the room or the ledger, can hold.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def scrub_reply(reply: ModelReply, secret: str) -> ModelReply:
-    """``reply`` with every form of ``secret`` removed from its text, every string of its tool
-    calls (name, id, arguments: keys and values, and the raw arguments) and its request id and
-    stop reason. A model server the owner runs sees the key (it is sent the ``Authorization``
-    header) and can echo it anywhere in its answer, which the run would post in the room and
-    keep in the ledger (SPEC §5). In the same strings, a lone surrogate becomes U+FFFD (the
-    replacement character): stored as sent, it failed every write of the run (SPEC §4: model
-    output never crashes a run)."""
-    scrub = scrubber(secret)
-
-    def clean(text: str) -> str:
-        return _SURROGATE.sub("\ufffd", scrub(text))
-
-    return reply.model_copy(
-        update={
-            "text": clean(reply.text),
-            "tool_calls": [
-                ToolCall(
-                    id=clean(c.id) if c.id else c.id,
-                    name=clean(c.name),
-                    input=scrub_value(c.input, clean) if c.input is not None else None,
-                    raw_input=clean(c.raw_input),
-                )
-                for c in reply.tool_calls
-            ],
-            "request_id": clean(reply.request_id) if reply.request_id else reply.request_id,
-            "stop_reason": clean(reply.stop_reason) if reply.stop_reason else reply.stop_reason,
-        }
-    )
-
-
-def scrub_failure(failure: ProviderFailure, secret: str) -> ProviderFailure:
-    """``failure`` with every form of ``secret`` removed from its text fields (the adapters build
-    failures scrubbed already: this is the same rule applied where the failure is stored)."""
-    clean = scrubber(secret)
-    return failure.model_copy(
-        update={
-            name: clean(value)
-            for name in ("error_type", "error_code", "message", "request_id", "body", "retry_after_header")
-            if isinstance(value := getattr(failure, name), str)
-        }
-    )
+    ``time_left_s``: the run's active time left now (seconds). ``timeout_s``: the client timeout
+    the request was sent with; ``full_timeout_s``: the configured one (``MODEL_TIMEOUT_SECONDS``).
+    A request that timed out after a timeout shortened to the run's time left means the limit is
+    reached; a wait as long as the time left or longer is not waited for. The run ends as timed
+    out with this reason (docs/design.md §2, §3)."""
+    if failure.status is None and failure.category == "timeout" and timeout_s < full_timeout_s:
+        return f"no reply within {timeout_s:.1f} s, the run's time left: the time limit is reached"
+    if decision.retry and decision.wait_seconds is not None and decision.wait_seconds >= time_left_s:
+        return f"{decision.reason}, but only {max(0.0, time_left_s):.1f} s of the run's time are left: not waited for"
+    return None
