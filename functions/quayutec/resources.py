@@ -234,7 +234,7 @@ class FunctionDef:
     timeout_s: int = 30
     memory_mb: int = 512
     # Exactly what its role may do (least privilege; each grant is used by a call of the test
-    # suite or has its reason in quaylocal.iam_check.UNUSED_GRANT_REASONS):
+    # suite or has its reason in quaylab.iam_check.UNUSED_GRANT_REASONS):
     #   "<table>:<op>"           op: get | batchget | query | put | update | delete, on claims | ledger | room
     #                            | idempotency (GetItem, Query, PutItem, UpdateItem, DeleteItem)
     #   "<table>:query@<index>"  Query on one of the table's indexes

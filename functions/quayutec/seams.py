@@ -1,5 +1,5 @@
 """Seams the local stack hooks into, so the deployed package carries no test tooling (issue 13
-item 5): the fault-injection lab (``quaylocal.faults``) registers here when it is switched on.
+item 5): the fault-injection lab (``quaylab.faults``) registers here when it is switched on.
 In Lambda the only hook is the cost line's (:mod:`quayutec.cost_line`: a client hook that asks
 DynamoDB for consumed capacity); no part hook registers, so each ``part`` costs one empty-list
 check.

@@ -21,7 +21,7 @@ Owners (the value of :data:`OWNER` in the calling thread or task):
 Resource ARNs are canonical: physical names (the local stack's own names, or the names moto's
 CloudFormation gave the deployed template's resources) are replaced by the template's logical
 ids, account and region are the local stack's, and a stream ARN's label is ``LABEL``. The IAM
-checker (:mod:`quaylocal.iam_check`) resolves the synthesized template to the same form.
+checker (:mod:`quaylab.iam_check`) resolves the synthesized template to the same form.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from quaylab import iam_check
 from quaylocal import calls as C
-from quaylocal import iam_check
 from quaylocal.scenario import Player, Scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 moto's STS ``AssumeRole`` always succeeds and ignores ``ExternalId``: it knows no trust policy.
 This stands in for them, and for STS's failures, where a test arms it (in-process only, like
-:mod:`quaylocal.faults`; nothing armed: moto answers as it does):
+:mod:`quaylab.faults`; nothing armed: moto answers as it does):
 
 * :meth:`Trust.trust` — the role's trust policy requires that external id: an ``AssumeRole`` of
   that role with any other (or none) is answered ``403 AccessDenied``, as STS answers it ("User:

@@ -7,7 +7,7 @@ part hook fires the points around each part of a merged phase), registered on im
 Two switches, both needed:
 
 1. ``QUAY_FAULTS_ENABLED=1`` in the process environment. Only the local stack's chaos tooling
-   sets it (``quaylocal.chaos`` passes it as a LocalStack setting). It is not in
+   sets it (``quaylab.chaos`` passes it as a LocalStack setting). It is not in
    ``quayutec.resources.ENVIRONMENT_VARIABLES``, so the CDK app never gives it to a deployed
    function (a test checks). Without it :func:`instrument` registers nothing and every hook
    returns at once.
@@ -26,7 +26,7 @@ Injection points (names are stable, so a plan can name them):
   invocation gets ``#2``, ``#3`` … (``apply_actions:after:update ledger:ACT#2``). An ``after``
   point fires only when the write succeeded (it landed).
 * ``{phase}:start`` / ``{phase}:end`` — the invocation boundaries, called by the Lambda seam
-  of the local stack (``quaylocal.chaos``) through :func:`boundary`: ``end`` is "the handler
+  of the local stack (``quaylab.chaos``) through :func:`boundary`: ``end`` is "the handler
   returned, its writes landed, the response has not reached Step Functions yet".
 
 ``{phase}`` is the handler module (``claim``, ``load_context``, ``call_model``,
