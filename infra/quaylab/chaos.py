@@ -616,7 +616,11 @@ class ChaosLab:
     def __enter__(self) -> ChaosLab:
         self.server.start()
         env = {v: self.server.base_url(p) for p, v in PROVIDER_ENV.items()}
-        self.stack = LocalStack(settings={**env, **CHAOS_SETTINGS, **self.settings}, time_scale=self.time_scale)
+        self.stack = LocalStack(
+            settings={**env, **CHAOS_SETTINGS, **self.settings},
+            time_scale=self.time_scale,
+            instruments=[faults.INSTRUMENTS],  # the fault points, through the deployed code's seam
+        )
         try:
             self.stack.start()
             install_chaos_seam()

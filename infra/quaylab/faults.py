@@ -2,7 +2,9 @@
 
 This module lives with the local stack, not in the deployed package: it reaches the runtime
 through :mod:`quayutec.seams` (a client hook puts the write points on every factory client, a
-part hook fires the points around each part of a merged phase), registered on import.
+part hook fires the points around each part of a merged phase): :data:`INSTRUMENTS`, which the
+chaos lab installs into the local stacks it builds (``LocalStack(instruments=...)``) and removes
+when it stops them; nothing registers on import, and the engine never imports this module.
 
 Two switches, both needed:
 
@@ -462,7 +464,7 @@ def instrument(client: Any) -> Any:
     return client
 
 
-# Registered on import: the seams stay inert unless the environment switch is on and a plan or a
-# trace is armed (``instrument`` and ``subphase`` check).
-seams.add_client_hook(instrument)
-seams.add_part_hook(subphase)
+#: The fault points' hooks (:mod:`quayutec.seams`): installed by whoever builds a stack to inject
+#: into (:class:`quaylab.chaos.ChaosLab`); inert even then unless the environment switch is on
+#: and a plan or a trace is armed (``instrument`` and ``subphase`` check).
+INSTRUMENTS = seams.Instruments("faults", client=instrument, part=subphase)

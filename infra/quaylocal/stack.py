@@ -32,7 +32,7 @@ import uuid
 import warnings
 import zipfile
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +56,7 @@ from quaylocal import calls, moto_patches
 from quaylocal import metrics as local_metrics
 from quayutec import deps as quay_deps
 from quayutec import resources as r
-from quayutec.dal import aws
+from quayutec import seams
 from quayutec.settings import HANDLER_ENV, function_environment
 
 REGION = "us-east-1"
@@ -645,7 +645,9 @@ class LocalStack:
     ``visibility_timeout_s``: the wake queue's visibility timeout here (short, so a failed wake
     is retried within a play; 60 s in the deployed stack); ``background_invocations``: at most
     this many background Lambda invocations at once (``quay dev``: its API's invocations pass
-    first, see :func:`foreground`; ``None``: no limit)."""
+    first, see :func:`foreground`; ``None``: no limit); ``instruments``: hooks of the deployed
+    code's seam (:mod:`quayutec.seams`) installed while the stack runs, e.g. the lab's fault points
+    (the engine itself imports no lab)."""
 
     def __init__(
         self,
@@ -654,8 +656,10 @@ class LocalStack:
         visibility_timeout_s: int = 1,
         retention: Retention | None = None,
         background_invocations: int | None = None,
+        instruments: Sequence[seams.Instruments] = (),
     ) -> None:
         self.settings = settings or {}
+        self.instruments = tuple(instruments)
         self.background_invocations = background_invocations
         self._gate: _InvocationGate | None = None
         self.retention = retention or Retention()
@@ -720,6 +724,8 @@ class LocalStack:
 
     def start(self) -> None:
         install_seams()
+        for instruments in self.instruments:
+            seams.install(instruments)
         if self.time_scale is not None:
             scale_time(self.time_scale)
         self.env = local_environment(self.settings)
@@ -772,13 +778,15 @@ class LocalStack:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        for instruments in reversed(self.instruments):
+            seams.uninstall(instruments)
         quay_deps.reset()
 
     def client(self, service: str) -> Any:
         """A boto3 client for moto (cached per service: clients are thread-safe)."""
         with self._clients_lock:
             if service not in self._clients:
-                self._clients[service] = aws.observe(boto3.client(service, region_name=REGION))
+                self._clients[service] = seams.observe(boto3.client(service, region_name=REGION))
             return self._clients[service]
 
     # ------------------------------------------------------------------ resources

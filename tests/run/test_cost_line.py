@@ -284,15 +284,9 @@ def test_a_runs_capacity_is_what_its_phases_responses_reported(env: Env) -> None
             client.meta.events.register("before-parameter-build.dynamodb", mark, unique_id="test-cost-mark")
             client.meta.events.register("after-call.dynamodb", after, unique_id="test-cost-capacity")
 
-    seams.add_client_hook(hook)
-    try:
+    with seams.installed(seams.Instruments("test capacity", client=hook)):  # clients rebuilt with it, and after
         env.server.set_script("a1", [{"reply": {"text": "plain", "actions": []}}])
         _post(env, "ann", "acme", "@a1 a plain one")
-    finally:
-        seams._client_hooks.remove(hook)
-        from quayutec.dal import aws
-
-        aws.reset_clients()
     cost = _last_run(env, "a1").cost
     assert cost.capacity["read_units"] == pytest.approx(observed["read"]) and observed["read"] > 0
     # a plain run's writes are all transactions now (the stop guard, the spend counters), whose
