@@ -55,34 +55,39 @@ class Instruments:
 
 _lock = threading.Lock()
 _installed: tuple[Instruments, ...] = ()
-#: Moves whenever the installed client hooks (or deps hooks) change: quayutec.dal.aws rebuilds its
-#: cached clients, and quayutec.deps its default deps, when it has moved since they were built.
-_generation = 0
+#: Move whenever the installed client hooks (deps hooks) change: quayutec.dal.aws rebuilds its
+#: cached clients (quayutec.deps its default deps) when theirs has moved since they were built.
+_client_generation = 0
+_deps_generation = 0
 
 
 def install(instruments: Instruments) -> None:
     """Install ``instruments`` (again: nothing). Clients built from now on carry its client hook
     (:mod:`quayutec.dal.aws` drops the ones it built before)."""
-    global _installed, _generation
+    global _installed
     if instruments in _installed:  # the cost line's every count: no lock
         return
     with _lock:
         if instruments in _installed:
             return
         _installed = (*_installed, instruments)
-        if instruments.client is not None or instruments.deps is not None:
-            _generation += 1
+        _moved(instruments)
 
 
 def uninstall(instruments: Instruments) -> None:
     """Remove ``instruments`` (not installed: nothing)."""
-    global _installed, _generation
+    global _installed
     with _lock:
         if instruments not in _installed:
             return
         _installed = tuple(i for i in _installed if i is not instruments)
-        if instruments.client is not None or instruments.deps is not None:
-            _generation += 1
+        _moved(instruments)
+
+
+def _moved(instruments: Instruments) -> None:
+    global _client_generation, _deps_generation
+    _client_generation += instruments.client is not None
+    _deps_generation += instruments.deps is not None
 
 
 @contextmanager
@@ -102,9 +107,14 @@ def is_installed(instruments: Instruments) -> bool:
     return instruments in _installed
 
 
-def generation() -> int:
-    """A number that changes whenever the client or deps hooks do (see :data:`_generation`)."""
-    return _generation
+def client_generation() -> int:
+    """A number that changes whenever the installed client hooks do."""
+    return _client_generation
+
+
+def deps_generation() -> int:
+    """A number that changes whenever the installed deps hooks do."""
+    return _deps_generation
 
 
 # ----------------------------------------------------------------------------- what the code calls

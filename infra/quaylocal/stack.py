@@ -18,6 +18,7 @@ or, on the resources of the synthesized CDK template deployed on moto's CloudFor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
@@ -513,8 +514,6 @@ def local_environment(overrides: dict[str, str] | None = None) -> dict[str, str]
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
         **r.SETTING_DEFAULTS,
-        # the local provider server is on 127.0.0.1: owners' addresses may be loopback here only
-        r.ALLOW_LOOPBACK_ENV: "true",
     }
     for t in r.TABLES:
         env[t.env_var] = t.default_name
@@ -647,7 +646,9 @@ class LocalStack:
     this many background Lambda invocations at once (``quay dev``: its API's invocations pass
     first, see :func:`foreground`; ``None``: no limit); ``instruments``: hooks of the deployed
     code's seam (:mod:`quayutec.seams`) installed while the stack runs, e.g. the lab's fault points
-    (the engine itself imports no lab)."""
+    (the engine itself imports no lab); ``allow_loopback_model_urls``: owners' model addresses may
+    be loopback ones (the local provider server is on 127.0.0.1), a switch the stack sets on the
+    deps the functions build (:func:`quayutec.seams.hook_deps`), never a function's setting."""
 
     def __init__(
         self,
@@ -657,9 +658,13 @@ class LocalStack:
         retention: Retention | None = None,
         background_invocations: int | None = None,
         instruments: Sequence[seams.Instruments] = (),
+        allow_loopback_model_urls: bool = True,
     ) -> None:
         self.settings = settings or {}
-        self.instruments = tuple(instruments)
+        self.allow_loopback_model_urls = allow_loopback_model_urls
+        # The stack's own switches on the deps of its functions, then whatever it was given.
+        own = [seams.Instruments("local stack", deps=self._local_deps)] if allow_loopback_model_urls else []
+        self.instruments = (*own, *instruments)
         self.background_invocations = background_invocations
         self._gate: _InvocationGate | None = None
         self.retention = retention or Retention()
@@ -709,10 +714,16 @@ class LocalStack:
         play their part, as for the plain local stack), puts ``settings`` into every deployed
         function's environment and then runs the handlers with that environment, so table,
         bucket, queue and state machine names are the deployed physical ones. Queues keep their
-        deployed visibility timeout. What was deployed: :attr:`deployment`."""
-        stack = cls(settings=settings, time_scale=time_scale)
+        deployed visibility timeout. Owners' model addresses are checked as deployed (no loopback).
+        What was deployed: :attr:`deployment`."""
+        stack = cls(settings=settings, time_scale=time_scale, allow_loopback_model_urls=False)
         stack.assembly = Path(assembly)
         return stack
+
+    def _local_deps(self, deps: quay_deps.Deps) -> quay_deps.Deps:
+        """A function's default deps on this stack (the seam's deps hook): loopback model addresses
+        allowed."""
+        return dataclasses.replace(deps, allow_loopback_model_urls=self.allow_loopback_model_urls)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> LocalStack:

@@ -39,13 +39,13 @@ TRANSIENT_CODES = frozenset(
 
 def _cached(key: str, build: Callable[[], Any]) -> Any:
     """The client cached under ``key``, built again once the seam's client hooks have changed
-    (:func:`quayutec.seams.generation`), so each client carries the hooks installed when it was
+    (:func:`quayutec.seams.client_generation`), so each client carries the hooks installed when it was
     built."""
     global _built_at
     with _clients_lock:
-        if _built_at != seams.generation():
+        if _built_at != seams.client_generation():
             _clients.clear()
-            _built_at = seams.generation()
+            _built_at = seams.client_generation()
         found = _clients.get(key)
     if found is None:
         found = seams.hook_client(build())
