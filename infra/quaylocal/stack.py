@@ -665,6 +665,7 @@ class LocalStack:
         # The stack's own switches on the deps of its functions, then whatever it was given.
         own = [seams.Instruments("local stack", deps=self._local_deps)] if allow_loopback_model_urls else []
         self.instruments = (*own, *instruments)
+        self._installed: list[seams.Instruments] = []
         self.background_invocations = background_invocations
         self._gate: _InvocationGate | None = None
         self.retention = retention or Retention()
@@ -735,7 +736,9 @@ class LocalStack:
 
     def start(self) -> None:
         install_seams()
-        for instruments in self.instruments:
+        # only those not installed already (a stack inside another leaves the outer one's)
+        self._installed = [i for i in self.instruments if not seams.is_installed(i)]
+        for instruments in self._installed:
             seams.install(instruments)
         if self.time_scale is not None:
             scale_time(self.time_scale)
@@ -789,8 +792,9 @@ class LocalStack:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        for instruments in reversed(self.instruments):
+        for instruments in reversed(self._installed):
             seams.uninstall(instruments)
+        self._installed = []
         quay_deps.reset()
 
     def client(self, service: str) -> Any:
