@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
 
 from runhelpers import make_room
 
+from quaylab.costs import RunFigures, plain_runs, retrieval_reads, runs_page_reads, seed_room_runs
 from quaylocal import calls
-from quaylocal.costs import RunFigures, plain_runs, retrieval_reads, runs_page_reads, seed_room_runs
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
@@ -376,14 +376,14 @@ def local_dev_figures(idle_s: float, posts: int, clients: int) -> dict:
     import socket
     import threading
 
-    from quaylocal.client import QuayClient
+    from quaycli.client import QuayClient
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     admin_token = "qyt_admin_bench_local_0001"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port), "--admin-token", admin_token],
+        [sys.executable, "-m", "quay", "dev", "--port", str(port), "--admin-token", admin_token],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
@@ -468,7 +468,7 @@ def local_dev_figures(idle_s: float, posts: int, clients: int) -> dict:
 def demo_seconds() -> float:
     """Wall time of ``quay demo`` (the reference room, what ``make demo`` plays), fresh process."""
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "quaylocal.cli", "demo"], capture_output=True, check=False, timeout=600)
+    subprocess.run([sys.executable, "-m", "quay", "demo"], capture_output=True, check=False, timeout=600)
     return time.perf_counter() - t
 
 

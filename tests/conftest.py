@@ -1,5 +1,5 @@
 """The whole suite: every AWS call the deployed code makes is checked against its role in the
-synthesized template (SPEC §11; :mod:`quaylocal.calls`, :mod:`quaylocal.iam_check`).
+synthesized template (SPEC §11; :mod:`quaylocal.calls`, :mod:`quaylab.iam_check`).
 
 * Every function's handler is wrapped so the calls it makes are owned by that function; the
   test's own thread is ``setup``; the local stack's pollers own their calls as the function they
@@ -9,7 +9,7 @@ synthesized template (SPEC §11; :mod:`quaylocal.calls`, :mod:`quaylocal.iam_che
   action and resource.
 * At the end of the session the grants no call used are listed; with ``QUAY_IAM_FULL=1`` (set by
   ``make test``, which runs the whole suite) an unused grant without a reason in
-  ``quaylocal.iam_check.UNUSED_GRANT_REASONS`` fails the run.
+  ``quaylab.iam_check.UNUSED_GRANT_REASONS`` fails the run.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ for _path in (REPO_ROOT / "infra", REPO_ROOT / "functions"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from quaylab import iam_check  # noqa: E402
 from quaylocal import calls as C  # noqa: E402
-from quaylocal import iam_check  # noqa: E402
 
 RECORDER = C.Recorder()
 C.install(RECORDER)

@@ -45,13 +45,13 @@ def quay_dev(
     """``quay dev --port P --admin-token T *args`` until it answers ``GET /openapi.json``; yields
     its base URL; SIGTERM (then kill) on exit. Its output goes to ``workdir/quay-dev.log`` (shown
     when it dies early)."""
-    from quaylocal.client import QuayClient
+    from quaycli.client import QuayClient
 
     port = port or free_port()
     log_path = workdir / "quay-dev.log"
     log = log_path.open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "quaylocal.cli", "dev", "--port", str(port), "--admin-token", admin_token, *args],
+        [sys.executable, "-m", "quay", "dev", "--port", str(port), "--admin-token", admin_token, *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

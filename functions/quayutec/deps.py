@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from quayutec import resources as r
+from quayutec import seams
 from quayutec.dal import aws
 from quayutec.dal.files import FileStore
 from quayutec.dal.ledger import LedgerStore
@@ -63,6 +64,11 @@ class Deps:
     sfn: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     files: Any = None  # FileStore: room files and the retrieval index (SPEC §8)
+    #: An owner's model address may be a loopback one (registration and CallModel's check): the
+    #: local engine's switch, set on the deps its stacks build (quaylocal.stack, through
+    #: seams.hook_deps) for its local provider server on 127.0.0.1. No setting of a deployed
+    #: function turns it on: there it is always off (SPEC §5).
+    allow_loopback_model_urls: bool = False
 
     def get_api_key(self, company: str, provider: str) -> str:
         if self.api_key is not None:
@@ -129,17 +135,20 @@ def build_deps(settings: Settings | None = None) -> Deps:
     )
 
 
-_DEFAULT: dict[int, tuple[Any, Deps]] = {}
+_DEFAULT: dict[int, tuple[Any, int, Deps]] = {}
 
 
 def default_deps() -> Deps:
     """The deps of the running function's settings (one set on Lambda; one per function in the
-    local stack, where functions share the process), built on first use."""
+    local stack, where functions share the process), built on first use, through the seam's deps
+    hooks (:func:`quayutec.seams.hook_deps`: none on Lambda; the local engine's stack sets its
+    switches), and built again when those change."""
     s = get_settings()  # cached: the same object while the environment is the same
     hit = _DEFAULT.get(id(s))
-    if hit is None or hit[0] is not s:
-        hit = _DEFAULT[id(s)] = (s, build_deps(s))
-    return hit[1]
+    if hit is None or hit[0] is not s or hit[1] != seams.deps_generation():
+        generation = seams.deps_generation()
+        hit = _DEFAULT[id(s)] = (s, generation, seams.hook_deps(build_deps(s)))
+    return hit[2]
 
 
 default_deps.cache_clear = _DEFAULT.clear  # type: ignore[attr-defined]

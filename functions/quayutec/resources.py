@@ -186,9 +186,6 @@ STATE_MACHINE_FILE = "agent_run.asl.json"
 ASL_PARTITION_PLACEHOLDER = "Partition"
 
 SECRET_PREFIX_ENV = "SECRET_PREFIX"
-# Local stack only: an owner's model address may be a loopback one (quay dev, tests). Off unless
-# set; the CDK app never sets it (tests/infra checks the template).
-ALLOW_LOOPBACK_ENV = "ALLOW_LOOPBACK_MODEL_URLS"
 DEFAULT_SECRET_PREFIX = "quayutec"
 # Secrets are named {SECRET_PREFIX}/{STAGE}/{company}/{provider}: a dev stage in the same
 # account never reads or overwrites prod's keys.
@@ -217,8 +214,8 @@ FILES_ENDPOINT_ENV = "FILES_ENDPOINT_URL"
 # Set ("true") by the CDK app on CallModel when SnapStart is on (the snapStart context): the
 # handler imports every provider SDK at init, where the snapshot holds them (docs/design.md §7).
 PROVIDER_SDKS_AT_INIT_ENV = "PROVIDER_SDKS_AT_INIT"
-# ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV and PROVIDER_SDKS_AT_INIT_ENV are optional too: off unless set.
-OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, ALLOW_LOOPBACK_ENV, FILES_ENDPOINT_ENV, PROVIDER_SDKS_AT_INIT_ENV})
+# FILES_ENDPOINT_ENV and PROVIDER_SDKS_AT_INIT_ENV are optional too: off unless set.
+OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, FILES_ENDPOINT_ENV, PROVIDER_SDKS_AT_INIT_ENV})
 
 
 #: Lambda gives a function CPU in proportion to its memory: 1,769 MB is one whole vCPU, and no
@@ -234,7 +231,7 @@ class FunctionDef:
     timeout_s: int = 30
     memory_mb: int = 512
     # Exactly what its role may do (least privilege; each grant is used by a call of the test
-    # suite or has its reason in quaylocal.iam_check.UNUSED_GRANT_REASONS):
+    # suite or has its reason in quaylab.iam_check.UNUSED_GRANT_REASONS):
     #   "<table>:<op>"           op: get | batchget | query | put | update | delete, on claims | ledger | room
     #                            | idempotency (GetItem, Query, PutItem, UpdateItem, DeleteItem)
     #   "<table>:query@<index>"  Query on one of the table's indexes
@@ -315,7 +312,6 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "MODEL_TIMEOUT_SECONDS",
             *_SECRET_NAMES,
             *ENDPOINT_OVERRIDE_ENVS,
-            ALLOW_LOOPBACK_ENV,
             PROVIDER_SDKS_AT_INIT_ENV,
             *_COST,
         ),
@@ -447,7 +443,6 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             IDEMPOTENCY_TABLE.env_var,
             FILES_BUCKET.env_var,
             *_SECRET_NAMES,
-            ALLOW_LOOPBACK_ENV,
             FILES_ENDPOINT_ENV,
             *LIMIT_ENVS,
         ),

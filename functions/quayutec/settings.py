@@ -105,9 +105,6 @@ class Settings(BaseModel):
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
     bedrock_endpoint_url: str | None = Field(default=None, alias="BEDROCK_ENDPOINT_URL")
-    # Local stack only (quay dev, tests): an owner's model address may be loopback. The deployed
-    # stack never sets it (SPEC §5; tests/infra checks the template).
-    allow_loopback_model_urls: bool = Field(default=False, alias="ALLOW_LOOPBACK_MODEL_URLS")
     # CallModel with SnapStart (the CDK's snapStart context): every provider SDK imported at init,
     # into the snapshot (docs/design.md §7). Read at import by quayutec.handlers.call_model.
     provider_sdks_at_init: bool = Field(default=False, alias=r.PROVIDER_SDKS_AT_INIT_ENV)

@@ -1,9 +1,9 @@
 """The AWS call recorder: every call the deployed code makes, with its owner, its IAM actions
 and the resource ARNs they concern (SPEC §11: moto checks no IAM, so the suite does).
 
-The deployed package's client factory (:func:`quayutec.dal.aws.observe`) announces each call
-to the observers registered with :func:`quayutec.dal.aws.add_call_observer`; this module is one
-such observer (the tests install it; nothing in Lambda does). A call is recorded as a
+The deployed package's client factory announces each call to the call observers of its one
+seam (:func:`quayutec.seams.observe`); a :class:`Recorder` is one such observer, installed with
+:func:`install` (the tests install one; nothing in Lambda does). A call is recorded as a
 :class:`Call`: who made it (:data:`OWNER`), the API operation, and the ``(action, resource)``
 pairs IAM evaluates for it, from the explicit table :data:`OPERATIONS`. An operation missing from
 the table is recorded with ``unmapped=True`` and fails the check; so does a call with no owner.
@@ -21,7 +21,7 @@ Owners (the value of :data:`OWNER` in the calling thread or task):
 Resource ARNs are canonical: physical names (the local stack's own names, or the names moto's
 CloudFormation gave the deployed template's resources) are replaced by the template's logical
 ids, account and region are the local stack's, and a stream ARN's label is ``LABEL``. The IAM
-checker (:mod:`quaylocal.iam_check`) resolves the synthesized template to the same form.
+checker (:mod:`quaylab.iam_check`) resolves the synthesized template to the same form.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
+
+from quayutec import seams
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -227,7 +229,7 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict], Pairs]] = {
     ("s3", "DeleteObject"): _s3_object("DeleteObject"),
     ("s3", "ListObjectsV2"): _s3_bucket("ListBucket"),
     # A presigned POST is signed locally (no botocore call event): the API announces it
-    # (quayutec.dal.aws.announce) as the PutObject it grants, under the signing function.
+    # (quayutec.seams.announce) as the PutObject it grants, under the signing function.
     ("s3", "PutBucketNotificationConfiguration"): _s3_bucket("PutBucketNotification"),
     ("sqs", "SendMessage"): _sqs("SendMessage"),
     ("sqs", "SendMessageBatch"): _sqs("SendMessage"),
@@ -288,9 +290,12 @@ class Recorder:
         self.calls: list[Call] = []
         self.listener = listener
         self._lock = threading.Lock()
+        #: Its hook (:mod:`quayutec.seams`): installed by :func:`install`, or for a block with
+        #: ``seams.installed(recorder.instruments)``.
+        self.instruments = seams.Instruments("call recorder", call=self.observe)
 
     def observe(self, service: str, operation: str, params: dict[str, Any]) -> None:
-        """The client factory's hook (``quayutec.dal.aws.add_call_observer``)."""
+        """The seam's call observer (:attr:`instruments`)."""
         self.record(service, operation, params)
 
     def record(self, service: str, operation: str, params: dict[str, Any], default_owner: str | None = None) -> Call:
@@ -324,12 +329,13 @@ RECORDER: Recorder | None = None
 
 
 def install(recorder: Recorder) -> None:
-    """Make ``recorder`` the process's recorder and observe every factory client."""
+    """Make ``recorder`` the process's recorder and install it into the seam (it hears every call
+    of every factory client); a recorder installed before is removed."""
     global RECORDER
-    from quayutec.dal import aws
-
+    if RECORDER is not None:
+        seams.uninstall(RECORDER.instruments)
     RECORDER = recorder
-    aws.add_call_observer(recorder.observe)
+    seams.install(recorder.instruments)
 
 
 def record_lambda_invoke(function_arn: str) -> None:

@@ -18,6 +18,7 @@ or, on the resources of the synthesized CDK template deployed on moto's CloudFor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
@@ -32,7 +33,7 @@ import uuid
 import warnings
 import zipfile
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +57,7 @@ from quaylocal import calls, moto_patches
 from quaylocal import metrics as local_metrics
 from quayutec import deps as quay_deps
 from quayutec import resources as r
-from quayutec.dal import aws
+from quayutec import seams
 from quayutec.settings import HANDLER_ENV, function_environment
 
 REGION = "us-east-1"
@@ -513,8 +514,6 @@ def local_environment(overrides: dict[str, str] | None = None) -> dict[str, str]
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
         **r.SETTING_DEFAULTS,
-        # the local provider server is on 127.0.0.1: owners' addresses may be loopback here only
-        r.ALLOW_LOOPBACK_ENV: "true",
     }
     for t in r.TABLES:
         env[t.env_var] = t.default_name
@@ -645,7 +644,11 @@ class LocalStack:
     ``visibility_timeout_s``: the wake queue's visibility timeout here (short, so a failed wake
     is retried within a play; 60 s in the deployed stack); ``background_invocations``: at most
     this many background Lambda invocations at once (``quay dev``: its API's invocations pass
-    first, see :func:`foreground`; ``None``: no limit)."""
+    first, see :func:`foreground`; ``None``: no limit); ``instruments``: hooks of the deployed
+    code's seam (:mod:`quayutec.seams`) installed while the stack runs, e.g. the lab's fault points
+    (the engine itself imports no lab); ``allow_loopback_model_urls``: owners' model addresses may
+    be loopback ones (the local provider server is on 127.0.0.1), a switch the stack sets on the
+    deps the functions build (:func:`quayutec.seams.hook_deps`), never a function's setting."""
 
     def __init__(
         self,
@@ -654,8 +657,15 @@ class LocalStack:
         visibility_timeout_s: int = 1,
         retention: Retention | None = None,
         background_invocations: int | None = None,
+        instruments: Sequence[seams.Instruments] = (),
+        allow_loopback_model_urls: bool = True,
     ) -> None:
         self.settings = settings or {}
+        self.allow_loopback_model_urls = allow_loopback_model_urls
+        # The stack's own switches on the deps of its functions, then whatever it was given.
+        own = [seams.Instruments("local stack", deps=self._local_deps)] if allow_loopback_model_urls else []
+        self.instruments = (*own, *instruments)
+        self._installed: list[seams.Instruments] = []
         self.background_invocations = background_invocations
         self._gate: _InvocationGate | None = None
         self.retention = retention or Retention()
@@ -705,10 +715,16 @@ class LocalStack:
         play their part, as for the plain local stack), puts ``settings`` into every deployed
         function's environment and then runs the handlers with that environment, so table,
         bucket, queue and state machine names are the deployed physical ones. Queues keep their
-        deployed visibility timeout. What was deployed: :attr:`deployment`."""
-        stack = cls(settings=settings, time_scale=time_scale)
+        deployed visibility timeout. Owners' model addresses are checked as deployed (no loopback).
+        What was deployed: :attr:`deployment`."""
+        stack = cls(settings=settings, time_scale=time_scale, allow_loopback_model_urls=False)
         stack.assembly = Path(assembly)
         return stack
+
+    def _local_deps(self, deps: quay_deps.Deps) -> quay_deps.Deps:
+        """A function's default deps on this stack (the seam's deps hook): loopback model addresses
+        allowed."""
+        return dataclasses.replace(deps, allow_loopback_model_urls=self.allow_loopback_model_urls)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> LocalStack:
@@ -720,6 +736,10 @@ class LocalStack:
 
     def start(self) -> None:
         install_seams()
+        # only those not installed already (a stack inside another leaves the outer one's)
+        self._installed = [i for i in self.instruments if not seams.is_installed(i)]
+        for instruments in self._installed:
+            seams.install(instruments)
         if self.time_scale is not None:
             scale_time(self.time_scale)
         self.env = local_environment(self.settings)
@@ -772,13 +792,16 @@ class LocalStack:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        for instruments in reversed(self._installed):
+            seams.uninstall(instruments)
+        self._installed = []
         quay_deps.reset()
 
     def client(self, service: str) -> Any:
         """A boto3 client for moto (cached per service: clients are thread-safe)."""
         with self._clients_lock:
             if service not in self._clients:
-                self._clients[service] = aws.observe(boto3.client(service, region_name=REGION))
+                self._clients[service] = seams.observe(boto3.client(service, region_name=REGION))
             return self._clients[service]
 
     # ------------------------------------------------------------------ resources

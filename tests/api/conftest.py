@@ -30,7 +30,8 @@ A1_SCRIPT = [
 def stack_env(request: pytest.FixtureRequest) -> Iterator[tuple[LocalStack, ProviderServer]]:
     """The local stack and provider server of a test module. A module may set
     ``PROVIDER_SCRIPTS`` (default: a1 scripted to declare a held memory line) and
-    ``STACK_SETTINGS`` (extra function settings, e.g. ALLOW_LOOPBACK_MODEL_URLS off)."""
+    ``STACK_SETTINGS`` (extra function settings) and ``STACK_OPTIONS`` (LocalStack options, e.g.
+    ``allow_loopback_model_urls=False``: owners' addresses checked as deployed)."""
     preload_handlers()
     scripts = getattr(request.module, "PROVIDER_SCRIPTS", {"a1": A1_SCRIPT})
     server = ProviderServer(scripts={k: list(v) for k, v in scripts.items()}, keys={})
@@ -38,7 +39,9 @@ def stack_env(request: pytest.FixtureRequest) -> Iterator[tuple[LocalStack, Prov
     try:
         settings = {PROVIDER_ENV[p]: server.base_url(p) for p in PROVIDER_ENV}
         with LocalStack(
-            settings={**settings, **getattr(request.module, "STACK_SETTINGS", {})}, time_scale=TIME_SCALE
+            settings={**settings, **getattr(request.module, "STACK_SETTINGS", {})},
+            time_scale=TIME_SCALE,
+            **getattr(request.module, "STACK_OPTIONS", {}),
         ) as stack:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=ADMIN_TOKEN)
             yield stack, server

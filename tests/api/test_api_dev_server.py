@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
+from quay.main import app as cli
+from quaycli.client import ApiError, QuayClient
 from quaydev import quay_dev, wait_for
-from quaylocal.cli import app as cli
-from quaylocal.client import ApiError, QuayClient
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 

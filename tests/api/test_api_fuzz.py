@@ -249,8 +249,8 @@ DEV_ADMIN = "qyt_admin_fuzz_http_0001"
 def dev_world(tmp_path_factory) -> Iterator[tuple[str, str, dict[str, list[str]]]]:
     """A real `quay dev` process (its HTTP server, gateway and moto Lambda), seeded over HTTP:
     (url, ann's token, ids that exist)."""
+    from quaycli.client import QuayClient
     from quaydev import quay_dev
-    from quaylocal.client import QuayClient
 
     with quay_dev(
         tmp_path_factory.mktemp("quay-dev-fuzz"), admin_token=DEV_ADMIN, env={"POWERTOOLS_LOG_LEVEL": "CRITICAL"}

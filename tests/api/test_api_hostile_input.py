@@ -25,7 +25,7 @@ def _room(world: World) -> str:
 
 # conftest's stack_env, with owners' addresses checked as in the deployed stack (loopback off)
 # and no scripted replies.
-STACK_SETTINGS = {"ALLOW_LOOPBACK_MODEL_URLS": "false"}
+STACK_OPTIONS = {"allow_loopback_model_urls": False}
 PROVIDER_SCRIPTS: dict[str, list] = {}
 
 

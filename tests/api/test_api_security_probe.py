@@ -1,7 +1,7 @@
 """Security probe, at the API: numbers in request bodies refuse booleans (``"hop_limit": true`` was
 a room with hop limit 1); the room page caches only its shipped files, never a requested name it
 does not have; owner model addresses in legacy IPv4 spellings or IPv6 transition ranges are
-refused at registration (SPEC §5). The stack runs with ALLOW_LOOPBACK_MODEL_URLS off, as deployed."""
+refused at registration (SPEC §5). The stack's deps refuse loopback model addresses, as deployed."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 
 # conftest's stack_env, with owners' addresses checked as in the deployed stack (loopback off)
 # and no scripted replies.
-STACK_SETTINGS = {"ALLOW_LOOPBACK_MODEL_URLS": "false"}
+STACK_OPTIONS = {"allow_loopback_model_urls": False}
 PROVIDER_SCRIPTS: dict[str, list] = {}
 
 

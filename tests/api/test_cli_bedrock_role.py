@@ -11,7 +11,7 @@ from test_api_dev_server import ADMIN
 from test_api_dev_server import dev_url as dev_url  # the fixture, used by name in the tests' arguments
 from typer.testing import CliRunner
 
-from quaylocal.cli import app as cli
+from quay.main import app as cli
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 

@@ -13,7 +13,7 @@ from test_api_dev_server import ADMIN, HELD, _wait
 from test_api_dev_server import dev_url as dev_url  # the fixture, used by name in the tests' arguments
 from typer.testing import CliRunner
 
-from quaylocal.cli import app as cli
+from quay.main import app as cli
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
@@ -159,7 +159,7 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
 
 def _memory(url: str, token: str, rid: str) -> list[dict]:
     """The memory lines ``token``'s company may read (no CLI command reads memory yet)."""
-    from quaylocal.client import QuayClient
+    from quaycli.client import QuayClient
 
     return QuayClient(url, token).memory(rid)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from quaycli.client import QuayClient
 from quaydev import quay_dev, wait_for
-from quaylocal.client import QuayClient
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
+from quaycli.client import QuayClient
 from quaydev import quay_dev, wait_for
-from quaylocal.client import QuayClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("QUAY_TEST_ARTIFACTS", REPO_ROOT / "tests" / "artifacts"))

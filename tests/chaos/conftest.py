@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from quaylocal import faults
-from quaylocal.chaos import ChaosLab
+from quaylab import faults
+from quaylab.chaos import ChaosLab
 
 
 @pytest.fixture(scope="module")

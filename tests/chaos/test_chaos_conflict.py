@@ -19,8 +19,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from quaylocal import chaos, faults
-from quaylocal.chaos import Case, ChaosLab
+from quaylab import chaos, faults
+from quaylab.chaos import Case, ChaosLab
 from quayutec.dal.aws import transact_refusals
 from quayutec.errors import TransientError
 from quayutec.logic.ids import reply_message_id

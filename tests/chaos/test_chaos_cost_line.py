@@ -5,8 +5,8 @@ invocation's state)."""
 
 from __future__ import annotations
 
-from quaylocal import faults
-from quaylocal.chaos import ChaosLab
+from quaylab import faults
+from quaylab.chaos import ChaosLab
 from quayutec.logic.ids import execution_name
 from quayutec.models import TokenCount
 

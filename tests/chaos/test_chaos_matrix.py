@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from quaylocal import chaos, faults
+from quaylab import chaos, faults
 from quaylocal.stack import local_environment
 from quayutec import resources as r
 
@@ -170,7 +170,7 @@ def test_fault_injection_is_off_unless_the_local_chaos_tooling_turns_it_on(monke
     code = (
         "import sys; "
         + "; ".join(f"import quayutec.handlers.{h}" for h in handlers)
-        + "; print(sorted(m for m in sys.modules if m.startswith('quaylocal')))"
+        + "; print(sorted(m for m in sys.modules if m.split('.')[0] in ('quay', 'quaycli', 'quaylocal', 'quaylab')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],

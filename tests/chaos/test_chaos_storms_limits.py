@@ -28,7 +28,7 @@ from datetime import timedelta
 
 import pytest
 
-from quaylocal.chaos import ANN, BOB, Case, ChaosLab
+from quaylab.chaos import ANN, BOB, Case, ChaosLab
 from quayutec import resources as r
 from quayutec.errors import Conflict
 from quayutec.handlers import claim_and_read

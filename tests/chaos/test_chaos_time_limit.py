@@ -4,8 +4,8 @@ take 3 s."""
 
 from __future__ import annotations
 
-from quaylocal import faults
-from quaylocal.chaos import ChaosLab
+from quaylab import faults
+from quaylab.chaos import ChaosLab
 from quayutec.logic.ids import execution_name
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from quay.main import app as cli
+from quaycli.client import QuayClient
 from quaydev import quay_dev, wait_for
-from quaylocal.cli import app as cli
-from quaylocal.client import QuayClient
 from quaylocal.provider_server import ProviderServer
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")

@@ -13,7 +13,7 @@ import pytest
 
 from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
-from quayutec.dal import aws
+from quayutec import seams
 from quayutec.dal.files import upload_key
 from quayutec.logic import files as rf
 from quayutec.logic import retrieval
@@ -203,23 +203,18 @@ def test_retrieval_reads_the_same_for_a_10_line_and_a_3_mb_file(stack: LocalStac
         if threading.get_ident() == me:  # not the local stack's pollers
             reads.setdefault(room, []).append(f"{service}.{operation}")
 
-    aws.add_call_observer(count)
-    try:
+    counting = seams.Instruments("test reads", call=count)
+    with seams.installed(counting):
         for room in ("small", "large"):
             retrieval.CACHE.clear()  # a cold Lambda
             version, top = rf.passages(d, room, "What is the vault code?", 5)
             assert version == 1 and top
-    finally:
-        aws.remove_call_observer(count)
     assert reads["small"] == reads["large"] == ["dynamodb.GetItem", "s3.GetObject"]
     assert rf.passages(d, "large", "vault code", 5)[1][0].text.strip().endswith(ANSWER)
     reads.clear()
-    aws.add_call_observer(count)
-    try:
+    with seams.installed(counting):
         room = "large"
         rf.passages(d, "large", "vault code", 5)  # warm: the pointer only
-    finally:
-        aws.remove_call_observer(count)
     assert reads["large"] == ["dynamodb.GetItem"]
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from quaylab import iam_check
 from quaylocal import calls as C
-from quaylocal import iam_check
 from quaylocal.scenario import Player, Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,21 +155,20 @@ def test_a_presigned_url_counts_as_the_action_it_grants(monkeypatch) -> None:
     factory's hook sees generate_presigned_url like any call."""
     import boto3
 
-    from quayutec.dal import aws
+    from quayutec import seams
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     seen = C.Recorder()
     assert C.RECORDER is not None
-    aws.remove_call_observer(C.RECORDER.observe)  # a made-up owner: not the suite's to check
-    aws.add_call_observer(seen.observe)
+    seams.uninstall(C.RECORDER.instruments)  # a made-up owner: not the suite's to check
     try:
-        client = aws.observe(boto3.client("s3", region_name="us-east-1"))
-        with C.owner("function:Fn"):
-            client.generate_presigned_url("get_object", Params={"Bucket": "b", "Key": "runs/x.json"})
+        with seams.installed(seen.instruments):
+            client = seams.observe(boto3.client("s3", region_name="us-east-1"))
+            with C.owner("function:Fn"):
+                client.generate_presigned_url("get_object", Params={"Bucket": "b", "Key": "runs/x.json"})
     finally:
-        aws.remove_call_observer(seen.observe)
-        aws.add_call_observer(C.RECORDER.observe)
+        seams.install(C.RECORDER.instruments)
     assert [(c.owner, c.pairs) for c in seen.calls] == [
         ("function:Fn", (("s3:GetObject", "arn:aws:s3:::b/runs/x.json"),))
     ]

@@ -176,7 +176,7 @@ def test_function_matches(local, resources, fdef):
     want_env = want["Environment"]["Variables"]
     got_env = got["Environment"]["Variables"]
     local_only = {k for k in got_env if k in LOCAL_ONLY or k.startswith(LOCAL_ONLY_PREFIXES)}
-    # (locally, optional variables may be set too, e.g. ALLOW_LOOPBACK_MODEL_URLS)
+    # (locally, optional variables may be set too, e.g. FILES_ENDPOINT_URL)
     assert set(want_env) == set(got_env) - local_only - R.OPTIONAL_ENVS
     assert set(want_env) == set(R.environment_of(fdef)) - R.OPTIONAL_ENVS
     # Values: the same settings; resources by the same logical id.

@@ -1,4 +1,4 @@
-"""`quay preflight` (infra/quaylocal/preflight.py; docs/deploy.md "Before the first deploy"): SSM
+"""`quay preflight` (infra/quaycli/preflight.py; docs/deploy.md "Before the first deploy"): SSM
 and API Gateway on moto; Lambda ``GetAccountSettings`` and Bedrock's model availability, which
 moto does not implement, through botocore's Stubber."""
 
@@ -13,8 +13,8 @@ from botocore.stub import Stubber
 from moto import mock_aws
 from typer.testing import CliRunner
 
-from quaylocal import preflight
-from quaylocal.cli import app
+from quay.main import app
+from quaycli import preflight
 
 REGION = "us-east-1"
 

@@ -1,5 +1,5 @@
 """A bedrock agent under its company's role (docs/design.md §5): the adapter assumes the role through
-STS (moto's, with the trust policies and STS failures of :mod:`quaylocal.sts_trust` where armed),
+STS (moto's, with the trust policies and STS failures of :mod:`quaylab.sts_trust` where armed),
 signs Converse with the session's credentials (SigV4, no key), keeps the session across calls and
 refreshes it before it expires; STS failures are classified (AccessDenied final, throttling
 retryable), and role ARNs are checked for the one shape the service assumes."""
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from quaylocal import sts_trust
+from quaylab import sts_trust
 from quaylocal.provider_server import ProviderServer
 from quayutec.dal import aws
 from quayutec.providers import ModelCall, ProviderError, base, call_model, decide_next, roles

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from quaylocal.render import render, request_line
+from quaycli.render import request_line
 from quaylocal.scenario import Player, PlayResult, Scenario
 from quaylocal.stack import LocalStack
+from quaylocal.transcript import render
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "provider-inputs.yaml"
 

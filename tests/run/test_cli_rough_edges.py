@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from quaylocal.cli import app as cli
-from quaylocal.client import QuayClient
+from quay.main import app as cli
+from quaycli.client import QuayClient
 
 PROVIDER_SAID = "max_tokens: 99999 > 8192, which is the maximum allowed for this model"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from runhelpers import Env
 
-from quaylocal.cli import context_line
+from quaycli.cli import context_line
 from quayutec.logic.prompt import prompt_budget
 from quayutec.logic.room_service import RoomService
 from quayutec.models import DEFAULT_MAX_CONTEXT_TOKENS, Author, Message, RunRecord, now_iso

@@ -80,7 +80,7 @@ def _sent(env: Env, agent: str, since: int) -> list[dict | None]:
 
 # ----------------------------------------------------------------------------- tokens and prices
 def test_tokens_are_what_the_provider_server_sent_for_each_wire_format(env: Env) -> None:
-    from quaylocal.cli import cost_lines
+    from quaycli.cli import cost_lines
 
     before = len(env.server.requests)
     for agent in ("a1", "b1", "c1"):
@@ -141,7 +141,7 @@ def test_a_failed_request_counts_no_tokens_and_a_reply_without_usage_is_not_gues
     run = _last_run(env, "b1")
     assert run.status == "completed"
     assert run.cost.tokens == {"gpt-test": TokenCount(provider="openai", replies=0, unreported=1)}
-    from quaylocal.cli import cost_lines
+    from quaycli.cli import cost_lines
 
     assert any(
         "1 reply reported no usage (not counted)" in line for line in cost_lines(run.cost.model_dump(mode="json"))
@@ -238,7 +238,7 @@ def test_consumed_capacity_is_asked_for_and_summed_and_what_moto_omits_is_unknow
         db.meta.events.unregister("before-send.dynamodb", unique_id="test-cost-body")
     assert cost.capacity == {"read_units": 0.5, "write_units": 1.5}
     assert cost.capacity_unknown == {"dynamodb.PutItem": 1, "dynamodb.TransactWriteItems": 1}
-    from quaylocal.cli import cost_lines
+    from quaycli.cli import cost_lines
 
     line = next(x for x in cost_lines(cost.model_dump(mode="json")) if "DynamoDB capacity" in x)
     assert "0.5 read units, 1.5 write units" in line and "dynamodb.TransactWriteItems 1" in line
@@ -285,15 +285,9 @@ def test_a_runs_capacity_is_what_its_phases_responses_reported(env: Env) -> None
             client.meta.events.register("before-parameter-build.dynamodb", mark, unique_id="test-cost-mark")
             client.meta.events.register("after-call.dynamodb", after, unique_id="test-cost-capacity")
 
-    seams.add_client_hook(hook)
-    try:
+    with seams.installed(seams.Instruments("test capacity", client=hook)):  # clients rebuilt with it, and after
         env.server.set_script("a1", [{"reply": {"text": "plain", "actions": []}}])
         _post(env, "ann", "acme", "@a1 a plain one")
-    finally:
-        seams._client_hooks.remove(hook)
-        from quayutec.dal import aws
-
-        aws.reset_clients()
     cost = _last_run(env, "a1").cost
     assert cost.capacity["read_units"] == pytest.approx(observed["read"]) and observed["read"] > 0
     # a plain run's writes are all transactions now (the stop guard, the spend counters), whose
@@ -370,7 +364,7 @@ def test_room_cost_sums_the_runs_of_the_callers_company_like_the_runs_listing(en
 
 def test_quay_cost_sums_two_runs(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     """`quay cost --room R --since T` over HTTP-shaped calls: two fresh runs of acme's agents."""
-    from quaylocal import cli
+    from quaycli import cli
     from quayutec.models import now_iso
 
     start = now_iso()

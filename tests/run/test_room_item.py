@@ -37,7 +37,7 @@ def test_runs_writing_memory_write_the_room_item_once_per_partition(env: Env) ->
     """A memory line is never in a transaction with the room item (runs of one room writing memory
     would conflict with each other and with placements): its partition is marked by an UpdateItem
     of its own, once; a run that read the mark writes only its line (docs/design.md §2)."""
-    from quaylocal.costs import plain_runs
+    from quaylab.costs import plain_runs
 
     remember = [{"kind": "remember", "text": "a line", "visibility": "room"}]
     first, second, third = plain_runs(env.stack, env.server, 3, actions=remember)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from runhelpers import Env
 
-from quaylocal.costs import plain_runs
+from quaylab.costs import plain_runs
 
 #: Today's counts of one plain run (warm: the second run of the process), in a room that holds
 #: no memory yet: the wake path (SendMessageBatch, StartExecution); ClaimAndRead (BatchGetItem,
@@ -68,7 +68,7 @@ def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> No
     """SPEC §10: the ledger's cost line of a plain run holds the counts the call recorder and the
     execution history found (the phases' calls, 3 phase invocations, 6 states), written once in
     the final ledger write; `quay ledger RUN` prints it, estimates labelled."""
-    from quaylocal.cli import cost_lines
+    from quaycli.cli import cost_lines
 
     _, second = plain_runs(env.stack, env.server, 2)
     run = sorted(env.deps.ledger.runs_in_room("r1"), key=lambda x: x.started_at)[-1]

@@ -8,8 +8,8 @@ import contextvars
 
 from runhelpers import Env
 
+from quaylab.costs import plain_runs
 from quaylocal import calls as C
-from quaylocal.costs import plain_runs
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Agent, Author
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from quaylocal.cli import _count, _room_head
+from quaycli.cli import _count, _room_head
 from quayutec.logic.budgets import Limit
 from quayutec.logic.wakes import chain_notice
 from quayutec.words import count

@@ -29,7 +29,6 @@ from typing import Any
 
 from quayutec import seams
 from quayutec.cost import prices
-from quayutec.dal import aws
 from quayutec.models import RunCost, TokenCount
 
 ESTIMATED = ["billed_ms", "transitions", "usd", "usd_model_excluded", "model_usd"]
@@ -71,9 +70,6 @@ def _observe(service: str, operation: str, params: dict[str, Any]) -> None:
     if counter is not None:
         key = f"{service}.{operation}"
         counter.calls[key] = counter.calls.get(key, 0) + 1
-
-
-aws.add_call_observer(_observe)
 
 
 # ----------------------------------------------------------------------------- DynamoDB capacity
@@ -121,7 +117,8 @@ def _capacity_hook(client: Any) -> None:
         client.meta.events.register("after-call.dynamodb", _read_capacity, unique_id="quay-cost-read")
 
 
-seams.add_client_hook(_capacity_hook)
+#: The cost line's hooks (:mod:`quayutec.seams`), installed when it first counts (:func:`counting`).
+INSTRUMENTS = seams.Instruments("cost line", client=_capacity_hook, call=_observe)
 
 
 # ----------------------------------------------------------------------------- model tokens
@@ -157,7 +154,9 @@ def model_prices_of(settings: Any) -> prices.Overrides | None:
 def counting(model_prices: prices.Overrides | None = None) -> Iterator[None]:
     """Count the AWS calls, capacity and tokens of this invocation (this context only:
     concurrent invocations on other threads keep their own counts). ``model_prices``: the
-    ``MODEL_PRICES`` overrides the estimate uses."""
+    ``MODEL_PRICES`` overrides the estimate uses. The first count installs the cost line's hooks
+    (:data:`INSTRUMENTS`: inert outside a count), so clients built from then on carry them."""
+    seams.install(INSTRUMENTS)
     token = _CURRENT.set(_Counter(model_prices))
     try:
         yield

@@ -6,10 +6,10 @@ DynamoDB uses the resource layer's client, which (de)serializes Python values.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 import boto3
@@ -37,57 +37,38 @@ TRANSIENT_CODES = frozenset(
 )
 
 
-#: Called as ``observer(service_id, operation_name, params)`` before every API call of a
-#: factory client (botocore's ``provide-client-params`` event): the tests' IAM call recorder
-#: (SPEC §11), the per-run counters. Empty in Lambda unless something registers one.
-CallObserver = Callable[[str, str, dict[str, Any]], None]
-_observers: list[CallObserver] = []
+def _cached(key: str, build: Callable[[], Any]) -> Any:
+    """The client cached under ``key``, built again once the seam's client hooks have changed
+    (:func:`quayutec.seams.client_generation`), so each client carries the hooks installed when it was
+    built."""
+    global _built_at
+    with _clients_lock:
+        if _built_at != seams.client_generation():
+            _clients.clear()
+            _built_at = seams.client_generation()
+        found = _clients.get(key)
+    if found is None:
+        found = seams.hook_client(build())
+        with _clients_lock:
+            found = _clients.setdefault(key, found)
+    return found
 
 
-def add_call_observer(observer: CallObserver) -> None:
-    if observer not in _observers:
-        _observers.append(observer)
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+_built_at = -1
 
 
-def remove_call_observer(observer: CallObserver) -> None:
-    if observer in _observers:
-        _observers.remove(observer)
-
-
-def _announce(params: dict[str, Any], model: Any, **_: Any) -> None:
-    if _observers:
-        service = model.service_model.service_id.hyphenize()
-        for observer in list(_observers):
-            observer(service, model.name, params)
-
-
-def observe(client: Any) -> Any:
-    """Hook ``client`` so every call it makes is announced to the call observers (one botocore
-    handler; also fired by ``generate_presigned_url``, so a presigned URL counts as the action it
-    grants). Returns the client."""
-    client.meta.events.register("provide-client-params", _announce, unique_id="quay-call-observer")
-    return client
-
-
-def announce(service: str, operation: str, params: dict[str, Any]) -> None:
-    """Tell the call observers about a call no botocore event announces (a presigned POST is
-    signed locally: it grants ``operation`` on ``params``' resource to whoever holds it)."""
-    for observer in list(_observers):
-        observer(service, operation, params)
-
-
-@cache
 def client(service: str) -> Any:
-    """A plain (low-level) boto3 client for ``service``, observed; cached per process. For the
-    libraries that take a client (Powertools idempotency and parameters) and services with no
-    helper below."""
-    return observe(seams.hook_client(boto3.client(service)))
+    """A plain (low-level) boto3 client for ``service``, through the seam (its calls announced,
+    the client hooks run); cached per process. For the libraries that take a client (Powertools
+    idempotency and parameters) and services with no helper below."""
+    return _cached(service, lambda: boto3.client(service))
 
 
-@lru_cache(maxsize=1)
 def dynamodb() -> Any:
     """A DynamoDB client that takes and returns plain Python values (Decimal for numbers)."""
-    return observe(seams.hook_client(boto3.resource("dynamodb").meta.client))
+    return _cached("dynamodb (resource layer)", lambda: boto3.resource("dynamodb").meta.client)
 
 
 def s3() -> Any:
@@ -107,8 +88,9 @@ def secretsmanager() -> Any:
 
 
 def reset_clients() -> None:
-    for getter in (dynamodb, client):
-        getter.cache_clear()
+    """Forget the cached clients (after an environment change)."""
+    with _clients_lock:
+        _clients.clear()
 
 
 def error_code(exc: ClientError) -> str:

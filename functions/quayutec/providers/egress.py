@@ -16,8 +16,9 @@ company's key there and keeps (part of) the answer in the ledger. So the address
   that changes between the check and the connection (DNS rebinding) cannot redirect it. Proxies
   from the environment are ignored for these requests.
 
-Loopback (and plain ``http`` to loopback) is allowed only where the local stack's setting
-``ALLOW_LOOPBACK_MODEL_URLS`` is on; the deployed stack never sets it.
+Loopback (and plain ``http`` to loopback) is allowed only where the deps say so
+(``Deps.allow_loopback_model_urls``): the local engine's stacks pass it to the deps they build
+(through :func:`quayutec.seams.hook_deps`); no deployed function's setting can turn it on.
 """
 
 from __future__ import annotations

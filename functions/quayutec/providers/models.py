@@ -54,7 +54,8 @@ class ModelCall(BaseModel):
     role_session: str | None = None
     base_url: str | None = None
     owner_base_url: bool = False
-    #: The local stack's ALLOW_LOOPBACK_MODEL_URLS: an owner's address may be a loopback one.
+    #: The deps' ``allow_loopback_model_urls`` (the local engine's only): an owner's address may be
+    #: a loopback one.
     allow_loopback: bool = False
     timeout_s: float = Field(gt=0)
     max_tokens: int = Field(default=REPLY_MAX_TOKENS, gt=0)

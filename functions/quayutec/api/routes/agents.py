@@ -94,7 +94,7 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     if body.base_url is not None:  # https to a public address (SPEC §5); checked again at each request
         from quayutec.providers.egress import url_problem  # registration only: not at import
 
-        problem = url_problem(body.base_url, allow_loopback=svc.deps.settings.allow_loopback_model_urls)
+        problem = url_problem(body.base_url, allow_loopback=svc.deps.allow_loopback_model_urls)
         if problem:
             raise ValidationError.from_exception_data(
                 "AgentIn",

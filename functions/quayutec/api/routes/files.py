@@ -14,11 +14,11 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from quayutec import resources as R
+from quayutec import seams
 from quayutec.api.access import member_room, services
 from quayutec.api.context import caller
 from quayutec.api.errors import PayloadTooLarge
 from quayutec.api.routes._params import RoomId
-from quayutec.dal import aws
 from quayutec.dal.files import upload_key
 from quayutec.errors import Forbidden, InvalidInput, NotFound
 from quayutec.logic import files as room_files
@@ -82,7 +82,7 @@ def _signer(observed: bool = True) -> Any:
         )
     else:
         client = regional_s3(boto3.session.Session().region_name or os.environ.get("AWS_REGION") or "us-east-1")
-    return aws.observe(client) if observed else client
+    return seams.observe(client) if observed else client
 
 
 def regional_s3(region: str) -> Any:
@@ -149,7 +149,7 @@ def add_file(room_id: RoomId, body: Annotated[FileIn, Body()]) -> FileUploadOut:
     )
     # Announce the action the signature grants (s3:PutObject on the key) to the call observers
     # (the IAM check), as a presigned GET is announced as its GetObject.
-    aws.announce("s3", "PutObject", {"Bucket": bucket, "Key": key})
+    seams.announce("s3", "PutObject", {"Bucket": bucket, "Key": key})
     return FileUploadOut(
         file=f,
         upload=Upload(url=post["url"], fields=post["fields"], expires_in=URL_EXPIRES_S, max_bytes=R.MAX_UPLOAD_BYTES),

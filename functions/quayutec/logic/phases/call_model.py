@@ -147,7 +147,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         base_url=base_url,
         owner_base_url=owner_url,
         timeout_s=timeout_s,
-        allow_loopback=bool(owner_url and deps.settings.allow_loopback_model_urls),
+        allow_loopback=bool(owner_url and deps.allow_loopback_model_urls),
     )
     # Where the key and the model's answer meet: a model server (an owner's own, above all) is
     # sent the key and can echo it in its text, its tool calls' fields or its request id. Nothing

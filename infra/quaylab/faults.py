@@ -2,12 +2,14 @@
 
 This module lives with the local stack, not in the deployed package: it reaches the runtime
 through :mod:`quayutec.seams` (a client hook puts the write points on every factory client, a
-part hook fires the points around each part of a merged phase), registered on import.
+part hook fires the points around each part of a merged phase): :data:`INSTRUMENTS`, which the
+chaos lab installs into the local stacks it builds (``LocalStack(instruments=...)``) and removes
+when it stops them; nothing registers on import, and the engine never imports this module.
 
 Two switches, both needed:
 
 1. ``QUAY_FAULTS_ENABLED=1`` in the process environment. Only the local stack's chaos tooling
-   sets it (``quaylocal.chaos`` passes it as a LocalStack setting). It is not in
+   sets it (``quaylab.chaos`` passes it as a LocalStack setting). It is not in
    ``quayutec.resources.ENVIRONMENT_VARIABLES``, so the CDK app never gives it to a deployed
    function (a test checks). Without it :func:`instrument` registers nothing and every hook
    returns at once.
@@ -26,7 +28,7 @@ Injection points (names are stable, so a plan can name them):
   invocation gets ``#2``, ``#3`` … (``apply_actions:after:update ledger:ACT#2``). An ``after``
   point fires only when the write succeeded (it landed).
 * ``{phase}:start`` / ``{phase}:end`` — the invocation boundaries, called by the Lambda seam
-  of the local stack (``quaylocal.chaos``) through :func:`boundary`: ``end`` is "the handler
+  of the local stack (``quaylab.chaos``) through :func:`boundary`: ``end`` is "the handler
   returned, its writes landed, the response has not reached Step Functions yet".
 
 ``{phase}`` is the handler module (``claim``, ``load_context``, ``call_model``,
@@ -462,7 +464,7 @@ def instrument(client: Any) -> Any:
     return client
 
 
-# Registered on import: the seams stay inert unless the environment switch is on and a plan or a
-# trace is armed (``instrument`` and ``subphase`` check).
-seams.add_client_hook(instrument)
-seams.add_part_hook(subphase)
+#: The fault points' hooks (:mod:`quayutec.seams`): installed by whoever builds a stack to inject
+#: into (:class:`quaylab.chaos.ChaosLab`); inert even then unless the environment switch is on
+#: and a plan or a trace is armed (``instrument`` and ``subphase`` check).
+INSTRUMENTS = seams.Instruments("faults", client=instrument, part=subphase)

@@ -1,9 +1,11 @@
-"""The `quay` command line."""
+"""The `quay` command line: the client of a stage's room API (``quay dev`` on 127.0.0.1 or a
+deployed stage, over HTTP) and the commands that need no engine. The commands that run the local
+engine (``quay dev``, ``quay demo``, ``quay chaos``) are wired onto :data:`app` by the composition
+entry point (:mod:`quay.main`); nothing here imports the engine or the lab."""
 
 from __future__ import annotations
 
 import builtins
-import errno
 import json
 import sys
 from collections.abc import Callable, Iterable
@@ -13,7 +15,7 @@ from typing import Annotated, Any
 import typer
 import typer.core
 
-from quaylocal.terminal import visible
+from quaycli.terminal import visible
 
 app = typer.Typer(
     help="Quayutec: the serverless runtime for always-on agents sharing one room.",
@@ -22,49 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )  # docstrings reflow: their single line breaks are not kept
-
-DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "reference-room.yaml"
-
-
-@app.command()
-def demo(
-    scenario: Annotated[Path, typer.Option(help="A scenario file (format: docs/scenarios.md).")] = DEFAULT_SCENARIO,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary object.")] = False,
-    quiet_timeout: Annotated[float, typer.Option(help="Seconds each step may take to become quiet.")] = 120.0,
-) -> None:
-    """Play a scenario end to end on the local stack (moto, no AWS account) and show the room,
-    the tasks, the memory lines and the ledger. Exit status 1 when its `expect` fails. The scenario
-    format is described in docs/scenarios.md."""
-    import gc
-
-    # One short process over a large heap (moto, botocore's models, the provider SDKs' pydantic
-    # models): the collector's full passes over it took ~1.3 s of the demo's CPU, and its last
-    # walk at exit ~1.2 s more. Young cycles are still collected (less often); no full pass
-    # happens in a play of a few dozen runs; what is left is frozen before the process ends.
-    thresholds = gc.get_threshold()
-    gc.set_threshold(10_000, 50, 100)
-    from quaylocal.scenario import Player, Scenario, ScenarioError
-
-    out = sys.stdout
-    sys.stdout = sys.stderr  # handler logs go to stderr; stdout carries only the result
-    try:
-        try:
-            sc = Scenario.load(scenario)
-        except ScenarioError as exc:
-            print(f"quay demo: {exc}", file=sys.stderr)
-            raise typer.Exit(2) from None
-        result = Player(sc, quiet_timeout_s=quiet_timeout).play()
-    finally:
-        sys.stdout = out
-        gc.set_threshold(*thresholds)
-    if as_json:
-        print(json.dumps(result.summary(), indent=2))
-    else:
-        from quaylocal.render import render
-
-        print(render(result))
-    gc.freeze()  # the process ends next: no last collection over everything at exit
-    raise typer.Exit(0 if result.expect_ok else 1)
 
 
 # ----------------------------------------------------------------------------- the room API
@@ -77,7 +36,7 @@ DEFAULT_URL = "http://127.0.0.1:8787"
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
     """Print one line to stderr (untrusted parts made visible) and give the Exit to raise."""
-    from quaylocal.terminal import visible
+    from quaycli.terminal import visible
 
     print(visible(" ".join(str(message).split())), file=sys.stderr)
     return typer.Exit(code)
@@ -92,7 +51,7 @@ _TARGET: dict[str, object] = {}
 def _client(url: str, token: str):
     from urllib.parse import urlsplit
 
-    from quaylocal.client import QuayClient
+    from quaycli.client import QuayClient
 
     try:
         parts = urlsplit(url)
@@ -108,7 +67,7 @@ def _client(url: str, token: str):
 def _run(fn, not_found: str = ""):
     """Call the API; an HTTP error is printed (status and the API's message) with exit status 1.
     ``not_found``: a hint added to a 404."""
-    from quaylocal.client import ApiError
+    from quaycli.client import ApiError
 
     try:
         return fn()
@@ -190,84 +149,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (for machines)
 def _say(line: str) -> None:
     """One line of human output; any untrusted part made visible (SPEC §5)."""
     print(visible(line))
-
-
-@app.command()
-def dev(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: a free one).")] = 8787,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    admin_token: Annotated[
-        str | None,
-        typer.Option(
-            "--admin-token",
-            envvar="QUAY_ADMIN_TOKEN",
-            help="The operator token to create (default: a random one, printed).",
-        ),
-    ] = None,
-    scripts: Annotated[
-        Path | None,
-        typer.Option(
-            help="Model replies per agent id (JSON or YAML, the scenario "
-            "model_replies format); unscripted agents get echo replies."
-        ),
-    ] = None,
-    setting: Annotated[
-        list[str] | None, typer.Option(help="A runtime setting, NAME=VALUE (e.g. HOP_LIMIT=3); repeatable.")
-    ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", help="Print only the banner: no line per wake, run start and end.")
-    ] = False,
-) -> None:
-    """Serve the room API on the local stack (moto in-process: no AWS account, no Docker). Wakes and
-    runs happen in the background; the model provider is the local provider server."""
-    import yaml
-
-    from quaylocal.dev import DevServer, load_scripts
-
-    settings = _dev_settings(setting or [])
-    try:
-        loaded = load_scripts(scripts)
-    except (OSError, ValueError, yaml.YAMLError) as exc:  # unreadable, not JSON/YAML, wrong shape
-        raise _fail(f"quay dev: --scripts {scripts}: {exc}", 2) from None
-    try:
-        server = DevServer(host, port, admin_token=admin_token, scripts=loaded, settings=settings)
-        server.serve_forever(banner=lambda line: print(visible(line), flush=True), quiet=quiet)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise _fail(
-                f"quay dev: {host}:{port} is in use (another quay dev?): stop it, or choose another "
-                "with --port (0: a free one)",
-                2,
-            ) from None
-        raise _fail(f"quay dev: {exc}", 2) from None
-    except ValueError as exc:  # the operator token's rule (dal.auth), or a setting's
-        raise _fail(f"quay dev: {'--admin-token: ' if admin_token else ''}{exc}", 2) from None
-
-
-def _dev_settings(items: list[str]) -> dict[str, str]:
-    """``--setting NAME=VALUE`` items, each a known runtime setting with a valid value (checked by
-    the runtime's own Settings model); anything else is one line and exit status 2."""
-    from pydantic import ValidationError
-
-    from quaylocal.stack import local_environment
-    from quayutec.settings import Settings
-
-    known = {f.alias or n for n, f in Settings.model_fields.items()} | set(local_environment())
-    settings: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise _fail(f"quay dev: --setting {item!r}: expected NAME=VALUE", 2)
-        if name not in known:
-            raise _fail(f"quay dev: --setting {name}: not a runtime setting (known: {', '.join(sorted(known))})", 2)
-        settings[name] = value
-    try:
-        Settings.model_validate({**local_environment(), **settings})
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        name = str(err["loc"][0]) if err.get("loc") else "?"
-        raise _fail(f"quay dev: --setting {name}={settings.get(name, '')}: {err['msg']}", 2) from None
-    return settings
 
 
 admin = typer.Typer(
@@ -1069,7 +950,7 @@ def file_add(
     then ingested (status uploading, then ready or failed with a reason)."""
     import time
 
-    from quaylocal.client import upload_form
+    from quaycli.client import upload_form
     from quayutec.resources import MAX_UPLOAD_BYTES
 
     try:
@@ -1176,7 +1057,7 @@ def ledger(
             print(f"  error {r['error_class']}: {r.get('error_message') or ''}")
         if r.get("context"):
             print("  " + context_line(r["context"]))
-        from quaylocal.render import action_line, request_line
+        from quaycli.render import action_line, request_line
 
         for q in detail["requests"]:
             print("  " + request_line(q))
@@ -1305,54 +1186,6 @@ def cost(
 
 
 @app.command()
-def chaos(
-    full: Annotated[
-        bool,
-        typer.Option(
-            "--full", help="Every point of every phase alone (slow), not the grouped matrix `make test` plays."
-        ),
-    ] = False,
-    wave: Annotated[int, typer.Option(help="Cases played side by side on one local stack.")] = 16,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-) -> None:
-    """Inject faults at every phase of a run on the local stack (crashes, deaths retried by Step
-    Functions, StopExecution, dropped stream records, repeated wakes) and check the tables: print
-    injection point x outcome and the totals. Exit status 1 on a duplicate, a non-final ledger
-    entry or any other failed check."""
-    import logging
-
-    from quaylocal.chaos import render, run_matrix
-
-    logging.getLogger("moto.stepfunctions").setLevel(logging.CRITICAL)  # failed runs are the point here
-    out = sys.stdout
-    sys.stdout = sys.stderr  # handler logs go to stderr; stdout carries only the result
-    try:
-        report, _trace = run_matrix(
-            full=full, wave=wave, progress=lambda r: print(f"quay chaos: {len(r)} cases played", file=sys.stderr)
-        )
-    finally:
-        sys.stdout = out
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "cases": [c.__dict__ for c in report.cases],
-                    "points": sum(c.faults for c in report.cases),
-                    "runs": report.runs,
-                    "duplicates": report.duplicates,
-                    "non_final": report.non_final,
-                    "ok": report.ok,
-                    "seconds": round(report.seconds, 1),
-                },
-                indent=2,
-            )
-        )
-    else:
-        print(render(report))
-    raise typer.Exit(0 if report.ok else 1)
-
-
-@app.command()
 def version() -> None:
     """Print the version."""
     from importlib.metadata import version as v
@@ -1390,8 +1223,8 @@ def preflight(
     (docs/deploy.md). Exits 1 on a blocker."""
     import boto3
 
+    from quaycli.preflight import has_blocker, run_preflight
     from quayinfra.localdeploy import stack_artifact
-    from quaylocal.preflight import has_blocker, run_preflight
 
     if not (assembly / "manifest.json").exists():
         raise _fail(f"quay: no cloud assembly at {assembly}: run `make synth` first", 2)
@@ -1408,20 +1241,23 @@ def preflight(
 
 
 def main() -> None:
-    """The `quay` command: every error is one line on stderr and a non-zero exit, never a traceback."""
+    """The client commands alone (``python -m quaycli``); the ``quay`` command is :func:`quay.main.main`."""
+    run(app)
+
+
+def run(command: typer.Typer) -> None:
+    """Run ``command`` as the `quay` command: every error is one line on stderr and a non-zero exit,
+    never a traceback."""
     # typer runs on its own copy of click (typer._click); its usage errors are TyperExceptions
     from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
 
-    from quaylocal import calls
-
-    calls.install_from_environment()  # only when the test suite asks (QUAY_CALL_LOG)
     try:
-        code = app(standalone_mode=False)
+        code = command(standalone_mode=False)
     except NoArgsIsHelpError as exc:  # `quay room`: the command's help, as asked
         print(exc.ctx.get_help() if exc.ctx else exc.format_message())
         sys.exit(2)
     except UsageError as exc:  # a usage error is one line too, with where to look
-        from quaylocal.terminal import visible
+        from quaycli.terminal import visible
 
         where = f" (see: {exc.ctx.command_path} --help)" if exc.ctx else ""
         if isinstance(exc, NoSuchOption) and exc.ctx is not None and exc.ctx.parent is None:
@@ -1431,7 +1267,7 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
-        from quaylocal.terminal import visible
+        from quaycli.terminal import visible
 
         print(visible(" ".join(f"quay: {type(exc).__name__}: {exc}".split())), file=sys.stderr)
         sys.exit(1)

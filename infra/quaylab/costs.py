@@ -152,7 +152,7 @@ def retrieval_reads(
     BatchGetItem, counted as a read of its own — and the files bucket's objects). Needs the
     recorder installed and ``room`` holding ``agent``."""
     from quayutec import deps as quay_deps
-    from quayutec.dal import aws
+    from quayutec import seams
     from quayutec.dal.files import files_pk
     from quayutec.logic import retrieval
     from quayutec.logic.room_service import RoomService
@@ -182,14 +182,11 @@ def retrieval_reads(
     server.set_script(agent, [{"reply": {"text": "read the files", "actions": []}}])
     stack.wait_quiet()
     retrieval.CACHE.clear()  # a cold Lambda: no index version held
-    aws.add_call_observer(observe)
-    try:
+    with seams.installed(seams.Instruments("retrieval reads", call=observe)):
         contextvars.copy_context().run(
             _post, RoomService(d.room), room, Author(kind="person", id="ann", company="acme"), f"@{agent} {text}"
         )
         stack.wait_quiet()
-    finally:
-        aws.remove_call_observer(observe)
     return len(reads)
 
 

@@ -2,7 +2,7 @@
 
 A *case* is a run that posts a reply, writes a memory line, updates a task, creates a task and
 holds one action (approved by the driver), with faults injected at points of its phases
-(:mod:`quaylocal.faults`); the runtime does what it does (Step Functions retries and catches,
+(:mod:`quaylab.faults`); the runtime does what it does (Step Functions retries and catches,
 the reconciler); the wake is delivered again; then a fresh message goes to the agent. The
 tables then say (:meth:`ChaosLab.check`): no item written twice (by content, by key, and by the
 room table's stream for items that are never rewritten), the reply at most once and under its
@@ -36,7 +36,7 @@ from typing import Any
 
 from moto.awslambda.models import LambdaFunction
 
-from quaylocal import faults
+from quaylab import faults
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, install_seams
 from quayutec import deps as quay_deps
@@ -616,7 +616,11 @@ class ChaosLab:
     def __enter__(self) -> ChaosLab:
         self.server.start()
         env = {v: self.server.base_url(p) for p, v in PROVIDER_ENV.items()}
-        self.stack = LocalStack(settings={**env, **CHAOS_SETTINGS, **self.settings}, time_scale=self.time_scale)
+        self.stack = LocalStack(
+            settings={**env, **CHAOS_SETTINGS, **self.settings},
+            time_scale=self.time_scale,
+            instruments=[faults.INSTRUMENTS],  # the fault points, through the deployed code's seam
+        )
         try:
             self.stack.start()
             install_chaos_seam()

@@ -2,7 +2,7 @@
 
 moto's STS ``AssumeRole`` always succeeds and ignores ``ExternalId``: it knows no trust policy.
 This stands in for them, and for STS's failures, where a test arms it (in-process only, like
-:mod:`quaylocal.faults`; nothing armed: moto answers as it does):
+:mod:`quaylab.faults`; nothing armed: moto answers as it does):
 
 * :meth:`Trust.trust` — the role's trust policy requires that external id: an ``AssumeRole`` of
   that role with any other (or none) is answered ``403 AccessDenied``, as STS answers it ("User:
@@ -12,7 +12,8 @@ This stands in for them, and for STS's failures, where a test arms it (in-proces
   and HTTP status (``Throttling`` / 400 as STS throttles, ``AccessDenied`` / 403, ...).
 
 The answer replaces the HTTP exchange (botocore's ``before-call`` event, registered on every
-client the deployed package builds through the :mod:`quayutec.seams` client hook): the call is
+client the deployed package builds through the :mod:`quayutec.seams` client hook, installed while
+anything is armed): the call is
 still announced to the call recorder (so IAM checks it) and raises the ``ClientError`` botocore
 makes of such an answer. :attr:`Trust.calls` keeps each ``AssumeRole``'s role, external id and
 session name.
@@ -66,13 +67,18 @@ _ARMED: list[Trust] = []
 
 @contextmanager
 def armed(trust: Trust | None = None) -> Iterator[Trust]:
-    """Arm ``trust`` (a new one by default) for the block; yields it."""
+    """Arm ``trust`` (a new one by default) for the block; yields it. The STS hook
+    (:data:`INSTRUMENTS`) is installed while anything is armed (clients built from then on carry
+    it: the seam has the deployed package's cached clients rebuilt)."""
     t = trust or Trust()
     _ARMED.append(t)
+    seams.install(INSTRUMENTS)
     try:
         yield t
     finally:
         _ARMED.remove(t)
+        if not _ARMED:
+            seams.uninstall(INSTRUMENTS)
 
 
 def _before_call(params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]] | None:
@@ -98,4 +104,5 @@ def _hook(client: Any) -> None:
         client.meta.events.register("before-call.sts.AssumeRole", _before_call, unique_id="quay-sts-trust")
 
 
-seams.add_client_hook(_hook)
+#: The STS hook (:mod:`quayutec.seams`), installed by :func:`armed`.
+INSTRUMENTS = seams.Instruments("sts trust", client=_hook)
