@@ -25,7 +25,7 @@ def _utcnow() -> datetime:
 
 
 def secret_name(settings: Settings, company: str, provider: str) -> str:
-    """The Secrets Manager name of a company's key for a provider (SPEC §5):
+    """The Secrets Manager name of a company's key for a provider (design §5):
     ``{prefix}/{stage}/{company}/{provider}``, so stages sharing an account never share keys."""
     return f"{settings.secret_prefix}/{settings.stage}/{company}/{provider}"
 
@@ -62,7 +62,7 @@ class Deps:
     call_provider: Callable[[Any], Any] | None = None  # quayutec.providers.call_model
     sfn: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
-    files: Any = None  # FileStore: room files and the retrieval index (SPEC §8)
+    files: Any = None  # FileStore: room files and the retrieval index (design §8)
 
     def get_api_key(self, company: str, provider: str) -> str:
         if self.api_key is not None:

@@ -805,7 +805,7 @@ class LocalStack:
                         {"AttributeName": idx.sort_key.name, "KeyType": "RANGE"},
                     ],
                 }
-                gsis.append(spec)  # global only: no table has an LSI (design §9)
+                gsis.append(spec)  # global only: no table has an LSI (design §14)
             if gsis:
                 kwargs["GlobalSecondaryIndexes"] = gsis
             if t.stream:
@@ -1133,7 +1133,7 @@ class LocalStack:
         try:
             a = b = d = False
             # Each poller's calls count as those of the function whose event source it stands
-            # in for (SPEC §11, quaylocal.calls); the executions poller stands in for EventBridge.
+            # in for (design §11, quaylocal.calls); the executions poller stands in for EventBridge.
             if STREAM in pollers:
                 with calls.owner(calls.function_owner("StreamDispatchFunction")):
                     a = self._poll_stream()

@@ -1,4 +1,4 @@
-"""retry-after parsing and the retry decision (SPEC §2.3)."""
+"""retry-after parsing and the retry decision (design §2.3)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ TRANSIENT_CODES = frozenset(
 
 #: Called as ``observer(service_id, operation_name, params)`` before every API call of a
 #: factory client (botocore's ``provide-client-params`` event): the tests' IAM call recorder
-#: (SPEC §11), the per-run counters. Empty in Lambda unless something registers one.
+#: (design §11), the per-run counters. Empty in Lambda unless something registers one.
 CallObserver = Callable[[str, str, dict[str, Any]], None]
 _observers: list[CallObserver] = []
 
@@ -219,7 +219,7 @@ def transact(db: Any, items: list[dict[str, Any]]) -> list[bool] | None:
     return None if refusals is None else [r is not None for r in refusals]
 
 
-#: A run's stop guard (design §3): ``ConditionCheck`` entries that hold while the run's agent is
+#: A run's stop guard (design §12.2): ``ConditionCheck`` entries that hold while the run's agent is
 #: not paused since its claim and its chain not stopped. Guarded writes append them to their
 #: transaction.
 Guard = list[dict[str, Any]]

@@ -1,4 +1,4 @@
-"""Room-table stream → wake queue (the outbox, SPEC §3). Event: a DynamoDB Streams batch;
+"""Room-table stream → wake queue (the outbox, design §3). Event: a DynamoDB Streams batch;
 returns ``{"batchItemFailures": [...]}`` (:mod:`quayutec.handlers._batch`) so only failed records
 are retried. Only records of the room table's own stream are read (``eventSourceARN``
 ``arn:…:table/{room table}/stream/…``): a record of any other source is skipped and logged, never

@@ -1,4 +1,4 @@
-"""Model calls (SPEC §2.3): provider adapters through the official SDKs, the failure
+"""Model calls (design §2.3): provider adapters through the official SDKs, the failure
 classifier and the retry decision.
 
 Use::

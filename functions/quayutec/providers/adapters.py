@@ -1,4 +1,4 @@
-"""The provider adapters: one model request through the provider's official SDK (SPEC §2.3).
+"""The provider adapters: one model request through the provider's official SDK (design §2.3).
 
 * ``anthropic``: ``anthropic.Anthropic(...).messages.create`` (Anthropic Messages API).
 * ``openai``: ``openai.OpenAI(...).chat.completions.create`` (OpenAI Chat Completions API).
@@ -116,7 +116,7 @@ def call_model(call: ModelCall) -> ModelReply:
 
 
 def _count_tokens(call: ModelCall, reply: ModelReply) -> None:
-    """The reply's usage fields join the running invocation's cost line (SPEC §10); outside a
+    """The reply's usage fields join the running invocation's cost line (design §10); outside a
     run phase nothing counts. A failed request has no usage: nothing is counted for it."""
     from quayutec import cost_line
 
@@ -149,7 +149,7 @@ def _tool_call(id_: Any, name: Any, raw: Any) -> ToolCall:
 
     What the SDKs hand over unvalidated is taken as it comes, never raised on: a name that is
     not a string is ``""`` and an id that is not one ``None`` (the rights check denies the action
-    as malformed, SPEC §4); arguments that do not parse, nesting too deep for the parser
+    as malformed, design §4); arguments that do not parse, nesting too deep for the parser
     included, are ``input=None`` (denied the same way), while the rest of the reply stands.
     So are arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH` (an action's are one object
     of strings): every later step walks them recursively."""
@@ -178,7 +178,7 @@ def _tool_call(id_: Any, name: Any, raw: Any) -> ToolCall:
 def _sdk_kwargs(call: ModelCall, key: str) -> dict[str, Any]:
     """Client arguments of the Anthropic and OpenAI SDKs: no SDK retries, the call's timeout
     (seconds), the base URL; an owner's address is resolved, checked and pinned for this request
-    (SPEC §5), and a refused one ends the call as a final ``address_refused`` failure."""
+    (design §5), and a refused one ends the call as a final ``address_refused`` failure."""
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
     if call.base_url:
         kwargs["base_url"] = call.base_url
@@ -251,7 +251,7 @@ def clear_clients() -> None:
 def _sdk_client(call: ModelCall, sdk_class: Any, kwargs: dict[str, Any], key: str) -> Iterator[Any]:
     """An Anthropic/OpenAI SDK client for ``call``: the kept one of its provider, base URL and
     key; for an owner's own address a client of this request only (its connection is pinned to
-    the address checked for this request, SPEC §5), closed after it. The timeout is the
+    the address checked for this request, design §5), closed after it. The timeout is the
     request's (passed with the request: a kept client serves calls with other timeouts)."""
     if "http_client" in kwargs:
         with sdk_class(**kwargs) as client:

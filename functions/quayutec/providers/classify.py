@@ -1,4 +1,4 @@
-"""Classifying a failed model request, and the retry decision after it (SPEC §2.3).
+"""Classifying a failed model request, and the retry decision after it (design §2.3).
 
 The verdict comes from one table, :data:`RULES`, read top to bottom: the first row whose every
 set column matches the failure wins. Columns: provider kind(s), HTTP status range, the
@@ -35,7 +35,7 @@ BEDROCK = frozenset({"bedrock"})
 TIMEOUT = "timeout"
 CONNECTION = "connection"
 
-#: SPEC §2.3 numbers.
+#: design §2.3 numbers.
 MAX_REQUESTS = 3
 MAX_RETRY_AFTER_S = 20.0
 DEFAULT_WAITS_S = {2: 2, 3: 8}  # request number about to be made -> seconds to wait before it
@@ -220,7 +220,7 @@ def _fmt_seconds(value: float) -> str:
 
 # --------------------------------------------------------------------------- decision
 def decide_next(failure: ProviderFailure, requests_made: int, one_request_only: bool) -> RetryDecision:
-    """Whether to make another request after ``failure`` (SPEC §2.3), and the wait before it.
+    """Whether to make another request after ``failure`` (design §2.3), and the wait before it.
 
     ``requests_made``: requests of this call made so far, including the failed one (1..3).
     ``one_request_only``: the agent's owner supplied the base URL.
@@ -379,8 +379,8 @@ def scrub_reply(reply: ModelReply, secret: str) -> ModelReply:
     calls (name, id, arguments: keys and values, and the raw arguments) and its request id and
     stop reason. A model server the owner runs sees the key (it is sent the ``Authorization``
     header) and can echo it anywhere in its answer, which the run would post in the room and
-    keep in the ledger (SPEC §5). In the same strings, a lone surrogate becomes U+FFFD (the
-    replacement character): stored as sent, it failed every write of the run (SPEC §4: model
+    keep in the ledger (design §5). In the same strings, a lone surrogate becomes U+FFFD (the
+    replacement character): stored as sent, it failed every write of the run (design §4: model
     output never crashes a run)."""
     scrub = scrubber(secret)
 

@@ -1,4 +1,4 @@
-"""Provider keys as values (SPEC §5, issue 10 finding 2): what a key may look like, and every
+"""Provider keys as values (design §5, issue 10 finding 2): what a key may look like, and every
 form in which one could show up in text that leaves an adapter.
 
 A key is printable ASCII without whitespace (``0x21``-``0x7E``), 8 to 512 bytes. It is checked
