@@ -1435,7 +1435,7 @@ class LocalStack:
         return True
 
     def wait_quiet(self, timeout_s: float = 120.0, settle_s: float = 0.0) -> None:
-        """Block until the stack is quiet (SPEC scenarios README: no stream record, SQS message or
+        """Block until the stack is quiet (docs/scenarios.md: no stream record, SQS message or
         execution in progress, except executions parked on a recorded approval request), and has
         stayed so for ``settle_s``. Raises TimeoutError.
 

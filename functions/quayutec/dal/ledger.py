@@ -24,7 +24,7 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
   and settled to its reported usage by its outcome's, once
 * ``CHAIN#{room}#{chain}`` / ``CHAIN`` — a chain of wakes: ``runs`` it started (counted by each
   claim, in the claim's transaction) and, once a person stopped it, ``stopped_at``/``stopped_by``
-  (design §12.2)
+  (design §12.1, §12.2)
 
 Active runs (design §12.2): a run entry without a final status carries ``active_agent`` (its agent)
 and ``active_chain`` (``{room}#{chain}``), the partition keys of the sparse GSIs
@@ -690,7 +690,7 @@ class LedgerStore:
         """``company``'s budget item (``budget_item``: its table and key; ``None`` when it set
         none) and its spend counter items of ``periods`` (plain values, by period; a period
         with no request yet is missing): one consistent BatchGetItem across both tables (design
-        §10). Raises TransientError on throttling or keys left unprocessed."""
+        §12.4). Raises TransientError on throttling or keys left unprocessed."""
         table, key = budget_item
         request = {
             self.table: {"Keys": [spend_key(company, p) for p in periods], "ConsistentRead": True},

@@ -154,7 +154,7 @@ def visible_messages(
 ) -> tuple[list[Message], dict[str, Any] | None]:
     """Up to ``limit`` messages of a ``by_time`` query (``query``: its keyword arguments, maybe
     with an ``ExclusiveStartKey``) that a person or agent of company ``reader`` may read, in the
-    query's order, and the key to read on from (``None``: the partition ended). Design §5.
+    query's order, and the key to read on from (``None``: the partition ended). Design §12.5.
 
     Other companies' company-only notices are left out by a FilterExpression, which DynamoDB
     applies after ``Limit``: a read that met some returns fewer than it evaluated, so this reads

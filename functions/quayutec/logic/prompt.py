@@ -1,6 +1,6 @@
 """The model's input for one run: a system prompt and one user turn rendering the room context
 that ClaimAndRead assembled (design §2.2). Only what the agent's company may read is in the context
-(its own company-only memory lines and notices, none of another company's: design §12.5), so only
+(its own company-only memory lines and notices, none of another company's: design §5, §12.5), so only
 that reaches the model.
 
 The prompt fits the agent's context budget (:func:`fit`, design §2.2): the instructions and the

@@ -262,7 +262,7 @@ def _sdk_client(call: ModelCall, sdk_class: Any, kwargs: dict[str, Any], key: st
 
 # --------------------------------------------------------------------------- Anthropic
 def _call_anthropic(call: ModelCall) -> ModelReply:
-    """Anthropic Messages API (``POST /v1/messages``), non-streaming, with the §4 tools."""
+    """Anthropic Messages API (``POST /v1/messages``), non-streaming, with the tools of design §4."""
     import anthropic
 
     key = call.api_key.get_secret_value()

@@ -32,7 +32,7 @@ def _own_people(company_id: str) -> None:
 @router.get("/companies/<company_id>/budget", tags=["budgets"], summary="The company's budget")
 def get_budget(company_id: CompanyId) -> CompanyBudget:
     """Its limits per UTC day and month (USD for priced models, tokens for the others), its own
-    and its agents' by name; ``{}`` when it set none (design §10)."""
+    and its agents' by name; ``{}`` when it set none (design §12.4)."""
     _own_people(company_id)
     return services().deps.room.get_budget(company_id) or CompanyBudget()
 
