@@ -98,7 +98,7 @@ class _Model(BaseModel):
 
 # ----------------------------------------------------------------------------- companies
 class RightsPolicy(_Model):
-    """A company's policy over declared actions (design §5). The most specific rule wins:
+    """A company's policy over declared actions (docs/design.md §5). The most specific rule wins:
     per agent and kind, then ``cross_company`` (when the action targets another company),
     then ``actions``, then ``default``."""
 
@@ -121,7 +121,7 @@ class Company(_Model):
 
 
 class BudgetLimits(_Model):
-    """Spend limits per UTC day and month (design §12.4): USD for models with a known price,
+    """Spend limits per UTC day and month (docs/design.md §12.4): USD for models with a known price,
     tokens for the others. Each is optional (``None``: no limit)."""
 
     daily_usd: float | None = Field(default=None, ge=0, le=1_000_000)
@@ -131,7 +131,7 @@ class BudgetLimits(_Model):
 
 
 class CompanyBudget(BudgetLimits):
-    """A company's budget (design §12.4): its own limits and, by agent name, its agents'."""
+    """A company's budget (docs/design.md §12.4): its own limits and, by agent name, its agents'."""
 
     agents: dict[str, BudgetLimits] = Field(default_factory=dict, max_length=500)
 
@@ -190,7 +190,7 @@ class Room(_Model):
 # ----------------------------------------------------------------------------- room content
 class Author(_Model):
     """Who wrote something. Ids are compared typed, ``(kind, id)``, never by id alone: a person's
-    id and an agent's id live in different namespaces and may be equal (design §5)."""
+    id and an agent's id live in different namespaces and may be equal (docs/design.md §5)."""
 
     kind: Literal["person", "agent", "system"]
     id: str
@@ -202,7 +202,7 @@ class Author(_Model):
 
 
 class Wake(_Model):
-    """One wake: an agent woken by a message or task event (design §3). Carried on SQS and as the
+    """One wake: an agent woken by a message or task event (docs/design.md §3). Carried on SQS and as the
     Step Functions execution input: ids only."""
 
     agent_id: str
@@ -221,7 +221,7 @@ class Wake(_Model):
 
 class Message(_Model):
     """A room message. ``visible_to``: a company id when only that company's people and agents
-    may read it (a system notice, :mod:`quayutec.logic.notices`; design §12.5), ``None`` for the
+    may read it (a system notice, :mod:`quayutec.logic.notices`; docs/design.md §12.5), ``None`` for the
     whole room; stored only when set."""
 
     id: str
@@ -299,7 +299,7 @@ FileStatus = Literal["uploading", "ready", "failed"]
 
 
 class RoomFile(_Model):
-    """A file of a room (design §8): declared at upload, ``ready`` or ``failed`` (with its
+    """A file of a room (docs/design.md §8): declared at upload, ``ready`` or ``failed`` (with its
     reason) once ingested."""
 
     id: str
@@ -320,7 +320,7 @@ class RoomFile(_Model):
 
 
 class ApprovalRequest(_Model):
-    """A held action waiting for a yes from the owning company (design §2.6). Visible to the
+    """A held action waiting for a yes from the owning company (docs/design.md §2.6). Visible to the
     owning company only."""
 
     id: str  # "{run_id}:{index}"
@@ -427,7 +427,7 @@ class RunFacts(_Model):
 
 
 class ContextFit(_Model):
-    """How the run's context was fitted into its agent's budget (design §2.2): small counts only,
+    """How the run's context was fitted into its agent's budget (docs/design.md §2.2): small counts only,
     carried in the state from ClaimAndRead and written with the final status. ``budget``: the
     tokens left for the prompt (``max_context_tokens`` less the reply's cap and a margin);
     ``prompt_tokens``: the estimate of the prompt as sent (system prompt and user turn);
@@ -457,7 +457,7 @@ NotStartedReason = Literal["other_execution", "chain_full", "chain_stopped", "wa
 
 
 class NotStartedRecord(_Model):
-    """A wake claimed and not started, as the ledger keeps it (design §12.1): why an agent did not
+    """A wake claimed and not started, as the ledger keeps it (docs/design.md §12.1): why an agent did not
     wake. ``at``: when the claim refused it (ISO-8601)."""
 
     agent_id: str
@@ -513,7 +513,7 @@ class TokenCount(_Model):
 
 
 class RunCost(_Model):
-    """A run's cost line (design §10): its counted operations and estimated cost. Counted by the
+    """A run's cost line (docs/design.md §10): its counted operations and estimated cost. Counted by the
     phases as they run, carried in the state and written once, in the final ledger write.
     ``estimated`` names the figures that are estimates, not counts."""
 

@@ -121,7 +121,7 @@ class RoomIn(_In):
         ge=1,
         le=MAX_RUNS_PER_CHAIN_LIMIT,
         description="Runs one chain of agent wakes may start: a person's write starts a chain, the wakes "
-        "of the runs it causes belong to it (design §12.1)",
+        "of the runs it causes belong to it (docs/design.md §12.1)",
     )
 
 
@@ -171,7 +171,7 @@ class AgentIn(_In):
     # (a 422): the schema declares them all the same.
     max_context_tokens: StrictInt = Field(
         default=DEFAULT_MAX_CONTEXT_TOKENS,
-        description=f"The most tokens a run's prompt and reply may take together (design §2.2): the room "
+        description=f"The most tokens a run's prompt and reply may take together (docs/design.md §2.2): the room "
         f"context is fitted into it, the oldest messages, tasks, memory lines and passages left out first. "
         f"At least {MIN_CONTEXT_TOKENS:,}; at most the model's own context window when it is known "
         f"(else {MAX_CONTEXT_TOKENS_LIMIT:,}); a value out of range is a 400",
