@@ -1,9 +1,9 @@
 """The repository cites one design document, its own (issue 27): every section citation in a
-tracked file names a heading of docs/design.md, and no file cites the product specification the
-design document replaced, which the repository does not hold.
+tracked file names a heading of docs/design.md, and no file cites the specification the design
+document replaced, which the repository does not hold.
 
 Forms checked: ``design §n``, ``Design §n``, ``design.md §n``, ``docs/design.md §n`` with their
-lists (``design §2.1, §12.1``, ``§1–§5``), Markdown links ``[…](…design.md#anchor)``, and bare
+lists (``design §2.1, §12.1``, ``§1–§5``), Markdown links into design.md with an anchor, and bare
 ``(§n)`` in the README and docs/ (which say their § numbers point into docs/design.md).
 """
 
@@ -34,7 +34,9 @@ BARE = re.compile(rf"(?<![§\w])§\s?(?P<num>{NUM})")
 #: file does not match itself): the word alone or with ``.md``, but not an identifier such as
 #: ``TOOL_SPECS`` or a variable named so (``X = …``, ``X["paths"]``).
 _NAME = "S" + "PEC"
-OLD_DOCUMENT = re.compile(rf"(?<![\w])({_NAME}(?:\.md)?)(?![\w])(?!\s*(?:=|\[|\]))|(?i:product spec(?:ification)?)")
+OLD_DOCUMENT = re.compile(
+    rf"(?<![\w])({_NAME}(?:\.md)?)(?![\w])(?!\s*(?:=|\[|\]))|(?i:" + "prod" + r"uct spec(?:ification)?)"
+)
 BINARY_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".pdf", ".zip", ".gz", ".ico", ".woff", ".woff2"}
 
 
