@@ -10,7 +10,7 @@ writes, transitions, Lambda invocations, from the call recorder and the executio
 cold first run apart from warm ones), the estimated cost per 1,000 plain runs from one price
 table, and cold import + first invocation per handler (fresh processes, min of 5; CallModel's
 with its provider SDK import, as its first request pays it without SnapStart) against the floor
-pydantic sets (``import boto3`` and one constrained model: docs/design.md §7). It ends with one
+pydantic sets (``import boto3`` and one constrained model: docs/design.md §10). It ends with one
 JSON object of the counted figures, whose ``budgets`` key judges each against its budget
 (:func:`budget_report`).
 """
@@ -232,9 +232,9 @@ PYDANTIC_FLOOR = (
 
 #: Issue 13's budgets (upper bounds; ``retrieval_reads_per_run`` must be the same for both rooms).
 #: The cold-start budget is a ratio to the pydantic floor (:data:`PYDANTIC_FLOOR`), for every
-#: handler (issue 23, docs/design.md §7); see :func:`budget_report`.
+#: handler (issue 23, docs/design.md §10); see :func:`budget_report`.
 BUDGETS = {
-    "aws_calls_per_plain_run": 13,  # 12 before budgets: the budget and spend read (design §7)
+    "aws_calls_per_plain_run": 13,  # 12 before budgets: the budget and spend read (design §12.4)
     "writes_per_plain_run": 5,
     "transitions_per_plain_run": 7,
     "lambda_invocations_per_plain_run": 5,  # 6 before the stream's filter (design §3)
@@ -260,7 +260,7 @@ def budget_report(figures: dict, pydantic_floor_ms: float) -> dict:
     (what no handler validating with pydantic can go below). It carries ``worst`` (that handler),
     ``own_ms`` (its figure minus the floor: what the project's code and other libraries add),
     ``by_handler`` (each handler's ratio) and, when measured, ``call_model_without_sdk`` (CallModel's
-    ratio when a SnapStart snapshot holds the SDK, docs/design.md §7)."""
+    ratio when a SnapStart snapshot holds the SDK, docs/design.md §10)."""
     cold = figures["cold_start_ms"]
     worst = max(cold, key=lambda h: cold[h])
     values = {k: figures[k] for k in BUDGETS if k in figures}
@@ -299,7 +299,7 @@ RUNS_PAGE_LIMIT = 20
 
 def runs_page_figures() -> dict[str, dict[str, int]]:
     """What one page of acme's runs (``GET /rooms/{room}/runs``'s read) reads in a room where
-    only acme ran (30 runs) and in one where bolt ran 10x as many (design §9: the same)."""
+    only acme ran (30 runs) and in one where bolt ran 10x as many (design §14: the same)."""
     ledger = quay_deps.default_deps().ledger
     seed_room_runs(ledger, "runs_alone", {"acme": 30})
     seed_room_runs(ledger, "runs_crowded", {"acme": 30, "bolt": 300})
@@ -474,7 +474,7 @@ def demo_seconds() -> float:
 
 def chain_width(agents: int) -> dict:
     """Runs and model requests one person's message makes in a room of ``agents`` agents whose
-    replies all @mention each other, every setting at its default (design §3: a chain's bound)."""
+    replies all @mention each other, every setting at its default (design §12.1: a chain's bound)."""
     from quaylocal.scenario import Player, mutual_mentions
 
     result = Player(mutual_mentions(agents, replies=40), time_scale=0.01, quiet_timeout_s=300).play()
@@ -655,7 +655,7 @@ def main() -> None:
         "retrieval_reads_per_run": retrieval_figures,
         # the run state carries no roster of the room: the same size in rooms of 10 and 1,000 agents
         "state_bytes": state_bytes,
-        # one page of acme's runs in a room alone, and with bolt's 10x as many runs (design §9): the same
+        # one page of acme's runs in a room alone, and with bolt's 10x as many runs (design §14): the same
         "runs_page_reads": runs_page,
     }
     widths = {str(m): chain_width(m) for m in (3, 5)}

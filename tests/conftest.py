@@ -1,5 +1,5 @@
 """The whole suite: every AWS call the deployed code makes is checked against its role in the
-synthesized template (SPEC §11; :mod:`quaylocal.calls`, :mod:`quaylab.iam_check`).
+synthesized template (design §11; :mod:`quaylocal.calls`, :mod:`quaylab.iam_check`).
 
 * Every function's handler is wrapped so the calls it makes are owned by that function; the
   test's own thread is ``setup``; the local stack's pollers own their calls as the function they
@@ -153,7 +153,7 @@ def _iam_check_each_call(request: pytest.FixtureRequest) -> Any:
     ]
     if lines:
         pytest.fail(
-            "AWS calls the synthesized template's roles would not allow (design §6):\n  " + "\n  ".join(lines[:40]),
+            "AWS calls the synthesized template's roles would not allow (design §11):\n  " + "\n  ".join(lines[:40]),
             pytrace=False,
         )
 

@@ -26,7 +26,7 @@ def _utcnow() -> datetime:
 
 
 def secret_name(settings: Settings, company: str, provider: str) -> str:
-    """The Secrets Manager name of a company's key for a provider (SPEC §5):
+    """The Secrets Manager name of a company's key for a provider (design §5):
     ``{prefix}/{stage}/{company}/{provider}``, so stages sharing an account never share keys."""
     return f"{settings.secret_prefix}/{settings.stage}/{company}/{provider}"
 
@@ -63,11 +63,11 @@ class Deps:
     call_provider: Callable[[Any], Any] | None = None  # quayutec.providers.call_model
     sfn: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
-    files: Any = None  # FileStore: room files and the retrieval index (SPEC §8)
+    files: Any = None  # FileStore: room files and the retrieval index (design §8)
     #: An owner's model address may be a loopback one (registration and CallModel's check): the
     #: local engine's switch, set on the deps its stacks build (quaylocal.stack, through
     #: seams.hook_deps) for its local provider server on 127.0.0.1. No setting of a deployed
-    #: function turns it on: there it is always off (SPEC §5).
+    #: function turns it on: there it is always off (design §5).
     allow_loopback_model_urls: bool = False
 
     def get_api_key(self, company: str, provider: str) -> str:

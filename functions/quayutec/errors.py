@@ -14,7 +14,7 @@ class QuayError(Exception):
 
 class TransientError(QuayError):
     """A fault worth retrying with backoff (e.g. DynamoDB throttling). Listed in the ASL
-    ``Retry`` (SPEC §2.1). Every write is conditional and keyed from the run, so a retry never
+    ``Retry`` (design §2.1). Every write is conditional and keyed from the run, so a retry never
     writes twice."""
 
     http_status = 503
@@ -34,7 +34,7 @@ class Misconfigured(QuayError):
 
 
 class RunTimedOut(QuayError):
-    """The run used up its active-time budget (SPEC §2: 300 s excluding parked time)."""
+    """The run used up its active-time budget (design §2: 300 s excluding parked time)."""
 
 
 class ModelCallFailed(QuayError):
@@ -43,8 +43,8 @@ class ModelCallFailed(QuayError):
 
 class BudgetExhausted(ModelCallFailed):
     """The run's next model request would pass a budget of its company: it is not sent (design
-    §7). Its own name, so a run it ends is counted as a budget reached, not as a fault
-    (``RunFailed_budget``, docs/design.md §8)."""
+    §12.4). Its own name, so a run it ends is counted as a budget reached, not as a fault
+    (``RunFailed_budget``, docs/design.md §13)."""
 
 
 class RunStateInvalid(QuayError):
@@ -78,7 +78,7 @@ class LimitReached(Conflict):
 
 
 class RunStopped(QuayError):
-    """A person paused the run's agent or stopped its chain after the run's claim (design §3):
+    """A person paused the run's agent or stopped its chain after the run's claim (design §12.2):
     the run writes nothing more to the room. A guarded write raises it when its transaction's
     stop guard fails (nothing of that transaction was written); the phases record the final
     status ``stopped`` instead of raising it on. It is also the error name sent with

@@ -1,6 +1,6 @@
 """Domain models (pydantic v2): companies and their rights, agents, rooms, messages, tasks and
 task events, memory lines, file chunks, wakes, declared actions, decisions, the state passed
-between run phases, and ledger entries. SPEC §1–§5.
+between run phases, and ledger entries. design §1–§5.
 
 Times are ISO-8601 UTC strings with microseconds (they sort as text); durations are seconds.
 """
@@ -58,14 +58,14 @@ AgentId = Annotated[
     _schema(AGENT_ID_PATTERN, AGENT_ID_MAX),
 ]
 
-#: ``stopped``: a person paused the run's agent or stopped its chain while it ran (design §3);
+#: ``stopped``: a person paused the run's agent or stopped its chain while it ran (design §12.2);
 #: its ledger entry says whether the reply was posted (``reply_message_id``).
 FINAL_STATUSES = frozenset({"completed", "failed_before_reply", "failed_after_reply", "timed_out", "stopped"})
 RunStatus = Literal[
     "running", "waiting_approval", "completed", "failed_before_reply", "failed_after_reply", "timed_out", "stopped"
 ]
 
-#: ``stopped``: the run waiting on it was stopped (design §3); the action is not written.
+#: ``stopped``: the run waiting on it was stopped (design §12.2); the action is not written.
 APPROVAL_STATUSES = ("pending", "deciding", "approved", "rejected", "expired", "stopped")
 
 MAX_REPLY_BYTES = 32 * 1024
@@ -98,7 +98,7 @@ class _Model(BaseModel):
 
 # ----------------------------------------------------------------------------- companies
 class RightsPolicy(_Model):
-    """A company's policy over declared actions (SPEC §5). The most specific rule wins:
+    """A company's policy over declared actions (docs/design.md §5). The most specific rule wins:
     per agent and kind, then ``cross_company`` (when the action targets another company),
     then ``actions``, then ``default``."""
 
@@ -121,7 +121,7 @@ class Company(_Model):
 
 
 class BudgetLimits(_Model):
-    """Spend limits per UTC day and month (design §7): USD for models with a known price,
+    """Spend limits per UTC day and month (docs/design.md §12.4): USD for models with a known price,
     tokens for the others. Each is optional (``None``: no limit)."""
 
     daily_usd: float | None = Field(default=None, ge=0, le=1_000_000)
@@ -131,7 +131,7 @@ class BudgetLimits(_Model):
 
 
 class CompanyBudget(BudgetLimits):
-    """A company's budget (design §7): its own limits and, by agent name, its agents'."""
+    """A company's budget (docs/design.md §12.4): its own limits and, by agent name, its agents'."""
 
     agents: dict[str, BudgetLimits] = Field(default_factory=dict, max_length=500)
 
@@ -150,15 +150,15 @@ class Agent(_Model):
     provider: ProviderKind
     model: str = Field(min_length=1, max_length=200)
     instructions: str = Field(default="", max_length=32 * 1024)
-    base_url: str | None = None  # supplied by the agent's owner: one request per call (SPEC §2.3)
+    base_url: str | None = None  # supplied by the agent's owner: one request per call (design §2.3)
     # A bedrock agent's company role (docs/design.md §5): CallModel assumes it with the company's
     # external id (copied here when the agent is registered) instead of reading a key.
     role_arn: str | None = None
     external_id: str | None = None
-    # Who may wake it (design §3): anyone in the room, people only, or its own company's people
+    # Who may wake it (design §12.1): anyone in the room, people only, or its own company's people
     # and agents. Checked at the claim.
     wake_from: Literal["anyone", "people", "own_company"] = "anyone"
-    # Paused by a person of its company (design §3): no run of it starts until it is resumed.
+    # Paused by a person of its company (design §12.2): no run of it starts until it is resumed.
     paused_at: str | None = None
     paused_by: str | None = None
     # How many times it was paused: a run carries the count its claim saw, and its writes are
@@ -171,7 +171,7 @@ class Agent(_Model):
     )
 
 
-#: A chain of wakes starts at most this many runs unless its room says otherwise (design §3).
+#: A chain of wakes starts at most this many runs unless its room says otherwise (design §12.1).
 DEFAULT_MAX_RUNS_PER_CHAIN = 24
 #: The most a room may allow.
 MAX_RUNS_PER_CHAIN_LIMIT = 200
@@ -182,7 +182,7 @@ class Room(_Model):
     name: str | None = None  # a label, not unique
     members: list[CompanyId] = Field(default_factory=list)
     hop_limit: int | None = None  # None: the runtime's setting (default 8)
-    # Runs one chain of wakes may start (design §3), counted at the claim.
+    # Runs one chain of wakes may start (design §12.1), counted at the claim.
     max_runs_per_chain: int = Field(default=DEFAULT_MAX_RUNS_PER_CHAIN, ge=1, le=MAX_RUNS_PER_CHAIN_LIMIT)
     created_by: CompanyId | None = None  # the company that created it (None: made by the operator's tools)
 
@@ -190,7 +190,7 @@ class Room(_Model):
 # ----------------------------------------------------------------------------- room content
 class Author(_Model):
     """Who wrote something. Ids are compared typed, ``(kind, id)``, never by id alone: a person's
-    id and an agent's id live in different namespaces and may be equal (design §5)."""
+    id and an agent's id live in different namespaces and may be equal (docs/design.md §5)."""
 
     kind: Literal["person", "agent", "system"]
     id: str
@@ -202,14 +202,14 @@ class Author(_Model):
 
 
 class Wake(_Model):
-    """One wake: an agent woken by a message or task event (SPEC §3). Carried on SQS and as the
+    """One wake: an agent woken by a message or task event (docs/design.md §3). Carried on SQS and as the
     Step Functions execution input: ids only."""
 
     agent_id: str
     wake_id: str
     room_id: str
     hop: int = Field(ge=0)
-    # The chain (design §3): the id of the person's write that started it; a run's wakes carry
+    # The chain (design §12.1): the id of the person's write that started it; a run's wakes carry
     # the chain of the wake that started the run.
     chain_id: str = Field(min_length=1)
     by_kind: Literal["person", "agent"]  # who wrote what woke it (wake_from is checked on it)
@@ -221,7 +221,7 @@ class Wake(_Model):
 
 class Message(_Model):
     """A room message. ``visible_to``: a company id when only that company's people and agents
-    may read it (a system notice, :mod:`quayutec.logic.notices`; design §5), ``None`` for the
+    may read it (a system notice, :mod:`quayutec.logic.notices`; docs/design.md §12.5), ``None`` for the
     whole room; stored only when set."""
 
     id: str
@@ -243,7 +243,7 @@ class Message(_Model):
         return self
 
     def visible_to_company(self, company: str) -> bool:
-        """Whether a person or agent of ``company`` may read this message (design §5)."""
+        """Whether a person or agent of ``company`` may read this message (design §12.5)."""
         return self.visible_to is None or self.visible_to == company
 
 
@@ -299,7 +299,7 @@ FileStatus = Literal["uploading", "ready", "failed"]
 
 
 class RoomFile(_Model):
-    """A file of a room (SPEC §8): declared at upload, ``ready`` or ``failed`` (with its
+    """A file of a room (docs/design.md §8): declared at upload, ``ready`` or ``failed`` (with its
     reason) once ingested."""
 
     id: str
@@ -320,7 +320,7 @@ class RoomFile(_Model):
 
 
 class ApprovalRequest(_Model):
-    """A held action waiting for a yes from the owning company (SPEC §2.6). Visible to the
+    """A held action waiting for a yes from the owning company (docs/design.md §2.6). Visible to the
     owning company only."""
 
     id: str  # "{run_id}:{index}"
@@ -335,7 +335,7 @@ class ApprovalRequest(_Model):
     #: shown to the people who decide on it, never in the room.
     fields: dict[str, Any]
     #: ``deciding``: a person's answer is being sent to Step Functions; it says ``approved`` /
-    #: ``rejected`` only once Step Functions accepted it (SPEC §2.6).
+    #: ``rejected`` only once Step Functions accepted it (design §2.6).
     status: Literal["pending", "deciding", "approved", "rejected", "expired", "stopped"] = "pending"
     decided_by: str | None = None
     created_at: str
@@ -417,17 +417,17 @@ class RunFacts(_Model):
     # No roster of the room's agents: the state stays the same size in a room of 10 agents or
     # 1,000 (docs/design.md §2); DecideAndPost reads the agents a reply names.
     # The chain had no run left for wakes of this run's writes (read with the claim's key reads):
-    # they are not sent, each could only be refused at its claim (design §3).
+    # they are not sent, each could only be refused at its claim (design §12.1).
     chain_full: bool = False
     max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN  # the room's bound, as the claim read it
-    pauses: int = 0  # the agent's pause count at the claim: the run's stop guard (design §3)
+    pauses: int = 0  # the agent's pause count at the claim: the run's stop guard (design §12.2)
     # The memory partitions this run may write that held lines at its room read (``room``,
     # ``company#{its company}``: at most two): a line there needs no mark on the room item.
     memory_marked: list[str] = Field(default_factory=list, max_length=2)
 
 
 class ContextFit(_Model):
-    """How the run's context was fitted into its agent's budget (design §2.2): small counts only,
+    """How the run's context was fitted into its agent's budget (docs/design.md §2.2): small counts only,
     carried in the state from ClaimAndRead and written with the final status. ``budget``: the
     tokens left for the prompt (``max_context_tokens`` less the reply's cap and a margin);
     ``prompt_tokens``: the estimate of the prompt as sent (system prompt and user turn);
@@ -457,7 +457,7 @@ NotStartedReason = Literal["other_execution", "chain_full", "chain_stopped", "wa
 
 
 class NotStartedRecord(_Model):
-    """A wake claimed and not started, as the ledger keeps it (design §3): why an agent did not
+    """A wake claimed and not started, as the ledger keeps it (docs/design.md §12.1): why an agent did not
     wake. ``at``: when the claim refused it (ISO-8601)."""
 
     agent_id: str
@@ -513,7 +513,7 @@ class TokenCount(_Model):
 
 
 class RunCost(_Model):
-    """A run's cost line (SPEC §10): its counted operations and estimated cost. Counted by the
+    """A run's cost line (docs/design.md §10): its counted operations and estimated cost. Counted by the
     phases as they run, carried in the state and written once, in the final ledger write.
     ``estimated`` names the figures that are estimates, not counts."""
 
@@ -534,7 +534,7 @@ class RunCost(_Model):
 
 
 class RunState(_Model):
-    """The Step Functions state between phases: ids and small fields only (SPEC §5: never room
+    """The Step Functions state between phases: ids and small fields only (design §5: never room
     content or keys; budget 32 KiB)."""
 
     wake: Wake | None = None
@@ -547,8 +547,8 @@ class RunState(_Model):
     rights: RightsStep | None = None
     approvals: list[ApprovalOutcome] | None = None
     finished: bool | None = None  # DecideAndPost recorded the final status (nothing to hold or write)
-    stopped: bool | None = None  # the run was stopped (design §3): its final status is recorded
-    cost: RunCost | None = None  # counters of the phases so far (SPEC §10)
+    stopped: bool | None = None  # the run was stopped (design §12.2): its final status is recorded
+    cost: RunCost | None = None  # counters of the phases so far (design §10)
     context: ContextFit | None = None  # how the context was fitted (design §2.2): counts only
     error: dict[str, Any] | None = None
 
@@ -578,7 +578,7 @@ class ModelRequestRecord(_Model):
     # outcome so an attempt that reuses the reply counts them (the one that read it died).
     input_tokens: int | None = None
     output_tokens: int | None = None
-    # The request's reserve against its company's spend counters (design §7): micro-USD or
+    # The request's reserve against its company's spend counters (design §12.4): micro-USD or
     # tokens, and the counters' periods it was counted in (settled there, once, by the outcome).
     reserve_usd: int = 0  # micro-USD
     reserve_tokens: int = 0
@@ -614,7 +614,7 @@ class RunRecord(_Model):
     cost: RunCost | None = None  # the cost line, written with the final status
     context: ContextFit | None = None  # how the prompt was fitted (design §2.2), with the final status
     # While the run has no final status: its agent and its room's chain, keys of the ledger's
-    # active-runs indexes (sparse: the final write removes them; design §3).
+    # active-runs indexes (sparse: the final write removes them; design §12.2).
     active_agent: str | None = None
     active_chain: str | None = None
-    pauses: int = 0  # the agent's pause count its claim saw: the run's stop guard (design §3)
+    pauses: int = 0  # the agent's pause count its claim saw: the run's stop guard (design §12.2)

@@ -27,7 +27,7 @@ class KeyAttr:
 
 @dataclass(frozen=True)
 class IndexDef:
-    """A global secondary index. There are no local ones (design §9): an LSI caps every item
+    """A global secondary index. There are no local ones (design §14): an LSI caps every item
     collection of its table at 10 GB, keeps a partition key on one partition and can never be
     removed from a table."""
 
@@ -58,12 +58,12 @@ ROOM_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
-        # Time order of a room's messages and of each memory partition (design §9):
+        # Time order of a room's messages and of each memory partition (design §14):
         # gsi2pk = the item's own partition, gsi2sk = "{created_at}#{id}".
         IndexDef("by_time", KeyAttr("gsi2pk"), KeyAttr("gsi2sk")),
         # Sparse index of open tasks per (room, assignee).
         IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
-        # Approval requests per (room, owning company), design §9: gsi3pk =
+        # Approval requests per (room, owning company), design §14: gsi3pk =
         # "APPROVALS#{room}#{company}", gsi3sk = "{created_at}#{run}#{index}" (approval rows only).
         IndexDef("approvals_by_company", KeyAttr("gsi3pk"), KeyAttr("gsi3sk")),
     ),
@@ -88,7 +88,7 @@ CLAIM_TABLE = TableDef(
     sort_key=KeyAttr("wake_id"),
 )
 
-#: What the active-runs indexes hold of a run: what the stop path needs (design §3).
+#: What the active-runs indexes hold of a run: what the stop path needs (design §12.2).
 ACTIVE_RUN_FIELDS = ("run_id", "room_id", "agent_id", "chain_id", "status")
 
 LEDGER_TABLE = TableDef(
@@ -98,11 +98,11 @@ LEDGER_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
-        # A room's runs and refused wakes, per company (design §9): gsi1pk = "ROOM#{room}" or
+        # A room's runs and refused wakes, per company (design §14): gsi1pk = "ROOM#{room}" or
         # "NOT_STARTED#{room}", gsi1sk = "{company}#{started_at}#{run}": a company's page reads
         # its own items only.
         IndexDef("runs_by_room", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
-        # Sparse: runs without a final status, by agent and by chain (design §3: the stop path)
+        # Sparse: runs without a final status, by agent and by chain (design §12.2: the stop path)
         IndexDef("active_by_agent", KeyAttr("active_agent"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
         IndexDef("active_by_chain", KeyAttr("active_chain"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
     ),
@@ -129,7 +129,7 @@ class BucketDef:
 
 RUN_DATA_BUCKET = BucketDef("RunDataBucket", "RUN_DATA_BUCKET", "quayutec-run-data")
 RUN_DATA_PREFIX = "runs/"  # run data objects: runs/{run_id}/{name}.json
-# Room files (SPEC §8): a bucket of its own, so the run-data expiry and the upload CORS stay apart.
+# Room files (design §8): a bucket of its own, so the run-data expiry and the upload CORS stay apart.
 #   uploads/{room_id}/{file_id}        what a member uploaded (a presigned POST), as uploaded
 #   index/{room_id}/{version}-{nonce}  the room's retrieval index, one immutable object per version
 FILES_BUCKET = BucketDef("FilesBucket", "FILES_BUCKET", "quayutec-files")
@@ -212,14 +212,14 @@ ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
 # download URLs (the dev server forwards them to moto). Never set by the CDK app.
 FILES_ENDPOINT_ENV = "FILES_ENDPOINT_URL"
 # Set ("true") by the CDK app on CallModel when SnapStart is on (the snapStart context): the
-# handler imports every provider SDK at init, where the snapshot holds them (docs/design.md §7).
+# handler imports every provider SDK at init, where the snapshot holds them (docs/design.md §10).
 PROVIDER_SDKS_AT_INIT_ENV = "PROVIDER_SDKS_AT_INIT"
 # FILES_ENDPOINT_ENV and PROVIDER_SDKS_AT_INIT_ENV are optional too: off unless set.
 OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, FILES_ENDPOINT_ENV, PROVIDER_SDKS_AT_INIT_ENV})
 
 
 #: Lambda gives a function CPU in proportion to its memory: 1,769 MB is one whole vCPU, and no
-#: more helps single-threaded Python (docs/design.md §7, "Cold starts").
+#: more helps single-threaded Python (docs/design.md §10, "Cold starts").
 ONE_VCPU_MB = 1769
 
 
@@ -291,7 +291,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         timeout_s=300,
         touches=(
             "room:get",
-            "room:batchget",  # the company's budget, with its spend counters (design §7)
+            "room:batchget",  # the company's budget, with its spend counters (design §12.4)
             "room:put",  # a budget's company-only notices
             "room:check",  # the stop guard (agent not paused), in the request record's transaction
             "ledger:query",
@@ -410,7 +410,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "ApiFunction",
         "quayutec.handlers.api.handler",
         timeout_s=29,
-        memory_mb=ONE_VCPU_MB,  # a cold start is CPU-bound imports: a whole vCPU (docs/design.md §7)
+        memory_mb=ONE_VCPU_MB,  # a cold start is CPU-bound imports: a whole vCPU (docs/design.md §10)
         touches=(
             "room:get",
             "room:query",
@@ -421,7 +421,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:query",
             "ledger:query@runs_by_room",
             "room:query@approvals_by_company",  # a company's approval requests in a room
-            "ledger:batchget",  # a company's spend counters, with its budget (design §7)
+            "ledger:batchget",  # a company's spend counters, with its budget (design §12.4)
             "room:batchget",
             "ledger:query@active_by_agent",  # a pause and a chain's stop reach the runs they stop
             "ledger:query@active_by_chain",
@@ -447,7 +447,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             *LIMIT_ENVS,
         ),
     ),
-    # Room files (SPEC §8): S3 events of uploads/ through the ingest queue. Extracts the text,
+    # Room files (design §8): S3 events of uploads/ through the ingest queue. Extracts the text,
     # chunks it and writes the room's next index version (a conditional version pointer).
     FunctionDef(
         "IngestFunction",
@@ -461,7 +461,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "AuthorizerFunction",
         "quayutec.handlers.authorizer.handler",
         timeout_s=10,
-        memory_mb=ONE_VCPU_MB,  # in series before a cold API: the same vCPU (docs/design.md §7)
+        memory_mb=ONE_VCPU_MB,  # in series before a cold API: the same vCPU (docs/design.md §10)
         touches=("room:get",),
         reads=(ROOM_TABLE.env_var,),
     ),

@@ -34,7 +34,7 @@ from quayutec.errors import Misconfigured
 HARD_LIMITS = {"MAX_ROOM_AGENTS": 1500, "MAX_ROOM_MEMBERS": 100, "MAX_COMPANY_PEOPLE": 1000, "MAX_POLICY_RULES": 500}
 
 #: The ASL's execution ``TimeoutSeconds`` is 691200 s (8 days); an approval expiry must leave
-#: room for the 300 s of active time (SPEC §2.6).
+#: room for the 300 s of active time (design §2.6).
 MAX_APPROVAL_TIMEOUT_SECONDS = 604800
 
 
@@ -106,7 +106,7 @@ class Settings(BaseModel):
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
     bedrock_endpoint_url: str | None = Field(default=None, alias="BEDROCK_ENDPOINT_URL")
     # CallModel with SnapStart (the CDK's snapStart context): every provider SDK imported at init,
-    # into the snapshot (docs/design.md §7). Read at import by quayutec.handlers.call_model.
+    # into the snapshot (docs/design.md §10). Read at import by quayutec.handlers.call_model.
     provider_sdks_at_init: bool = Field(default=False, alias=r.PROVIDER_SDKS_AT_INIT_ENV)
     # Local stack only (quay dev): where presigned file URLs point (the dev server).
     files_endpoint_url: str | None = Field(default=None, alias=r.FILES_ENDPOINT_ENV)

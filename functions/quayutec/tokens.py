@@ -20,7 +20,7 @@ charged what such a tokenizer could need for it at most on real text:
 Held against a real BPE tokenizer (OpenAI's cl100k, in the tests: tests/unit/test_tokens.py)
 on English, code, CJK, emoji and control characters, the estimate is never below it and within
 2.5x of it on English prose (about 2.4x on this repository's docs). It is an estimate for fitting
-a prompt, not a bill: the cost line counts the tokens the provider reports (design §7).
+a prompt, not a bill: the cost line counts the tokens the provider reports (design §10).
 """
 
 from __future__ import annotations

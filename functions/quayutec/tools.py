@@ -1,8 +1,8 @@
-"""The tool definitions offered to the model: one tool per declared-action kind (SPEC §4).
+"""The tool definitions offered to the model: one tool per declared-action kind (design §4).
 
 Tool name = action kind. The model's ``tool_use`` blocks (Anthropic), ``tool_calls``
 (OpenAI) or ``toolUse`` (Bedrock) in its single response are the actions its reply declares;
-they are never executed as a tool loop, only decided (SPEC §2.4) and written (SPEC §2.7).
+they are never executed as a tool loop, only decided (design §2.4) and written (design §2.7).
 
 ``TOOL_SPECS`` is provider-neutral: ``name``, ``description`` and a JSON Schema
 ``input_schema``. The provider adapters translate it to each wire format.

@@ -147,7 +147,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (for machines)
 
 
 def _say(line: str) -> None:
-    """One line of human output; any untrusted part made visible (SPEC §5)."""
+    """One line of human output; any untrusted part made visible (design §5)."""
     print(visible(line))
 
 
@@ -705,7 +705,7 @@ def _budget_lines(company: str, b: dict) -> list[str]:
 
 @budget_app.command("show")
 def budget_show(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
-    """Your company's budget: limits per UTC day and month (docs/design.md §7)."""
+    """Your company's budget: limits per UTC day and month (docs/design.md §12.4)."""
     b = _run(lambda: _client(url, token).budget(company))
     _show(b, as_json, lambda b: _budget_lines(company, b))
 
@@ -1071,7 +1071,7 @@ def ledger(
     listing = _run(lambda: client.run_list(str(room)))
     for r in listing["runs"]:
         print(f"{r['run_id']}  {r['agent_id']}  {r['status']}  {r['started_at']}")
-    for n in listing.get("not_started") or []:  # design §3: why an agent did not wake
+    for n in listing.get("not_started") or []:  # design §12.1: why an agent did not wake
         print(f"not woken: {n['agent_id']}  {n['reason']}  chain {n['chain_id']}  {n['at']}")
 
 
@@ -1107,7 +1107,7 @@ def context_line(context: dict) -> str:
 
 
 def cost_lines(cost: dict | None) -> list[str]:
-    """The run's cost line (docs/design.md §7) as ``quay ledger RUN`` prints it (``quay cost``: a sum of
+    """The run's cost line (docs/design.md §10) as ``quay ledger RUN`` prints it (``quay cost``: a sum of
     them); estimates say so, and so does what is unknown (a model's price, capacity a response
     did not report, tokens a reply did not report)."""
     if not cost:

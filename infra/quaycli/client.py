@@ -187,7 +187,7 @@ class QuayClient:
         return self.call("GET", "/agents")["agents"]
 
     def budget(self, company: str) -> dict:
-        """``GET /companies/{company}/budget`` (design §7)."""
+        """``GET /companies/{company}/budget`` (design §12.4)."""
         result: dict = self.call("GET", f"/companies/{_seg(company)}/budget")
         return result
 

@@ -1,5 +1,5 @@
 """Untrusted text (messages, names, model output, provider error text) shown in a terminal
-(SPEC §5, issue 10 finding 7): control and escape characters are made visible, never sent raw.
+(design §5, issue 10 finding 7): control and escape characters are made visible, never sent raw.
 ``ESC ] 0 ; title BEL``, ``ESC [ 2 J`` or an OSC 52 clipboard write in a message would otherwise
 retitle, clear or write to the reader's terminal and clipboard.
 

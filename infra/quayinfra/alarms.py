@@ -1,4 +1,4 @@
-"""The alarms of the stack, as data (docs/design.md §8): what each watches, its statistic,
+"""The alarms of the stack, as data (docs/design.md §13): what each watches, its statistic,
 threshold and periods, and what it means. :mod:`quayinfra.observability` builds the CloudWatch
 alarms from :data:`ALARMS`; the local stack reads the same metrics (``LocalStack.alarm_metrics``)
 and the tests drive each alarm's situation through it. No CDK here: plain data.
@@ -41,7 +41,7 @@ class AlarmDef:
 
 
 FIVE_MINUTES = 300
-#: A run that failed by our own fault (docs/design.md §8: ``RunFailed_<cause>``).
+#: A run that failed by our own fault (docs/design.md §13: ``RunFailed_<cause>``).
 RUN_FAILED_FAULT = "RunFailed_fault"
 #: A message this old in a dead-letter queue was not looked at for a day (SQS keeps 14 days).
 DLQ_OLDEST_AGE_S = 24 * 3600
@@ -141,7 +141,7 @@ ALARMS: tuple[AlarmDef, ...] = (
 )
 ALARMS_BY_NAME = {a.name: a for a in ALARMS}
 
-#: The runtime's metrics that are information, not alarms (docs/design.md §8).
+#: The runtime's metrics that are information, not alarms (docs/design.md §13).
 INFORMATION_METRICS = (
     "RunFailed_customer",
     "RunFailed_provider",

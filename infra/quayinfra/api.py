@@ -1,5 +1,5 @@
 """The room API (issue 4): API Gateway REST API -> the ApiFunction (Lambda proxy integration),
-behind a TOKEN Lambda authorizer (the AuthorizerFunction: bearer tokens stored hashed, SPEC §5),
+behind a TOKEN Lambda authorizer (the AuthorizerFunction: bearer tokens stored hashed, design §5),
 one stage with JSON access logs, X-Ray tracing, metrics and throttling.
 
 * ``ANY /{proxy+}``: every API route, authorizer required (the handler trusts only the

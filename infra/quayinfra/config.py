@@ -21,7 +21,7 @@ alarmEmail             (none)     an address subscribed (by email) to the alarm 
 snapStart              false      Lambda SnapStart on every function: a published version
                                   and a ``live`` alias each, invoked (and granted) through
                                   the alias; CallModel imports the provider SDKs at init
-                                  (docs/design.md §7; it has its own charges)
+                                  (docs/design.md §10; it has its own charges)
 =====================  =========  ==========================================================
 
 Runtime settings: every entry of ``quayutec.resources.SETTING_DEFAULTS`` can be overridden by
@@ -60,7 +60,7 @@ STATE_MACHINE_PATH = REPO_ROOT / "statemachines" / R.STATE_MACHINE_FILE
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_13
 LAMBDA_ARCHITECTURE = lambda_.Architecture.ARM_64
 
-# Hard limits of the run (SPEC §2): not settings.
+# Hard limits of the run (design §2): not settings.
 MAX_APPROVAL_TIMEOUT_SECONDS = 604_800  # 7 days
 
 DEFAULT_STAGE = R.DEFAULT_STAGE
@@ -171,7 +171,7 @@ class Settings:
             name: (json.dumps(v) if isinstance(v := get(context_key(name), default), (dict, list)) else str(v))
             for name, default in R.SETTING_DEFAULTS.items()
         }
-        runtime[R.STAGE_ENV] = stage  # secret names carry the stage (SPEC §5)
+        runtime[R.STAGE_ENV] = stage  # secret names carry the stage (design §5)
         cls._validate_runtime(runtime)
         expiry = _as_int("runDataExpiryDays", get("runDataExpiryDays", DEFAULT_RUN_DATA_EXPIRY_DAYS), minimum=1)
         email = str(get("alarmEmail", "")).strip() or None

@@ -1,4 +1,4 @@
-"""Room files (SPEC §8): the files bucket's S3 events → the ingest queue → IngestFunction.
+"""Room files (design §8): the files bucket's S3 events → the ingest queue → IngestFunction.
 
 The notification is the bucket's own ``NotificationConfiguration`` (no CDK custom resource:
 ``Bucket.add_event_notification`` deploys a Lambda outside the package, which moto's

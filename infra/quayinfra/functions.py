@@ -27,7 +27,7 @@ from .config import LAMBDA_ARCHITECTURE, LAMBDA_RUNTIME, Settings
 from .storage import RUN_DATA_PREFIX, Storage
 
 # touch -> table whose name it concerns; op -> the one DynamoDB action it grants. Conditional
-# puts and updates (SPEC §2.1); DeleteItem only where Powertools idempotency deletes its
+# puts and updates (design §2.1); DeleteItem only where Powertools idempotency deletes its
 # in-progress record after a failed request. No BatchWriteItem, no Scan.
 _TABLE_TOUCHES = {
     "claims": R.CLAIM_TABLE,
@@ -68,7 +68,7 @@ KNOWN_TOUCHES = frozenset(
         "ingest:consume",
     }
 )
-# Room files (SPEC §8): uploads and index versions are keyed by room and file/version, unknown
+# Room files (design §8): uploads and index versions are keyed by room and file/version, unknown
 # at deploy time; each touch is one action on one prefix of the files bucket.
 _FILE_TOUCHES = {
     "files:get": ("s3:GetObject", R.UPLOADS_PREFIX),
@@ -84,7 +84,7 @@ LIVE_ALIAS = "live"
 STATE_MACHINE_TOUCH = "states:start"
 TASK_ANSWER_TOUCH = "states:answer"
 
-# Provider keys (SPEC §5): only CallModel reads a value; the API sets or rotates keys without
+# Provider keys (design §5): only CallModel reads a value; the API sets or rotates keys without
 # reading them (create, on ResourceExistsException put a new version; describe for
 # "key_stored").
 SECRETS_READ = ["secretsmanager:GetSecretValue"]
@@ -192,7 +192,7 @@ class Functions(Construct):
         self.environment = self._environment()
         self.functions: dict[str, lambda_.Function] = {}
         # What invokers name (state machine, API Gateway, event sources, EventBridge): the
-        # function, or with SnapStart its "live" alias (docs/design.md §7).
+        # function, or with SnapStart its "live" alias (docs/design.md §10).
         self.targets: dict[str, lambda_.IFunction] = {}
         self.roles: dict[str, iam.Role] = {}
         self.log_groups: dict[str, logs.LogGroup] = {}
@@ -268,7 +268,7 @@ class Functions(Construct):
             log_group=log_group,
             role=role,
             description=f"quayutec {fdef.handler}",
-            # SnapStart snapshots a published version at publish time (docs/design.md §7). An old
+            # SnapStart snapshots a published version at publish time (docs/design.md §10). An old
             # version is deleted once the alias has moved on: each kept one is cached and billed.
             snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if settings.snap_start else None,
             current_version_options=lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY)
@@ -355,7 +355,7 @@ class Functions(Construct):
             )
             reason = (
                 f"Provider keys are one secret per company and provider under '{scope}' "
-                "(SPEC §5), created when agents are registered: the names are not known at "
+                "(design §5), created when agents are registered: the names are not known at "
                 "deploy time, the prefix and stage are the narrowest scope. "
             )
             reason += (
@@ -431,7 +431,7 @@ class Functions(Construct):
                 fn = self.functions[fdef.logical_id]
                 fn.add_environment(R.STATE_MACHINE_ENV, state_machine.state_machine_arn)
                 state_machine.grant_start_execution(self.roles[fdef.logical_id])
-            if TASK_ANSWER_TOUCH in fdef.touches:  # approve / deny a held action (SPEC §2.6)
+            if TASK_ANSWER_TOUCH in fdef.touches:  # approve / deny a held action (design §2.6)
                 self.roles[fdef.logical_id].add_to_policy(
                     iam.PolicyStatement(
                         actions=["states:SendTaskSuccess", "states:SendTaskFailure"],

@@ -1,7 +1,7 @@
 """Observability: CloudWatch alarms on what needs a person, an SNS topic they publish to, and
 one dashboard.
 
-Alarms (:data:`quayinfra.alarms.ALARMS`, docs/design.md §8): runs failed by our own fault
+Alarms (:data:`quayinfra.alarms.ALARMS`, docs/design.md §13): runs failed by our own fault
 (``RunFailed_fault``), a message in a dead-letter / failed-events queue and the age of its
 oldest, the room stream's ``IteratorAge``, Lambda throttles, the reconciler's errors. Failed runs
 of other causes, budget refusals, refused claims and wakes are information on the dashboard.
@@ -128,7 +128,7 @@ class Observability(Construct):
         self._action = cw_actions.SnsAction(self.topic)
 
         # ------------------------------------------------------------------ alarms
-        # docs/design.md §8: each alarm watches a fault (quayinfra.alarms.ALARMS); what moves in
+        # docs/design.md §13: each alarm watches a fault (quayinfra.alarms.ALARMS); what moves in
         # normal operation (a customer's bad key, a budget reached, a duplicate) is on the dashboard.
         for spec in ALARMS:
             self._alarm(spec, self._metric_of(spec, queues, functions))

@@ -1,4 +1,4 @@
-"""Reconciler (SPEC §2.1): every claimed run's ledger entry reaches a final state, also when
+"""Reconciler (design §2.1): every claimed run's ledger entry reaches a final state, also when
 the execution itself fails outside any Catch, times out or is aborted.
 
 An EventBridge rule on "Step Functions Execution Status Change" events of THIS state machine

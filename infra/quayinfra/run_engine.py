@@ -1,4 +1,4 @@
-"""Run engine (SPEC §2): the agent-run state machine over the phase functions.
+"""Run engine (design §2): the agent-run state machine over the phase functions.
 
 The definition is the ASL file itself (``statemachines/agent_run.asl.json``), unchanged; the
 Lambda ARNs are definition substitutions built from ``FunctionDef.asl_placeholder``.

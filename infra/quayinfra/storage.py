@@ -61,7 +61,7 @@ class Storage(Construct):
             deletion_protection=removal == RemovalPolicy.RETAIN,
             removal_policy=removal,
         )
-        for index in tdef.indexes:  # global only: no table has an LSI (design §9)
+        for index in tdef.indexes:  # global only: no table has an LSI (design §14)
             table.add_global_secondary_index(
                 index_name=index.name,
                 partition_key=_attr(index.partition_key),
@@ -109,7 +109,7 @@ class Storage(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             versioned=False,
             lifecycle_rules=self._lifecycle(bdef, settings),
-            # Room files are uploaded from browsers with a presigned POST (SPEC §8) and
+            # Room files are uploaded from browsers with a presigned POST (design §8) and
             # downloaded with a presigned GET: only the files bucket answers cross-origin.
             cors=[
                 s3.CorsRule(

@@ -1,4 +1,4 @@
-"""Wakes (SPEC §3): room-table stream -> WakeRelay -> wake queue -> WakeConsumer.
+"""Wakes (design §3): room-table stream -> WakeRelay -> wake queue -> WakeConsumer.
 
 Two steps, because the functions need the queue URL in their environment:
 ``Wakes(...)`` creates the queues (from ``resources.QUEUES``), ``connect(functions)`` adds the

@@ -1,4 +1,4 @@
-"""Chaos on the local stack: "never twice, proven" (SPEC §2.1, §6; issue 6).
+"""Chaos on the local stack: "never twice, proven" (design §2.1, §6; issue 6).
 
 A *case* is a run that posts a reply, writes a memory line, updates a task, creates a task and
 holds one action (approved by the driver), with faults injected at points of its phases
@@ -7,11 +7,11 @@ the reconciler); the wake is delivered again; then a fresh message goes to the a
 tables then say (:meth:`ChaosLab.check`): no item written twice (by content, by key, and by the
 room table's stream for items that are never rewritten), the reply at most once and under its
 run-derived id, every held action requested and decided at most once, the ledger entry final
-with the status SPEC §2.1 names for the point, the ledger honest about each action ("written"
+with the status design §2.1 names for the point, the ledger honest about each action ("written"
 exactly when its write is in the room), no request left pending, the next run completed and saw
 what the failed run wrote, each chain's counter counted exactly the runs the ledger holds of
-it (design §3), and the agent's spend counters count each recorded model request exactly once:
-its reserve until it is settled, its settled amount after (design §7). Chain cases
+it (design §12.1), and the agent's spend counters count each recorded model request exactly once:
+its reserve until it is settled, its settled amount after (design §12.4). Chain cases
 (:func:`chain_matrix`) bound the room's chains to 1 or 2 runs, so a wake is refused or a run
 posts the chain's notice, and check the notices and the refused claim.
 
@@ -73,10 +73,10 @@ NO_RUN = "no run"  # the expected "status" when the claim never landed: nothing 
 # the claim, its ledger entry, its chain's count, the agent not paused
 CLAIM_TX = "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META"
 CLAIM_WRITE = CLAIM_TX.replace(":before:", ":after:")
-#: A run's stop guard in each of its guarded writes' transactions (design §3): the chain not
+#: A run's stop guard in each of its guarded writes' transactions (design §12.2): the chain not
 #: stopped, the agent not paused.
 GUARD = "+ledger:CHAIN+room:META"
-#: A model request's counts in its company's spend counters, day and month (design §7): its
+#: A model request's counts in its company's spend counters, day and month (design §12.4): its
 #: reserve, with its record; its settlement, with its outcome.
 SPEND = "+ledger:D+ledger:M"
 #: The request's record (under the stop guard, with its reserve) and its outcome (the reply, the
@@ -87,7 +87,7 @@ REPLY_WRITE = f"post_reply:after:tx room:MSG{GUARD}"
 FINISH_WRITE = "finish:after:update ledger:RUN"
 #: A plain reply's end (Point.plain): the reply, its hop-limit notice and the run's final write.
 PLAIN_END_WRITE = f"post_reply:after:tx room:MSG+room:MSG+ledger:RUN{GUARD}"
-#: A wake its chain refuses (design §3): the chain's notice, then the wake claimed as not started.
+#: A wake its chain refuses (design §12.1): the chain's notice, then the wake claimed as not started.
 REFUSAL_WRITE = "claim:after:tx claims:CLAIM+ledger:NOT_STARTED"
 CLAIM_NOTICE_WRITE = "claim:after:put room:MSG"
 #: A held action's approval request, and a memory line an action writes (each under the guard).
@@ -190,7 +190,7 @@ class Point:
     ``times``: how often the first fault fires (a ``conflict`` met again by each retry), after
     letting its point pass ``skip`` times.
 
-    A chain case (``max_runs``: the room's ``max_runs_per_chain``, design §3) keeps the default
+    A chain case (``max_runs``: the room's ``max_runs_per_chain``, design §12.1) keeps the default
     hop limit and its reply also @mentions the other agent. With 1 the run takes the chain's only
     run: its writes wake no one and its reply posts the chain's notice first. With 2 the mention
     takes the last run and the task the reply creates for the other agent wakes it again, after
@@ -214,7 +214,7 @@ class Point:
     notices: int | None = None
     refusal: str | None = "chain_full"
     #: what a person does about the run's parked approval: ``approve`` it, or ``pause`` the
-    #: agent or ``stop_chain`` instead (design §3: the stop path ends the parked run)
+    #: agent or ``stop_chain`` instead (design §12.2: the stop path ends the parked run)
     on_parked: str = "approve"
     #: the room items the run must hold at the end (a stop case: what landed before the stop)
     writes: int | None = None
@@ -395,7 +395,7 @@ def standard_matrix() -> list[Point]:
 
 
 def chain_matrix() -> list[Point]:
-    """The claim's transaction under conflicts, and the writes around a chain's bound (design §3).
+    """The claim's transaction under conflicts, and the writes around a chain's bound (design §12.1).
 
     A hot chain counter makes DynamoDB cancel the claim with ``TransactionConflict``: a
     TransientError, retried :func:`claim_retries` times. Met that often, the last retry lands and
@@ -456,7 +456,7 @@ def chain_matrix() -> list[Point]:
 
 def stop_matrix() -> list[Point]:
     """A person pauses the agent or stops the chain while the run is at each guarded write
-    (design §3): the stop intent lands first, the guarded write (or the next one) is refused,
+    (design §12.2): the stop intent lands first, the guarded write (or the next one) is refused,
     and the run ends ``stopped`` with nothing written after the point: no reply past the reply
     point, no approval request, no action past the one that landed. A parked run is ended
     through SendTaskFailure(RunStopped). Deaths at the guarded writes ride along: a retried
@@ -927,7 +927,7 @@ class ChaosLab:
 
 
 def _chain_problems(lab: ChaosLab, case: Case, room_items: list[dict[str, Any]]) -> list[str]:
-    """Design §3 on the case's chains (its first message's and the next one's): each counter
+    """Design §12.1 on the case's chains (its first message's and the next one's): each counter
     counts exactly the runs the ledger holds of its chain (a cancelled or repeated claim counts
     nothing), the room holds the chain notices the case expects and, when the chain refused a
     wake, its claim records the refusal, it has no ledger entry and started no model request
@@ -963,7 +963,7 @@ def _chain_problems(lab: ChaosLab, case: Case, room_items: list[dict[str, Any]])
 
 
 def _spend_problems(lab: ChaosLab, case: Case) -> list[str]:
-    """Design §7 on the case's agent: its spend counters count each recorded request of its
+    """Design §12.4 on the case's agent: its spend counters count each recorded request of its
     runs exactly once, its reserve while unsettled (a crash between reserve and settlement keeps
     the reserve: never less than spent) and its settled amount after (never twice)."""
     d = lab.deps

@@ -1,4 +1,4 @@
-"""Counted figures of a plain run on the local stack (SPEC §10): AWS calls, writes, Step
+"""Counted figures of a plain run on the local stack (design §10): AWS calls, writes, Step
 Functions transitions and Lambda invocations, from the call recorder (:mod:`quaylocal.calls`,
 the same hook the IAM check uses) and the execution history. Counts, not timings: a test pins
 them, ``make bench`` prints them.
@@ -25,7 +25,7 @@ POLLING = frozenset(
     {("dynamodb-streams", op) for op in ("DescribeStream", "GetShardIterator", "GetRecords", "ListStreams")}
     | {("sqs", op) for op in ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "GetQueueAttributes")}
 )
-#: Write API calls to the tables (a transaction is one; SPEC §10 counts five in a plain run).
+#: Write API calls to the tables (a transaction is one; design §10 counts five in a plain run).
 WRITES = frozenset(
     {("dynamodb", op) for op in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")}
 )
@@ -193,7 +193,7 @@ def retrieval_reads(
 def seed_room_runs(ledger: Any, room_id: str, runs: dict[str, int], at: str = "2026-11-30T00:00:00.000000Z") -> None:
     """Write ``runs[company]`` finished run entries of ``company``'s agent ``{company}.a1`` in
     ``room_id`` straight into the ledger (as the claim writes them, then ``completed``): the
-    fixture of the per-company runs page (design §9). Run ``i`` of each company starts ``i``
+    fixture of the per-company runs page (design §14). Run ``i`` of each company starts ``i``
     seconds after ``at`` (the companies' runs interleaved)."""
     from datetime import timedelta
 

@@ -1,4 +1,4 @@
-"""Fault injection for the chaos tests: "never twice, proven" (SPEC §2.1, §6). OFF by default.
+"""Fault injection for the chaos tests: "never twice, proven" (design §2.1, §6). OFF by default.
 
 This module lives with the local stack, not in the deployed package: it reaches the runtime
 through :mod:`quayutec.seams` (a client hook puts the write points on every factory client, a
@@ -58,7 +58,7 @@ exception's class name, which is the ASL error name):
 * ``pause`` / ``stop_chain`` — a person pauses the run's agent (ann of acme, whose agents the
   chaos lab's runs are) or stops the run's chain (bob of bolt) at the point, through the API's
   own domain service, with clients of its own (not the function's), then the phase carries on:
-  what a pause or a stop answered while the run is inside that step does (design §3).
+  what a pause or a stop answered while the run is inside that step does (design §12.2).
 * ``conflict`` (at a ``{phase}:before:tx …`` point only) — the transaction is not sent and the
   call raises what botocore makes of DynamoDB's answer to a transaction that met another one on
   an item (a hot counter): ``TransactionCanceledException`` whose ``CancellationReasons`` say
@@ -311,7 +311,7 @@ def _stop_execution(sc: _Scope | None, where: str) -> None:
     machine = os.environ[STATE_MACHINE_ENV]
     arn = sc.execution_arn or machine.replace(":stateMachine:", ":execution:") + f":{sc.run_id}"
     # The chaos lab stops the execution as an operator would: a client of its own, not the
-    # factory's (whose calls count as the function's own, SPEC §11).
+    # factory's (whose calls count as the function's own, design §11).
     boto3.client("stepfunctions").stop_execution(executionArn=arn, error="InjectedStop", cause=where)
 
 

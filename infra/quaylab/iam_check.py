@@ -1,5 +1,5 @@
 """Check recorded AWS calls against the roles of the synthesized CloudFormation template
-(SPEC §11: moto enforces no IAM, so the suite does).
+(design §11: moto enforces no IAM, so the suite does).
 
 * :class:`Roles` reads every function's role, the state machine's role, and their statements
   (inline policies and ``AWS::IAM::Policy`` resources) from the template, resolving ``Ref``,

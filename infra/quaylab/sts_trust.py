@@ -1,4 +1,4 @@
-"""The trust policies of companies' Bedrock roles, on the local stack (docs/design.md §5, §6).
+"""The trust policies of companies' Bedrock roles, on the local stack (docs/design.md §5, §7).
 
 moto's STS ``AssumeRole`` always succeeds and ignores ``ExternalId``: it knows no trust policy.
 This stands in for them, and for STS's failures, where a test arms it (in-process only, like

@@ -1,5 +1,5 @@
 """The AWS call recorder: every call the deployed code makes, with its owner, its IAM actions
-and the resource ARNs they concern (SPEC §11: moto checks no IAM, so the suite does).
+and the resource ARNs they concern (design §11: moto checks no IAM, so the suite does).
 
 The deployed package's client factory announces each call to the call observers of its one
 seam (:func:`quayutec.seams.observe`); a :class:`Recorder` is one such observer, installed with

@@ -1,4 +1,4 @@
-"""``quay dev``: the room API on 127.0.0.1 over HTTP, on the local stack (SPEC §7).
+"""``quay dev``: the room API on 127.0.0.1 over HTTP, on the local stack (design §7).
 
 :class:`Gateway` does what API Gateway (REST API, Lambda proxy integration, TOKEN Lambda
 authorizer) does in front of the API Lambda: refuse a request without ``Authorization`` (401),

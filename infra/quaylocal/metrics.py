@@ -1,4 +1,4 @@
-"""The metrics the alarms watch (docs/design.md §8), counted on the local stack.
+"""The metrics the alarms watch (docs/design.md §13), counted on the local stack.
 
 moto has no CloudWatch metrics of Lambda or Step Functions, and the local stack switches
 Powertools metrics off (POWERTOOLS_METRICS_DISABLED: no EMF lines in the output). So they are

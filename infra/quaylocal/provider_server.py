@@ -1,4 +1,4 @@
-"""A local model-provider server for tests and the local dev stack (never deployed; SPEC §7).
+"""A local model-provider server for tests and the local dev stack (never deployed; design §7).
 
 It speaks each provider's real wire format, so the real SDKs and provider adapters run
 unchanged against it:

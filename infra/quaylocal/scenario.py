@@ -67,7 +67,7 @@ class SCompany(_Strict):
     id: str
     people: list[str]
     rights: RightsPolicy | None = None
-    budget: CompanyBudget | None = None  # as PUT /companies/{company}/budget takes it (design §7)
+    budget: CompanyBudget | None = None  # as PUT /companies/{company}/budget takes it (design §12.4)
 
 
 class SAgent(_Strict):
@@ -289,7 +289,7 @@ class Player:
         self.time_scale = time_scale
         self.quiet_timeout_s = quiet_timeout_s
         self.company_keys = {c.id: f"sk-local-{c.id}-{secrets.token_hex(8)}" for c in scenario.companies}
-        # The scenario names its room; the service generates room ids (SPEC §5): the player maps
+        # The scenario names its room; the service generates room ids (design §5): the player maps
         # the name to the id of the room it creates.
         self.room_id = new_room_id()
         self.rooms = {scenario.room.id: self.room_id}
@@ -497,7 +497,7 @@ class Player:
         d = quay_deps.default_deps()
         room_id = self.room_id
         # The operator's view: every message, company-only notices of every company included
-        # (design §5); what a company's people or agents read is filtered (the API, a run's context).
+        # (design §12.5); what a company's people or agents read is filtered (the API, a run's context).
         result.transcript = [m.model_dump(mode="json") for m in d.room.all_messages(room_id)]
         result.tasks = [
             t.model_dump(mode="json")
@@ -567,7 +567,7 @@ def mutual_mentions(
 ) -> Scenario:
     """A room of ``agents`` agents (``a1`` of acme, the rest of globex) whose every reply
     @mentions all the others, and one message of acme's ann that wakes ``a1`` (``text``): the
-    room that makes a chain of wakes as wide as it can go (design §3; ``make bench``, the tests).
+    room that makes a chain of wakes as wide as it can go (design §12.1; ``make bench``, the tests).
     ``replies``: scripted replies per agent; no ``expect`` (which agent answers how often depends
     on the order concurrent runs are claimed in)."""
     ids = [f"a{i}" for i in range(1, agents + 1)]

@@ -828,7 +828,7 @@ class LocalStack:
                         {"AttributeName": idx.sort_key.name, "KeyType": "RANGE"},
                     ],
                 }
-                gsis.append(spec)  # global only: no table has an LSI (design §9)
+                gsis.append(spec)  # global only: no table has an LSI (design §14)
             if gsis:
                 kwargs["GlobalSecondaryIndexes"] = gsis
             if t.stream:
@@ -1156,7 +1156,7 @@ class LocalStack:
         try:
             a = b = d = False
             # Each poller's calls count as those of the function whose event source it stands
-            # in for (SPEC §11, quaylocal.calls); the executions poller stands in for EventBridge.
+            # in for (design §11, quaylocal.calls); the executions poller stands in for EventBridge.
             if STREAM in pollers:
                 with calls.owner(calls.function_owner("WakeRelayFunction")):
                     a = self._poll_stream()
@@ -1458,7 +1458,7 @@ class LocalStack:
         return True
 
     def wait_quiet(self, timeout_s: float = 120.0, settle_s: float = 0.0) -> None:
-        """Block until the stack is quiet (SPEC scenarios README: no stream record, SQS message or
+        """Block until the stack is quiet (docs/scenarios.md: no stream record, SQS message or
         execution in progress, except executions parked on a recorded approval request), and has
         stayed so for ``settle_s``. Raises TimeoutError.
 

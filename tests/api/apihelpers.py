@@ -88,7 +88,7 @@ def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
             w.tokens[person] = api.ok("POST", f"/companies/{company}/tokens", adm, {"member": person})["token"]
     w.tokens["admin"] = adm
     api.ok("PUT", "/companies/acme/policy", w.tokens["ann"], {"actions": {"remember": "ask"}})
-    # The API generates room ids (SPEC §5); the fixtures' rooms keep the fixed ids the tests
+    # The API generates room ids (design §5); the fixtures' rooms keep the fixed ids the tests
     # name (r1, r-cato), written as POST /rooms writes them. test_api_ownership creates rooms
     # through the API.
     directory = Directory(default_deps().room)

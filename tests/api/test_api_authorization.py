@@ -153,7 +153,7 @@ def test_a_revoked_token_is_refused(world: World) -> None:
 def test_only_the_owner_decides_then_the_run_completes(world: World, stack_env) -> None:
     stack = stack_env[0]
     api, path = world.api, f"/rooms/r1/approvals/{world.ids['approval']}"
-    # to another company in the room, a held action answers as an unknown approval id (SPEC §5)
+    # to another company in the room, a held action answers as an unknown approval id (design §5)
     outsider = api.call("POST", f"{path}/approve", world.tokens["bob"])
     unknown = api.call("POST", "/rooms/r1/approvals/no-such-run:0/approve", world.tokens["bob"])
     assert outsider.status == unknown.status == 404

@@ -1,4 +1,4 @@
-"""A company's budget and spend through the API (design §7): its own people read and set them;
+"""A company's budget and spend through the API (design §12.4): its own people read and set them;
 another company, an operator or a company outside the room find no such company; bad limits are
 a 4xx that says what is wrong. The spend figures come from the counters the runs keep."""
 

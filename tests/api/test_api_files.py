@@ -1,4 +1,4 @@
-"""Room files through the API (SPEC §8): declare an upload (presigned POST, 25 MB cap, refused
+"""Room files through the API (design §8): declare an upload (presigned POST, 25 MB cap, refused
 at once above it), list, read (presigned download), delete by the uploader's company only;
 membership as every room route."""
 

@@ -1,5 +1,5 @@
 """Issue 10, finding 8: no half-approved actions. A decision takes effect only once Step Functions
-accepted it (SPEC §2.6): the approval row goes ``deciding`` first; a transient failure of
+accepted it (design §2.6): the approval row goes ``deciding`` first; a transient failure of
 ``SendTaskSuccess`` puts it back to ``pending`` and the API answers 503 with ``Retry-After`` (the
 person's retry works); an answer that landed while its response was lost leaves the row
 ``deciding``, and the retry (which finds the token used) never marks the approved action

@@ -1,4 +1,4 @@
-"""Company-only notices through the messages API (design §5): a notice for acme is in acme's
+"""Company-only notices through the messages API (design §12.5): a notice for acme is in acme's
 people's transcript and in no one else's, and pages stay whole around the notices a reader does
 not see: a page is short only when it has a next cursor, and a cursor after a page with messages
 names the page's last message, never a hidden notice."""

@@ -1,4 +1,4 @@
-"""Issue 10, findings 5 and 6: ownership and existence (SPEC §5).
+"""Issue 10, findings 5 and 6: ownership and existence (design §5).
 
 * 6: a task is updated or closed only by a person of its creator's or its assignee's company;
   an operator token never changes a company's rights policy.

@@ -1,4 +1,4 @@
-"""A company's runs page reads its own runs only (design §9): the ledger's ``runs_by_room`` index
+"""A company's runs page reads its own runs only (design §14): the ledger's ``runs_by_room`` index
 keys a room's runs by (room, company), so another company's runs, however many, are never read
 and a page fills ``limit`` exactly. Its approval requests likewise (``approvals_by_company``)."""
 

@@ -1,7 +1,7 @@
 """Security probe, at the API: numbers in request bodies refuse booleans (``"hop_limit": true`` was
 a room with hop limit 1); the room page caches only its shipped files, never a requested name it
 does not have; owner model addresses in legacy IPv4 spellings or IPv6 transition ranges are
-refused at registration (SPEC §5). The stack's deps refuse loopback model addresses, as deployed."""
+refused at registration (design §5). The stack's deps refuse loopback model addresses, as deployed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A pause's or a chain's stop notice survives a fault (design §3): when its write fails once
+"""A pause's or a chain's stop notice survives a fault (design §12.2): when its write fails once
 (the request answers 503 though the stop landed), the client's retry writes it, once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Who may pause an agent and stop a chain, through the API (design §3): a person of the agent's
+"""Who may pause an agent and stop a chain, through the API (design §12.2): a person of the agent's
 company pauses and resumes it (another company's person gets 404, as for any of its agents); any
 person in the room stops a chain there (a company outside the room may not)."""
 

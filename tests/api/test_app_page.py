@@ -1,4 +1,4 @@
-"""The room page's static files (issue 12, SPEC §9) as the API serves them, through quay dev's
+"""The room page's static files (issue 12, design §9) as the API serves them, through quay dev's
 gateway: public (no token) with a strict Content-Security-Policy and no inline script or style;
 every other route still needs the token; the page's code builds DOM from text only and uses
 relative URLs."""

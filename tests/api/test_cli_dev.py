@@ -143,7 +143,7 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     raw = _quay(url, carl, "room", "show", rid, "--json").stdout
     assert "→" in raw and "\\u2192" not in raw  # JSON too: text as itself
 
-    # a paused agent: a mention does not wake it, and `quay ledger --room` says why (design §3)
+    # a paused agent: a mention does not wake it, and `quay ledger --room` says why (design §12.2)
     paused = _quay(url, carl, "agent", "pause", "a1").stdout
     assert "its running runs end stopped" in paused
     _quay(url, dora, "post", rid, "@a1 still there?")

@@ -1,4 +1,4 @@
-"""The room page in a real browser (issue 12, SPEC §9): headless Chromium from the distribution's
+"""The room page in a real browser (issue 12, design §9): headless Chromium from the distribution's
 packages, driven by Playwright for Python, against a real ``quay dev`` process (scripted a1 holds a
 memory write for acme's yes; b1 answers with echo replies).
 
@@ -10,7 +10,7 @@ the files panel is listed and becomes ready; no horizontal overflow at 375 px; s
 and 375 px; sign out clears the token. No ``securitypolicyviolation`` event fires and the token
 never appears in a URL.
 
-The stop switch (design §3), in a second room: ann pauses and resumes her company's a2 with the
+The stop switch (design §12.2), in a second room: ann pauses and resumes her company's a2 with the
 Agents panel's button (the API reads it back paused, then not; the room shows each notice), bolt's
 b2 has no button; ann stops a chain from the runs view while a2's delayed reply is under way (the
 room shows the stop notice, the API holds the chain stopped, and a3, whom a2's reply names, never
@@ -408,7 +408,7 @@ def test_stop_a_chain_from_the_runs_view(chromium: str, dev_url: str, locks: dic
             assert _notices(bob, room_id).count(notice) == 1
 
             # a2's run, waiting on its model when the chain was stopped, ends stopped: its reply
-            # (which names a3) is not posted, so a3 is never woken in the stopped chain (design §3)
+            # (which names a3) is not posted, so a3 is never woken in the stopped chain (design §12.2)
             final = wait_for(
                 lambda: [r for r in runs_of("acme.a2", chain) if r["status"] not in ("running", "waiting_approval")],
                 STOP_DELAY_S + 60,
@@ -426,7 +426,7 @@ def test_stop_a_chain_from_the_runs_view(chromium: str, dev_url: str, locks: dic
 
 
 def test_the_page_shows_the_company_spend_against_its_budget(chromium: str, dev_url: str, room: dict[str, str]) -> None:
-    """Design §7: the Agents panel shows the signed-in person's company's spend today and this
+    """Design §12.4: the Agents panel shows the signed-in person's company's spend today and this
     month against its budget, as GET /companies/{c}/spend counts it; the room's other company
     sees its own figures, never acme's budget."""
     from playwright.sync_api import expect, sync_playwright

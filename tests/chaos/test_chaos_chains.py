@@ -1,4 +1,4 @@
-"""A chain's refused wakes (design §3), on the local stack with fault injection on: a wake its
+"""A chain's refused wakes (design §12.1), on the local stack with fault injection on: a wake its
 chain refuses is claimed ``not_started`` and never runs, however often its Claim step runs again,
 and the checks the crash matrix makes of a chain (``quaylab.chaos``: counters, notices, the
 refused claim) fail on tables that break them. The crash matrix itself plays the faults at the
@@ -82,7 +82,7 @@ def test_a_refused_wake_started_again_starts_nothing_and_the_chain_checks_can_fa
 def test_a_claim_step_retried_after_its_write_landed_still_wakes_the_chain_s_last_run(lab: ChaosLab) -> None:
     """A chain of 2 whose first run's Claim step dies after its transaction landed: the retry
     finds its own claim, and the run should still wake the other agent (the chain's second and
-    last run, design §3), whose second wake is then refused. (The retry once took the chain for
+    last run, design §12.1), whose second wake is then refused. (The retry once took the chain for
     full: no wake was sent and the notice said the chain stopped after 2 runs when 1 ran.)"""
     case = lab.new_case(chaos.Point(chaos.CLAIM_WRITE, "die", "completed", max_runs=2))
     lab.run_cases([case])

@@ -1,4 +1,4 @@
-"""Never twice, proven (SPEC §2.1, §6; issue 6): the crash matrix on the local stack, the checks
+"""Never twice, proven (design §2.1, §6; issue 6): the crash matrix on the local stack, the checks
 it makes (each shown to fail on a table that breaks it) and the switch that keeps fault
 injection out of any deployed stack."""
 
@@ -37,11 +37,11 @@ def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
     """Every case: inject, let Step Functions retry / catch and the reconciler close, deliver the
     wake again, post a fresh message. The tables then hold no item twice (by content, by key,
     by the room stream), at most one reply, each held action decided and written at most once,
-    a final ledger entry with the status SPEC §2.1 names, an honest ledger (an action is
+    a final ledger entry with the status design §2.1 names, an honest ledger (an action is
     "written" exactly when it is in the room), and a next run that completed and saw what the
-    failed run wrote. Chain cases (design §3) also find each chain's counter equal to its ledger
+    failed run wrote. Chain cases (design §12.1) also find each chain's counter equal to its ledger
     entries, the chain notices expected and a refused wake claimed ``not_started``, never run; and
-    every case's spend counters hold each recorded request once (design §7): a crash between the
+    every case's spend counters hold each recorded request once (design §12.4): a crash between the
     reserve and the settlement leaves the reserve counted."""
     report, trace = chaos.run_matrix()
     table = chaos.render(report)
@@ -58,7 +58,7 @@ def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
         assert any(f"@{at} [chain of" in name for name in hit), f"no case at {at}\n{table}"
     statuses = {c.status for c in report.cases}
     assert {"completed", "failed_before_reply", "failed_after_reply", "stopped", chaos.NO_RUN} <= statuses, table
-    # a pause and a chain's stop at the run's guarded writes and while it is parked (design §3)
+    # a pause and a chain's stop at the run's guarded writes and while it is parked (design §12.2)
     for kind in ("pause", "stop_chain"):
         assert any(name.startswith(f"{kind}@") for name in hit), f"no {kind} case\n{table}"
         assert any(f"[{kind} while parked]" in name for name in hit), f"no parked {kind} case\n{table}"

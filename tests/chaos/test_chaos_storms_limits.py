@@ -1,4 +1,4 @@
-"""Storms, limits and hostile model output (SPEC §2, §2.1, §3, §4, §6; issue 6), on one local
+"""Storms, limits and hostile model output (design §2, §2.1, §3, §4, §6; issue 6), on one local
 stack with fault injection on:
 
 * the same wake delivered 100 times at once runs once; 100 executions claiming one wake at
@@ -174,7 +174,7 @@ def test_100_executions_claiming_one_wake_at_once_one_claim(lab: ChaosLab, monke
     runs = lab.deps.ledger.runs_in_room(wake.room_id)
     assert [x.run_id for x in runs] == [f"storm-{winners[0]}"]
     assert lab.deps.ledger.get_claim(agent, wake.wake_id)["run_id"] == f"storm-{winners[0]}"  # type: ignore[index]
-    # the same execution's Claim retried after its write landed carries on (SPEC §2.1)
+    # the same execution's Claim retried after its write landed carries on (design §2.1)
     again = claim_and_read.handler(
         {"state": state, "run_id": f"storm-{winners[0]}", "execution_arn": f"{prefix}storm-{winners[0]}"}, CTX
     )

@@ -1,4 +1,4 @@
-"""A run past its active-time limit (SPEC §2 "Time limit"): stopped, recorded ``timed_out``,
+"""A run past its active-time limit (design §2 "Time limit"): stopped, recorded ``timed_out``,
 not redone. The limit is a setting: 2 s on this stack of its own, and a fault makes LoadContext
 take 3 s."""
 

@@ -1,4 +1,4 @@
-"""Room files (issue 11, SPEC §8): the index built at ingest, retrieval at a constant number of
+"""Room files (issue 11, design §8): the index built at ingest, retrieval at a constant number of
 reads, ingest once, concurrent ingests keep each other's chunks, extraction and failure reasons,
 and a 3 MB file whose answer is in its last paragraph reaching the agent's model request."""
 

@@ -1,4 +1,4 @@
-"""The per-call IAM check can fail (SPEC §11): with a needed statement removed from a role, the
+"""The per-call IAM check can fail (design §11): with a needed statement removed from a role, the
 calls of a real run are denied, naming function, action and resource; statements the evaluator
 cannot judge grant nothing; unowned and unmapped calls are refused."""
 

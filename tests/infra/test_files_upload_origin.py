@@ -1,4 +1,4 @@
-"""Uploads from the room page on AWS (issue 12 item 2, SPEC §8): the presigned POST the API signs
+"""Uploads from the room page on AWS (issue 12 item 2, design §8): the presigned POST the API signs
 goes to the files bucket's regional origin, the page's connect-src names that same origin, and
 the bucket's CORS answers the page's cross-origin POST (and the presigned GET)."""
 

@@ -1,4 +1,4 @@
-"""What moto does not check (SPEC §11), checked on the synthesized dev template: the failure
+"""What moto does not check (design §11), checked on the synthesized dev template: the failure
 paths may write the room table, API Gateway logging has its account role, gateway answers
 have the API's error shape, every alarm publishes to a topic CloudWatch may publish to and
 whose key it may use, a dashboard of the metrics the code emits, run data expires, no partition

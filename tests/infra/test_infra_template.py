@@ -50,7 +50,7 @@ def test_table_matches_definition(resources, tdef: R.TableDef):
 
 
 def test_no_table_has_a_local_secondary_index(resources):
-    """design §9: an LSI caps each item collection (a room's partition) at 10 GB, keeps it on one
+    """design §14: an LSI caps each item collection (a room's partition) at 10 GB, keeps it on one
     partition and can never be removed; every index is global."""
     tables = {lid: r for lid, r in resources.items() if r["Type"] == "AWS::DynamoDB::Table"}
     assert set(tables) >= {t.logical_id for t in R.TABLES}
@@ -217,7 +217,7 @@ def _dimension_of(spec: AlarmDef) -> list[dict]:
 
 @pytest.mark.parametrize("spec", ALARMS, ids=lambda a: a.name)
 def test_each_alarm_watches_its_metric_with_its_threshold(resources, spec: AlarmDef):
-    """docs/design.md §8: the alarm of ``spec`` exists once, on its metric, statistic, period,
+    """docs/design.md §13: the alarm of ``spec`` exists once, on its metric, statistic, period,
     threshold and datapoints, and does not breach on missing data."""
     found = [
         a
@@ -239,7 +239,7 @@ def test_each_alarm_watches_its_metric_with_its_threshold(resources, spec: Alarm
 def test_no_alarm_on_numbers_that_move_in_normal_operation(resources):
     """A customer's rejected key raises in CallModel (Lambda Errors), every failed_before_reply
     run ends in a Fail state (ExecutionsFailed), a budget reached or a duplicate is counted: none
-    of them is an alarm (docs/design.md §8). Exactly the alarms of ALARMS exist."""
+    of them is an alarm (docs/design.md §13). Exactly the alarms of ALARMS exist."""
     alarms = _alarms(resources)
     assert len(alarms) == len(ALARMS)
     names = {a.get("MetricName") for a in alarms}

@@ -1,4 +1,4 @@
-"""The ``snapStart`` context switch (docs/design.md §7, docs/deploy.md): off by default (the
+"""The ``snapStart`` context switch (docs/design.md §10, docs/deploy.md): off by default (the
 session's template), on in a synthesis of its own. With it on, every function has SnapStart on
 published versions, a version and a ``live`` alias; the state machine's Lambda tasks, the API
 integration and authorizer, the event source mappings and the reconciler's EventBridge target

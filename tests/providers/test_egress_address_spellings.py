@@ -1,4 +1,4 @@
-"""Owner model addresses (SPEC §5), security probe: a host is read the way the resolver reads it,
+"""Owner model addresses (design §5), security probe: a host is read the way the resolver reads it,
 so IPv4 in legacy spellings (octal, one decimal or hex number, fewer than four parts) is refused
 at registration like its dotted form; 6to4, Teredo, NAT64 and 192.0.0.0/24 addresses are refused
 at registration and again at request time, by the same check."""

@@ -1,4 +1,4 @@
-"""The real SDKs (anthropic, openai, boto3) against the local provider server (SPEC §2.3)."""
+"""The real SDKs (anthropic, openai, boto3) against the local provider server (design §2.3)."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_non_object_tool_arguments_are_kept_raw() -> None:
     assert tool_call("c3", "remember", {"text": "t"}).raw_input == '{"text":"t"}'
 
 
-# ----------------------------------------------------------------- SPEC §2.3 inputs
+# ----------------------------------------------------------------- design §2.3 inputs
 def test_openai_insufficient_quota_429_is_final(server: ProviderServer, make_call: Callable[..., ModelCall]) -> None:
     script(
         server,
@@ -513,7 +513,7 @@ def test_unreadable_2xx_is_a_final_failure(
     f = fail(make_call, provider)
     assert (f.status, f.category, f.retryable) == (200, "unexpected", False)
     assert f.body == "<html>captive portal</html>"
-    f2 = fail(make_call, provider)  # an error object inside a 200: classified by its type (SPEC §2.3, issue 10)
+    f2 = fail(make_call, provider)  # an error object inside a 200: classified by its type (design §2.3, issue 10)
     assert (f2.status, f2.category, f2.retryable) == (200, "server_error", True)
 
 

@@ -1,5 +1,5 @@
 """The CallModel phase driven directly (the Step Functions pollers held), against the local
-provider server with the real SDKs (SPEC §2.3):
+provider server with the real SDKs (design §2.3):
 
 * the cap counts *recorded* requests: a step that died mid-request (its request recorded as
   pending) still counts, so a retried CallModel step never makes a 4th request;

@@ -1,4 +1,4 @@
-"""The classifier table (SPEC §2.3): one case per row, plus the "never by status alone" cases."""
+"""The classifier table (design §2.3): one case per row, plus the "never by status alone" cases."""
 
 from __future__ import annotations
 

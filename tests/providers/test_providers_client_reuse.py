@@ -42,7 +42,7 @@ def test_one_client_per_provider_base_url_and_key(
 def test_an_owner_address_gets_a_client_per_request(
     server: ProviderServer, make_call: Callable[..., ModelCall]
 ) -> None:
-    """An owner's own address is resolved, checked and pinned for each request (SPEC §5)."""
+    """An owner's own address is resolved, checked and pinned for each request (design §5)."""
     for i in range(2):
         server.set_script("a1", [{"reply": {"text": f"ok {i}"}}])
         assert call_model(make_call("openai-compatible", "a1")).text == f"ok {i}"

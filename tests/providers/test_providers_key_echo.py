@@ -1,4 +1,4 @@
-"""A model server that echoes the company's key (SPEC §5: keys never appear in the ledger, the
+"""A model server that echoes the company's key (design §5: keys never appear in the ledger, the
 room, the run data or Step Functions; they are scrubbed in every encoding), played through the
 real run path against the local provider server:
 

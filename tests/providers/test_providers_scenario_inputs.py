@@ -2,7 +2,7 @@
 the real SDKs / boto3 talk HTTP to the local provider server, the run path records every request
 in the ledger before sending it, and Step Functions does the waiting. Each test reads the ledger
 rows of one agent's run (``result.runs[i]["requests"]``) and, where it matters, the Wait states
-in the execution history (SPEC §2.3)."""
+in the execution history (design §2.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Two plays on the local stack (SPEC §2.3, §5):
+"""Two plays on the local stack (design §2.3, §5):
 
 * the run's time limit: with RUN_TIME_LIMIT_SECONDS=20, a retry-after of 1 s is waited for and
   the run completes, a retry-after of 20 s would cross the limit and ends the run ``timed_out``

@@ -1,4 +1,4 @@
-"""Model tokens from each provider's usage fields (SPEC §10): what the local provider server sent
+"""Model tokens from each provider's usage fields (design §10): what the local provider server sent
 is what the adapter read and what the running invocation's cost line counted; a reply without
 usage fields is not guessed; a failed request counts nothing; outside a run phase nothing counts."""
 

@@ -1,4 +1,4 @@
-"""Each alarm proven on the local stack (docs/design.md §8): the situation it is for moves the
+"""Each alarm proven on the local stack (docs/design.md §13): the situation it is for moves the
 metric it watches to its threshold; the normal paths (a demo-like exchange, a customer's bad key,
 a budget reached, a duplicate wake delivery) leave every alarm metric at 0 and count only the
 information metrics. The metrics are counted by the local stack (quaylocal.metrics: moto has no

@@ -1,6 +1,6 @@
 """The state machine file: its placeholders equal the substitutions the code provides, every phase
-retries only the transient error names of SPEC §2.1 and is caught by the failure recorder, held
-actions catch their own denial/expiry, and the execution outlives any approval (SPEC §2.6)."""
+retries only the transient error names of design §2.1 and is caught by the failure recorder, held
+actions catch their own denial/expiry, and the execution outlives any approval (design §2.6)."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def test_execution_outlives_the_longest_approval_plus_active_time() -> None:
 @pytest.mark.unit
 def test_a_wake_not_started_ends_in_not_started_through_call_model() -> None:
     """A refused claim is a value: ClaimAndRead → CallModel (passes it through) → ModelOutcome? →
-    NotStarted, a Succeed state; no Catch and no error name for it (design §2.1, §3)."""
+    NotStarted, a Succeed state; no Catch and no error name for it (design §2.1, §12.1)."""
     states = json.loads(ASL_PATH.read_text())["States"]
     assert states["ClaimAndRead"]["Next"] == "CallModel"
     [branch] = [c for c in states["ModelOutcome?"]["Choices"] if c.get("StringEquals") == "not_started"]

@@ -1,4 +1,4 @@
-"""A company holds its spend (design §7): each model request reserves its worst case against the
+"""A company holds its spend (design §12.4): each model request reserves its worst case against the
 company's budgets in the transaction that records it, before it is sent, and the answer settles
 the reserve to the reported usage, once. Real path on the local stack: stream, queue, executions,
 the provider's wire format from the local server."""

@@ -1,4 +1,4 @@
-"""Chains of wakes are bounded in width, counted at the claim (design §3): a person's write starts a
+"""Chains of wakes are bounded in width, counted at the claim (design §12.1): a person's write starts a
 chain, the wakes of the runs it causes carry it, and the chain starts at most the room's
 ``max_runs_per_chain`` runs (24 by default). Played on the local stack, the real path: stream,
 queue, executions, the claim's transaction."""

@@ -1,4 +1,4 @@
-"""Company-only notices in a run's context (design §5), through the real run path: a notice for
+"""Company-only notices in a run's context (design §12.5), through the real run path: a notice for
 acme reaches acme's agent (its recent messages, and the wake's cause) and never another company's
 agent: not in its stored context, not in any request the provider server received for it."""
 

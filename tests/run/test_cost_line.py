@@ -1,4 +1,4 @@
-"""The cost line's counted operations beyond calls (SPEC §10, issue 13 item 2): model tokens from
+"""The cost line's counted operations beyond calls (design §10, issue 13 item 2): model tokens from
 the provider's usage fields (what the local provider server sent), DynamoDB consumed capacity
 (ReturnConsumedCapacity=TOTAL, summed; what moto does not report is shown as unknown, never 0),
 per-model prices (built in, or the MODEL_PRICES setting; an unknown price is said), the bench's

@@ -1,4 +1,4 @@
-"""Hostile model replies through the whole run (SPEC §4: a malformed reply is denied with a
+"""Hostile model replies through the whole run (design §4: a malformed reply is denied with a
 reason, never a crashed run; §2.5: the notes under a reply are the system's own words). Each
 case once crashed a run or posted something it should not have: a lone surrogate in the reply
 (every UTF-8 write of the run failed, the request was recorded "lost"), a tool call whose name
@@ -196,7 +196,7 @@ def test_model_written_kinds_and_ids_cannot_add_lines_to_the_notes(env: Env) -> 
 
 def test_a_policy_denial_in_the_room_names_the_policy_not_its_rule(env: Env) -> None:
     """The room (and so the other company's agents and people) reads that acme's policy denied
-    an action; which rule did stays in acme's ledger: its policy answers 404 to others (SPEC §5)."""
+    an action; which rule did stays in acme's ledger: its policy answers 404 to others (design §5)."""
     from quayutec.models import RightsPolicy
 
     d = env.deps

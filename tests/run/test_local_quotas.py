@@ -1,7 +1,7 @@
 """The AWS quotas the local stack keeps as AWS does: Step Functions' 256 KiB payload per state, a
 terminal error no ``States.ALL`` catches (moto's interpreter caught it: quaylocal.moto_patches),
 and Lambda's 6 MB answer to a synchronous invocation (moto's, a little under 6 MB: it measures
-the answer's object, not its 6,291,556 bytes), docs/design.md §6."""
+the answer's object, not its 6,291,556 bytes), docs/design.md §11."""
 
 from __future__ import annotations
 

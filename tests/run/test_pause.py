@@ -1,4 +1,4 @@
-"""A person pauses their company's agent and resumes it (design §3): no run of a paused agent
+"""A person pauses their company's agent and resumes it (design §12.2): no run of a paused agent
 starts, however its wake arrives; the claim checks the pause in its own transaction too, so a run
 whose key read came before the pause is refused all the same. Real path on the local stack."""
 

@@ -1,4 +1,4 @@
-"""Never twice (SPEC §2.1): each phase invoked twice with the same input writes once; the claim
+"""Never twice (design §2.1): each phase invoked twice with the same input writes once; the claim
 is accepted once per (agent, wake) and again only for its own execution; a retried CallModel
 step never makes another request once a reply is stored."""
 

@@ -1,5 +1,5 @@
 """Every claimed run ends with a final ledger status, also when its execution is stopped, times
-out or fails outside any Catch (SPEC §2.1): the reconciler, fed by the local execution-status
+out or fails outside any Catch (design §2.1): the reconciler, fed by the local execution-status
 poller in the EventBridge event shape."""
 
 from __future__ import annotations

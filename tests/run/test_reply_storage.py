@@ -1,4 +1,4 @@
-"""Where a run keeps its model reply (SPEC §2.3, §10): on the request's own ledger write, so no
+"""Where a run keeps its model reply (design §2.3, §10): on the request's own ledger write, so no
 outcome is stored without its reply and no object write is paid for; a reply too large for a
 DynamoDB item (400 KB) goes to the run-data bucket and the ledger names the place."""
 

@@ -1,4 +1,4 @@
-"""Counted figures of a plain run (SPEC §10), pinned so a regression shows: AWS calls and
+"""Counted figures of a plain run (design §10), pinned so a regression shows: AWS calls and
 writes from the call recorder, transitions from the execution history, Lambda invocations
 (issue 13 has the budget; these are today's counts, lower them as the run gets cheaper)."""
 
@@ -20,7 +20,7 @@ TRANSITIONS_PER_PLAIN_RUN = 6
 #: The wake relay once (the person's message, which carries the wake: the stream's filter keeps
 #: the reply, which carries none, from invoking it), the wake consumer, three phases.
 LAMBDA_INVOCATIONS_PER_PLAIN_RUN = 5
-#: Issue 13's budget for one plain run; one call more since budgets (design §7: the read of the
+#: Issue 13's budget for one plain run; one call more since budgets (design §12.4: the read of the
 #: company's budget and spend counters before each request).
 BUDGET = {"aws_calls": 13, "writes": 5, "transitions": 7, "lambda_invocations": 6}
 
@@ -65,7 +65,7 @@ WAKE_PATH = {"sqs.SendMessageBatch": 1, "sfn.StartExecution": 1}
 
 
 def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> None:
-    """SPEC §10: the ledger's cost line of a plain run holds the counts the call recorder and the
+    """design §10: the ledger's cost line of a plain run holds the counts the call recorder and the
     execution history found (the phases' calls, 3 phase invocations, 6 states), written once in
     the final ledger write; `quay ledger RUN` prints it, estimates labelled."""
     from quaycli.cli import cost_lines

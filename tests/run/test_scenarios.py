@@ -1,4 +1,4 @@
-"""Every shipped scenario plays end to end on the local stack and meets its ``expect`` (SPEC §7,
+"""Every shipped scenario plays end to end on the local stack and meets its ``expect`` (design §7,
 scenarios README). Step Functions time is scaled; everything else is the real path."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _history_types(stack: LocalStack) -> dict[str, list[str]]:
 
 
 def test_reference_room_story() -> None:
-    """The reference room shows every feature of SPEC §2–§4 the launch room shows."""
+    """The reference room shows every feature of design §2–§4 the launch room shows."""
     seen: dict[str, object] = {}
 
     def inspect(stack: LocalStack, result: PlayResult) -> None:

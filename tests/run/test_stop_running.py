@@ -1,4 +1,4 @@
-"""A pause or a chain's stop reaches the runs already running (design §3): the stop intent (the
+"""A pause or a chain's stop reaches the runs already running (design §12.2): the stop intent (the
 agent's pause, the chain's stop flag) is written first, every model request, reply and action
 write of a run carries a stop guard on it, and runs parked on approvals are ended through
 SendTaskFailure(RunStopped). A stopped run ends ``stopped``, writes nothing after the request

@@ -1,4 +1,4 @@
-"""Issue 10, finding 4: authors are typed wherever ids are compared (SPEC §5). Company bolt's
+"""Issue 10, finding 4: authors are typed wherever ids are compared (design §5). Company bolt's
 person ``bob`` creates a task for bolt's agent; company acme registers an agent whose id is also
 ``bob``: it is neither the task's creator (a person) nor its assignee, so its ``update_task`` and
 ``close_task`` are denied and nothing is written, through the real run path."""

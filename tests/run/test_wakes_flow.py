@@ -1,4 +1,4 @@
-"""Wakes through the real outbox path (SPEC §3): room-table stream → WakeRelay → SQS →
+"""Wakes through the real outbox path (design §3): room-table stream → WakeRelay → SQS →
 WakeConsumer → one execution per (agent, wake); partial batch failures; poison wakes in the DLQ."""
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def test_a_handler_imports_only_what_every_invocation_needs(handler: str) -> Non
 
 
 def test_with_snapstart_call_model_imports_every_provider_sdk_at_init() -> None:
-    """Issue 23 (docs/design.md §7): the CDK sets PROVIDER_SDKS_AT_INIT on CallModel when
+    """Issue 23 (docs/design.md §10): the CDK sets PROVIDER_SDKS_AT_INIT on CallModel when
     SnapStart is on, so init (what the snapshot holds) imports the SDKs; unset, none (above)."""
     loaded = _probe("call_model", PROVIDER_SDKS_AT_INIT="true")["loaded"]
     assert {"anthropic", "openai"} <= set(loaded)

@@ -1,4 +1,4 @@
-"""Why a run failed (docs/design.md §8): ``failure_cause`` sorts every failure into one cause,
+"""Why a run failed (docs/design.md §13): ``failure_cause`` sorts every failure into one cause,
 so only our own faults reach the ``RunsFailedByFault`` alarm."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Company-only notices (design §5, quayutec.logic.notices): the helper's shape, the stored item
+"""Company-only notices (design §12.5, quayutec.logic.notices): the helper's shape, the stored item
 (``visible_to`` only when set), who may read one, and what the model reads of it. The read paths
 that filter them are tested on the local stack: tests/api/test_api_notices.py (the messages API,
 its pages) and tests/run/test_company_notices.py (a run's context)."""

@@ -1,5 +1,5 @@
 """The deployed package carries only what runs in Lambda: no Lambda module imports the CLI, the
-local stack, moto or the test tools (SPEC §7)."""
+local stack, moto or the test tools (design §7)."""
 
 from __future__ import annotations
 

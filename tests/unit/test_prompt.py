@@ -1,5 +1,5 @@
 """The room context the model reads (quayutec.logic.prompt): authors carry their company, and no
-untrusted text can add an entry or a section of its own (SPEC §5: typed authors; found by a
+untrusted text can add an entry or a section of its own (design §5: typed authors; found by a
 hostile probe: another company's person ``ann`` read as this company's ``ann``, and a message's
 line breaks forged a message line and a company memory line)."""
 

@@ -1,4 +1,4 @@
-"""Pure rules: wakes (SPEC §3), rights precedence and malformed actions (SPEC §4, §5), ids."""
+"""Pure rules: wakes (design §3), rights precedence and malformed actions (design §4, §5), ids."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Authorization rules shared by the routes, enforced in code (SPEC §5): room membership gates
+"""Authorization rules shared by the routes, enforced in code (design §5): room membership gates
 every room read and write; a non-member learns nothing of a room, not even that it exists (the
 same 404 as for an unknown room)."""
 
@@ -60,7 +60,7 @@ def own_company(svc: Services, company_id: str, who: Caller) -> Company:
 def own_agent(svc: Services, agent_ref: str, who: Caller) -> Agent:
     """An agent of the caller's company, by its id or its name (``planner`` → ``acme.planner``);
     another company's agent is NotFound, worded as an unknown one (its configuration is never
-    shown, SPEC §5). Forbidden for an operator token, whatever the agent."""
+    shown, design §5). Forbidden for an operator token, whatever the agent."""
     who.require_company()
 
     def candidates() -> Iterator[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import threading
 from http import HTTPStatus
 from typing import Any
@@ -109,24 +108,7 @@ def openapi_json(base_path: str = "") -> str:
             servers=[Server(url=base_path or "/")],
         )
     )
-    return json.dumps(_without_spec_citations(declare_errors(doc)))
-
-
-_SPEC_CITATION = re.compile(r" ?\(SPEC §[0-9.]+(?:, [^)]*)?\)")
-
-
-def _without_spec_citations(doc: Any) -> Any:
-    """``doc`` with the ``(SPEC §n)`` citations of the models' docstrings taken out of every
-    description: they cite the product specification, which ships with neither the API nor the
-    repository (docs/api.md is the readers' reference)."""
-    if isinstance(doc, dict):
-        return {
-            k: _SPEC_CITATION.sub("", v) if k == "description" and isinstance(v, str) else _without_spec_citations(v)
-            for k, v in doc.items()
-        }
-    if isinstance(doc, list):
-        return [_without_spec_citations(v) for v in doc]
-    return doc
+    return json.dumps(declare_errors(doc))
 
 
 IDEMPOTENCY_PARAMETER = {

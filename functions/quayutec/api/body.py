@@ -1,6 +1,6 @@
 """Request bodies (and anything else the client sends as JSON, e.g. page cursors) parsed by
 pydantic's own JSON parser, which bounds nesting depth and number size, so no input can make
-parsing fail inside (SPEC §5, issue 10):
+parsing fail inside (design §5, issue 10):
 
 * a body is JSON only: any other ``Content-Type`` (or none) with a body is 415;
 * broken JSON is 400 ``malformed_json`` naming the line and column;

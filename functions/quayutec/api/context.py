@@ -73,13 +73,13 @@ def header(event: dict[str, Any], name: str) -> str | None:
 def request_path(event: dict[str, Any]) -> str:
     """The request's path as the routes match it: the resolver ignores a trailing ``/`` on the
     REST API (Powertools' ``APIGatewayRestResolver``), so ``/rooms/r1/messages/`` is the same
-    request as ``/rooms/r1/messages`` and must share its Idempotency-Key scope (SPEC §6)."""
+    request as ``/rooms/r1/messages`` and must share its Idempotency-Key scope (design §6)."""
     path = str(event.get("path") or "")
     return path.rstrip("/") or path[:1]
 
 
 def scoped_idempotency_key(event: dict[str, Any], who: Caller) -> str | None:
-    """The Idempotency-Key of a request scoped to its caller, method and path (SPEC §6), as
+    """The Idempotency-Key of a request scoped to its caller, method and path (design §6), as
     handed to the domain services (whose ids derive from it), or ``None`` without a key."""
     key = header(event, IDEMPOTENCY_HEADER)
     if not key:

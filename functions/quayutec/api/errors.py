@@ -1,4 +1,4 @@
-"""The one place where errors become HTTP responses (SPEC §5/issue 4): domain exceptions
+"""The one place where errors become HTTP responses (design §5/issue 4): domain exceptions
 (:class:`quayutec.errors.QuayError` and its ``http_status``), request validation, unknown routes,
 the idempotency layer's errors, and anything unexpected (500, logged, never the exception text).
 

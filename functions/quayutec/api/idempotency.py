@@ -1,4 +1,4 @@
-"""``Idempotency-Key`` on every POST (SPEC §6), with the Powertools idempotency utility and its
+"""``Idempotency-Key`` on every POST (design §6), with the Powertools idempotency utility and its
 DynamoDB persistence layer on the idempotency table.
 
 * The key is scoped to the caller: the record's key hashes (company, member, method, path, key).

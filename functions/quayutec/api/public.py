@@ -6,7 +6,7 @@ caller. Everything else needs the bearer token. Pure data: importing this touche
 * ``GET /openapi.json`` and ``GET /docs``: the OpenAPI document and Swagger UI.
 * ``GET /``: a browser is redirected to the room page; any other client gets the JSON 401.
 * ``GET /app`` (a redirect to ``app/``), ``GET /app/`` and ``GET /app/{asset}``: the room page's
-  static files (SPEC §9). The page holds no data: every data call it makes carries the token.
+  static files (design §9). The page holds no data: every data call it makes carries the token.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ class RoomIn(_In):
         ge=1,
         le=MAX_RUNS_PER_CHAIN_LIMIT,
         description="Runs one chain of agent wakes may start: a person's write starts a chain, the wakes "
-        "of the runs it causes belong to it (design §3)",
+        "of the runs it causes belong to it (docs/design.md §12.1)",
     )
 
 
@@ -171,7 +171,7 @@ class AgentIn(_In):
     # (a 422): the schema declares them all the same.
     max_context_tokens: StrictInt = Field(
         default=DEFAULT_MAX_CONTEXT_TOKENS,
-        description=f"The most tokens a run's prompt and reply may take together (design §2.2): the room "
+        description=f"The most tokens a run's prompt and reply may take together (docs/design.md §2.2): the room "
         f"context is fitted into it, the oldest messages, tasks, memory lines and passages left out first. "
         f"At least {MIN_CONTEXT_TOKENS:,}; at most the model's own context window when it is known "
         f"(else {MAX_CONTEXT_TOKENS_LIMIT:,}); a value out of range is a 400",
@@ -211,7 +211,7 @@ class AgentIn(_In):
     @field_validator("api_key")
     @classmethod
     def _key(cls, value: SecretStr | None) -> SecretStr | None:
-        """Printable, no whitespace or control characters, 8 to 512 bytes (SPEC §5): a key with
+        """Printable, no whitespace or control characters, 8 to 512 bytes (design §5): a key with
         a stray newline is refused here, never stored (the message never quotes it)."""
         if value is not None:
             # here, not at import: the providers package is CallModel's, not the API's cold path
@@ -391,7 +391,7 @@ class SpendOut(SpendFigures):
     def of(
         cls, company: str, period: Literal["day", "month"], key: str, counter: dict[str, Any], budget: Any
     ) -> SpendOut:
-        """The figures of one spend counter item (design §7) against ``budget``
+        """The figures of one spend counter item (design §12.4) against ``budget``
         (models.CompanyBudget); micro-USD become USD."""
         micro = 1_000_000
 

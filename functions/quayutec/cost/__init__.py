@@ -1,4 +1,4 @@
-"""What a run costs (docs/design.md §7): the cost line and the prices it is estimated with.
+"""What a run costs (docs/design.md §10): the cost line and the prices it is estimated with.
 
 * :mod:`quayutec.cost.line` — a run's cost line: each phase invocation counts its own AWS calls,
   DynamoDB capacity, model tokens, time and states; the counts travel in the run state and are

@@ -1,4 +1,4 @@
-"""A run's cost line (SPEC §10, issue 13 item 2): each phase invocation counts its own AWS calls
+"""A run's cost line (design §10, issue 13 item 2): each phase invocation counts its own AWS calls
 (every call of a :mod:`quayutec.dal.aws` client is announced to the call observers), the
 DynamoDB capacity its calls consumed, the model tokens its replies reported, its time and the
 states it knows the run entered; the counters travel in the state (``RunState.cost``) and are

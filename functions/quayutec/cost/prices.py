@@ -1,4 +1,4 @@
-"""The one price table of a run's cost line (SPEC §10, issue 13 item 2): USD, us-east-1, each
+"""The one price table of a run's cost line (design §10, issue 13 item 2): USD, us-east-1, each
 price with its source and the date it was read; model tokens priced per model
 (:data:`MODEL_PRICES`, overridable by the ``MODEL_PRICES`` runtime setting). A model with no
 price leaves the model's share out of the estimate, and the cost line says so."""

@@ -1,4 +1,4 @@
-"""Bearer tokens of API callers (SPEC §5), stored hashed (sha256) in the room table.
+"""Bearer tokens of API callers (design §5), stored hashed (sha256) in the room table.
 
 Item layout (pk / sk):
 

@@ -201,7 +201,7 @@ def transact(db: Any, items: list[dict[str, Any]]) -> list[bool] | None:
     return None if refusals is None else [r is not None for r in refusals]
 
 
-#: A run's stop guard (design §3): ``ConditionCheck`` entries that hold while the run's agent is
+#: A run's stop guard (design §12.2): ``ConditionCheck`` entries that hold while the run's agent is
 #: not paused since its claim and its chain not stopped. Guarded writes append them to their
 #: transaction.
 Guard = list[dict[str, Any]]

@@ -247,7 +247,7 @@ class Directory:
         """One page of the room's messages that a person of company ``reader`` may read, in time
         order, and the cursor of the next page (``None`` on the last page). Other companies'
         company-only notices are left out and the page is read on past them, boundedly: a page is
-        short only when it has a next cursor (:func:`quayutec.dal.room.visible_messages`, design §5)."""
+        short only when it has a next cursor (:func:`quayutec.dal.room.visible_messages`, design §12.5)."""
         pk = message_pk(room_id)
         query: dict[str, Any] = {
             "TableName": self.table,

@@ -1,4 +1,4 @@
-"""Room files (SPEC §8): their records in the room table, the uploaded objects and the room's
+"""Room files (design §8): their records in the room table, the uploaded objects and the room's
 retrieval index objects in the files bucket.
 
 Room table items (pk ``ROOM#{room}#FILES``):

@@ -1,10 +1,10 @@
-"""The claim table and the run ledger (SPEC §2.1, §2.8).
+"""The claim table and the run ledger (design §2.1, §2.8).
 
 Ledger item layout (pk / sk), in its own table apart from the room table:
 
 * ``RUN#{run}`` / ``RUN`` — the run: wake, status, times, reply id, error, what was not done
   (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{company}#{started_at}#{run}``, so a company's
-  runs in a room are one key range: design §9)
+  runs in a room are one key range: design §14)
 * ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these);
   its outcome write carries the stored reply (``reply``: its JSON text, a string, so whatever
   the model wrote — numbers DynamoDB cannot hold, empty keys — is stored as it came and the
@@ -17,16 +17,16 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
   refusal, in one transaction; GSI ``runs_by_room``: ``NOT_STARTED#{room}`` /
   ``{company}#{at}#{wake}``)
 * ``SPEND#{company}`` / ``D#{yyyy-mm-dd}`` and ``M#{yyyy-mm}`` — a company's spend counters per
-  UTC day and month (design §7): ``committed_usd`` (micro-USD) and ``committed_tokens`` (models
+  UTC day and month (design §12.4): ``committed_usd`` (micro-USD) and ``committed_tokens`` (models
   without a price), of which ``reserved_*`` are reserves of requests not yet settled, and per
   agent (``agent_usd:{agent}``, ``agent_tokens:{agent}``) and per model (``model_usd:{model}``,
   ``model_tokens:{model}``); each request's reserve is added in the transaction that records it,
   and settled to its reported usage by its outcome's, once
 * ``CHAIN#{room}#{chain}`` / ``CHAIN`` — a chain of wakes: ``runs`` it started (counted by each
   claim, in the claim's transaction) and, once a person stopped it, ``stopped_at``/``stopped_by``
-  (design §3)
+  (design §12.1, §12.2)
 
-Active runs (design §3): a run entry without a final status carries ``active_agent`` (its agent)
+Active runs (design §12.2): a run entry without a final status carries ``active_agent`` (its agent)
 and ``active_chain`` (``{room}#{chain}``), the partition keys of the sparse GSIs
 ``active_by_agent`` and ``active_by_chain`` (sort key ``started_at``); the final write removes
 them, so each index holds the runs a pause or a chain's stop has to reach.
@@ -101,12 +101,12 @@ def _request_item(run_id: str, req: ModelRequestRecord) -> dict[str, Any]:
 
 def by_company_sk(company: str, at: str, item_id: str) -> str:
     """A run's (or a refused wake's) sort key on ``runs_by_room``: the company first, so its
-    items of a room are one key range, newest last (design §9)."""
+    items of a room are one key range, newest last (design §14)."""
     return f"{company}#{at}#{item_id}"
 
 
 def spend_key(company: str, period: str) -> dict[str, str]:
-    """The key of ``company``'s spend counter for ``period`` (``D#…`` / ``M#…``, design §7)."""
+    """The key of ``company``'s spend counter for ``period`` (``D#…`` / ``M#…``, design §12.4)."""
     return {"pk": f"SPEND#{company}", "sk": period}
 
 
@@ -191,11 +191,11 @@ class ActiveRun:
 
 
 def chain_key(room_id: str, chain_id: str) -> dict[str, str]:
-    """The key of a chain's counter item in the ledger table (design §3)."""
+    """The key of a chain's counter item in the ledger table (design §12.1)."""
     return {"pk": f"CHAIN#{room_id}#{chain_id}", "sk": "CHAIN"}
 
 
-#: The sparse GSIs of the runs without a final status (design §3), by agent and by chain.
+#: The sparse GSIs of the runs without a final status (design §12.2), by agent and by chain.
 ACTIVE_BY_AGENT = "active_by_agent"
 ACTIVE_BY_CHAIN = "active_by_chain"
 #: The attributes the final write removes (the active-runs indexes' partition keys).
@@ -204,7 +204,7 @@ _ACTIVE_KEYS = ("active_agent", "active_chain")
 
 def pause_condition(pauses: int) -> tuple[str, dict[str, Any]]:
     """The condition, with its values, that an agent item is not paused and was paused
-    ``pauses`` times: what the claim saw (design §3). A run claimed before a pause fails it
+    ``pauses`` times: what the claim saw (design §12.2). A run claimed before a pause fails it
     for good, also once the agent is resumed."""
     if pauses == 0:  # never paused: an agent item without the count holds it as 0
         return (
@@ -217,7 +217,7 @@ def pause_condition(pauses: int) -> tuple[str, dict[str, Any]]:
 def stop_guard(
     ledger_table: str, room_id: str, chain_id: str, agent_item: tuple[str, dict[str, str]], pauses: int
 ) -> Guard:
-    """A run's stop guard (design §3): ``ConditionCheck`` entries that hold while its chain is
+    """A run's stop guard (design §12.2): ``ConditionCheck`` entries that hold while its chain is
     not stopped and its agent (``agent_item``: table and key) not paused since its claim
     (``pauses``: the pause count the claim saw). Each run write to the room carries them in its
     transaction, so none lands once a pause or a stop has been answered."""
@@ -272,7 +272,7 @@ class LedgerStore:
         pauses: int = 0,
     ) -> Claim:
         """Claim ``(agent_id, wake_id)`` for ``run.execution_arn``, count the run in its chain and
-        open its ledger entry, in one transaction (design §2.1, §3). The claim is never released.
+        open its ledger entry, in one transaction (design §2.1, §12.1). The claim is never released.
 
         The claim item's own condition decides first: held by this execution (a retried Claim
         step; the transaction counted nothing) is ``OWN``, or ``REFUSED`` again when this
@@ -337,7 +337,7 @@ class LedgerStore:
 
     def stop_chain(self, room_id: str, chain_id: str, by: str, at: str) -> str:
         """Mark a chain stopped (``by``: who, ``at``: ISO-8601): the claim refuses its wakes from
-        now on (design §3). Returns ``"stopped"``, ``"already"`` (stopped before: the first stop
+        now on (design §12.2). Returns ``"stopped"``, ``"already"`` (stopped before: the first stop
         stands) or ``"unknown"`` (no run of this room ever claimed in that chain). Raises
         TransientError on throttling."""
         try:
@@ -412,7 +412,7 @@ class LedgerStore:
     ) -> list[NotStartedRecord]:
         """The wakes of ``room_id`` the claim refused (GSI ``runs_by_room``, partition
         ``NOT_STARTED#{room}``): of ``company``'s agents, newest first, at most ``limit``, reading
-        only that company's records (design §9); ``company=None``: every company's, oldest first
+        only that company's records (design §14); ``company=None``: every company's, oldest first
         (the operator's view, tests). Raises TransientError on throttling."""
         items = self._by_room(f"NOT_STARTED#{room_id}", company, limit)
         out = [NotStartedRecord.model_validate(_plain(i)) for i in items]
@@ -522,7 +522,7 @@ class LedgerStore:
         if reply_message_id:
             fields["reply_message_id"] = reply_message_id
         if cost:
-            fields["cost"] = cost  # the run's cost line (SPEC §10): written once, here
+            fields["cost"] = cost  # the run's cost line (design §10): written once, here
         if error_class:
             fields["error_class"] = error_class
         if error_message:
@@ -559,7 +559,7 @@ class LedgerStore:
         context: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The final write of :meth:`finish_run` as a ``TransactWriteItems`` entry, to land in one
-        transaction with the write it completes (a run's reply: SPEC §2.5, §2.8). Its condition
+        transaction with the write it completes (a run's reply: design §2.5, §2.8). Its condition
         fails when the run has a final status already."""
         return {
             "Update": self._update_spec(
@@ -572,7 +572,7 @@ class LedgerStore:
 
     def active_runs(self, *, agent_id: str | None = None, room_id: str = "", chain_id: str = "") -> list[ActiveRun]:
         """The runs without a final status of ``agent_id``, or else of the chain ``chain_id`` of
-        ``room_id``, oldest first (the sparse active-runs GSIs, design §3). GSI reads are
+        ``room_id``, oldest first (the sparse active-runs GSIs, design §12.2). GSI reads are
         eventually consistent: a run claimed a moment ago may be missing, or one just ended
         still listed; its stop guard covers both. Raises TransientError on throttling."""
         index, attr, value = (
@@ -598,7 +598,7 @@ class LedgerStore:
         self, room_id: str, company: str | None = None, limit: int | None = None, since: str | None = None
     ) -> list[RunRecord]:
         """The runs of ``room_id`` (GSI ``runs_by_room``, eventually consistent: a run claimed a
-        moment ago may be missing, design §9). With ``company``: its agents' runs, newest first,
+        moment ago may be missing, design §14). With ``company``: its agents' runs, newest first,
         at most ``limit`` (``None``: all), started at or after ``since`` (ISO-8601 UTC, as
         :func:`quayutec.models.iso` writes it), reading only that company's items, so a page
         fills exactly whatever the other companies ran. ``company=None``: every company's runs,
@@ -659,7 +659,7 @@ class LedgerStore:
         spend: list[SpendCount] | None = None,
     ) -> bool:
         """Record request ``req.n`` before it is sent, with its reserve counted in its company's
-        ``spend`` counters in the same transaction (design §7); ``False`` if that number exists
+        ``spend`` counters in the same transaction (design §12.4); ``False`` if that number exists
         already (nothing counted: the request item's own condition decides first). ``guard``:
         the run's stop guard (:func:`stop_guard`): a stopped run sends no request (raises
         RunStopped). Raises BudgetRefused when a budget's condition failed (nothing recorded),
@@ -690,7 +690,7 @@ class LedgerStore:
         """``company``'s budget item (``budget_item``: its table and key; ``None`` when it set
         none) and its spend counter items of ``periods`` (plain values, by period; a period
         with no request yet is missing): one consistent BatchGetItem across both tables (design
-        §7). Raises TransientError on throttling or keys left unprocessed."""
+        §12.4). Raises TransientError on throttling or keys left unprocessed."""
         table, key = budget_item
         request = {
             self.table: {"Keys": [spend_key(company, p) for p in periods], "ConsistentRead": True},
@@ -716,7 +716,7 @@ class LedgerStore:
         """Store the outcome of a recorded request (overwrites the pending record), with the reply
         it brought (``reply_json``: its JSON text, at most :data:`MAX_INLINE_REPLY_BYTES` UTF-8
         bytes), or where that reply is stored (``reply_at``), in the same write. ``settle``: the
-        request's settlement in its company's spend counters (design §7), in one transaction
+        request's settlement in its company's spend counters (design §12.4), in one transaction
         with the outcome, which lands only while the request is not settled (a retried outcome
         settles nothing again). Raises ValueError for a reply text too large for an item,
         TransientError on throttling or a conflicting transaction."""

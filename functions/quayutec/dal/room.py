@@ -1,5 +1,5 @@
 """The room table (single-table design, its stream is the wake outbox; design §3). Keys and
-indexes: design §9 (no local secondary index, so no item collection is capped at 10 GB).
+indexes: design §14 (no local secondary index, so no item collection is capped at 10 GB).
 
 Item layout (pk / sk):
 
@@ -71,7 +71,7 @@ _NOT_EXISTS = "attribute_not_exists(pk)"
 #: BatchGetItem attempts at the keys DynamoDB left unprocessed (throttling) before giving up.
 _BATCH_ATTEMPTS = 5
 
-#: What a company may read of the room's messages (design §5): those for the whole room and its
+#: What a company may read of the room's messages (design §12.5): those for the whole room and its
 #: own company-only notices. A FilterExpression: DynamoDB applies it after ``Limit``, so a query
 #: may return fewer items than it evaluated (:func:`visible_messages` reads on).
 _VISIBLE = "attribute_not_exists(visible_to) OR visible_to = :reader"
@@ -101,12 +101,12 @@ def memory_partition(visibility: str, company: str) -> str:
 
 def message_pk(room_id: str) -> str:
     """The partition of a room's messages, apart from its tasks, approvals and members
-    (design §9)."""
+    (design §14)."""
     return f"ROOM#{room_id}#MSG"
 
 
 def _time_sk(created_at: str, item_id: str) -> str:
-    """An item's sort key on the ``by_time`` GSI: time order, ties by id (design §9)."""
+    """An item's sort key on the ``by_time`` GSI: time order, ties by id (design §14)."""
     return f"{created_at}#{item_id}"
 
 
@@ -129,7 +129,7 @@ def _strip(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def budget_key(company_id: str) -> dict[str, str]:
-    """The key of a company's budget item in the room table (design §7)."""
+    """The key of a company's budget item in the room table (design §12.4)."""
     return {"pk": f"COMPANY#{company_id}", "sk": "BUDGET"}
 
 
@@ -154,7 +154,7 @@ def visible_messages(
 ) -> tuple[list[Message], dict[str, Any] | None]:
     """Up to ``limit`` messages of a ``by_time`` query (``query``: its keyword arguments, maybe
     with an ``ExclusiveStartKey``) that a person or agent of company ``reader`` may read, in the
-    query's order, and the key to read on from (``None``: the partition ended). Design §5.
+    query's order, and the key to read on from (``None``: the partition ended). Design §12.5.
 
     Other companies' company-only notices are left out by a FilterExpression, which DynamoDB
     applies after ``Limit``: a read that met some returns fewer than it evaluated, so this reads
@@ -194,7 +194,7 @@ def _room_of(item: dict[str, Any]) -> Room:
 
 @dataclass
 class RunReads:
-    """What a run reads by key before it claims and reads the room (SPEC §2.1, §2.2), from one
+    """What a run reads by key before it claims and reads the room (design §2.1, §2.2), from one
     consistent ``BatchGetItem``: the agent, the room and its agents (the room item's ``agents``
     map), the wake's cause (a message, or a task and its event) and the room's index pointer
     ``(version, object key)`` (``(0, None)`` before any file)."""
@@ -208,7 +208,7 @@ class RunReads:
     task: Task | None = None
     task_event: TaskEvent | None = None
     index: tuple[int, str | None] = field(default=(0, None))
-    #: The wake's chain as its counter item stood (design §3): runs started, and whether stopped.
+    #: The wake's chain as its counter item stood (design §12.1): runs started, and whether stopped.
     chain_runs: int = 0
     chain_stopped: bool = False
 
@@ -272,7 +272,7 @@ class RoomStore:
             )
 
     def get_budget(self, company_id: str) -> CompanyBudget | None:
-        """The company's budget (design §7), ``None`` when it set none."""
+        """The company's budget (design §12.4), ``None`` when it set none."""
         key = budget_key(company_id)
         return budget_of(self._get(key["pk"], key["sk"]))
 
@@ -315,7 +315,7 @@ class RoomStore:
 
     def set_agent_paused(self, agent_id: str, by: str, at: str) -> bool:
         """Mark an existing agent paused by ``by`` at ``at`` (ISO-8601) and count the pause
-        (``pauses``: every run claimed before it fails its stop guard from now on, design §3);
+        (``pauses``: every run claimed before it fails its stop guard from now on, design §12.2);
         ``False`` when it is paused already (the first pause stands) or does not exist. Raises
         TransientError on throttling."""
         return update_if(
@@ -601,8 +601,8 @@ class RoomStore:
     def recent_messages(self, room_id: str, limit: int, *, reader: str) -> list[Message]:
         """The newest ``limit`` messages a person or agent of company ``reader`` may read, oldest
         first: bounded queries on the ``by_time`` GSI (eventually consistent: a message written a
-        moment ago may be missing, design §9), reading past other companies' company-only
-        notices (:func:`visible_messages`, design §5)."""
+        moment ago may be missing, design §14), reading past other companies' company-only
+        notices (:func:`visible_messages`, design §12.5)."""
         query = {
             "TableName": self.table,
             "IndexName": "by_time",
@@ -615,7 +615,7 @@ class RoomStore:
 
     def all_messages(self, room_id: str) -> list[Message]:
         """Every message in time order, company-only notices included: the operator's view
-        (the scenario player's transcript, tests; never a run's or a person's read, design §5)."""
+        (the scenario player's transcript, tests; never a run's or a person's read, design §12.5)."""
         items = paginate_query(
             self.db.query,
             TableName=self.table,
@@ -736,7 +736,7 @@ class RoomStore:
 
     def all_tasks(self, room_id: str) -> list[Task]:
         """Every task of a room in creation order: one consistent query of the room's ``TASK#``
-        items (by id), put in order here; no index (design §9)."""
+        items (by id), put in order here; no index (design §14)."""
         items = paginate_query(
             self.db.query,
             TableName=self.table,
@@ -803,7 +803,7 @@ class RoomStore:
     def memory_for(self, room_id: str, company: str, limit: int, present: set[str] | None = None) -> list[MemoryLine]:
         """The newest ``limit`` memory lines a company may read (room-wide and its own
         company-only lines), oldest first. A bounded query per partition on the ``by_time`` GSI
-        (eventually consistent, design §9), only those the room item's ``memory`` map names
+        (eventually consistent, design §14), only those the room item's ``memory`` map names
         (``present``, from :meth:`run_reads`; ``None``: both), each continued past a page
         DynamoDB cut short (:meth:`_query_up_to`)."""
         lines: list[MemoryLine] = []
@@ -923,7 +923,7 @@ class RoomStore:
     def approvals(self, room_id: str, company: str | None = None) -> list[ApprovalRequest]:
         """The approval requests of a room, oldest first: those of ``company``'s agents, read from
         the ``approvals_by_company`` GSI (only that company's rows; eventually consistent: a
-        listing, no decision rests on it, design §9); ``company=None``: every company's (the
+        listing, no decision rests on it, design §14); ``company=None``: every company's (the
         operator's view: the scenario player, the chaos lab, tests)."""
         if company is None:
             query = {

@@ -1,4 +1,4 @@
-"""Run data too large or too private for the Step Functions state (SPEC §5): the assembled
+"""Run data too large or too private for the Step Functions state (design §5): the assembled
 context and the model reply, stored in S3 under ``runs/{run_id}/``."""
 
 from __future__ import annotations

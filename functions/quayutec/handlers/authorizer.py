@@ -1,5 +1,5 @@
 """API Gateway Lambda authorizer (TOKEN type; identity source ``Authorization``): the bearer
-token is looked up by its sha256 (SPEC §5). A known token gets an Allow policy for the API's
+token is looked up by its sha256 (design §5). A known token gets an Allow policy for the API's
 methods and the context ``{company, member, admin}`` that the API handler trusts; anything else
 raises ``Unauthorized`` (API Gateway answers 401).
 

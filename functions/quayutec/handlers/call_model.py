@@ -10,7 +10,7 @@ def sdks_at_init() -> bool:
     """Whether this process imports every provider SDK now, at init: set by the CDK app when
     SnapStart is on, so the snapshot holds them and no restored request pays their import (about
     a second for ``anthropic``). Otherwise a request imports only the SDK it needs, when it needs
-    it (docs/design.md §7). Read here, at import, because init is where the snapshot is taken;
+    it (docs/design.md §10). Read here, at import, because init is where the snapshot is taken;
     the same variable is validated with the function's settings on its first invocation."""
     return environment().get(PROVIDER_SDKS_AT_INIT_ENV, "").strip().lower() in ("true", "1", "yes")
 

@@ -1,5 +1,5 @@
 """Ingest: S3 events of the files bucket (``uploads/{room}/{file_id}`` created or removed),
-delivered through the ingest queue → the room's retrieval index (SPEC §8). Event: an SQS batch
+delivered through the ingest queue → the room's retrieval index (design §8). Event: an SQS batch
 whose bodies are S3 event notifications; returns partial batch failures (a failing record is
 redelivered, and after ``maxReceiveCount`` lands in the ingest dead-letter queue). A redelivered
 event ingests once: only a file still ``uploading`` is ingested."""

@@ -1,5 +1,5 @@
 """Reconciler: EventBridge "Step Functions Execution Status Change" events (FAILED, TIMED_OUT,
-ABORTED) → the claimed run's final ledger status, when no Catch recorded one (SPEC §2.1).
+ABORTED) → the claimed run's final ledger status, when no Catch recorded one (design §2.1).
 Locally a poller of execution status feeds the same event shape."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Held action task (``lambda:invoke.waitForTaskToken``): ``{"run_id", "index", "task_token"}``.
 Records the approval request and returns; the execution stays parked until a person of the
-owning company answers or ``TimeoutSecondsPath`` expires it. SPEC §2.6."""
+owning company answers or ``TimeoutSecondsPath`` expires it. design §2.6."""
 
 from __future__ import annotations
 

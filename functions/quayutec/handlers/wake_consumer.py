@@ -1,4 +1,4 @@
-"""Wake queue → one Step Functions execution per wake (SPEC §3). Event: an SQS batch whose
+"""Wake queue → one Step Functions execution per wake (design §3). Event: an SQS batch whose
 bodies are :class:`~quayutec.models.Wake` JSON; returns partial batch failures. A malformed wake
 fails its record (after ``maxReceiveCount`` it lands in the dead-letter queue)."""
 

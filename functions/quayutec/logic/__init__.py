@@ -1,1 +1,1 @@
-"""Domain logic: the run semantics (SPEC §2), wakes (§3), declared actions and rights (§4, §5)."""
+"""Domain logic: the run semantics (design §2), wakes (§3), declared actions and rights (§4, §5)."""

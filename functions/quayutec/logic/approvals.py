@@ -1,5 +1,5 @@
 """Approve or deny a held action: one domain service for the API and the local scenario player
-(SPEC §2.6). Only a person of the agent's owning company may decide; the decision resumes the
+(design §2.6). Only a person of the agent's owning company may decide; the decision resumes the
 parked execution with ``SendTaskSuccess`` / ``SendTaskFailure`` (error ``ApprovalRejected``).
 
 A decision takes effect only when Step Functions has accepted it:
@@ -77,7 +77,7 @@ def decide_approval(deps: Deps, room_id: str, approval_id: str, person: Author, 
     """Approve (``approve=True``) or deny a pending approval request ``"{run_id}:{index}"``.
 
     Raises NotFound (no such request in the room, or the person is not of the owning company: to
-    anyone else its held actions do not exist, SPEC §5 "nothing answers differently for what a
+    anyone else its held actions do not exist, design §5 "nothing answers differently for what a
     caller cannot see"), Conflict (already decided, or expired before the answer arrived),
     :class:`DecisionUnavailable` (Step Functions did not take it now: retry).
     """

@@ -1,4 +1,4 @@
-"""What a company may spend on its agents' model requests (design §7, "Budgets"): the rules, no
+"""What a company may spend on its agents' model requests (design §12.4, "Budgets"): the rules, no
 AWS call. A budget caps a company's spend, and each of its agents', per UTC day and month, in
 USD for models with a known price and in tokens for the others. Each request reserves its
 worst case before it is sent (the prompt's estimated input tokens plus the reply's
@@ -20,7 +20,7 @@ from quayutec.models import BudgetLimits, CompanyBudget
 from quayutec.words import count
 
 MICRO = 1_000_000  # micro-USD per USD
-#: The shares of a budget at which its company gets a notice, once per period (design §7).
+#: The shares of a budget at which its company gets a notice, once per period (design §12.4).
 NOTICE_AT = (0.8, 1.0)
 
 

@@ -1,4 +1,4 @@
-"""Text of an uploaded room file (SPEC §8): plain text, Markdown, CSV and JSON as text, HTML
+"""Text of an uploaded room file (design §8): plain text, Markdown, CSV and JSON as text, HTML
 through a parser (the standard library's ``html.parser``: text nodes, not regexes; script and
 style dropped), PDF through ``pypdf`` with bounds on pages and time.
 
@@ -59,7 +59,7 @@ def extract(kind: str, data: bytes) -> list[tuple[int | None, str]]:
     whatever else a hostile file makes a parser raise (nesting past the recursion limit, a pypdf
     limit such as a decompression bomb's ``LimitReachedError``) fails the file with its reason,
     never the ingest (which would redeliver it to the dead-letter queue and leave it
-    ``uploading`` for good, SPEC §8)."""
+    ``uploading`` for good, design §8)."""
     parts: list[tuple[int | None, str]]
     try:
         parts = _pdf(data) if kind == "pdf" else [(None, _text(kind, data))]

@@ -1,4 +1,4 @@
-"""Room files (SPEC §8): declaring an upload, ingesting it into the room's retrieval index,
+"""Room files (design §8): declaring an upload, ingesting it into the room's retrieval index,
 removing it, and reading the passages a run sees.
 
 Index updates: read the pointer (version N), merge the change into version N's chunks, write
@@ -72,7 +72,7 @@ UPLOAD_GRACE_S = 15 * 60 + 3 * 300
 
 
 def as_seen(f: RoomFile, now: datetime) -> RoomFile:
-    """``f`` as people see it (SPEC §8: ``uploading`` → ``ready`` | ``failed``): a declared
+    """``f`` as people see it (design §8: ``uploading`` → ``ready`` | ``failed``): a declared
     upload that never arrived, past :data:`UPLOAD_GRACE_S`, reads ``failed`` with the reason,
     rather than ``uploading`` for good (``now``: an aware UTC time)."""
     if f.status != "uploading" or (now - parse_iso(f.created_at)).total_seconds() <= UPLOAD_GRACE_S:

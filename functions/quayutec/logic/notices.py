@@ -1,4 +1,4 @@
-"""Company-only notices (design §5): a system notice in a room that only one company's people and
+"""Company-only notices (design §12.5): a system notice in a room that only one company's people and
 agents read (``Message.visible_to``). Every read path filters them for the reader's company: the
 messages API (the caller's company), a run's context (its agent's company: recent messages and the
 wake's cause). Only the operator's tools (the scenario player's transcript) read them all.

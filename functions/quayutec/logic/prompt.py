@@ -1,6 +1,6 @@
 """The model's input for one run: a system prompt and one user turn rendering the room context
 that ClaimAndRead assembled (design §2.2). Only what the agent's company may read is in the context
-(its own company-only memory lines and notices, none of another company's: design §5), so only
+(its own company-only memory lines and notices, none of another company's: design §5, §12.5), so only
 that reaches the model.
 
 The prompt fits the agent's context budget (:func:`fit`, design §2.2): the instructions and the
@@ -81,14 +81,14 @@ def system_prompt(ctx: dict[str, Any]) -> str:
 
 def _author(a: dict[str, Any]) -> str:
     """Who wrote something, with the company: a person's id is only unique within a company, so
-    ``ann`` of another company must not read as this company's ``ann`` (SPEC §5: typed authors)."""
+    ``ann`` of another company must not read as this company's ``ann`` (design §5: typed authors)."""
     if a.get("kind") == "system":
         return "[system]"
     return f"{a['id']} ({a['company']})" if a.get("company") else a["id"]
 
 
 def _sender(m: dict[str, Any]) -> str:
-    """Who wrote a message, and, for a company-only notice (design §5), that only the agent's
+    """Who wrote a message, and, for a company-only notice (design §12.5), that only the agent's
     own company sees it (the context holds no other company's)."""
     who = _author(m["author"])
     return f"{who} (only {m['visible_to']} sees this)" if m.get("visible_to") else who

@@ -1,4 +1,4 @@
-"""Passages of the room's files relevant to a wake (SPEC §2.2, §8).
+"""Passages of the room's files relevant to a wake (design §2.2, §8).
 
 The room's retrieval index is built when a file is ingested, never at a run: one immutable
 object per index version (the chunks, their places and the BM25 score matrix), named by a

@@ -1,4 +1,4 @@
-"""Deciding the rights over declared actions (SPEC §4, §5).
+"""Deciding the rights over declared actions (design §4, §5).
 
 Each tool call of the model's reply is validated (kind, fields, targets) and decided against the
 owning company's policy: the most specific rule wins — per agent and kind, then
@@ -6,7 +6,7 @@ owning company's policy: the most specific rule wins — per agent and kind, the
 an absent policy allows. A malformed action is denied with a reason, never raised. Reasons name
 fields and ids, never the model's text (it may quote company-only text); an id or kind the model
 wrote is shown through :func:`shown` (bounded, line breaks and control characters escaped), so it
-cannot add lines of its own to the reply's notes (SPEC §2.5, §5).
+cannot add lines of its own to the reply's notes (design §2.5, §5).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def policy_problems(policy: RightsPolicy, company: str, agents: list[str]) -> tu
 
 
 def decide(policy: RightsPolicy | None, agent_id: str, kind: str, cross_company: bool) -> tuple[Decision, str]:
-    """The decision for one action kind, and which rule gave it (SPEC §5)."""
+    """The decision for one action kind, and which rule gave it (design §5)."""
     p = policy or RightsPolicy()
     # The company's own policy names its agent by id or by name (ids are scoped to the company),
     # in any letter case, as names resolve everywhere (@Planner, GET /agents/Planner): per kind, a
@@ -162,7 +162,7 @@ def decide_action(
         if task.status != "open":
             return _deny(index, name, f"task '{task_id}' is closed", fields, target)
         # Typed: the assignee is always an agent; the creator counts only when it is this agent
-        # (an agent whose id equals a person's id is not that person, SPEC §5).
+        # (an agent whose id equals a person's id is not that person, design §5).
         if task.to != agent.id and not task.created_by.is_("agent", agent.id, agent.company):
             return _deny(index, name, "the agent is neither the task's assignee nor its creator", fields, target)
         target_company = task.created_by.company or agent.company

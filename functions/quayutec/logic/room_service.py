@@ -1,7 +1,7 @@
 """What people (and outside systems) do in a room: post messages, create, update and close tasks,
 add memory lines. One domain service used by the API and the local scenario player alike.
 
-Every write carries its wakes on the written item (the stream is the outbox, SPEC §3).
+Every write carries its wakes on the written item (the stream is the outbox, design §3).
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class RoomService:
     ) -> TaskEvent:
         """A person's ``update`` (a note) or ``close`` (a result) on an open task; it wakes the
         assignee and the agent that created the task. Only a person of the task creator's or the
-        assignee's company may (SPEC §5). Raises NotFound, Forbidden, Conflict (closed)."""
+        assignee's company may (design §5). Raises NotFound, Forbidden, Conflict (closed)."""
         if kind not in ("update", "close"):
             raise InvalidInput("kind must be 'update' or 'close'")
         self.member_room(room_id, author.company or "")

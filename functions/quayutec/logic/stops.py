@@ -1,11 +1,11 @@
-"""People stop what agents do (design §3): a person of an agent's company pauses it (no run of it
+"""People stop what agents do (design §12.2): a person of an agent's company pauses it (no run of it
 starts until it is resumed) and resumes it; any person in a room stops a chain of wakes there (no
 further run of it starts). One domain service for the API and the scenario
 player alike.
 
 A pause is checked where it cannot be passed: the claim refuses a paused agent's wake, both by the
 agent item its key read found and by a ``ConditionCheck`` on that item in the claim's own
-transaction, so no run of the agent starts once the pause is answered (design §3).
+transaction, so no run of the agent starts once the pause is answered (design §12.2).
 
 Runs already past their claim are stopped in two steps. The stop intent is the pause (the agent
 item's ``paused_at`` and its pause count) or the chain's ``stopped_at``, written first; every
@@ -49,7 +49,7 @@ class PauseResult:
 
     agent: Agent
     changed: bool
-    stopping: int = 0  # runs of it waiting on approvals that this request ended (design §3)
+    stopping: int = 0  # runs of it waiting on approvals that this request ended (design §12.2)
 
 
 def _notice(room_id: str, agent: Agent, key: str, text: str) -> Message:
@@ -77,7 +77,7 @@ class Stops:
     def stop_chain(self, room_id: str, chain_id: str, person: Author) -> tuple[bool, int]:
         """Stop a chain of wakes of ``room_id`` (``person``: any person of a member company, the
         caller checked membership): no further run of it starts (the claim refuses its wakes),
-        its running runs write nothing more and end ``stopped`` (design §3), and one notice
+        its running runs write nothing more and end ``stopped`` (design §12.2), and one notice
         names who stopped it. Returns whether this request stopped it (``False``: it was
         stopped before; the runs it reaches are stopped again all the same) and how many runs
         waiting on approvals it ended. Raises NotFound when no run of the room was ever claimed
@@ -109,7 +109,7 @@ class Stops:
 
     def pause(self, agent: Agent, person: Author) -> PauseResult:
         """Pause ``agent`` (of ``person``'s company: the caller checked it): no run of it starts,
-        its running runs write nothing more and end ``stopped`` (design §3). Idempotent: pausing
+        its running runs write nothing more and end ``stopped`` (design §12.2). Idempotent: pausing
         a paused agent changes nothing (the first pause, its time and who, stand) and posts
         nothing, but stops the runs it reaches again. Raises TransientError on throttling or
         when Step Functions did not take a stop (the agent is paused: repeat the request)."""
@@ -142,7 +142,7 @@ class Stops:
         return PauseResult(current, changed)
 
     def stop_parked(self, runs: list[ActiveRun], person: Author) -> int:
-        """End each of ``runs`` that waits on approvals (design §3): its pending approval rows
+        """End each of ``runs`` that waits on approvals (design §12.2): its pending approval rows
         become ``stopped`` and their task tokens get ``SendTaskFailure`` with ``RunStopped``
         (the Map catches it; ApplyAndFinish records the run stopped); each run's approvals are
         read whatever its status says (one that just recorded its request may not say parked

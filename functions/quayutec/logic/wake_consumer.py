@@ -29,7 +29,7 @@ def start_run(deps: Deps, wake: Wake, receive_count: int = 1) -> str:
     ``receive_count``: the SQS record's ``ApproximateReceiveCount`` (1 on a first delivery).
     A repeated delivery — refused by Step Functions, or a message SQS delivered before — is
     counted in the ledger and as the ``DuplicateWakeDelivery`` metric; a first delivery writes
-    nothing (SPEC §10: the wake's cost is its ``StartExecution``). A repeat that Step Functions
+    nothing (design §10: the wake's cost is its ``StartExecution``). A repeat that Step Functions
     answers with the running execution cannot be told from a first start without a write per
     wake, and is not counted."""
     name = ids.execution_name(wake.agent_id, wake.wake_id)

@@ -1,4 +1,4 @@
-"""Who wakes, with which id and hop (SPEC §3).
+"""Who wakes, with which id and hop (design §3).
 
 * A message wakes the agents it is addressed to (``to``) or @mentions; one wake per agent.
 * A task wakes its assignee when created, and on someone else's update/close wakes the assignee
@@ -8,7 +8,7 @@
   wake is not sent and a system notice says so.
 * Chain: a person's write starts one (its id is the write's: the message or task event id); a
   run's wakes carry the chain of the wake that started the run. The claim counts a chain's runs
-  (design §3, :mod:`quayutec.logic.phases.claim_and_read`); wakes a full chain could only refuse
+  (design §12.1, :mod:`quayutec.logic.phases.claim_and_read`); wakes a full chain could only refuse
   are not sent.
 * ``wake_from``: who may wake an agent (its owner's setting): ``anyone`` in the room, ``people``
   only, or ``own_company`` (its company's people and agents). Checked at the claim, where the
@@ -59,7 +59,7 @@ WakeFrom = Literal["anyone", "people", "own_company"]
 
 def may_wake(wake_from: str, agent_company: str, by_kind: str, by_company: str | None) -> bool:
     """Whether a write by ``(by_kind, by_company)`` may wake an agent of ``agent_company`` whose
-    setting is ``wake_from`` (:data:`WakeFrom`; design §3)."""
+    setting is ``wake_from`` (:data:`WakeFrom`; design §12.1)."""
     if wake_from == "people":
         return by_kind == "person"
     if wake_from == "own_company":

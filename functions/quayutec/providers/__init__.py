@@ -1,4 +1,4 @@
-"""Model calls (SPEC §2.3): provider adapters through the official SDKs, the failure
+"""Model calls (design §2.3): provider adapters through the official SDKs, the failure
 classifier and the retry decision. One module per provider kind (:mod:`.anthropic`,
 :mod:`.openai` for ``openai`` and ``openai-compatible``, :mod:`.bedrock`), what they share in
 :mod:`.base`, the kinds and :func:`call_model` in :mod:`.registry`.

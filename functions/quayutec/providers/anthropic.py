@@ -16,7 +16,7 @@ REQUEST_ID_HEADER = "request-id"
 
 
 def call_anthropic(call: ModelCall) -> ModelReply:
-    """Anthropic Messages API (``POST /v1/messages``), non-streaming, with the §4 tools."""
+    """Anthropic Messages API (``POST /v1/messages``), non-streaming, with the tools of design §4."""
     import anthropic
 
     key = call.api_key.get_secret_value()

@@ -51,7 +51,7 @@ def tool_call(id_: Any, name: Any, raw: Any) -> ToolCall:
 
     What the SDKs hand over unvalidated is taken as it comes, never raised on: a name that is
     not a string is ``""`` and an id that is not one ``None`` (the rights check denies the action
-    as malformed, SPEC §4); arguments that do not parse, nesting too deep for the parser
+    as malformed, design §4); arguments that do not parse, nesting too deep for the parser
     included, are ``input=None`` (denied the same way), while the rest of the reply stands.
     So are arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH` (an action's are one object
     of strings): every later step walks them recursively."""
@@ -80,7 +80,7 @@ def tool_call(id_: Any, name: Any, raw: Any) -> ToolCall:
 def sdk_kwargs(call: ModelCall, key: str) -> dict[str, Any]:
     """Client arguments of the Anthropic and OpenAI SDKs: no SDK retries, the call's timeout
     (seconds), the base URL; an owner's address is resolved, checked and pinned for this request
-    (SPEC §5), and a refused one ends the call as a final ``address_refused`` failure."""
+    (design §5), and a refused one ends the call as a final ``address_refused`` failure."""
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": call.timeout_s}
     if call.base_url:
         kwargs["base_url"] = call.base_url
@@ -155,7 +155,7 @@ def clear_clients() -> None:
 def sdk_client(call: ModelCall, sdk_class: Any, kwargs: dict[str, Any], key: str) -> Iterator[Any]:
     """An Anthropic/OpenAI SDK client for ``call``: the kept one of its provider, base URL and
     key; for an owner's own address a client of this request only (its connection is pinned to
-    the address checked for this request, SPEC §5), closed after it. The timeout is the
+    the address checked for this request, design §5), closed after it. The timeout is the
     request's (passed with the request: a kept client serves calls with other timeouts)."""
     if "http_client" in kwargs:
         with sdk_class(**kwargs) as client:

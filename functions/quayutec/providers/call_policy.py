@@ -229,7 +229,7 @@ def _fmt_seconds(value: float) -> str:
 
 # --------------------------------------------------------------------------- decision
 def decide_next(failure: ProviderFailure, requests_made: int, one_request_only: bool) -> RetryDecision:
-    """Whether to make another request after ``failure`` (SPEC §2.3), and the wait before it.
+    """Whether to make another request after ``failure`` (design §2.3), and the wait before it.
 
     ``requests_made``: requests of this call made so far, including the failed one (1..3).
     ``one_request_only``: the agent's owner supplied the base URL.

@@ -1,4 +1,4 @@
-"""Where an owner-supplied model address may point (SPEC §5, issue 10 finding 3).
+"""Where an owner-supplied model address may point (design §5, issue 10 finding 3).
 
 An ``openai-compatible`` agent's ``base_url`` comes from its owner, and the run sends the
 company's key there and keeps (part of) the answer in the ledger. So the address must be

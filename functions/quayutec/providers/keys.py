@@ -1,4 +1,4 @@
-"""Provider keys as values (SPEC §5, issue 10 finding 2): what a key may look like, and every
+"""Provider keys as values (design §5, issue 10 finding 2): what a key may look like, and every
 form in which one could show up in text that leaves an adapter.
 
 A key is printable ASCII without whitespace (``0x21``-``0x7E``), 8 to 512 bytes. It is checked
@@ -131,8 +131,8 @@ def scrub_reply(reply: ModelReply, secret: str) -> ModelReply:
     calls (name, id, arguments: keys and values, and the raw arguments) and its request id and
     stop reason. A model server the owner runs sees the key (it is sent the ``Authorization``
     header) and can echo it anywhere in its answer, which the run would post in the room and
-    keep in the ledger (SPEC §5). In the same strings, a lone surrogate becomes U+FFFD (the
-    replacement character): stored as sent, it failed every write of the run (SPEC §4: model
+    keep in the ledger (design §5). In the same strings, a lone surrogate becomes U+FFFD (the
+    replacement character): stored as sent, it failed every write of the run (design §4: model
     output never crashes a run)."""
     scrub = scrubber(secret)
 

@@ -1,4 +1,4 @@
-"""Data shapes of one model call (SPEC §2.3): the request, the reply, the failure, the decision.
+"""Data shapes of one model call (design §2.3): the request, the reply, the failure, the decision.
 
 All durations are in **seconds**. Nothing here holds or prints a provider key in clear text:
 ``ModelCall.api_key`` is a :class:`pydantic.SecretStr`, and :class:`ProviderError` is built only
@@ -22,7 +22,7 @@ MAX_ERROR_BODY_BYTES = 4096
 class ModelCall(BaseModel):
     """One request to a model provider: what :func:`quayutec.providers.call_model` sends.
 
-    * ``provider`` / ``model``: the agent's provider kind and model id (SPEC §2.3).
+    * ``provider`` / ``model``: the agent's provider kind and model id (design §2.3).
     * ``system``: the system prompt; ``user_text``: the single user turn (the assembled room
       context).
     * ``end_user_id``: the agent id. Sent as Anthropic ``metadata.user_id``, OpenAI ``user``,
@@ -74,7 +74,7 @@ class ModelCall(BaseModel):
 
 class ToolCall(BaseModel):
     """One declared action of a reply: an Anthropic ``tool_use`` block, an OpenAI
-    ``tool_calls`` entry or a Bedrock ``toolUse`` block (SPEC §4).
+    ``tool_calls`` entry or a Bedrock ``toolUse`` block (design §4).
 
     ``input`` is the parsed arguments when they are a JSON object, else ``None`` (the action is
     then denied as malformed downstream); ``raw_input`` is the arguments as received (JSON text).
@@ -105,7 +105,7 @@ class ModelReply(BaseModel):
 
 
 class ProviderFailure(BaseModel):
-    """A failed request, classified by the provider's own markers (SPEC §2.3).
+    """A failed request, classified by the provider's own markers (design §2.3).
 
     * ``status``: HTTP status; ``None`` when no response came (timeout, refused/dropped
       connection).
@@ -153,7 +153,7 @@ class ProviderError(Exception):
 
 
 class RetryDecision(BaseModel):
-    """What to do after a failed request (SPEC §2.3).
+    """What to do after a failed request (design §2.3).
 
     ``retry``: make another request. ``wait_seconds``: whole seconds for the Step Functions
     ``Wait`` before it (the exact wait rounded up), set only when ``retry``. ``reason``: human

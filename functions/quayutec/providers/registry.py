@@ -108,7 +108,7 @@ def call_model(call: ModelCall) -> ModelReply:
 
 
 def _count_tokens(call: ModelCall, reply: ModelReply) -> None:
-    """The reply's usage fields join the running invocation's cost line (SPEC §10); outside a
+    """The reply's usage fields join the running invocation's cost line (design §10); outside a
     run phase nothing counts. A failed request has no usage: nothing is counted for it."""
     from quayutec.cost import line as cost_line
 

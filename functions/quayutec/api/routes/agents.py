@@ -91,7 +91,7 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
     svc = services()
     if body.provider == "openai-compatible" and not body.base_url:
         raise InvalidInput("base_url: an openai-compatible agent needs its owner's model address")
-    if body.base_url is not None:  # https to a public address (SPEC §5); checked again at each request
+    if body.base_url is not None:  # https to a public address (design §5); checked again at each request
         from quayutec.providers.egress import url_problem  # registration only: not at import
 
         problem = url_problem(body.base_url, allow_loopback=svc.deps.allow_loopback_model_urls)
@@ -122,7 +122,7 @@ def register_agent(body: Annotated[AgentIn, Body()]) -> AgentOut:
             raise InvalidInput(f"role_arn: {problem}")
     elif body.api_key is None and not _key_stored(svc, company, body.provider):
         raise InvalidInput(f"api_key: no {body.provider} key is stored for company {company!r} yet")
-    # The id is scoped to the caller's company (SPEC §5): "taken" can only be about its own agent.
+    # The id is scoped to the caller's company (design §5): "taken" can only be about its own agent.
     agent = Agent(
         id=ids.agent_id(company, body.name),
         company=company,
@@ -173,7 +173,7 @@ def pause_agent(agent_id: AgentId) -> AgentOut:
     """A person of the agent's company only (another company's agent answers 404). Its running
     runs write nothing more and end ``stopped``; those waiting on approvals are ended now
     (``stopping``). Idempotent: pausing a paused agent changes nothing but stops what it
-    reaches again. Each pause is a notice in the agent's rooms naming who paused it (design §3)."""
+    reaches again. Each pause is a notice in the agent's rooms naming who paused it (design §12.2)."""
     who = caller()
     svc = services()
     agent = own_agent(svc, agent_id, who)
@@ -184,7 +184,7 @@ def pause_agent(agent_id: AgentId) -> AgentOut:
 @router.post("/agents/<agent_id>/resume", tags=["agents"], summary="Resume one of your company's paused agents")
 def resume_agent(agent_id: AgentId) -> AgentOut:
     """A person of the agent's company only. Idempotent; a notice in the agent's rooms names who
-    resumed it (design §3)."""
+    resumed it (design §12.2)."""
     who = caller()
     svc = services()
     agent = own_agent(svc, agent_id, who)

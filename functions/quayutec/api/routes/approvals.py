@@ -1,4 +1,4 @@
-"""Held actions waiting for a yes (SPEC §2.6): visible to, and decided by, the agent's owning
+"""Held actions waiting for a yes (design §2.6): visible to, and decided by, the agent's owning
 company only. The decision is the domain service :func:`quayutec.logic.approvals.decide_approval`."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def list_approvals(room_id: RoomId, status: Annotated[Literal["pending", "all"],
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
-    mine = svc.deps.room.approvals(room_id, who.require_company())  # its own rows only (design §9)
+    mine = svc.deps.room.approvals(room_id, who.require_company())  # its own rows only (design §14)
     open_ = ("pending", "deciding")  # deciding: an answer is on its way to Step Functions
     return ApprovalList(approvals=[a for a in mine if status == "all" or a.status in open_])
 

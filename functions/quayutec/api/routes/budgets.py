@@ -1,4 +1,4 @@
-"""A company's budget over its agents' model spend and what it has spent (design §7): read and set
+"""A company's budget over its agents' model spend and what it has spent (design §12.4): read and set
 by the company's own people only (another company's caller gets 404, as for its policy)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _own_people(company_id: str) -> None:
 @router.get("/companies/<company_id>/budget", tags=["budgets"], summary="The company's budget")
 def get_budget(company_id: CompanyId) -> CompanyBudget:
     """Its limits per UTC day and month (USD for priced models, tokens for the others), its own
-    and its agents' by name; ``{}`` when it set none (design §7)."""
+    and its agents' by name; ``{}`` when it set none (design §12.4)."""
     _own_people(company_id)
     return services().deps.room.get_budget(company_id) or CompanyBudget()
 
@@ -41,7 +41,7 @@ def get_budget(company_id: CompanyId) -> CompanyBudget:
 def put_budget(company_id: CompanyId, body: Annotated[BudgetIn, Body()]) -> CompanyBudget:
     """Each limit optional; a request that would pass one is not sent (its run ends
     ``failed_before_reply``, "budget reached", a notice only the company sees); at 80 % and
-    100 % the company gets one notice each per period (design §7)."""
+    100 % the company gets one notice each per period (design §12.4)."""
     _own_people(company_id)
     budget = CompanyBudget.model_validate(body.model_dump())
     services().deps.room.put_budget(company_id, budget)
@@ -54,7 +54,7 @@ def get_spend(
     period: Annotated[Literal["day", "month"], Query(description="The current UTC day or month")] = "day",
 ) -> SpendOut:
     """Spent and reserved (requests not answered yet) in the current UTC day or month, against
-    the budget, per agent and per model, from the spend counters (design §7). USD figures
+    the budget, per agent and per model, from the spend counters (design §12.4). USD figures
     cover models with a known price; tokens the others."""
     _own_people(company_id)
     deps = services().deps

@@ -1,4 +1,4 @@
-"""Room files (SPEC §8): a member declares an upload and gets a presigned S3 POST (files up to
+"""Room files (design §8): a member declares an upload and gets a presigned S3 POST (files up to
 25 MB go straight to S3; API Gateway's own limit is 10 MB), lists the room's files, reads one
 (with a presigned download), and the uploader's company deletes one. The ingest function
 (S3 event) extracts, chunks and indexes the file: status ``uploading`` → ``ready`` | ``failed``."""

@@ -1,5 +1,5 @@
 """Memory lines: a caller reads the room-wide lines and its own company's; `company` lines of
-another company are never shown (SPEC §5)."""
+another company are never shown (design §5)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Messages: a person posts as themselves (the author is the authenticated caller, never a body
 field); the room's transcript is read page by page, without other companies' company-only
-notices (design §5)."""
+notices (design §12.5)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def list_messages(
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
-    # Other companies' company-only notices are not the caller's to read (design §5).
+    # Other companies' company-only notices are not the caller's to read (design §12.5).
     messages, next_cursor = svc.directory.messages_page(
         room_id, limit, cursor, newest_first=order == "desc", reader=who.require_company()
     )

@@ -1,11 +1,11 @@
-"""The room page (SPEC §9): static files shipped in the package (``quayutec/api/static/app``),
+"""The room page (design §9): static files shipped in the package (``quayutec/api/static/app``),
 served at ``GET /app/`` and ``GET /app/{asset}`` without the authorizer (:mod:`quayutec.api.public`).
 The page holds no data; it calls the API with the bearer token the person signs in with.
 
 Every answer carries a strict Content-Security-Policy: scripts, styles and connections from this
 origin only, no inline script or style, no framing. ``connect-src`` adds the room-files bucket's
 S3 origin when the function has a files bucket (uploads go straight to S3 through a presigned URL,
-SPEC §8), and the local files endpoint on ``quay dev``."""
+design §8), and the local files endpoint on ``quay dev``."""
 
 from __future__ import annotations
 

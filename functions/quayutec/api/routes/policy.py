@@ -1,4 +1,4 @@
-"""A company's rights policy over its agents' declared actions (SPEC §5): read by the
+"""A company's rights policy over its agents' declared actions (design §5): read by the
 company's own people (and operators), set by its own people only: never by an operator, never by
 another company."""
 
@@ -29,7 +29,7 @@ def get_policy(company_id: CompanyId) -> RightsPolicy:
 def put_policy(company_id: CompanyId, body: Annotated[RightsPolicy, Body()]) -> PolicyOut:
     svc = services()
     who = caller()
-    if who.company != company_id:  # operators administer companies, not their rights (SPEC §5)
+    if who.company != company_id:  # operators administer companies, not their rights (design §5)
         if who.admin and who.company is None:
             raise Forbidden("an operator cannot change a company's rights policy: only its own people can")
         raise NotFound(f"company {company_id!r} does not exist")

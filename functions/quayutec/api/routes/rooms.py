@@ -49,7 +49,7 @@ def create_room(body: Annotated[RoomIn, Body()]) -> RoomOut:
     unknown = [m for m in members if svc.deps.room.get_company(m) is None]
     if unknown:
         raise InvalidInput(f"members: no such company: {', '.join(unknown)}")
-    # The service picks the id (SPEC §5): a caller never learns that an id is taken, since it
+    # The service picks the id (design §5): a caller never learns that an id is taken, since it
     # never chooses one; a repeat with the same Idempotency-Key gets the same id.
     room = Room(
         id=new_room_id(idempotency_key()),

@@ -1,5 +1,5 @@
-"""The run ledger (SPEC §2.1): a company sees the runs of its own agents only; their summed cost
-lines (SPEC §10) likewise."""
+"""The run ledger (design §2.1): a company sees the runs of its own agents only; their summed cost
+lines (design §10) likewise."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def list_runs(room_id: RoomId, limit: Limit = 50) -> RunList:
     member_room(svc, room_id, who)
     company = who.require_company()
     # Keyed by (room, company): each read reads this company's items only, `limit` of them
-    # (design §9), however many runs other companies have in the room.
+    # (design §14), however many runs other companies have in the room.
     runs = svc.deps.ledger.runs_in_room(room_id, company, limit=limit)
     refused = svc.deps.ledger.not_started_in_room(room_id, company, limit=limit)
     return RunList(runs=runs, not_started=refused)
@@ -56,7 +56,7 @@ def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
     svc = services()
     start = _instant(since) if since is not None else None
     member_room(svc, room_id, who)
-    # the company's own runs since `start` only: one key range (design §9)
+    # the company's own runs since `start` only: one key range (design §14)
     runs = svc.deps.ledger.runs_in_room(room_id, who.require_company(), since=iso(start) if start else None)
     return RoomCost(
         room_id=room_id,
@@ -94,7 +94,7 @@ def get_run(run_id: RunId) -> RunDetail:
     summary="Stop a chain of agent wakes in a room: no further run of it starts",
 )
 def stop_chain(room_id: RoomId, chain_id: ChainId) -> ChainStopped:
-    """Any person of a member company (design §3). Idempotent: stopping a stopped chain changes
+    """Any person of a member company (design §12.2). Idempotent: stopping a stopped chain changes
     nothing (``stopped: false``). 404 when no run of this room ever belonged to that chain; a
     run's ``chain_id`` (``GET /rooms/{room}/runs``) names it."""
     who = caller()

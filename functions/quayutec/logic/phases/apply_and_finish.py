@@ -1,4 +1,4 @@
-"""ApplyAndFinish (SPEC §2.7, §2.8): write the allowed and approved actions and the run's wakes,
+"""ApplyAndFinish (design §2.7, §2.8): write the allowed and approved actions and the run's wakes,
 then record the final status.
 """
 
@@ -114,7 +114,7 @@ def _write_action(
 
 def apply_actions(deps: Deps, state: RunState) -> RunState:
     """Write the allowed and approved actions in declared order, then the run's wakes, after all
-    writes have landed (SPEC §2.7, §3). Rejected / expired actions are recorded, not written."""
+    writes have landed (design §2.7, §3). Rejected / expired actions are recorded, not written."""
     ref = _need_run(state)
     facts = _need_facts(state)
     if _need_rights(state).actions == 0:  # nothing declared: nothing to write
@@ -133,7 +133,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
         run = _load_run(deps, ref)
     guard = run_guard(deps, ref, facts)
     marked = list(facts.memory_marked)
-    if "stopped" in approvals.values():  # a person stopped the run while it waited (design §3)
+    if "stopped" in approvals.values():  # a person stopped the run while it waited (design §12.2)
         _settle_stopped(deps, run, approvals)
         raise RunStopped(f"run {ref.run_id} was stopped while it waited on its approvals")
     for a in deps.ledger.actions(ref.run_id):
@@ -144,7 +144,7 @@ def apply_actions(deps: Deps, state: RunState) -> RunState:
             if outcome is None:
                 continue
             # The run's side settles the approval row with the outcome Step Functions gave it
-            # (SPEC §2.6): also when the API's row update was lost after its answer landed, or a
+            # (design §2.6): also when the API's row update was lost after its answer landed, or a
             # retry found the token used and left the row deciding.
             deps.room.set_approval_status(
                 run.room_id,
@@ -219,7 +219,7 @@ def _settle_unwritten(deps: Deps, state: RunState) -> None:
 
 def _task_event_targets(task: Task, event_id: str) -> list[tuple]:
     """Who an update/close of ``task`` wakes: its assignee and the agent that created it (the
-    run's own agent is dropped later, SPEC §3)."""
+    run's own agent is dropped later, design §3)."""
     return [(agent_id, "task_event", event_id, task.id) for agent_id in wake_rules.task_watchers(task)]
 
 
@@ -235,10 +235,10 @@ def _targets_of_written(deps: Deps, run: RunRecord, a: ActionRecord) -> list[tup
 
 
 def apply_and_finish(deps: Deps, state: RunState) -> RunState:
-    """Write the allowed and approved actions and the run's wakes (SPEC §2.7), then record the
+    """Write the allowed and approved actions and the run's wakes (design §2.7), then record the
     final status (§2.8). A run whose agent was paused or whose chain was stopped since its claim
     (an approval ended ``stopped``, or a write's stop guard failed) writes nothing more and
-    ends ``stopped``, its reply posted (design §3)."""
+    ends ``stopped``, its reply posted (design §12.2)."""
     with part("apply_actions"):
         try:
             state = apply_actions(deps, state)

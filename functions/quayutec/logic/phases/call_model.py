@@ -1,4 +1,4 @@
-"""CallModel (SPEC §2.3): the next model request of the run, at most 3 in all, each recorded in the
+"""CallModel (design §2.3): the next model request of the run, at most 3 in all, each recorded in the
 ledger before it is sent. The only phase that reads a company's key, or assumes its Bedrock role
 (a ``bedrock`` agent with ``role_arn``: STS ``AssumeRole`` with the company's external id, the
 session kept and refreshed by the adapter, docs/design.md §5).
@@ -51,10 +51,10 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     An agent under its company's role reads no key; an STS refusal of the role is a final
     ``role_denied`` failure whose reason names the role, STS throttling a retryable ``rate_limit``.
     Returns ``model.outcome`` ``reply`` or ``wait`` (with whole ``wait_seconds`` for the ASL's
-    Wait state); ``not_started`` for a wake the claim did not start (design §2.1, §3: passed
+    Wait state); ``not_started`` for a wake the claim did not start (design §2.1, §12.1: passed
     through with no call, so the state machine ends it without a state of its own for every
     run). Raises ModelCallFailed (final error, cap, retry-after > 20 s) or RunTimedOut.
-    Source: SPEC §2.3.
+    Source: design §2.3.
     """
     if state.claim is not None and not state.claim.claimed:
         return state.model_copy(update={"model": ModelStep(outcome="not_started", requests=0)})
@@ -101,12 +101,12 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     record = ModelRequestRecord(n=n, sent_at=_iso(deps), provider=agent.provider, model=agent.model, agent_id=agent.id)
     system, user = prompt.system_prompt(ctx), prompt.user_text(ctx)
     max_tokens = ModelCall.model_fields["max_tokens"].default
-    try:  # the request's reserve against its company's budgets (design §7)
+    try:  # the request's reserve against its company's budgets (design §12.4)
         reservation = spend.reserve(deps, agent.company, record, system + user, max_tokens, deps.clock())
     except spend.BudgetReached as reached:
         raise BudgetExhausted(spend.refuse(deps, ref, agent.company, reached.limit, deps.clock())) from None
     record = reservation.record
-    guard = run_guard(deps, ref, facts)  # a stopped run sends no request (design §3)
+    guard = run_guard(deps, ref, facts)  # a stopped run sends no request (design §12.2)
     try:
         if not deps.ledger.record_request(ref.run_id, record, guard, reservation.counts):
             reused = _after_earlier_attempt(deps, state, ref, run)
@@ -151,7 +151,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     )
     # Where the key and the model's answer meet: a model server (an owner's own, above all) is
     # sent the key and can echo it in its text, its tool calls' fields or its request id. Nothing
-    # of the answer is stored before it is scrubbed of the key in every encoding (SPEC §5).
+    # of the answer is stored before it is scrubbed of the key in every encoding (design §5).
     try:
         reply = scrub_reply(deps.provider()(call), api_key)
     except ProviderError as exc:
@@ -199,7 +199,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
         # An error the provider layer did not classify (an SDK or a bug of ours): the request may
         # have been sent, so it counts and ends the call (never retried: never twice first); its
         # text is scrubbed of the key in every encoding before the ledger, the logs or Step
-        # Functions' history see it (SPEC §5).
+        # Functions' history see it (design §5).
         text = scrub(f"{type(exc).__name__}: {exc}", api_key)[:1000]
         _finish_request(
             deps,

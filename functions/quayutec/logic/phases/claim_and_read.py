@@ -47,7 +47,7 @@ def claim(
     deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None, reads: RunReads
 ) -> RunState:
     """Claim ``(agent, wake)`` with a conditional put, count the run in its chain and open the
-    ledger entry (design §2.1, §3).
+    ledger entry (design §2.1, §12.1).
 
     The claim records the execution ARN and start time (``$$.Execution.StartTime``): a retried
     Claim step of the same execution carries on; any other execution — also one that reuses the
@@ -191,7 +191,7 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
         raise RunStateInvalid("execution input has no wake")
     if wake.cause_kind == "message":
         msg = reads.message
-        # Another company's company-only notice is not the agent's to read (design §5): as if absent
+        # Another company's company-only notice is not the agent's to read (design §12.5): as if absent
         if msg is None or not msg.visible_to_company(agent.company):
             raise RunStateInvalid(f"wake cause message {wake.cause_id} not found")
         cause: dict[str, Any] = {"kind": "message", "message": msg.model_dump(mode="json")}

@@ -1,4 +1,4 @@
-"""What the run phases share (SPEC §2): the run's timing and budget, its facts from the state, the
+"""What the run phases share (design §2): the run's timing and budget, its facts from the state, the
 ledger helpers, and the final write of a completed run (§2.8) with its cost line (§10).
 
 Never twice: every write is keyed from the run and conditional, so any phase can be retried.
@@ -41,11 +41,11 @@ metrics = Metrics()
 def _finish_request(deps: Deps, run_id: str, record: ModelRequestRecord, reply: dict[str, Any] | None = None) -> None:
     """Store a model request's outcome, with the ``reply`` it brought in the same ledger write (as
     its JSON text: whatever the model wrote is stored as it came) and its reserve settled in its
-    company's spend counters (design §7); a reply too large for a DynamoDB item goes to run data
+    company's spend counters (design §12.4); a reply too large for a DynamoDB item goes to run data
     first. Counts it (metric ``ModelRequest_<outcome>``)."""
     from quayutec.logic.phases.spend import settlement
 
-    settle = settlement(deps, record)  # the reserve, settled to the outcome in the same write (design §7)
+    settle = settlement(deps, record)  # the reserve, settled to the outcome in the same write (design §12.4)
     if reply is None:
         deps.ledger.finish_request(run_id, record, settle=settle)
     else:
@@ -117,7 +117,7 @@ def _timing(state: RunState, ref: RunRef) -> _Started:
 
 
 def remaining_seconds(deps: Deps, run: Any) -> float:
-    """Active time left (SPEC §2: 300 s from claim to end, parked approval time excluded)."""
+    """Active time left (design §2: 300 s from claim to end, parked approval time excluded)."""
     now = deps.clock()
     used = (now - parse_iso(run.started_at)).total_seconds() - run.parked_s
     if run.parked_since:
@@ -127,20 +127,20 @@ def remaining_seconds(deps: Deps, run: Any) -> float:
 
 def _hop_limit_of(deps: Deps, room_limit: int | None) -> int:
     """The room's hop limit (``room_limit``), or the runtime's setting when the room names none
-    (SPEC §3)."""
+    (design §3)."""
     return room_limit if room_limit is not None else deps.settings.hop_limit
 
 
 def post_chain_notice(deps: Deps, ref: RunRef, facts: RunFacts, targets: list[str]) -> None:
     """A run of a chain that was full at its claim sends no wake (each could only be refused);
     when its write names another agent, the chain's one notice says why (its id derives from the
-    chain: written once, whichever run or refused claim comes first; design §3)."""
+    chain: written once, whichever run or refused claim comes first; design §12.1)."""
     if facts.chain_full and any(a != ref.agent_id for a in targets):
         deps.room.put_message(wake_rules.chain_notice(ref.room_id, ref.chain_id, facts.max_runs_per_chain))
 
 
 def run_guard(deps: Deps, ref: RunRef, facts: RunFacts) -> Guard:
-    """The run's stop guard (design §3): its chain not stopped, its agent not paused since its
+    """The run's stop guard (design §12.2): its chain not stopped, its agent not paused since its
     claim (the pause count the claim saw). Its model requests, its reply and its action writes
     carry it in their transactions; a failed guard raises RunStopped there, nothing written."""
     return stop_guard(
@@ -154,9 +154,9 @@ def context_fit(state: RunState) -> dict[str, Any] | None:
 
 
 def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: int) -> RunState:
-    """Record the final status ``stopped`` (design §3) — the run's agent was paused or its chain
+    """Record the final status ``stopped`` (design §12.2) — the run's agent was paused or its chain
     stopped after its claim — once, with whether its reply was posted (``reply_message_id``)
-    and its cost line (``states`` entered for this end, design §7). Returns the state marked
+    and its cost line (``states`` entered for this end, design §10). Returns the state marked
     ``stopped`` and ``finished``: the state machine ends the run quietly. Its declared actions
     not written are recorded ``not_reached``."""
     ref = _need_run(state)
@@ -211,8 +211,8 @@ def budget(deps: Deps, run: Any, next_task: R.FunctionDef | None) -> Budget:
 
 # ----------------------------------------------------------------------------- 8. record
 def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
-    """Record ``completed`` (SPEC §2.8), with the cost line: the state's counters, this
-    invocation's so far, ``states`` entered for it and this final write (SPEC §10)."""
+    """Record ``completed`` (design §2.8), with the cost line: the state's counters, this
+    invocation's so far, ``states`` entered for it and this final write (design §10)."""
     ref = _need_run(state)
     cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
     if deps.ledger.finish_run(

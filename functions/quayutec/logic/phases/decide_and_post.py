@@ -1,4 +1,4 @@
-"""DecideAndPost (SPEC §2.4, §2.5): decide the company's rights over the declared actions, then post
+"""DecideAndPost (design §2.4, §2.5): decide the company's rights over the declared actions, then post
 the reply; a reply that declares nothing also records the run's final status (§2.8).
 """
 
@@ -92,7 +92,7 @@ def decide_rights(
     deps: Deps, state: RunState, reply: dict[str, Any] | None = None, agents: dict[str, str] | None = None
 ) -> RunState:
     """Decide each declared action (allow / ask / deny) and record it in the ledger, once
-    (SPEC §2.4, §4, §5). Returns the indexes held for approval. ``reply``: the stored reply when
+    (design §2.4, §4, §5). Returns the indexes held for approval. ``reply``: the stored reply when
     the caller has read it already; ``agents``: :func:`named_agents` of it, when read already."""
     ref = _need_run(state)
     run = _timing(state, ref)
@@ -149,7 +149,7 @@ def decide_rights(
 def compose_reply(text: str, actions: list[ActionRecord], over_limit: int, truncated: bool, company: str) -> str:
     """The reply text plus notes on held and denied actions (kind and target, never quoted text).
     A denial by the policy of ``company`` (the agent's) says so, not which rule: the policy is
-    the company's own (its page answers 404 to others); the rule stays in its ledger (SPEC §2.5)."""
+    the company's own (its page answers 404 to others); the rule stays in its ledger (design §2.5)."""
     notes = []
     for a in actions:
         if a.decision == "ask":
@@ -171,10 +171,10 @@ def post_reply(
     finish_states: int | None = None,
     agents: dict[str, str] | None = None,
 ) -> RunState:
-    """Post the reply, the run's first write to the room (SPEC §2.5). Its id derives from the
+    """Post the reply, the run's first write to the room (design §2.5). Its id derives from the
     run id; it wakes only the agents it @mentions. ``finish_states``: the reply declared no action,
     so the run ends here — its final ledger write (status ``completed``, the cost line with
-    ``finish_states`` states for this end, SPEC §2.8, §10) lands in the same transaction as the
+    ``finish_states`` states for this end, design §2.8, §10) lands in the same transaction as the
     reply and its notices."""
     ref = _need_run(state)
     run = _timing(state, ref)
@@ -235,7 +235,7 @@ MAX_NOTICES_IN_TRANSACTION = 96
 def _post_and_finish(
     deps: Deps, state: RunState, msg: Message, wakes: list[Any], notices: list[Message], states: int, guard: Any
 ) -> None:
-    """The reply, its notices and the run's final write, in one transaction (SPEC §2.5, §2.8). A
+    """The reply, its notices and the run's final write, in one transaction (design §2.5, §2.8). A
     retried step finds what an earlier attempt landed: all of it (nothing to do), or the reply
     without the final write (then it writes that alone); a run that got a final status meanwhile
     (closed by RecordFailure or the reconciler) gets no reply now."""
@@ -260,11 +260,11 @@ def _post_and_finish(
 
 
 def decide_and_post(deps: Deps, state: RunState) -> RunState:
-    """Decide the rights (SPEC §2.4), then post the reply (§2.5), reading the stored reply once.
+    """Decide the rights (design §2.4), then post the reply (§2.5), reading the stored reply once.
     A reply that declares no action has nothing to hold or write: the run's final status is
     recorded with the reply, in one transaction (§2.8), and ``finished`` tells the ASL to end.
     A run whose agent was paused or whose chain was stopped since its claim posts no reply: its
-    final status ``stopped`` is recorded and ``finished`` ends it too (design §3)."""
+    final status ``stopped`` is recorded and ``finished`` ends it too (design §12.2)."""
     ref = _need_run(state)
     reply = stored_reply(deps, state, ref)
     agents = named_agents(deps, ref.room_id, reply)  # one read, for the rights and the mentions
@@ -274,6 +274,6 @@ def decide_and_post(deps: Deps, state: RunState) -> RunState:
     with part("post_reply"):  # plain: DecideAndPost, Finished? and Done are this end's states
         try:
             state = post_reply(deps, state, reply, finish_states=3 if plain else None, agents=agents)
-        except RunStopped:  # paused or stopped since the claim: no reply (design §3)
+        except RunStopped:  # paused or stopped since the claim: no reply (design §12.2)
             return record_stopped(deps, state, reply_posted=False, states=3)
     return state.model_copy(update={"finished": plain})

@@ -1,4 +1,4 @@
-"""RecordFailure (SPEC §2.1): the Catch target of every phase gives a claimed run its final failure
+"""RecordFailure (design §2.1): the Catch target of every phase gives a claimed run its final failure
 status, once; the reconciler does the same for an execution that ended outside any Catch.
 """
 
@@ -48,17 +48,17 @@ def _error_of(error: dict[str, Any] | None) -> tuple[str, str]:
 
 def final_status_for(deps: Deps, run: RunRecord, error_name: str) -> str:
     """``timed_out``, ``stopped`` (RunStopped), or ``failed_after_reply`` when the reply is in the room, else
-    ``failed_before_reply`` (SPEC §2.1). The room itself is asked, not the ledger's note."""
+    ``failed_before_reply`` (design §2.1). The room itself is asked, not the ledger's note."""
     if error_name in ("RunTimedOut", "States.Timeout", "TIMED_OUT"):
         return "timed_out"
-    if error_name == RunStopped.__name__:  # a guarded write no phase turned into its end (design §3)
+    if error_name == RunStopped.__name__:  # a guarded write no phase turned into its end (design §12.2)
         return "stopped"
     if deps.room.get_message(run.room_id, ids.reply_message_id(run.run_id)) is not None:
         return "failed_after_reply"
     return "failed_before_reply"
 
 
-#: Why a run failed (docs/design.md §8): the metric ``RunFailed_<cause>`` counts each failed run
+#: Why a run failed (docs/design.md §13): the metric ``RunFailed_<cause>`` counts each failed run
 #: once, beside ``Run_<status>``. Only ``fault`` is an alarm: the others are the customer's, the
 #: provider's or the limits' doing, and move in normal operation.
 FAULT = "fault"  # ours: a phase crashed, an unclassified error, lost requests, the execution died
@@ -95,7 +95,7 @@ def failure_cause(error_name: str, requests: list[ModelRequestRecord]) -> str:
     by CallModel from the provider's own markers (never from a message text): a customer's
     final refusal, a provider unavailable, else (``unexpected``, ``lost``, none) a fault.
     Anything else (a phase raised, the execution failed, timed out or was aborted outside the
-    Catch) is a fault. Source: docs/design.md §8."""
+    Catch) is a fault. Source: docs/design.md §13."""
     if error_name == BudgetExhausted.__name__:
         return BUDGET
     if error_name in (RunTimedOut.__name__, "States.Timeout"):
@@ -222,7 +222,7 @@ def close_failed_run(
         context=context,
     ):
         metrics.add_metric(name=f"Run_{status}", unit=MetricUnit.Count, value=1)
-        if status != "stopped":  # a person's doing (design §3), no failure
+        if status != "stopped":  # a person's doing (design §12.2), no failure
             cause = failure_cause(error_name, requests)  # in request order
             metrics.add_metric(name=f"RunFailed_{cause}", unit=MetricUnit.Count, value=1)
         return status
@@ -230,7 +230,7 @@ def close_failed_run(
 
 
 def record_failure(deps: Deps, state: RunState, run_id: str, execution_arn: str | None) -> RunState:
-    """The Catch target of every phase: write the ledger's final status (SPEC §2.1)."""
+    """The Catch target of every phase: write the ledger's final status (design §2.1)."""
     name, message = _error_of(state.error)
     cost = cost_line.so_far(state.cost, RECORD_FAILURE_STATES, writes_to_come=cost_line.FINAL_WRITE)
     close_failed_run(

@@ -44,7 +44,7 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
     )
     # A run stopped since its claim asks for nothing: its stop guard (the pause count its claim
     # saw is on its ledger entry) raises RunStopped, which the ASL's Map catches by name and
-    # ApplyAndFinish records as the run's end (design §3).
+    # ApplyAndFinish records as the run's end (design §12.2).
     guard = stop_guard(
         deps.ledger.table, run.room_id, run.chain_id, (deps.room.table, agent_key(run.agent_id)), run.pauses
     )

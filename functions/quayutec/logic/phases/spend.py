@@ -1,4 +1,4 @@
-"""A model request's reserve and its settlement in its company's spend counters (design §7): the
+"""A model request's reserve and its settlement in its company's spend counters (design §12.4): the
 call path's part of budgets. CallModel reserves before each request, in the transaction that
 records it; the outcome write settles the reserve to the reported usage, once."""
 
@@ -21,7 +21,7 @@ from .common import logger, metrics
 
 
 class BudgetReached(Exception):
-    """A request would pass ``limit``: it is not sent (design §7)."""
+    """A request would pass ``limit``: it is not sent (design §12.4)."""
 
     def __init__(self, limit: budgets.Limit) -> None:
         super().__init__(limit.describe(limit.scope))
@@ -103,7 +103,7 @@ def refused_limit(res: Reservation, refused: BudgetRefused) -> budgets.Limit:
 
 
 def post_notices(deps: Deps, ref: RunRef, company: str, res: Reservation) -> None:
-    """The company-only notices of the budgets this reserve took past 80 % or 100 % (design §7):
+    """The company-only notices of the budgets this reserve took past 80 % or 100 % (design §12.4):
     once per budget, period and room."""
     for lim in res.limits:
         period = res.counts[0 if lim.period == "day" else 1].period
@@ -134,7 +134,7 @@ def refuse(deps: Deps, ref: RunRef, company: str, lim: budgets.Limit, now: datet
 
 
 def settlement(deps: Deps, outcome: ModelRequestRecord) -> list[SpendCount] | None:
-    """The counts that settle the reserve written on a request to its ``outcome`` (design §7): a
+    """The counts that settle the reserve written on a request to its ``outcome`` (design §12.4): a
     reply's reported
     usage; no usage reported, no answer known (a timeout, a lost request) keeps the reserve;
     an error the provider answered with costs nothing. ``None``: the request reserved nothing."""

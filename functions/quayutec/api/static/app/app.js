@@ -1,4 +1,4 @@
-/* The room page (SPEC §9). Plain DOM code, no library, no build step.
+/* The room page (design §9). Plain DOM code, no library, no build step.
  *
  * - Every URL is relative to the page (on AWS it lives under /{stage}/app/, the API under /{stage}/).
  * - The bearer token is kept in sessionStorage (this tab only), sent as the Authorization header,
@@ -310,7 +310,7 @@
     const item = el("li", { class: "msg " + (m.kind || "message"), "data-id": m.id },
       el("div", { class: "meta" }, el("span", { class: "author", text: who }), " · ", when(m.created_at),
          m.to && m.to.length ? " · to " + m.to.join(", ") : "",
-         // A company-only notice (design §5): the API shows it only to that company's people
+         // A company-only notice (design §12.5): the API shows it only to that company's people
          m.visible_to ? " · only " + m.visible_to + " sees this" : ""),
       body);
     if (m.run_id) {
@@ -482,7 +482,7 @@
 
   // ------------------------------------------------------------------ agents: pause / resume
   // The room's agents (GET /rooms/{room}); the caller's company's own ones (GET /agents, which
-  // says whether each is paused) get Pause or Resume (design §3). Another company's agent gets no
+  // says whether each is paused) get Pause or Resume (design §12.2). Another company's agent gets no
   // button: its company alone may pause it.
   async function loadAgents(room) {
     const [info, own] = await Promise.all([api("GET", "rooms/" + enc(room)), api("GET", "agents")]);
@@ -493,7 +493,7 @@
     await loadSpend(room, (own.agents || [])[0]);
   }
 
-  // The caller's company's spend against its budget (GET /companies/{c}/spend, design §7): only
+  // The caller's company's spend against its budget (GET /companies/{c}/spend, design §12.4): only
   // its own people may read it, and another company in the room never sees it. A company with no
   // agent has spent nothing, so the company is taken from its first agent.
   async function loadSpend(room, agent) {
@@ -760,7 +760,7 @@
     if (state.openRun) await showRun(state.openRun, false);
   }
 
-  // Why the claim refused a wake (design §3), in the words a person reads.
+  // Why the claim refused a wake (design §12.1), in the words a person reads.
   const WHY_NOT_WOKEN = {
     paused: "it is paused",
     chain_full: "its chain of wakes reached the room's bound",
@@ -768,7 +768,7 @@
     wake_from: "its wake_from setting does not admit the writer",
   };
 
-  // Any person in the room may stop a chain (design §3): no further run of it starts; the server
+  // Any person in the room may stop a chain (design §12.2): no further run of it starts; the server
   // posts a notice naming who stopped it, which the refresh after the click shows.
   async function stopChain(button, chain) {
     const room = state.room;
