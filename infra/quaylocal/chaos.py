@@ -41,9 +41,8 @@ from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, install_seams
 from quayutec import deps as quay_deps
 from quayutec import resources as r
-from quayutec.dal.directory import Directory
+from quayutec.dal.keys import KEY_ATTRS, budget_key
 from quayutec.dal.ledger import chain_key
-from quayutec.dal.room import KEY_ATTRS, budget_key
 from quayutec.logic import budgets
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import action_write_id, chain_notice_id, execution_name, reply_message_id, run_wake_id
@@ -821,7 +820,7 @@ class ChaosLab:
             if case.point is not None and case.point.pauses:  # resumed: the next message wakes it
                 agent = self.deps.room.get_agent(case.a)
                 if agent is not None and agent.paused_at is not None:
-                    Stops(self.deps, Directory(self.deps.room)).resume(agent, ANN)
+                    Stops(self.deps).resume(agent, ANN)
             self.server.set_script(case.a, [{"reply": {"text": f"Next run in {case.room}: fine.", "actions": []}}])
             _wake, case.next_run_id = self.post(case, f"Anything left in {case.room}?", f"{case.room}-next")
         self.settle(cases)

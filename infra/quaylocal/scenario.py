@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, warm_during_waits
 from quayutec import deps as quay_deps
-from quayutec.dal.directory import Directory
 from quayutec.dal.files import upload_key
 from quayutec.logic import files as room_files
 from quayutec.logic.approvals import decide_approval
@@ -384,7 +383,7 @@ class Player:
             max_runs_per_chain=self.sc.room.max_runs_per_chain,
             created_by=self.sc.room.members[0] if self.sc.room.members else None,
         )
-        if not Directory(d.room).create_room(room):  # the write POST /rooms makes
+        if not d.room.create_room(room):  # the write POST /rooms makes
             raise RuntimeError(f"room id {self.room_id} collision")
         for a in self.sc.agents:
             d.room.add_room_agent(self.room_id, a.id)
@@ -454,7 +453,7 @@ class Player:
             agent = d.room.get_agent(ps.agent)
             if agent is None or agent.company != who.company:
                 raise LookupError(f"{ps.as_} has no agent {ps.agent!r} to {'pause' if step.pause else 'resume'}")
-            stops = Stops(d, Directory(d.room))
+            stops = Stops(d)
             done = stops.pause(agent, who) if step.pause else stops.resume(agent, who)
             result.events.append(
                 f"{ps.as_} {'paused' if step.pause else 'resumed'} {agent.id} (changed: {done.changed})"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from quayutec.api.context import Caller
 from quayutec.dal.auth import TokenStore
-from quayutec.dal.directory import Directory
+from quayutec.dal.store import RoomStore
 from quayutec.deps import Deps, default_deps
 from quayutec.errors import NotFound
 from quayutec.logic.ids import agent_id, agent_name, name_key
@@ -26,8 +26,8 @@ class Services:
         return RoomService(self.deps.room)
 
     @property
-    def directory(self) -> Directory:
-        return Directory(self.deps.room)
+    def directory(self) -> RoomStore:
+        return self.deps.room
 
     @property
     def tokens(self) -> TokenStore:

@@ -177,7 +177,7 @@ def pause_agent(agent_id: AgentId) -> AgentOut:
     who = caller()
     svc = services()
     agent = own_agent(svc, agent_id, who)
-    paused = Stops(svc.deps, svc.directory).pause(agent, who.author())
+    paused = Stops(svc.deps).pause(agent, who.author())
     return _out(svc, paused.agent).model_copy(update={"stopping": paused.stopping})
 
 
@@ -188,4 +188,4 @@ def resume_agent(agent_id: AgentId) -> AgentOut:
     who = caller()
     svc = services()
     agent = own_agent(svc, agent_id, who)
-    return _out(svc, Stops(svc.deps, svc.directory).resume(agent, who.author()).agent)
+    return _out(svc, Stops(svc.deps).resume(agent, who.author()).agent)

@@ -12,7 +12,8 @@ from quayutec.api.access import own_company, services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import CompanyId
 from quayutec.api.schemas import BudgetIn, SpendOut
-from quayutec.dal.room import budget_key, budget_of
+from quayutec.dal.companies import budget_of
+from quayutec.dal.keys import budget_key
 from quayutec.errors import NotFound
 from quayutec.logic import budgets
 from quayutec.models import CompanyBudget

@@ -100,5 +100,5 @@ def stop_chain(room_id: RoomId, chain_id: ChainId) -> ChainStopped:
     who = caller()
     svc = services()
     member_room(svc, room_id, who)
-    now, stopping = Stops(svc.deps, svc.directory).stop_chain(room_id, chain_id, who.author())
+    now, stopping = Stops(svc.deps).stop_chain(room_id, chain_id, who.author())
     return ChainStopped(room_id=room_id, chain_id=chain_id, stopped=now, stopping=stopping)

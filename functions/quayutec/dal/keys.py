@@ -1,0 +1,191 @@
+"""Every key of the room table, in one place: its partition and sort keys and the keys of its
+global secondary indexes (``open_tasks``: gsi1, ``by_time``: gsi2, ``approvals_by_company``:
+gsi3), docs/design.md §9. The stores build their items and queries from these functions only.
+
+Partitions (pk / sk):
+
+* ``COMPANY#{id}`` / ``META`` — a company, its people and rights policy; ``BUDGET`` its budget;
+  ``ROOM#{room}`` a room it is a member of; ``AGENT#{agent}`` an agent it owns
+* ``AGENT#{id}`` / ``META`` — an always-on agent's configuration
+* ``ROOM#{id}`` / ``META`` — a room; ``MEMBER#{company}``, ``AGENT#{agent}`` and
+  ``NAME#agent#{name}`` its members, agents and agent names; ``TASK#{task}``,
+  ``TEV#{task}#{event}``, ``APPROVAL#{run}#{index:03d}`` and ``OUTBOX#{id}``
+* ``ROOM#{id}#MSG`` / ``MSG#{msg}`` — a message
+* ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines
+* ``ROOM#{id}#FILES`` / ``FILE#{file}`` and ``INDEX`` — room files (:mod:`quayutec.dal.files`)
+"""
+
+from __future__ import annotations
+
+from quayutec.logic.ids import agent_name, name_key
+
+#: The sort key of an entity's own item (a company, an agent, a room).
+META = "META"
+
+#: The key and index attributes of a room-table item (its table key and every GSI key): never
+#: part of what the item says.
+KEY_ATTRS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk"})
+#: The attributes of a message's key on the ``by_time`` GSI (a page cursor holds them).
+MESSAGE_KEY = ("pk", "sk", "gsi2pk", "gsi2sk")
+
+# Sort-key prefixes (the ``begins_with`` of a range query).
+ROOM_PREFIX = "ROOM#"
+AGENT_PREFIX = "AGENT#"
+TASK_PREFIX = "TASK#"
+MESSAGE_PREFIX = "MSG#"
+APPROVAL_PREFIX = "APPROVAL#"
+
+
+# ------------------------------------------------------------------ companies
+def company_pk(company_id: str) -> str:
+    return f"COMPANY#{company_id}"
+
+
+def company_key(company_id: str) -> dict[str, str]:
+    """The key of a company's item."""
+    return {"pk": company_pk(company_id), "sk": META}
+
+
+def budget_key(company_id: str) -> dict[str, str]:
+    """The key of a company's budget item (design §7)."""
+    return {"pk": company_pk(company_id), "sk": "BUDGET"}
+
+
+def company_room_key(company_id: str, room_id: str) -> dict[str, str]:
+    """The company's index entry of a room it is a member of."""
+    return {"pk": company_pk(company_id), "sk": f"{ROOM_PREFIX}{room_id}"}
+
+
+def company_agent_key(company_id: str, agent_id: str) -> dict[str, str]:
+    """The company's index entry of an agent it owns."""
+    return {"pk": company_pk(company_id), "sk": f"{AGENT_PREFIX}{agent_id}"}
+
+
+# ------------------------------------------------------------------ agents
+def agent_key(agent_id: str) -> dict[str, str]:
+    """The key of an agent's item."""
+    return {"pk": f"AGENT#{agent_id}", "sk": META}
+
+
+# ------------------------------------------------------------------ rooms
+def room_pk(room_id: str) -> str:
+    return f"ROOM#{room_id}"
+
+
+def room_key(room_id: str) -> dict[str, str]:
+    """The key of a room's item (its ``agents`` and ``memory`` maps)."""
+    return {"pk": room_pk(room_id), "sk": META}
+
+
+def member_key(room_id: str, company_id: str) -> dict[str, str]:
+    return {"pk": room_pk(room_id), "sk": f"MEMBER#{company_id}"}
+
+
+def room_agent_key(room_id: str, agent_id: str) -> dict[str, str]:
+    """The link of an agent placed in a room."""
+    return {"pk": room_pk(room_id), "sk": f"{AGENT_PREFIX}{agent_id}"}
+
+
+def room_agent_name_key(room_id: str, name: str) -> dict[str, str]:
+    """The room's holder of an agent name (letter case aside: one agent per name in a room)."""
+    return {"pk": room_pk(room_id), "sk": f"NAME#agent#{name_key(name)}"}
+
+
+def room_ref_key(room_id: str, ref: str) -> dict[str, str]:
+    """The item that answers for an agent ref in a room: its link (a full id, ``acme.planner``)
+    or the room's holder of its name (``Planner``)."""
+    return room_agent_key(room_id, ref) if "." in ref else room_agent_name_key(room_id, ref)
+
+
+def agent_name_key(room_id: str, agent_id: str) -> dict[str, str]:
+    """The room's name item of agent ``agent_id``."""
+    return room_agent_name_key(room_id, agent_name(agent_id))
+
+
+def outbox_key(room_id: str, outbox_id: str) -> dict[str, str]:
+    return {"pk": room_pk(room_id), "sk": f"OUTBOX#{outbox_id}"}
+
+
+# ------------------------------------------------------------------ by_time (gsi2)
+def time_sk(created_at: str, item_id: str) -> str:
+    """An item's sort key on the ``by_time`` GSI: time order, ties by id (design §9)."""
+    return f"{created_at}#{item_id}"
+
+
+# ------------------------------------------------------------------ messages
+def message_pk(room_id: str) -> str:
+    """The partition of a room's messages, apart from its tasks, approvals and members
+    (design §9)."""
+    return f"ROOM#{room_id}#MSG"
+
+
+def message_key(room_id: str, message_id: str) -> dict[str, str]:
+    """By id alone: the put's condition stops a repeat."""
+    return {"pk": message_pk(room_id), "sk": f"{MESSAGE_PREFIX}{message_id}"}
+
+
+# ------------------------------------------------------------------ tasks
+def task_key(room_id: str, task_id: str) -> dict[str, str]:
+    return {"pk": room_pk(room_id), "sk": f"{TASK_PREFIX}{task_id}"}
+
+
+def task_event_prefix(task_id: str) -> str:
+    return f"TEV#{task_id}#"
+
+
+def task_event_key(room_id: str, task_id: str, event_id: str) -> dict[str, str]:
+    return {"pk": room_pk(room_id), "sk": f"{task_event_prefix(task_id)}{event_id}"}
+
+
+def open_tasks_pk(room_id: str, agent_id: str) -> str:
+    """The ``open_tasks`` GSI partition (``gsi1pk``) of an agent's open tasks in a room: sparse,
+    set while a task is open."""
+    return f"OPEN#{room_id}#{agent_id}"
+
+
+# ------------------------------------------------------------------ memory
+def memory_partition(visibility: str, company: str) -> str:
+    """A memory partition's name in the room item's ``memory`` map: ``room`` for room-wide lines,
+    ``company#{company}`` for a company's own."""
+    return "room" if visibility == "room" else f"company#{company}"
+
+
+def memory_pk(room_id: str, visibility: str, company: str) -> str:
+    return f"ROOM#{room_id}#MEM#{memory_partition(visibility, company)}"
+
+
+def memory_key(room_id: str, visibility: str, company: str, line_id: str) -> dict[str, str]:
+    """By id alone: the put's condition stops a repeat."""
+    return {"pk": memory_pk(room_id, visibility, company), "sk": f"MEM#{line_id}"}
+
+
+# ------------------------------------------------------------------ approvals
+def approval_prefix(run_id: str) -> str:
+    return f"{APPROVAL_PREFIX}{run_id}#"
+
+
+def approval_key(room_id: str, run_id: str, index: int) -> dict[str, str]:
+    return {"pk": room_pk(room_id), "sk": f"{approval_prefix(run_id)}{index:03d}"}
+
+
+def approvals_pk(room_id: str, company: str) -> str:
+    """The ``approvals_by_company`` GSI partition (``gsi3pk``) of a company's approvals in a room."""
+    return f"APPROVALS#{room_id}#{company}"
+
+
+def approvals_sk(created_at: str, run_id: str, index: int) -> str:
+    return f"{created_at}#{run_id}#{index:03d}"
+
+
+# ------------------------------------------------------------------ files (quayutec.dal.files)
+def files_pk(room_id: str) -> str:
+    return f"ROOM#{room_id}#FILES"
+
+
+def file_key(room_id: str, file_id: str) -> dict[str, str]:
+    return {"pk": files_pk(room_id), "sk": f"FILE#{file_id}"}
+
+
+def index_pointer_key(room_id: str) -> dict[str, str]:
+    """The room's retrieval index pointer (its version and object key)."""
+    return {"pk": files_pk(room_id), "sk": "INDEX"}
