@@ -22,12 +22,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from quayutec import resources as R
+from quayutec.dal import keys
 from quayutec.dal.aws import dynamodb, error_code, paginate_query, put_new, s3, transient_errors, update_if
 from quayutec.models import RoomFile
-
-
-def files_pk(room_id: str) -> str:
-    return f"ROOM#{room_id}#FILES"
 
 
 def upload_key(room_id: str, file_id: str) -> str:
@@ -70,8 +67,7 @@ class FileStore:
     def put_file(self, f: RoomFile) -> bool:
         """Record a new file once (False: that id exists)."""
         item = {
-            "pk": files_pk(f.room_id),
-            "sk": f"FILE#{f.id}",
+            **keys.file_key(f.room_id, f.id),
             "type": "room_file",
             **f.model_dump(mode="json", exclude_none=True),
         }
@@ -79,9 +75,9 @@ class FileStore:
 
     def get_file(self, room_id: str, file_id: str) -> RoomFile | None:
         with transient_errors():
-            item = self.db.get_item(
-                TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"}, ConsistentRead=True
-            ).get("Item")
+            item = self.db.get_item(TableName=self.table, Key=keys.file_key(room_id, file_id), ConsistentRead=True).get(
+                "Item"
+            )
         return RoomFile.model_validate(_strip(item)) if item else None
 
     def list_files(self, room_id: str) -> list[RoomFile]:
@@ -89,13 +85,13 @@ class FileStore:
             self.db.query,
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :f)",
-            ExpressionAttributeValues={":pk": files_pk(room_id), ":f": "FILE#"},
+            ExpressionAttributeValues={":pk": keys.files_pk(room_id), ":f": keys.FILE_PREFIX},
         )
         return sorted((RoomFile.model_validate(_strip(i)) for i in items), key=lambda f: (f.created_at, f.id))
 
     def delete_file(self, room_id: str, file_id: str) -> None:
         with transient_errors():
-            self.db.delete_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"})
+            self.db.delete_item(TableName=self.table, Key=keys.file_key(room_id, file_id))
 
     def finish_file(
         self,
@@ -134,7 +130,7 @@ class FileStore:
         return update_if(
             self.db,
             TableName=self.table,
-            Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
+            Key=keys.file_key(room_id, file_id),
             UpdateExpression="SET " + ", ".join(sets) + ("" if reason else " REMOVE #r"),
             ConditionExpression=condition,
             ExpressionAttributeNames={
@@ -149,7 +145,7 @@ class FileStore:
         ``consistent=False`` for a run's retrieval (a version a moment old is as good)."""
         with transient_errors():
             item = self.db.get_item(
-                TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"}, ConsistentRead=consistent
+                TableName=self.table, Key=keys.index_pointer_key(room_id), ConsistentRead=consistent
             ).get("Item")
         if not item:
             return 0, None
@@ -165,7 +161,7 @@ class FileStore:
         return update_if(
             self.db,
             TableName=self.table,
-            Key={"pk": files_pk(room_id), "sk": "INDEX"},
+            Key=keys.index_pointer_key(room_id),
             UpdateExpression="SET version = :v, #k = :k, chunks = :c",
             ConditionExpression=cond,
             ExpressionAttributeNames={"#k": "key"},

@@ -34,6 +34,7 @@ AGENT_PREFIX = "AGENT#"
 TASK_PREFIX = "TASK#"
 MESSAGE_PREFIX = "MSG#"
 APPROVAL_PREFIX = "APPROVAL#"
+FILE_PREFIX = "FILE#"
 
 
 # ------------------------------------------------------------------ companies
@@ -183,7 +184,7 @@ def files_pk(room_id: str) -> str:
 
 
 def file_key(room_id: str, file_id: str) -> dict[str, str]:
-    return {"pk": files_pk(room_id), "sk": f"FILE#{file_id}"}
+    return {"pk": files_pk(room_id), "sk": f"{FILE_PREFIX}{file_id}"}
 
 
 def index_pointer_key(room_id: str) -> dict[str, str]:

@@ -267,7 +267,7 @@ class RoomRecords(RoomTable):
         chain: tuple[str, dict[str, str]] | None = None,
     ) -> RunReads:
         """The key reads of a run in one consistent ``BatchGetItem`` (see :class:`RunReads`;
-        ``index_pk``: the partition of the room's index pointer, :func:`quayutec.dal.files.files_pk`;
+        ``index_pk``: the partition of the room's index pointer, :func:`quayutec.dal.keys.files_pk`;
         ``chain``: ``(table, key)`` of the wake's chain counter in another table, read in the same
         call). Consistent: the agent's company and the wake's cause are what rights rest on
         (design §2). Raises TransientError when DynamoDB leaves keys unprocessed after a few attempts."""

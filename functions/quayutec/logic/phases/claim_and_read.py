@@ -8,8 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec.dal.files import files_pk
-from quayutec.dal.keys import agent_key, memory_partition
+from quayutec.dal.keys import agent_key, files_pk, memory_partition
 from quayutec.dal.ledger import ClaimOutcome, chain_key
 from quayutec.dal.rooms import RunReads
 from quayutec.deps import Deps
