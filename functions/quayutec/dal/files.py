@@ -16,6 +16,7 @@ keeps reading the version it started with).
 
 from __future__ import annotations
 
+import os
 import secrets
 from typing import Any
 
@@ -23,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from quayutec import resources as R
 from quayutec.dal import keys
-from quayutec.dal.aws import dynamodb, error_code, paginate_query, put_new, s3, transient_errors, update_if
+from quayutec.dal.aws import dynamodb, error_code, observe, paginate_query, put_new, s3, transient_errors, update_if
 from quayutec.models import RoomFile
 
 
@@ -202,3 +203,42 @@ class FileStore:
     def delete_upload(self, room_id: str, file_id: str) -> None:
         with transient_errors():
             self.s3.delete_object(Bucket=self.bucket, Key=upload_key(room_id, file_id))
+
+
+def signer(endpoint: str | None, observed: bool = True) -> Any:
+    """The S3 client that signs the files bucket's URLs: the runtime's, or on ``quay dev`` one
+    pointed at the dev server (``endpoint``: FILES_ENDPOINT_URL), which serves the URLs locally.
+    Unobserved for a presigned POST: botocore builds it on the CreateBucket operation model (so an
+    observer would see a CreateBucket); the POST is announced as the PutObject it grants instead."""
+    import boto3
+    from botocore.config import Config
+
+    if endpoint:
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, config=Config(signature_version="s3v4", s3={"addressing_style": "path"})
+        )
+    else:
+        client = regional_s3(boto3.session.Session().region_name or os.environ.get("AWS_REGION") or "us-east-1")
+    return observe(client) if observed else client
+
+
+def regional_s3(region: str) -> Any:
+    """An S3 client that signs for the bucket's regional virtual-hosted origin,
+    ``https://{bucket}.s3.{region}.amazonaws.com`` (the origin the room page's connect-src names:
+    quayutec.api.routes.page.upload_origins). Left to itself boto3 signs the global
+    ``https://{bucket}.s3.amazonaws.com``, which the page's policy would block (and which a new
+    bucket outside us-east-1 answers with a redirect).
+
+    Signed with SigV4 (``s3v4``): given an endpoint URL, botocore presigns with S3's legacy SigV2
+    (``AWSAccessKeyId``/``Signature``/``Expires``), which S3 refuses for buckets created since
+    June 2020 and which expires with the role's session, not at ``ExpiresIn`` (Amazon S3 User
+    Guide, "Authenticating Requests (AWS Signature Version 4)")."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        region_name=region,
+        endpoint_url=f"https://s3.{region}.amazonaws.com",
+        config=Config(signature_version="s3v4", s3={"addressing_style": "virtual"}),
+    )
