@@ -13,6 +13,8 @@ Partitions (pk / sk):
 * ``ROOM#{id}#MSG`` / ``MSG#{msg}`` — a message
 * ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines
 * ``ROOM#{id}#FILES`` / ``FILE#{file}`` and ``INDEX`` — room files (:mod:`quayutec.dal.files`)
+* ``TOKEN#{hash}`` / ``META`` — a bearer token; ``COMPANY#{c}`` / ``TOKEN#{id}`` its company's index
+  entry (:mod:`quayutec.dal.auth`)
 """
 
 from __future__ import annotations
@@ -190,3 +192,17 @@ def file_key(room_id: str, file_id: str) -> dict[str, str]:
 def index_pointer_key(room_id: str) -> dict[str, str]:
     """The room's retrieval index pointer (its version and object key)."""
     return {"pk": files_pk(room_id), "sk": "INDEX"}
+
+
+# ------------------------------------------------------------------ tokens (quayutec.dal.auth)
+TOKEN_PREFIX = "TOKEN#"
+
+
+def token_key(digest: str) -> dict[str, str]:
+    """A bearer token's item, by the hash of the token."""
+    return {"pk": f"{TOKEN_PREFIX}{digest}", "sk": META}
+
+
+def company_token_key(bucket: str, token_id: str) -> dict[str, str]:
+    """A token's entry in its company's index (``bucket``: the company, or the operators')."""
+    return {"pk": company_pk(bucket), "sk": f"{TOKEN_PREFIX}{token_id}"}
