@@ -58,7 +58,9 @@ def test_reference_room_story() -> None:
         inspect
     )
     assert result.failures == []
-    runs = {r["agent_id"].split(".")[-1] + ":" + r["status"]: r for r in result.runs}  # {company}.{name}
+    # set up as the API sets up a room: each agent's id is {company}.{name}
+    assert all(r["agent_id"] == f"{r['company']}.{r['agent_id'].rsplit('.', 1)[-1]}" for r in result.runs)
+    runs = {r["agent_id"].split(".")[-1] + ":" + r["status"]: r for r in result.runs}
     # the coordinator's first call: 429 with retry-after 1 → a 1 s Wait → the reply
     first = result.runs[0]
     assert [q["status"] for q in first["requests"]] == [429, 200]
