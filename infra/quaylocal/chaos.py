@@ -41,8 +41,7 @@ from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, install_seams
 from quayutec import deps as quay_deps
 from quayutec import resources as r
-from quayutec.dal.keys import KEY_ATTRS, budget_key
-from quayutec.dal.ledger import chain_key
+from quayutec.dal.keys import KEY_ATTRS, budget_key, chain_key
 from quayutec.logic import budgets
 from quayutec.logic.access import OPERATOR, Caller
 from quayutec.logic.approvals import decide_approval

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from quaylocal import chaos, faults
 from quaylocal.chaos import ChaosLab
-from quayutec.dal.ledger import chain_key
+from quayutec.dal.keys import chain_key
 from quayutec.handlers import claim_and_read
 from quayutec.logic.ids import chain_notice_id
 

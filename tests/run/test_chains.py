@@ -11,7 +11,7 @@ import pytest
 
 from quaylocal.scenario import Player, PlayResult, Scenario, SStep, mutual_mentions
 from quaylocal.stack import LocalStack
-from quayutec.dal.ledger import chain_key
+from quayutec.dal.keys import chain_key
 from quayutec.deps import default_deps
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from runhelpers import Env
 
-from quayutec.dal.keys import agent_key
-from quayutec.dal.ledger import ClaimOutcome, chain_key
+from quayutec.dal.keys import agent_key, chain_key
+from quayutec.dal.ledger import ClaimOutcome
 from quayutec.errors import NotFound
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.stops import Stops

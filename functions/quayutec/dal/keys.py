@@ -1,6 +1,7 @@
 """Every key of the room table, in one place: its partition and sort keys and the keys of its
 global secondary indexes (``open_tasks``: gsi1, ``by_time``: gsi2, ``approvals_by_company``:
-gsi3), docs/design.md §9. The stores build their items and queries from these functions only.
+gsi3), docs/design.md §9; and, at the end, the ledger table's (its items:
+:mod:`quayutec.dal.ledger`). The stores build their items and queries from these functions only.
 
 Partitions (pk / sk):
 
@@ -206,3 +207,63 @@ def token_key(digest: str) -> dict[str, str]:
 def company_token_key(bucket: str, token_id: str) -> dict[str, str]:
     """A token's entry in its company's index (``bucket``: the company, or the operators')."""
     return {"pk": company_pk(bucket), "sk": f"{TOKEN_PREFIX}{token_id}"}
+
+
+# ------------------------------------------------------------------ the ledger table (quayutec.dal.ledger)
+def run_pk(run_id: str) -> str:
+    return f"RUN#{run_id}"
+
+
+def run_key(run_id: str) -> dict[str, str]:
+    """A run's entry."""
+    return {"pk": run_pk(run_id), "sk": "RUN"}
+
+
+REQUEST_PREFIX = "REQ#"
+ACTION_PREFIX = "ACT#"
+
+
+def request_key(run_id: str, n: int) -> dict[str, str]:
+    """Model request ``n`` of a run."""
+    return {"pk": run_pk(run_id), "sk": f"{REQUEST_PREFIX}{n}"}
+
+
+def action_key(run_id: str, index: int) -> dict[str, str]:
+    """Declared action ``index`` of a run."""
+    return {"pk": run_pk(run_id), "sk": f"{ACTION_PREFIX}{index:03d}"}
+
+
+def delivery_key(agent_id: str, wake_id: str) -> dict[str, str]:
+    """A wake's repeated deliveries."""
+    return {"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"}
+
+
+def not_started_key(agent_id: str, wake_id: str) -> dict[str, str]:
+    """A wake the claim refused, and why."""
+    return {"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "NOT_STARTED"}
+
+
+def runs_by_room_pk(room_id: str) -> str:
+    """The ``runs_by_room`` GSI partition (``gsi1pk``) of a room's runs."""
+    return f"ROOM#{room_id}"
+
+
+def not_started_by_room_pk(room_id: str) -> str:
+    """The ``runs_by_room`` GSI partition (``gsi1pk``) of a room's refused wakes."""
+    return f"NOT_STARTED#{room_id}"
+
+
+def by_company_sk(company: str, at: str, item_id: str) -> str:
+    """A run's (or a refused wake's) sort key on ``runs_by_room``: the company first, so its
+    items of a room are one key range, newest last (design §9)."""
+    return f"{company}#{at}#{item_id}"
+
+
+def spend_key(company: str, period: str) -> dict[str, str]:
+    """The key of ``company``'s spend counter for ``period`` (``D#…`` / ``M#…``, design §7)."""
+    return {"pk": f"SPEND#{company}", "sk": period}
+
+
+def chain_key(room_id: str, chain_id: str) -> dict[str, str]:
+    """The key of a chain's counter item in the ledger table (design §3)."""
+    return {"pk": f"CHAIN#{room_id}#{chain_id}", "sk": "CHAIN"}

@@ -8,8 +8,8 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec.dal.keys import agent_key, files_pk, memory_partition
-from quayutec.dal.ledger import ClaimOutcome, chain_key
+from quayutec.dal.keys import agent_key, chain_key, files_pk, memory_partition
+from quayutec.dal.ledger import ClaimOutcome
 from quayutec.dal.rooms import RunReads
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
