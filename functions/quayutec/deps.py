@@ -16,8 +16,8 @@ from quayutec import seams
 from quayutec.dal import aws
 from quayutec.dal.files import FileStore
 from quayutec.dal.ledger import LedgerStore
-from quayutec.dal.room import RoomStore
 from quayutec.dal.rundata import RunDataStore
+from quayutec.dal.store import RoomStore
 from quayutec.settings import Settings, get_settings
 
 

@@ -67,6 +67,12 @@ class InvalidInput(QuayError):
     http_status = 400
 
 
+class PayloadTooLarge(QuayError):
+    """A value over its size limit (a message text over 32 KiB of UTF-8, a room file over 25 MB)."""
+
+    http_status = 413
+
+
 class LimitReached(Conflict):
     """A write past one of the limits on what one item holds (a room's agents or member
     companies, a company's people or policy rules; docs/design.md §1). The message names the

@@ -41,23 +41,28 @@ from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, install_seams
 from quayutec import deps as quay_deps
 from quayutec import resources as r
-from quayutec.dal.directory import Directory
-from quayutec.dal.ledger import chain_key
-from quayutec.dal.room import KEY_ATTRS, budget_key
+from quayutec.dal.keys import KEY_ATTRS, budget_key, chain_key
 from quayutec.logic import budgets
+from quayutec.logic.access import OPERATOR, Caller
 from quayutec.logic.approvals import decide_approval
-from quayutec.logic.ids import action_write_id, chain_notice_id, execution_name, reply_message_id, run_wake_id
+from quayutec.logic.ids import (
+    action_write_id,
+    agent_name,
+    chain_notice_id,
+    execution_name,
+    new_room_id,
+    reply_message_id,
+    run_wake_id,
+)
 from quayutec.logic.phases.spend import settlement
 from quayutec.logic.room_service import RoomService
+from quayutec.logic.services import Services
 from quayutec.logic.stops import Stops
 from quayutec.models import (
     DEFAULT_MAX_RUNS_PER_CHAIN,
     FINAL_STATUSES,
-    Agent,
     Author,
-    Company,
     RightsPolicy,
-    Room,
     Task,
     TaskEvent,
     Wake,
@@ -538,6 +543,16 @@ def plain_reply(case: Case) -> dict[str, Any]:
     return {"reply": {"text": f"Plan for {case.room}: agreed, @{case.b} will see it.", "actions": []}}
 
 
+def _case_key(n: int) -> str:
+    """The Idempotency-Key case ``n``'s room is created with (so its id is known before)."""
+    return f"chaos-case-{n}"
+
+
+def case_room_id(n: int) -> str:
+    """The id of case ``n``'s room: the service's, from :func:`_case_key`."""
+    return new_room_id(_case_key(n))
+
+
 @dataclass
 class Case:
     n: int
@@ -558,7 +573,8 @@ class Case:
     result: CaseResult | None = None
 
     def __post_init__(self) -> None:
-        self.room, self.a, self.b = f"room-{self.n}", f"a-{self.n}", f"b-{self.n}"
+        # ids as the API gives them: {company}.{name} agents, a room id of the service's
+        self.room, self.a, self.b = case_room_id(self.n), f"acme.a-{self.n}", f"bolt.b-{self.n}"
         self.t1, self.t2 = f"task-{self.n}-1", f"task-{self.n}-2"
 
 
@@ -625,8 +641,9 @@ class ChaosLab:
             self.stack.start()
             install_chaos_seam()
             d = self.deps
-            d.room.put_company(Company(id="acme", people=["ann"], rights=RightsPolicy(actions={"close_task": "ask"})))
-            d.room.put_company(Company(id="bolt", people=["bob"]))
+            companies = Services(d).companies  # as the API creates them
+            companies.create(OPERATOR, "acme", ["ann"], RightsPolicy(actions={"close_task": "ask"}))
+            companies.create(OPERATOR, "bolt", ["bob"])
             sm = self.stack.client("secretsmanager")
             sm.create_secret(
                 Name=quay_deps.secret_name(d.settings, "acme", "anthropic"), SecretString=self.keys["acme"]
@@ -660,25 +677,27 @@ class ChaosLab:
         self.cases_made += 1
         case = Case(self.cases_made, point)
         d = self.deps
-        d.room.put_agent(
-            Agent(id=case.a, company="acme", provider="anthropic", model="claude-test", instructions="Be brief.")
-        )
-        d.room.put_agent(
-            Agent(id=case.b, company="bolt", provider="openai", model="gpt-test", instructions="Be brief.")
-        )
+        svc = Services(d)  # agents and the room as the API registers and creates them
+        ann, bob = Caller(company="acme", member="ann"), Caller(company="bolt", member="bob")
+        for who, agent, provider, model in (
+            (ann, case.a, "anthropic", "claude-test"),
+            (bob, case.b, "openai", "gpt-test"),
+        ):
+            svc.agents.register(who, name=agent_name(agent), provider=provider, model=model, instructions="Be brief.")
         self.server.keys.update({case.a: self.keys["acme"], case.b: self.keys["bolt"]})
         bound = point.max_runs if point is not None else None
         wakes = point is not None and (point.wakes or bound is not None)
-        d.room.put_room(
-            Room(
-                id=case.room,
-                members=["acme", "bolt"],
-                hop_limit=None if wakes else 0,
-                max_runs_per_chain=bound or DEFAULT_MAX_RUNS_PER_CHAIN,
-            )
-        )
-        d.room.add_room_agent(case.room, case.a)
-        d.room.add_room_agent(case.room, case.b)
+        room = svc.rooms.create(
+            ann,
+            name=f"case {case.n}",
+            members=["bolt"],
+            hop_limit=None if wakes else 0,
+            max_runs_per_chain=bound or DEFAULT_MAX_RUNS_PER_CHAIN,
+            idempotency_key=_case_key(case.n),
+        ).room
+        assert room.id == case.room, (room.id, case.room)
+        svc.rooms.place_agent(ann, case.room, case.a)
+        svc.rooms.place_agent(bob, case.room, case.b)
         for tid, title in ((case.t1, "Draft the plan"), (case.t2, "Book the hall")):
             now = _now()
             d.room.create_task(
@@ -825,7 +844,7 @@ class ChaosLab:
             if case.point is not None and case.point.pauses:  # resumed: the next message wakes it
                 agent = self.deps.room.get_agent(case.a)
                 if agent is not None and agent.paused_at is not None:
-                    Stops(self.deps, Directory(self.deps.room)).resume(agent, ANN)
+                    Stops(self.deps).resume(agent, ANN)
             self.server.set_script(case.a, [{"reply": {"text": f"Next run in {case.room}: fine.", "actions": []}}])
             _wake, case.next_run_id = self.post(case, f"Anything left in {case.room}?", f"{case.room}-next")
         self.settle(cases)
@@ -1120,7 +1139,7 @@ def non_final_runs(lab: ChaosLab) -> list[str]:
     return [
         f"{x.run_id}: {x.status}"
         for n in range(1, lab.cases_made + 1)
-        for x in d.ledger.runs_in_room(f"room-{n}")
+        for x in d.ledger.runs_in_room(case_room_id(n))
         if x.status not in FINAL_STATUSES
     ]
 
@@ -1178,7 +1197,7 @@ def run_matrix(
             non_final += non_final_runs(lab)
             assert lab.stack is not None
             errors += [e for e in lab.stack.stats.errors if "injected" not in e]  # a consumer made to die
-            runs += sum(len(lab.deps.ledger.runs_in_room(f"room-{k}")) for k in range(1, lab.cases_made + 1))
+            runs += sum(len(lab.deps.ledger.runs_in_room(case_room_id(k))) for k in range(1, lab.cases_made + 1))
     report = Report(
         cases=results, seconds=time.monotonic() - started, non_final=non_final, stack_errors=errors, runs=runs
     )

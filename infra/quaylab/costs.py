@@ -153,7 +153,7 @@ def retrieval_reads(
     recorder installed and ``room`` holding ``agent``."""
     from quayutec import deps as quay_deps
     from quayutec import seams
-    from quayutec.dal.files import files_pk
+    from quayutec.dal.keys import files_pk
     from quayutec.logic import retrieval
     from quayutec.logic.room_service import RoomService
     from quayutec.models import Author

@@ -323,9 +323,8 @@ def person_stops(run_id: str, kind: str, where: str = "") -> int:
     InjectedFault when the run has no ledger entry."""
     import boto3
 
-    from quayutec.dal.directory import Directory
     from quayutec.dal.ledger import LedgerStore
-    from quayutec.dal.room import RoomStore
+    from quayutec.dal.store import RoomStore
     from quayutec.deps import Deps, default_deps
     from quayutec.logic.stops import Stops
     from quayutec.models import Author
@@ -342,7 +341,7 @@ def person_stops(run_id: str, kind: str, where: str = "") -> int:
     run = deps.ledger.get_run(run_id) if run_id else None
     if run is None:
         raise InjectedFault(where + ": no run to stop")
-    stops = Stops(deps, Directory(deps.room))
+    stops = Stops(deps)
     if kind == "stop_chain":
         return stops.stop_chain(run.room_id, run.chain_id, Author(kind="person", id="bob", company="bolt"))[1]
     agent = deps.room.get_agent(run.agent_id)

@@ -18,12 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack, warm_during_waits
 from quayutec import deps as quay_deps
-from quayutec.dal.directory import Directory
 from quayutec.dal.files import upload_key
 from quayutec.logic import files as room_files
+from quayutec.logic import ids
+from quayutec.logic.access import OPERATOR, Caller
 from quayutec.logic.approvals import decide_approval
 from quayutec.logic.ids import new_room_id
 from quayutec.logic.room_service import RoomService
+from quayutec.logic.services import Services
 from quayutec.logic.stops import Stops
 from quayutec.models import (
     DEFAULT_MAX_CONTEXT_TOKENS,
@@ -31,12 +33,9 @@ from quayutec.models import (
     FINAL_STATUSES,
     MAX_RUNS_PER_CHAIN_LIMIT,
     MIN_CONTEXT_TOKENS,
-    Agent,
     Author,
-    Company,
     CompanyBudget,
     RightsPolicy,
-    Room,
     Wake,
     now_iso,
 )
@@ -291,7 +290,8 @@ class Player:
         self.company_keys = {c.id: f"sk-local-{c.id}-{secrets.token_hex(8)}" for c in scenario.companies}
         # The scenario names its room; the service generates room ids (design §5): the player maps
         # the name to the id of the room it creates.
-        self.room_id = new_room_id()
+        self._room_key = secrets.token_hex(16)  # the Idempotency-Key it creates the room with
+        self.room_id = new_room_id(self._room_key)
         self.rooms = {scenario.room.id: self.room_id}
 
     # ------------------------------------------------------------------ play
@@ -356,38 +356,38 @@ class Player:
     def _setup(self, stack: LocalStack, server: ProviderServer) -> None:
         d = quay_deps.default_deps()
         sm = stack.client("secretsmanager")
+        svc = Services(d)
+        # as the API sets them up (its domain services): agent ids are {company}.{name}, the room's
+        # id is the service's (its Idempotency-Key's)
         for c in self.sc.companies:
-            d.room.put_company(Company(id=c.id, people=c.people, rights=c.rights or RightsPolicy()))
+            svc.companies.create(OPERATOR, c.id, c.people, c.rights)
             if c.budget is not None:
-                d.room.put_budget(c.id, c.budget)
+                svc.companies.set_budget(self._person_of(c.id), c.id, c.budget)
         for a in self.sc.agents:
             base_url = server.base_url("openai-compatible") if a.provider == "openai-compatible" else None
-            d.room.put_agent(
-                Agent(
-                    id=a.id,
-                    company=a.company,
-                    provider=a.provider,
-                    model=a.model,
-                    instructions=a.instructions,
-                    base_url=base_url,
-                    wake_from=a.wake_from,
-                    max_context_tokens=a.max_context_tokens,
-                )
-            )
             name = quay_deps.secret_name(d.settings, a.company, a.provider)
             with contextlib.suppress(sm.exceptions.ResourceExistsException):
                 sm.create_secret(Name=name, SecretString=self.company_keys[a.company])
-        room = Room(
-            id=self.room_id,
+            svc.agents.register(
+                self._person_of(a.company),
+                name=a.id,
+                provider=a.provider,
+                model=a.model,
+                instructions=a.instructions,
+                base_url=base_url,
+                wake_from=a.wake_from,
+                max_context_tokens=a.max_context_tokens,
+            )
+        creator = self.sc.room.members[0]
+        svc.rooms.create(
+            self._person_of(creator),
             name=self.sc.room.id,
             members=self.sc.room.members,
             max_runs_per_chain=self.sc.room.max_runs_per_chain,
-            created_by=self.sc.room.members[0] if self.sc.room.members else None,
+            idempotency_key=self._room_key,
         )
-        if not Directory(d.room).create_room(room):  # the write POST /rooms makes
-            raise RuntimeError(f"room id {self.room_id} collision")
         for a in self.sc.agents:
-            d.room.add_room_agent(self.room_id, a.id)
+            svc.rooms.place_agent(self._person_of(a.company), self.room_id, a.id)
         self._upload_files(stack, d)
         stack.wait_quiet(self.quiet_timeout_s)
 
@@ -419,6 +419,19 @@ class Player:
             if f.status != "ready":
                 raise RuntimeError(f"room file {f.name}: {f.status} ({f.reason})")
 
+    def _person_of(self, company: str) -> Caller:
+        """The company's first person, as the player acts for it (its set-up)."""
+        person = next((c.people[0] for c in self.sc.companies if c.id == company and c.people), None)
+        if person is None:
+            raise ValueError(f"company {company!r} has no person to set up its agents and rooms")
+        return Caller(company=company, member=person)
+
+    def agent_id(self, name: str) -> str:
+        """The id of the scenario's agent ``name`` (its ``id`` in the scenario is its name in its
+        company): ``{company}.{name}``, as the API registers it."""
+        company = next(a.company for a in self.sc.agents if a.id == name)
+        return ids.agent_id(company, name)
+
     def _author(self, person: str) -> Author:
         company = next(c.id for c in self.sc.companies if person in c.people)
         return Author(kind="person", id=person, company=company)
@@ -438,7 +451,7 @@ class Player:
             s = step.approve or step.deny
             assert s is not None
             agent_id, _, n = s.action.rpartition(":")
-            mine = [a for a in d.room.approvals(self.room_id) if a.agent_id == agent_id]
+            mine = [a for a in d.room.approvals(self.room_id) if a.agent_id in (agent_id, self.agent_id(agent_id))]
             if not n.isdigit() or not 1 <= int(n) <= len(mine):
                 raise LookupError(f"no approval request {s.action!r} (agent {agent_id} has {len(mine)})")
             approval = mine[int(n) - 1]
@@ -451,10 +464,10 @@ class Player:
             ps = step.pause or step.resume
             assert ps is not None
             who = self._author(ps.as_)
-            agent = d.room.get_agent(ps.agent)
+            agent = d.room.get_agent(self.agent_id(ps.agent) if "." not in ps.agent else ps.agent)
             if agent is None or agent.company != who.company:
                 raise LookupError(f"{ps.as_} has no agent {ps.agent!r} to {'pause' if step.pause else 'resume'}")
-            stops = Stops(d, Directory(d.room))
+            stops = Stops(d)
             done = stops.pause(agent, who) if step.pause else stops.resume(agent, who)
             result.events.append(
                 f"{ps.as_} {'paused' if step.pause else 'resumed'} {agent.id} (changed: {done.changed})"
@@ -519,10 +532,13 @@ class Player:
             )
         agents = [a.id for a in self.sc.agents]
         result.replies = {
-            a: sum(1 for m in result.transcript if m["kind"] == "reply" and m["author"]["id"] == a) for a in agents
+            a: sum(1 for m in result.transcript if m["kind"] == "reply" and m["author"]["id"] == self.agent_id(a))
+            for a in agents
         }
         result.model_requests = {a: server.count(a) for a in agents}
-        result.request_texts = {a: [json.dumps(q.body) for q in server.requests if q.agent_id == a] for a in agents}
+        result.request_texts = {
+            a: [json.dumps(q.body) for q in server.requests if q.agent_id in (a, self.agent_id(a))] for a in agents
+        }
         result.open_tasks = sum(1 for t in result.tasks if t["status"] == "open")
         result.memory_lines = len(result.memory)
         statuses = dict.fromkeys(STATUSES, 0)

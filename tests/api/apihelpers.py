@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quaylocal.dev import Gateway
-from quayutec.dal.directory import Directory
 from quayutec.deps import default_deps
 from quayutec.models import Room
 
@@ -91,7 +90,7 @@ def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
     # The API generates room ids (design §5); the fixtures' rooms keep the fixed ids the tests
     # name (r1, r-cato), written as POST /rooms writes them. test_api_ownership creates rooms
     # through the API.
-    directory = Directory(default_deps().room)
+    directory = default_deps().room
     assert directory.create_room(Room(id="r1", name="r1", members=["acme", "bolt"]))
     assert directory.create_room(Room(id="r-cato", name="r-cato", members=["cato"]))
     w.ids["room"] = "r1"

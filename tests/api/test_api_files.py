@@ -82,7 +82,7 @@ def test_the_deployed_signer_presigns_sigv4_for_the_regional_virtual_host(monkey
     """What the deployed API hands out (no AWS call: presigning is local). botocore presigns
     with SigV2 when given an endpoint URL unless told s3v4; S3 refuses SigV2 for buckets created
     since June 2020, and a SigV2 URL signed with a Lambda role's credentials dies with the session."""
-    from quayutec.api.routes.files import regional_s3
+    from quayutec.dal.files import regional_s3
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example-secret")

@@ -11,8 +11,7 @@ import json
 import pytest
 from apihelpers import World
 
-from quayutec.dal import room as room_dal
-from quayutec.dal.directory import Directory
+from quayutec.dal import messages as room_dal
 from quayutec.deps import default_deps
 from quayutec.logic.notices import company_notice
 from quayutec.models import Room
@@ -67,7 +66,7 @@ def _room_with_notices(room: str) -> tuple[list[str], list[str]]:
     from quayutec.logic.room_service import RoomService
     from quayutec.models import Author
 
-    assert Directory(default_deps().room).create_room(Room(id=room, name=room, members=["acme", "bolt"]))
+    assert default_deps().room.create_room(Room(id=room, name=room, members=["acme", "bolt"]))
     rooms = RoomService(default_deps().room)
     bob = Author(kind="person", id="bob", company="bolt")
     texts, hidden = [], []

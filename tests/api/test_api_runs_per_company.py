@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from apihelpers import World
 
-from quaylab.costs import counted_reads, runs_page_reads, seed_room_runs
-from quayutec.dal.directory import Directory
+from quaylocal.costs import counted_reads, runs_page_reads, seed_room_runs
 from quayutec.deps import default_deps
 from quayutec.models import ApprovalRequest, Room
 
@@ -20,7 +19,7 @@ ROOM = "r-runs"
 def crowded(light_world: World) -> World:
     """Room r-runs of acme and bolt: acme's agent ran 12 times, bolt's 120 (10x)."""
     d = default_deps()
-    assert Directory(d.room).create_room(Room(id=ROOM, name=ROOM, members=["acme", "bolt"]))
+    assert d.room.create_room(Room(id=ROOM, name=ROOM, members=["acme", "bolt"]))
     seed_room_runs(d.ledger, ROOM, {"acme": 12, "bolt": 120})
     return light_world
 

@@ -7,7 +7,7 @@ import time
 
 from apihelpers import World
 
-from quayutec.dal import room as room_mod
+from quayutec.dal import store as room_mod
 from quayutec.errors import TransientError
 
 

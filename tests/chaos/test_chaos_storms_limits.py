@@ -113,6 +113,19 @@ def _quiet_wake(lab: ChaosLab, text: str) -> tuple[str, Wake]:
     )
 
 
+def test_a_case_is_set_up_as_the_api_sets_one_up(lab: ChaosLab) -> None:
+    """The lab registers its agents and creates its rooms through the domain services: agent ids
+    are {company}.{name}, in their companies' indexes; the room is the service's, in both members'."""
+    case = lab.new_case(None)
+    d = lab.deps
+    assert (case.a, case.b) == (f"acme.a-{case.n}", f"bolt.b-{case.n}")
+    assert case.a in d.room.agents_of("acme") and case.b in d.room.agents_of("bolt")
+    room = d.room.get_room(case.room)
+    assert room is not None and room.created_by == "acme" and room.members == ["acme", "bolt"]
+    assert all(case.room in d.room.rooms_of(c) for c in ("acme", "bolt"))
+    assert d.room.room_agents(case.room) == {case.a: "acme", case.b: "bolt"}
+
+
 def test_one_wake_delivered_100_times_at_once_runs_once(lab: ChaosLab) -> None:
     """Half the deliveries are SQS messages sent at once (consumed by the local poller, in
     batches), half are the wake consumer's per-record work (``start_run``) called at once."""
@@ -131,7 +144,7 @@ def test_one_wake_delivered_100_times_at_once_runs_once(lab: ChaosLab) -> None:
         for e in sfn.list_executions(stateMachineArn=lab.stack.state_machine_arn, statusFilter=st, maxResults=1000)[
             "executions"
         ]
-        if e["name"].startswith(agent)
+        if e["name"].startswith(agent.replace(".", "-"))  # an execution name has no dot (ids.execution_name)
     ]
     assert [e["name"] for e in executions] == [name]
     runs = lab.deps.ledger.runs_in_room(wake.room_id)

@@ -182,25 +182,26 @@ def test_one_wake_plays_through_the_deployed_resources(deployed, server):
     """A person's message -> room-table stream -> WakeRelay -> wake queue -> WakeConsumer ->
     the deployed state machine (ClaimAndRead ... ApplyAndFinish) -> reply, memory line, ledger `completed`."""
     from quayutec import deps as quay_deps
+    from quayutec.logic.access import OPERATOR, Caller
     from quayutec.logic.room_service import RoomService
-    from quayutec.models import Agent, Author, Company, Room
+    from quayutec.logic.services import Services
+    from quayutec.models import Author
 
     stack = deployed["local"]
     d = quay_deps.default_deps()
     assert d.settings.room_table == deployed["ids"][R.ROOM_TABLE.logical_id]
-    d.room.put_company(Company(id="harbour", people=["hana"]))
-    d.room.put_agent(
-        Agent(id="h1", company="harbour", provider="anthropic", model="claude-test", instructions="Be brief.")
-    )
-    d.room.put_room(Room(id="quay", members=["harbour"]))
-    d.room.add_room_agent("quay", "h1")
+    svc, hana = Services(d), Caller(company="harbour", member="hana")  # set up as the API does
+    svc.companies.create(OPERATOR, "harbour", ["hana"])
     stack.client("secretsmanager").create_secret(
         Name=quay_deps.secret_name(d.settings, "harbour", "anthropic"), SecretString=KEY
     )
+    svc.agents.register(hana, name="h1", provider="anthropic", model="claude-test", instructions="Be brief.")
+    quay = svc.rooms.create(hana, name="quay").room.id
+    svc.rooms.place_agent(hana, quay, "h1")
     stack.wait_quiet(30)
 
     RoomService(d.room).post_message(
-        "quay", Author(kind="person", id="hana", company="harbour"), "Where do the stalls go?", ["h1"]
+        quay, Author(kind="person", id="hana", company="harbour"), "Where do the stalls go?", ["h1"]
     )
     stack.wait_quiet(60)
 
@@ -208,11 +209,11 @@ def test_one_wake_plays_through_the_deployed_resources(deployed, server):
     assert stack.stats.stream_records >= 1  # the poller, not moto's mapping, read the stream
     assert stack.stats.wakes_received == 1
     assert server.count("h1") == 1
-    replies = [m for m in d.room.all_messages("quay") if m.kind == "reply"]
-    assert [(m.author.id, m.text.strip()) for m in replies] == [("h1", REPLY)]
-    runs = d.ledger.runs_in_room("quay")
+    replies = [m for m in d.room.all_messages(quay) if m.kind == "reply"]
+    assert [(m.author.id, m.text.strip()) for m in replies] == [("harbour.h1", REPLY)]
+    runs = d.ledger.runs_in_room(quay)
     assert [r.status for r in runs] == ["completed"]
-    assert [m.text for m in d.room.all_memory("quay", ["harbour"])] == [MEMORY]
+    assert [m.text for m in d.room.all_memory(quay, ["harbour"])] == [MEMORY]
     executions = deployed["stepfunctions"].list_executions(stateMachineArn=deployed["ids"]["AgentRunStateMachine"])[
         "executions"
     ]

@@ -10,8 +10,8 @@ import pytest
 from infra_helpers import of_type
 
 from quayutec import resources as R
-from quayutec.api.routes.files import regional_s3
 from quayutec.api.routes.page import upload_origins
+from quayutec.dal.files import regional_s3
 
 
 def _api_function(resources) -> dict:

@@ -26,7 +26,10 @@ from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
 from quayutec.errors import ModelCallFailed, RunTimedOut
 from quayutec.handlers import call_model, claim_and_read
-from quayutec.models import Agent, Author, Company, Message, ModelRequestRecord, Room, Wake, now_iso
+from quayutec.logic.access import OPERATOR, Caller
+from quayutec.logic.ids import new_room_id
+from quayutec.logic.services import Services
+from quayutec.models import Author, Message, ModelRequestRecord, Wake, now_iso
 from quayutec.providers import ModelReply, ProviderError
 from quayutec.providers import call_model as send_one_request
 
@@ -34,6 +37,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 
 KEY = "sk-local-acme-0123456789abcdef"
 ARN = "arn:aws:states:us-east-1:123456789012:execution:quayutec-agent-run:"
+#: The room the fixture creates (its id is the service's, from this Idempotency-Key).
+ROOM_KEY = "providers-call-model-phase"
+ROOM = new_room_id(ROOM_KEY)
 _ids = itertools.count(1)
 
 
@@ -76,27 +82,22 @@ def env() -> Iterator[Env]:
     try:
         with LocalStack(settings=settings) as stack:
             d = quay_deps.default_deps()
-            d.room.put_company(Company(id="acme", people=["ann"]))
-            d.room.put_room(Room(id="r1", members=["acme"]))
-            for agent in (
-                Agent(
-                    id="a1", company="acme", provider="anthropic", model="claude-haiku-4-5", instructions="Be brief."
-                ),
-                Agent(
-                    id="o1",
-                    company="acme",
-                    provider="openai-compatible",
-                    model="local-llama",
-                    instructions="Be brief.",
-                    base_url=server.base_url("openai-compatible"),
-                ),
-            ):
-                d.room.put_agent(agent)
-                d.room.add_room_agent("r1", agent.id)
+            svc, ann = Services(d), Caller(company="acme", member="ann")  # set up as the API does
+            svc.companies.create(OPERATOR, "acme", ["ann"])
+            assert svc.rooms.create(ann, name="r1", idempotency_key=ROOM_KEY).room.id == ROOM
+            for provider in ("anthropic", "openai-compatible"):
                 stack.client("secretsmanager").create_secret(
-                    Name=quay_deps.secret_name(d.settings, "acme", agent.provider), SecretString=KEY
+                    Name=quay_deps.secret_name(d.settings, "acme", provider), SecretString=KEY
                 )
-                server.keys[agent.id] = KEY
+            for name, provider, model, base_url in (
+                ("a1", "anthropic", "claude-haiku-4-5", None),
+                ("o1", "openai-compatible", "local-llama", server.base_url("openai-compatible")),
+            ):
+                svc.agents.register(
+                    ann, name=name, provider=provider, model=model, instructions="Be brief.", base_url=base_url
+                )
+                svc.rooms.place_agent(ann, ROOM, name)
+                server.keys[name] = KEY  # the provider server knows an agent by its id or its name
             with stack.paused():
                 yield Env(stack, server)
     finally:
@@ -108,11 +109,13 @@ def event(state: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 
 def start_run(env: Env, agent: str = "a1") -> tuple[str, dict[str, Any]]:
-    """A person's message to ``agent`` and the run's ClaimAndRead step (claim, read the room)."""
+    """A person's message to acme's agent named ``agent`` and the run's ClaimAndRead step (claim,
+    read the room)."""
     n = next(_ids)
+    agent = f"acme.{agent}"
     msg = Message(
         id=f"m-{n}",
-        room_id="r1",
+        room_id=ROOM,
         author=Author(kind="person", id="ann", company="acme"),
         text="please answer",
         to=[agent],
@@ -122,7 +125,7 @@ def start_run(env: Env, agent: str = "a1") -> tuple[str, dict[str, Any]]:
     wake = Wake(
         agent_id=agent,
         wake_id=f"msg:m-{n}",
-        room_id="r1",
+        room_id=ROOM,
         hop=0,
         chain_id=msg.id,
         by_kind="person",

@@ -166,7 +166,7 @@ def played() -> tuple[PlayResult, dict[str, str]]:
 
 
 def run_of(result: PlayResult, agent: str) -> dict[str, Any]:
-    [run] = [x for x in result.runs if x["agent_id"] == agent]
+    [run] = [x for x in result.runs if x["agent_id"].split(".")[-1] == agent]  # {company}.{name}
     return run
 
 
@@ -189,7 +189,7 @@ def test_the_echo_s_reply_text_actions_and_request_id_are_scrubbed(played: Any) 
     assert run["status"] == "completed"
     [q] = run["requests"]
     assert (q["status"], q["request_id"]) == (200, "req [redacted]")
-    [reply] = [m for m in result.transcript if m["author"]["id"] == "owner-echo"]
+    [reply] = [m for m in result.transcript if m["author"]["id"].split(".")[-1] == "owner-echo"]
     lines = dict(line.split(": ", 1) for line in reply["text"].splitlines()[1 : len(forms(ACME_KEY)) + 1])
     assert set(lines) == set(forms(ACME_KEY)), lines
     for name, line in lines.items():  # base64 keeps the characters it shares with what surrounds the key

@@ -43,7 +43,7 @@ def played() -> tuple[PlayResult, dict[str, list[dict[str, Any]]]]:
 
 
 def run_of(result: PlayResult, agent: str) -> dict[str, Any]:
-    runs = [r for r in result.runs if r["agent_id"] == agent]
+    runs = [r for r in result.runs if r["agent_id"].split(".")[-1] == agent]  # {company}.{name}
     assert len(runs) == 1, f"{agent}: {len(runs)} runs"
     return runs[0]
 

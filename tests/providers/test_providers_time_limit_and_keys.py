@@ -97,7 +97,9 @@ def test_a_wait_that_would_cross_the_run_time_limit_ends_the_run_timed_out() -> 
         lambda stack, _: seen.update({e["name"]: e for e in executions(stack)})
     )
     assert result.failures == [], result.failures
-    quick, late = (next(x for x in result.runs if x["agent_id"] == a) for a in ("quick-agent", "late-agent"))
+    quick, late = (
+        next(x for x in result.runs if x["agent_id"].split(".")[-1] == a) for a in ("quick-agent", "late-agent")
+    )
     assert quick["status"] == "completed"
     [wait] = wait_inputs(seen[quick["run_id"]])
     assert wait["model"]["wait_seconds"] == 1
@@ -230,7 +232,7 @@ def test_keys_stay_in_secrets_manager_and_each_run_reads_only_its_company_s_secr
         for company, key in player.company_keys.items():
             assert key not in text, f"{company}'s key found in the {where}"
     # the echoed key was scrubbed before the provider's body reached the ledger
-    runs = {x["agent_id"]: x for x in result.runs}
+    runs = {x["agent_id"].split(".")[-1]: x for x in result.runs}  # {company}.{name}
     [echo] = runs["acme-gpt"]["requests"]
     assert (echo["status"], echo["category"]) == (401, "auth") and "[redacted]" in echo["body"]
     # acme's run used acme's key (the provider server answers a wrong key with a 401 before the

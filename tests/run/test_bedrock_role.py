@@ -23,7 +23,6 @@ from quaylocal.provider_server import ProviderServer
 from quaylocal.scenario import PROVIDER_ENV
 from quaylocal.stack import LocalStack
 from quayutec.dal.auth import TokenStore
-from quayutec.dal.directory import Directory
 from quayutec.deps import default_deps
 from quayutec.models import Room
 from quayutec.providers import roles
@@ -74,7 +73,7 @@ def world() -> Iterator[World]:
             for company, person in (("acme", "ann"), ("bolt", "bob")):
                 w.ok("POST", "/companies", "admin", {"id": company, "people": [person]})
                 w.tokens[person] = w.ok("POST", f"/companies/{company}/tokens", "admin", {"member": person})["token"]
-            assert Directory(default_deps().room).create_room(Room(id="r1", name="r1", members=["acme", "bolt"]))
+            assert default_deps().room.create_room(Room(id="r1", name="r1", members=["acme", "bolt"]))
             yield w
     finally:
         server.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from runhelpers import Env
 
-from quayutec.dal.ledger import spend_key
+from quayutec.dal.keys import spend_key
 from quayutec.logic import budgets
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Agent, Author, BudgetLimits, CompanyBudget, RunRecord

@@ -11,7 +11,7 @@ import pytest
 
 from quaylocal.scenario import Player, PlayResult, Scenario, SStep, mutual_mentions
 from quaylocal.stack import LocalStack
-from quayutec.dal.ledger import chain_key
+from quayutec.dal.keys import chain_key
 from quayutec.deps import default_deps
 
 
@@ -53,7 +53,7 @@ def test_one_message_in_a_room_of_mutual_mentions_makes_at_most_24_runs_and_one_
     assert seen["counters"] == {first[0]["chain_id"]: 24, second[0]["chain_id"]: 24}
     assert sum(result.model_requests.values()) == 48
     # The next person's message still woke the agent it named, in a chain of its own.
-    assert min(second, key=lambda r: r["started_at"])["agent_id"] == "a2" and len(second) == 24
+    assert min(second, key=lambda r: r["started_at"])["agent_id"].split(".")[-1] == "a2" and len(second) == 24
     notices = [m for m in result.transcript if m["kind"] == "notice" and "chain of agent wakes" in m["text"]]
     assert len(notices) == 2, "one notice per chain"
     assert "stopped after 24 runs" in notices[0]["text"]
@@ -83,6 +83,8 @@ def test_wake_from_decides_who_may_wake_an_agent(wake_from: str, woken: set[str]
     scenario.model_replies["a1"] = [{"reply": {"text": "@a2 your turn"}}]
     scenario.model_replies["a2"] = [{"reply": {"text": "done"}}] * 2
     result = Player(scenario, time_scale=0.01).play()
-    first_chain = next(r for r in result.runs if r["hop"] == 0 and r["agent_id"] == "a1")["chain_id"]
-    assert {r["agent_id"] for r in result.runs if r["chain_id"] == first_chain} == woken
-    assert any(r["agent_id"] == "a2" and r["hop"] == 0 for r in result.runs), "a person of globex wakes a2"
+    first_chain = next(r for r in result.runs if r["hop"] == 0 and r["agent_id"].split(".")[-1] == "a1")["chain_id"]
+    assert {r["agent_id"].split(".")[-1] for r in result.runs if r["chain_id"] == first_chain} == woken
+    assert any(r["agent_id"].split(".")[-1] == "a2" and r["hop"] == 0 for r in result.runs), (
+        "a person of globex wakes a2"
+    )

@@ -14,7 +14,6 @@ from runhelpers import Env, table_items
 
 from quaylocal import calls as C
 from quayutec import resources as R
-from quayutec.dal.directory import Directory
 from quayutec.models import (
     AGENT_ID_MAX,
     ID_PART_MAX,
@@ -62,9 +61,9 @@ def test_the_room_item_at_its_limits(env: Env) -> None:
     companies = [_id("c", i) for i in range(HARD_LIMITS["MAX_ROOM_MEMBERS"])]
     room_id = _id("room", 0)
     with C.owner(C.SETUP):
-        assert Directory(d.room).create_room(Room(id=room_id, name="n" * 200, members=companies[:40]))
+        assert d.room.create_room(Room(id=room_id, name="n" * 200, members=companies[:40]))
         for c in companies[40:]:
-            assert Directory(d.room).add_member(room_id, c, HARD_LIMITS["MAX_ROOM_MEMBERS"])
+            assert d.room.add_member(room_id, c, HARD_LIMITS["MAX_ROOM_MEMBERS"])
         for i in range(HARD_LIMITS["MAX_ROOM_AGENTS"]):
             company = companies[i % len(companies)]
             agent = f"{company}.{_id('a', i)}"

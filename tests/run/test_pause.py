@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from runhelpers import Env
 
-from quayutec.dal.directory import Directory
-from quayutec.dal.ledger import ClaimOutcome, chain_key
-from quayutec.dal.room import agent_key
+from quayutec.dal.keys import agent_key, chain_key
+from quayutec.dal.ledger import ClaimOutcome
 from quayutec.errors import NotFound
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.stops import Stops
@@ -20,7 +19,7 @@ BOB = Author(kind="person", id="bob", company="bolt")
 
 
 def _stops(env: Env) -> Stops:
-    return Stops(env.deps, Directory(env.deps.room))
+    return Stops(env.deps)
 
 
 def _a1_run(run_id: str, wake: Wake) -> RunRecord:
@@ -105,7 +104,7 @@ def test_a_stopped_chain_starts_no_further_run(env: Env) -> None:
     env.server.set_script("b1", [{"reply": {"text": "thanks"}}] * 2)
     rooms = RoomService(env.deps.room)
     msg = rooms.post_message("r1", ANN, "@a1 start", [])
-    stops = Stops(env.deps, Directory(env.deps.room))
+    stops = Stops(env.deps)
     env.stack.wait_quiet(30)
     # a1 ran and woke b1, which ran: two runs of the chain; now bob stops it
     assert sorted(r.agent_id for r in env.deps.ledger.runs_in_room("r1")) == ["a1", "b1"]

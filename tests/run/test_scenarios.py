@@ -58,7 +58,9 @@ def test_reference_room_story() -> None:
         inspect
     )
     assert result.failures == []
-    runs = {r["agent_id"] + ":" + r["status"]: r for r in result.runs}
+    # set up as the API sets up a room: each agent's id is {company}.{name}
+    assert all(r["agent_id"] == f"{r['company']}.{r['agent_id'].rsplit('.', 1)[-1]}" for r in result.runs)
+    runs = {r["agent_id"].split(".")[-1] + ":" + r["status"]: r for r in result.runs}
     # the coordinator's first call: 429 with retry-after 1 → a 1 s Wait → the reply
     first = result.runs[0]
     assert [q["status"] for q in first["requests"]] == [429, 200]
@@ -102,7 +104,7 @@ def test_a_scenario_sets_budgets_and_context_budgets() -> None:
     runs = {r["agent_id"].split(".")[-1]: r for r in result.runs}
     blocked = runs["blocked"]
     assert blocked["status"] == "failed_before_reply"
-    assert blocked["error_message"] == "budget reached: blocked's daily budget of 1 token", blocked
+    assert blocked["error_message"] == "budget reached: acme.blocked's daily budget of 1 token", blocked
     ctx = runs["scout"]["context"]
     assert ctx["max_context_tokens"] == 8000 and ctx["prompt_tokens"] <= ctx["budget"] < 8000, ctx
     assert ctx["left_out"]["messages"] > 0, ctx

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 from runhelpers import Env, hold_cross_company_tasks
 
-from quayutec.dal.directory import Directory
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.stops import Stops
 from quayutec.models import Author, RunRecord
@@ -21,7 +20,7 @@ BOB = Author(kind="person", id="bob", company="bolt")
 
 
 def _stops(env: Env) -> Stops:
-    return Stops(env.deps, Directory(env.deps.room))
+    return Stops(env.deps)
 
 
 def _until(what: Callable[[], bool], timeout_s: float = 30.0) -> None:

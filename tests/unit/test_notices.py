@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from quayutec.dal.room import RoomStore
+from quayutec.dal.store import RoomStore
 from quayutec.logic.notices import company_notice
 from quayutec.logic.prompt import user_text
 from quayutec.models import Author, Message, now_iso

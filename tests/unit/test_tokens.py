@@ -33,7 +33,10 @@ def _samples() -> dict[str, str]:
     return {
         "english": (ROOT / "docs" / "design.md").read_text(),
         "readme": (ROOT / "README.md").read_text(),
-        "code": (ROOT / "functions" / "quayutec" / "dal" / "room.py").read_text(),
+        "code": "".join(  # the room table's stores: the code the sample was (dal/room.py) before its split
+            (ROOT / "functions" / "quayutec" / "dal" / f"{name}.py").read_text()
+            for name in ("table", "companies", "agents", "rooms", "messages", "tasks", "memory", "approvals")
+        ),
         "json": (ROOT / "package-lock.json").read_text()[:100_000],
         "cjk": "人工智能代理在共享房间中协作。これは日本語の文章です。한국어 문장입니다。" * 40,
         "emoji": "🧑‍🤝‍🧑👍🏽🎉🇺🇸❤️‍🔥 ok " * 80,

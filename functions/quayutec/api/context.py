@@ -5,37 +5,14 @@ headers or bodies can change it."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 
 from quayutec.api.errors import Unauthenticated
-from quayutec.errors import Forbidden
-from quayutec.models import Author
+from quayutec.logic.access import Caller
 
 IDEMPOTENCY_HEADER = "idempotency-key"
-
-
-@dataclass(frozen=True)
-class Caller:
-    company: str | None
-    member: str
-    admin: bool = False
-
-    def author(self) -> Author:
-        if not self.company:
-            raise Forbidden("an operator token cannot act in rooms: use a token of a company's person")
-        return Author(kind="person", id=self.member, company=self.company)
-
-    def require_company(self) -> str:
-        if not self.company:
-            raise Forbidden("an operator token cannot act in rooms: use a token of a company's person")
-        return self.company
-
-    def require_admin(self) -> None:
-        if not self.admin:
-            raise Forbidden("this needs an operator (admin) token")
 
 
 def _flag(value: Any) -> bool:

@@ -25,6 +25,7 @@ from quayutec.errors import (
     LimitReached,
     Misconfigured,
     NotFound,
+    PayloadTooLarge,
     QuayError,
     TransientError,
 )
@@ -34,10 +35,6 @@ class Unauthenticated(QuayError):
     """No caller identity reached the handler (the authorizer's context is missing)."""
 
     http_status = 401
-
-
-class PayloadTooLarge(QuayError):
-    http_status = 413
 
 
 class MethodNotAllowed(QuayError):

@@ -21,6 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
+from quayutec.dal import keys
 from quayutec.dal.aws import dynamodb, is_condition_failure, paginate_query, transient_errors
 from quayutec.models import now_iso
 
@@ -103,14 +104,12 @@ class TokenStore:
             token_id=token_id_of(digest), company=company, member=member, admin=admin, created_at=now_iso()
         )
         item = {
-            "pk": f"TOKEN#{digest}",
-            "sk": "META",
+            **keys.token_key(digest),
             "type": "token",
             **principal.model_dump(mode="json", exclude_none=True),
         }
         index = {
-            "pk": f"COMPANY#{company or ADMIN_BUCKET}",
-            "sk": f"TOKEN#{principal.token_id}",
+            **keys.company_token_key(company or ADMIN_BUCKET, principal.token_id),
             "type": "company_token",
             "token_hash": digest,
             **principal.model_dump(mode="json", exclude_none=True),
@@ -136,9 +135,7 @@ class TokenStore:
             return None
         digest = token_hash(token)
         with transient_errors():
-            item = self.db.get_item(
-                TableName=self.table, Key={"pk": f"TOKEN#{digest}", "sk": "META"}, ConsistentRead=True
-            ).get("Item")
+            item = self.db.get_item(TableName=self.table, Key=keys.token_key(digest), ConsistentRead=True).get("Item")
         if not item or item.get("revoked"):
             return None
         return Principal.model_validate({k: v for k, v in item.items() if k not in ("pk", "sk", "type")})
@@ -148,13 +145,13 @@ class TokenStore:
             self.db.query,
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-            ExpressionAttributeValues={":pk": f"COMPANY#{company or ADMIN_BUCKET}", ":p": "TOKEN#"},
+            ExpressionAttributeValues={":pk": keys.company_pk(company or ADMIN_BUCKET), ":p": keys.TOKEN_PREFIX},
         )
         return [TokenInfo.model_validate(i) for i in items]
 
     def revoke(self, company: str | None, token_id: str) -> bool:
         """Revoke a token of ``company`` by id; ``False`` when there is no such token."""
-        key = {"pk": f"COMPANY#{company or ADMIN_BUCKET}", "sk": f"TOKEN#{token_id}"}
+        key = keys.company_token_key(company or ADMIN_BUCKET, token_id)
         with transient_errors():
             item = self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         if not item:
@@ -166,7 +163,7 @@ class TokenStore:
                         {
                             "Update": {
                                 "TableName": self.table,
-                                "Key": {"pk": f"TOKEN#{item['token_hash']}", "sk": "META"},
+                                "Key": keys.token_key(item["token_hash"]),
                                 "UpdateExpression": "SET revoked = :t",
                                 "ConditionExpression": "attribute_exists(pk)",
                                 "ExpressionAttributeValues": {":t": True},

@@ -16,18 +16,17 @@ keeps reading the version it started with).
 
 from __future__ import annotations
 
+import os
 import secrets
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from quayutec import resources as R
+from quayutec.dal import keys
 from quayutec.dal.aws import dynamodb, error_code, paginate_query, put_new, s3, transient_errors, update_if
 from quayutec.models import RoomFile
-
-
-def files_pk(room_id: str) -> str:
-    return f"ROOM#{room_id}#FILES"
+from quayutec.seams import observe
 
 
 def upload_key(room_id: str, file_id: str) -> str:
@@ -70,8 +69,7 @@ class FileStore:
     def put_file(self, f: RoomFile) -> bool:
         """Record a new file once (False: that id exists)."""
         item = {
-            "pk": files_pk(f.room_id),
-            "sk": f"FILE#{f.id}",
+            **keys.file_key(f.room_id, f.id),
             "type": "room_file",
             **f.model_dump(mode="json", exclude_none=True),
         }
@@ -79,9 +77,9 @@ class FileStore:
 
     def get_file(self, room_id: str, file_id: str) -> RoomFile | None:
         with transient_errors():
-            item = self.db.get_item(
-                TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"}, ConsistentRead=True
-            ).get("Item")
+            item = self.db.get_item(TableName=self.table, Key=keys.file_key(room_id, file_id), ConsistentRead=True).get(
+                "Item"
+            )
         return RoomFile.model_validate(_strip(item)) if item else None
 
     def list_files(self, room_id: str) -> list[RoomFile]:
@@ -89,13 +87,13 @@ class FileStore:
             self.db.query,
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :f)",
-            ExpressionAttributeValues={":pk": files_pk(room_id), ":f": "FILE#"},
+            ExpressionAttributeValues={":pk": keys.files_pk(room_id), ":f": keys.FILE_PREFIX},
         )
         return sorted((RoomFile.model_validate(_strip(i)) for i in items), key=lambda f: (f.created_at, f.id))
 
     def delete_file(self, room_id: str, file_id: str) -> None:
         with transient_errors():
-            self.db.delete_item(TableName=self.table, Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"})
+            self.db.delete_item(TableName=self.table, Key=keys.file_key(room_id, file_id))
 
     def finish_file(
         self,
@@ -134,7 +132,7 @@ class FileStore:
         return update_if(
             self.db,
             TableName=self.table,
-            Key={"pk": files_pk(room_id), "sk": f"FILE#{file_id}"},
+            Key=keys.file_key(room_id, file_id),
             UpdateExpression="SET " + ", ".join(sets) + ("" if reason else " REMOVE #r"),
             ConditionExpression=condition,
             ExpressionAttributeNames={
@@ -149,7 +147,7 @@ class FileStore:
         ``consistent=False`` for a run's retrieval (a version a moment old is as good)."""
         with transient_errors():
             item = self.db.get_item(
-                TableName=self.table, Key={"pk": files_pk(room_id), "sk": "INDEX"}, ConsistentRead=consistent
+                TableName=self.table, Key=keys.index_pointer_key(room_id), ConsistentRead=consistent
             ).get("Item")
         if not item:
             return 0, None
@@ -165,7 +163,7 @@ class FileStore:
         return update_if(
             self.db,
             TableName=self.table,
-            Key={"pk": files_pk(room_id), "sk": "INDEX"},
+            Key=keys.index_pointer_key(room_id),
             UpdateExpression="SET version = :v, #k = :k, chunks = :c",
             ConditionExpression=cond,
             ExpressionAttributeNames={"#k": "key"},
@@ -206,3 +204,42 @@ class FileStore:
     def delete_upload(self, room_id: str, file_id: str) -> None:
         with transient_errors():
             self.s3.delete_object(Bucket=self.bucket, Key=upload_key(room_id, file_id))
+
+
+def signer(endpoint: str | None, observed: bool = True) -> Any:
+    """The S3 client that signs the files bucket's URLs: the runtime's, or on ``quay dev`` one
+    pointed at the dev server (``endpoint``: FILES_ENDPOINT_URL), which serves the URLs locally.
+    Unobserved for a presigned POST: botocore builds it on the CreateBucket operation model (so an
+    observer would see a CreateBucket); the POST is announced as the PutObject it grants instead."""
+    import boto3
+    from botocore.config import Config
+
+    if endpoint:
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, config=Config(signature_version="s3v4", s3={"addressing_style": "path"})
+        )
+    else:
+        client = regional_s3(boto3.session.Session().region_name or os.environ.get("AWS_REGION") or "us-east-1")
+    return observe(client) if observed else client
+
+
+def regional_s3(region: str) -> Any:
+    """An S3 client that signs for the bucket's regional virtual-hosted origin,
+    ``https://{bucket}.s3.{region}.amazonaws.com`` (the origin the room page's connect-src names:
+    quayutec.api.routes.page.upload_origins). Left to itself boto3 signs the global
+    ``https://{bucket}.s3.amazonaws.com``, which the page's policy would block (and which a new
+    bucket outside us-east-1 answers with a redirect).
+
+    Signed with SigV4 (``s3v4``): given an endpoint URL, botocore presigns with S3's legacy SigV2
+    (``AWSAccessKeyId``/``Signature``/``Expires``), which S3 refuses for buckets created since
+    June 2020 and which expires with the role's session, not at ``ExpiresIn`` (Amazon S3 User
+    Guide, "Authenticating Requests (AWS Signature Version 4)")."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        region_name=region,
+        endpoint_url=f"https://s3.{region}.amazonaws.com",
+        config=Config(signature_version="s3v4", s3={"addressing_style": "virtual"}),
+    )

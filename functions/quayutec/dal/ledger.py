@@ -41,6 +41,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from quayutec.dal import keys
 from quayutec.dal.aws import (
     Guard,
     dynamodb,
@@ -53,6 +54,7 @@ from quayutec.dal.aws import (
     transient_errors,
     update_if,
 )
+from quayutec.dal.keys import by_company_sk, chain_key, spend_key
 from quayutec.errors import RunStopped, TransientError
 from quayutec.models import (
     FINAL_STATUSES,
@@ -96,18 +98,7 @@ def _dec(value: Any) -> Any:
 
 def _request_item(run_id: str, req: ModelRequestRecord) -> dict[str, Any]:
     """The ledger item of model request ``req.n`` of run ``run_id``: pending, or with its outcome."""
-    return _dec({"pk": f"RUN#{run_id}", "sk": f"REQ#{req.n}", **req.model_dump(mode="json", exclude_none=True)})
-
-
-def by_company_sk(company: str, at: str, item_id: str) -> str:
-    """A run's (or a refused wake's) sort key on ``runs_by_room``: the company first, so its
-    items of a room are one key range, newest last (design §14)."""
-    return f"{company}#{at}#{item_id}"
-
-
-def spend_key(company: str, period: str) -> dict[str, str]:
-    """The key of ``company``'s spend counter for ``period`` (``D#…`` / ``M#…``, design §12.4)."""
-    return {"pk": f"SPEND#{company}", "sk": period}
+    return _dec({**keys.request_key(run_id, req.n), **req.model_dump(mode="json", exclude_none=True)})
 
 
 @dataclass(frozen=True)
@@ -188,11 +179,6 @@ class ActiveRun:
     agent_id: str
     chain_id: str
     status: str
-
-
-def chain_key(room_id: str, chain_id: str) -> dict[str, str]:
-    """The key of a chain's counter item in the ledger table (design §12.1)."""
-    return {"pk": f"CHAIN#{room_id}#{chain_id}", "sk": "CHAIN"}
 
 
 #: The sparse GSIs of the runs without a final status (design §12.2), by agent and by chain.
@@ -391,9 +377,8 @@ class LedgerStore:
                     "Put": {
                         "TableName": self.table,
                         "Item": {
-                            "pk": f"WAKE#{run.agent_id}#{run.wake_id}",
-                            "sk": "NOT_STARTED",
-                            "gsi1pk": f"NOT_STARTED#{run.room_id}",
+                            **keys.not_started_key(run.agent_id, run.wake_id),
+                            "gsi1pk": keys.not_started_by_room_pk(run.room_id),
                             "gsi1sk": by_company_sk(run.company, run.started_at, run.wake_id),
                             **record.model_dump(mode="json", exclude_none=True),
                         },
@@ -414,7 +399,7 @@ class LedgerStore:
         ``NOT_STARTED#{room}``): of ``company``'s agents, newest first, at most ``limit``, reading
         only that company's records (design §14); ``company=None``: every company's, oldest first
         (the operator's view, tests). Raises TransientError on throttling."""
-        items = self._by_room(f"NOT_STARTED#{room_id}", company, limit)
+        items = self._by_room(keys.not_started_by_room_pk(room_id), company, limit)
         out = [NotStartedRecord.model_validate(_plain(i)) for i in items]
         return out if company is not None else sorted(out, key=lambda n: (n.at, n.wake_id))
 
@@ -455,9 +440,8 @@ class LedgerStore:
     def _run_item(self, run: RunRecord) -> dict[str, Any]:
         return _dec(
             {
-                "pk": f"RUN#{run.run_id}",
-                "sk": "RUN",
-                "gsi1pk": f"ROOM#{run.room_id}",
+                **keys.run_key(run.run_id),
+                "gsi1pk": keys.runs_by_room_pk(run.room_id),
                 "gsi1sk": by_company_sk(run.company, run.started_at, run.run_id),
                 **run.model_dump(mode="json", exclude_none=True),
                 **(
@@ -470,9 +454,7 @@ class LedgerStore:
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with transient_errors():
-            item = self.db.get_item(
-                TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": "RUN"}, ConsistentRead=True
-            ).get("Item")
+            item = self.db.get_item(TableName=self.table, Key=keys.run_key(run_id), ConsistentRead=True).get("Item")
         return RunRecord.model_validate(_plain(item)) if item else None
 
     def _update_spec(
@@ -492,7 +474,7 @@ class LedgerStore:
             cond += " AND NOT #st IN (" + ", ".join(f":final{i}" for i in range(len(_FINAL))) + ")"
         return {
             "TableName": self.table,
-            "Key": {"pk": f"RUN#{run_id}", "sk": "RUN"},
+            "Key": keys.run_key(run_id),
             "UpdateExpression": expr,
             "ConditionExpression": cond,
             "ExpressionAttributeNames": names,
@@ -604,7 +586,7 @@ class LedgerStore:
         fills exactly whatever the other companies ran. ``company=None``: every company's runs,
         oldest first (the operator's view: the scenario player, the chaos lab, tests). Raises
         TransientError on throttling."""
-        items = self._by_room(f"ROOM#{room_id}", company, limit, since)
+        items = self._by_room(keys.runs_by_room_pk(room_id), company, limit, since)
         runs = [RunRecord.model_validate(_plain(i)) for i in items]
         return runs if company is not None else sorted(runs, key=lambda r: (r.started_at, r.run_id))
 
@@ -645,7 +627,7 @@ class LedgerStore:
             items = self.db.query(
                 TableName=self.table,
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                ExpressionAttributeValues={":pk": f"RUN#{run_id}", ":p": "REQ#"},
+                ExpressionAttributeValues={":pk": keys.run_pk(run_id), ":p": keys.REQUEST_PREFIX},
                 ConsistentRead=True,
                 Limit=20,
             ).get("Items", [])
@@ -746,9 +728,9 @@ class LedgerStore:
         """The reply stored with request ``n``: a dict, or the ``reply_at`` place it was stored
         instead (``"run-data"``), or ``None`` (no such request, or it brought no reply)."""
         with transient_errors():
-            item = self.db.get_item(
-                TableName=self.table, Key={"pk": f"RUN#{run_id}", "sk": f"REQ#{n}"}, ConsistentRead=True
-            ).get("Item")
+            item = self.db.get_item(TableName=self.table, Key=keys.request_key(run_id, n), ConsistentRead=True).get(
+                "Item"
+            )
         if not item or item.get("outcome") != "ok":
             return None
         if isinstance(item.get("reply"), str):
@@ -761,7 +743,7 @@ class LedgerStore:
             items = self.db.query(
                 TableName=self.table,
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-                ExpressionAttributeValues={":pk": f"RUN#{run_id}", ":p": "ACT#"},
+                ExpressionAttributeValues={":pk": keys.run_pk(run_id), ":p": keys.ACTION_PREFIX},
                 ConsistentRead=True,
             ).get("Items", [])
         return sorted((ActionRecord.model_validate(_plain(i)) for i in items), key=lambda a: a.index)
@@ -773,8 +755,7 @@ class LedgerStore:
             self.table,
             _dec(
                 {
-                    "pk": f"RUN#{run_id}",
-                    "sk": f"ACT#{action.index:03d}",
+                    **keys.action_key(run_id, action.index),
                     **action.model_dump(mode="json", exclude_none=True),
                 }
             ),
@@ -792,7 +773,7 @@ class LedgerStore:
         with transient_errors():
             self.db.update_item(
                 TableName=self.table,
-                Key={"pk": f"RUN#{run_id}", "sk": f"ACT#{index:03d}"},
+                Key=keys.action_key(run_id, index),
                 UpdateExpression=expr,
                 ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeValues=values,
@@ -806,7 +787,7 @@ class LedgerStore:
         with transient_errors():
             resp = self.db.update_item(
                 TableName=self.table,
-                Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"},
+                Key=keys.delivery_key(agent_id, wake_id),
                 UpdateExpression="ADD repeats :one, #o :one SET last_at = :now",
                 ExpressionAttributeNames={"#o": outcome},
                 ExpressionAttributeValues={":one": 1, ":now": now_iso()},
@@ -819,6 +800,6 @@ class LedgerStore:
         "last_at"}`` (``{}`` when it was delivered once)."""
         with transient_errors():
             item = self.db.get_item(
-                TableName=self.table, Key={"pk": f"WAKE#{agent_id}#{wake_id}", "sk": "DELIVERY"}, ConsistentRead=True
+                TableName=self.table, Key=keys.delivery_key(agent_id, wake_id), ConsistentRead=True
             ).get("Item")
         return _plain(item or {})

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Literal
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -31,6 +32,7 @@ from botocore.exceptions import (
 from quayutec.dal.aws import TRANSIENT_CODES, error_code
 from quayutec.deps import Deps
 from quayutec.errors import ApprovalRejected, Conflict, NotFound, TransientError
+from quayutec.logic.access import Principal, member_room
 from quayutec.models import FINAL_STATUSES, ApprovalRequest, Author
 
 #: Step Functions errors meaning the token can no longer be answered (SendTaskSuccess API reference).
@@ -153,3 +155,28 @@ def _dead_token(deps: Deps, approval: ApprovalRequest, prior: str, status: str, 
     if outcome == "expired":
         raise Conflict(f"approval {approval.id!r} expired before the answer arrived")
     raise Conflict(f"approval {approval.id!r} is already {outcome}")
+
+
+class Approvals:
+    """The domain service of ``/rooms/{id}/approvals``: a company's people list and decide the
+    held actions of its own agents. ``deps``: the runtime's stores and clients."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.store = deps.room
+
+    def list(
+        self, who: Principal, room_id: str, status: Literal["pending", "all"] = "pending"
+    ) -> list[ApprovalRequest]:
+        """The caller's company's agents' requests in the room (its own rows only, design §14);
+        ``pending``: those still open (``deciding``: an answer is on its way to Step Functions).
+        Raises NotFound."""
+        member_room(self.store, room_id, who)
+        mine = self.store.approvals(room_id, who.require_company())
+        open_ = ("pending", "deciding")
+        return [a for a in mine if status == "all" or a.status in open_]
+
+    def decide(self, who: Principal, room_id: str, approval_id: str, *, approve: bool) -> ApprovalRequest:
+        """Approve or deny one (:func:`decide_approval`). Raises NotFound and what it raises."""
+        member_room(self.store, room_id, who)
+        return decide_approval(self.deps, room_id, approval_id, who.author(), approve=approve)

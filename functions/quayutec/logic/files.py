@@ -12,11 +12,17 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from quayutec import resources as R
+from quayutec.dal.files import signer, upload_key
+from quayutec.deps import Deps
+from quayutec.errors import Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from quayutec.logic import retrieval
+from quayutec.logic.access import Principal, member_room
 from quayutec.logic.extract import Unreadable, extract, kind_of
-from quayutec.models import Author, FileChunk, RoomFile, parse_iso
+from quayutec.models import Author, FileChunk, RoomFile, iso, parse_iso
+from quayutec.seams import announce
 
 #: Attempts at moving the index pointer before giving up (the event is redelivered).
 INDEX_ATTEMPTS = 8
@@ -199,3 +205,109 @@ def passages(
         index = retrieval.load_index(deps.files.get_index(key))
         retrieval.CACHE.put(room_id, key, index)
     return version, index.top(query, k)
+
+
+#: How long a presigned upload or download URL is valid.
+URL_EXPIRES_S = 900
+
+
+def attachment(name: str) -> str:
+    """A ``Content-Disposition`` that saves the file under ``name`` (RFC 6266 §4.3: an ASCII
+    ``filename`` fallback and the UTF-8 ``filename*``, RFC 8187)."""
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+class Files:
+    """The domain service of ``/rooms/{id}/files`` (docs/design.md §13): a member declares an
+    upload and gets a presigned S3 POST, lists the room's files, reads one with a presigned
+    download, and the uploader's company deletes one. ``deps``: the runtime's stores (its
+    ``files``), settings (``files_endpoint_url`` on ``quay dev``) and clock."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.store = deps.room
+
+    def _signer(self, observed: bool = True) -> Any:
+        return signer(getattr(self.deps.settings, "files_endpoint_url", None), observed)
+
+    def declare(
+        self, who: Principal, room_id: str, *, name: str, content_type: str, size: int
+    ) -> tuple[RoomFile, dict[str, Any]]:
+        """Record a file ``uploading`` and presign its upload: the file and the POST's ``url`` and
+        ``fields`` (at most :data:`quayutec.resources.MAX_UPLOAD_BYTES`, valid
+        :data:`URL_EXPIRES_S`). Raises NotFound, PayloadTooLarge, InvalidInput (a kind the room
+        does not take)."""
+        member_room(self.store, room_id, who)
+        if size > R.MAX_UPLOAD_BYTES:
+            raise PayloadTooLarge(
+                f"body.size: {size} bytes is over the {R.MAX_UPLOAD_BYTES} byte (25 MB) limit for a room file"
+            )
+        if kind_of(name, content_type) is None:
+            raise InvalidInput(
+                f"content_type: {content_type!r} ({name!r}) is not a kind the room takes "
+                "(plain text, Markdown, CSV, JSON, HTML, PDF)"
+            )
+        f = declare_upload(
+            self.deps,
+            room_id,
+            name=name,
+            content_type=content_type,
+            size=size,
+            uploader=who.author(),
+            at=iso(self.deps.clock()),
+        )
+        bucket, key = self.deps.files.bucket, upload_key(room_id, f.id)
+        post = self._signer(observed=False).generate_presigned_post(
+            Bucket=bucket,
+            Key=key,
+            Fields={"Content-Type": content_type},
+            Conditions=[{"Content-Type": content_type}, ["content-length-range", 1, R.MAX_UPLOAD_BYTES]],
+            ExpiresIn=URL_EXPIRES_S,
+        )
+        # Announce the action the signature grants (s3:PutObject on the key) to the call observers
+        # (the IAM check), as a presigned GET is announced as its GetObject.
+        announce("s3", "PutObject", {"Bucket": bucket, "Key": key})
+        return f, post
+
+    def list(self, who: Principal, room_id: str) -> list[RoomFile]:
+        """The room's files as people see them (:func:`as_seen`). Raises NotFound."""
+        member_room(self.store, room_id, who)
+        now = self.deps.clock()
+        return [as_seen(f, now) for f in self.deps.files.list_files(room_id)]
+
+    def _file(self, who: Principal, room_id: str, file_id: str) -> RoomFile:
+        member_room(self.store, room_id, who)
+        f = self.deps.files.get_file(room_id, file_id)
+        if f is None:
+            raise NotFound(f"file {file_id!r} is not in room {room_id!r}")
+        return f
+
+    def get(self, who: Principal, room_id: str, file_id: str) -> tuple[RoomFile, str | None]:
+        """A file as people see it and a presigned download URL (``None`` while its upload has
+        not arrived). Raises NotFound."""
+        f = self._file(who, room_id, file_id)
+        url = None
+        if f.status != "uploading":  # stored status: an upload that never arrived has nothing to download
+            # Served as a download, never rendered where the URL opens: an uploaded HTML file must
+            # not run as a page (S3 applies response-* overrides on signed requests, GetObject API).
+            url = self._signer().generate_presigned_url(
+                "get_object",
+                Params={
+                    "Bucket": self.deps.files.bucket,
+                    "Key": upload_key(room_id, file_id),
+                    "ResponseContentDisposition": attachment(f.name),
+                },
+                ExpiresIn=URL_EXPIRES_S,
+            )
+        return as_seen(f, self.deps.clock()), url
+
+    def delete(self, who: Principal, room_id: str, file_id: str) -> RoomFile:
+        """Delete a file (the uploader's company only); its S3 event takes its chunks out of the
+        index. Raises NotFound, Forbidden."""
+        f = self._file(who, room_id, file_id)
+        if f.uploader.company != who.require_company():
+            raise Forbidden(f"file {file_id!r} was uploaded by another company: only it may delete the file")
+        self.deps.files.delete_file(room_id, file_id)
+        self.deps.files.delete_upload(room_id, file_id)  # its S3 event takes the chunks out of the index
+        return f

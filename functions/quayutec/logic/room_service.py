@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from quayutec.dal.room import RoomStore
+from quayutec.dal.store import RoomStore
 from quayutec.errors import Conflict, Forbidden, InvalidInput, NotFound
 from quayutec.logic import ids
 from quayutec.logic import wakes as wake_rules

@@ -31,7 +31,6 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from quayutec.dal.aws import error_code
-from quayutec.dal.directory import Directory
 from quayutec.dal.ledger import ActiveRun
 from quayutec.deps import Deps
 from quayutec.errors import NotFound, RunStopped, TransientError
@@ -66,12 +65,11 @@ def _notice(room_id: str, agent: Agent, key: str, text: str) -> Message:
 
 class Stops:
     """Pause and resume an agent, stop a chain, and stop the runs they reach. ``deps``: the
-    runtime's stores and clients; ``directory``: the room table's listings."""
+    runtime's stores and clients."""
 
-    def __init__(self, deps: Deps, directory: Directory) -> None:
+    def __init__(self, deps: Deps) -> None:
         self.deps = deps
         self.store = deps.room
-        self.directory = directory
         self.ledger = deps.ledger
 
     def stop_chain(self, room_id: str, chain_id: str, person: Author) -> tuple[bool, int]:
@@ -105,7 +103,7 @@ class Stops:
 
     def _rooms_of_agent(self, agent: Agent) -> list[str]:
         """The rooms of the agent's company the agent is placed in (one query per room)."""
-        return [r for r in self.directory.rooms_of(agent.company) if agent.id in self.store.room_agents(r)]
+        return [r for r in self.store.rooms_of(agent.company) if agent.id in self.store.room_agents(r)]
 
     def pause(self, agent: Agent, person: Author) -> PauseResult:
         """Pause ``agent`` (of ``person``'s company: the caller checked it): no run of it starts,

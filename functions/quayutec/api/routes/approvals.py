@@ -8,11 +8,10 @@ from typing import Annotated, Literal
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from quayutec.api.access import member_room, services
+from quayutec.api.access import services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import ApprovalId, RoomId
 from quayutec.api.schemas import ApprovalList
-from quayutec.logic.approvals import decide_approval
 from quayutec.models import ApprovalRequest
 
 router = APIGatewayRouter()
@@ -24,19 +23,7 @@ router = APIGatewayRouter()
     summary="Approval requests of the caller's company's agents (pending ones by default)",
 )
 def list_approvals(room_id: RoomId, status: Annotated[Literal["pending", "all"], Query()] = "pending") -> ApprovalList:
-    who = caller()
-    svc = services()
-    member_room(svc, room_id, who)
-    mine = svc.deps.room.approvals(room_id, who.require_company())  # its own rows only (design §14)
-    open_ = ("pending", "deciding")  # deciding: an answer is on its way to Step Functions
-    return ApprovalList(approvals=[a for a in mine if status == "all" or a.status in open_])
-
-
-def _decide(room_id: str, approval_id: str, approve: bool) -> ApprovalRequest:
-    who = caller()
-    svc = services()
-    member_room(svc, room_id, who)
-    return decide_approval(svc.deps, room_id, approval_id, who.author(), approve=approve)
+    return ApprovalList(approvals=services().approvals.list(caller(), room_id, status))
 
 
 @router.post(
@@ -45,7 +32,7 @@ def _decide(room_id: str, approval_id: str, approve: bool) -> ApprovalRequest:
     summary="Approve a held action (the agent's owning company only)",
 )
 def approve(room_id: RoomId, approval_id: ApprovalId) -> ApprovalRequest:
-    return _decide(room_id, approval_id, True)
+    return services().approvals.decide(caller(), room_id, approval_id, approve=True)
 
 
 @router.post(
@@ -54,4 +41,4 @@ def approve(room_id: RoomId, approval_id: ApprovalId) -> ApprovalRequest:
     summary="Deny a held action (the agent's owning company only)",
 )
 def deny(room_id: RoomId, approval_id: ApprovalId) -> ApprovalRequest:
-    return _decide(room_id, approval_id, False)
+    return services().approvals.decide(caller(), room_id, approval_id, approve=False)

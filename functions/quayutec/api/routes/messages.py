@@ -9,12 +9,11 @@ from typing import Annotated, Literal
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from quayutec.api.access import member_room, services
+from quayutec.api.access import services
 from quayutec.api.context import caller, idempotency_key
-from quayutec.api.errors import PayloadTooLarge
 from quayutec.api.routes._params import Cursor, Limit, RoomId
 from quayutec.api.schemas import MessageIn, MessagePage
-from quayutec.models import MAX_REPLY_BYTES, Message
+from quayutec.models import Message
 
 router = APIGatewayRouter()
 
@@ -26,14 +25,7 @@ router = APIGatewayRouter()
     summary="Post a message (wakes the agents in `to` and those it @mentions)",
 )
 def post_message(room_id: RoomId, body: Annotated[MessageIn, Body()]) -> Message:
-    who = caller()
-    svc = services()
-    member_room(svc, room_id, who)
-    if len(body.text.encode("utf-8", "surrogatepass")) > MAX_REPLY_BYTES:
-        raise PayloadTooLarge(f"body.text: longer than {MAX_REPLY_BYTES} bytes (32 KiB) of UTF-8")
-    return svc.rooms.post_message(
-        room_id, who.author(), body.text, list(dict.fromkeys(body.to)), idempotency_key=idempotency_key()
-    )
+    return services().messages.post(caller(), room_id, body.text, body.to, idempotency_key=idempotency_key())
 
 
 @router.get("/rooms/<room_id>/messages", tags=["messages"], summary="The room's messages, a page at a time")
@@ -43,11 +35,5 @@ def list_messages(
     cursor: Cursor = None,
     order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first")] = "asc",
 ) -> MessagePage:
-    who = caller()
-    svc = services()
-    member_room(svc, room_id, who)
-    # Other companies' company-only notices are not the caller's to read (design §12.5).
-    messages, next_cursor = svc.directory.messages_page(
-        room_id, limit, cursor, newest_first=order == "desc", reader=who.require_company()
-    )
+    messages, next_cursor = services().messages.page(caller(), room_id, limit, cursor, newest_first=order == "desc")
     return MessagePage(messages=messages, next_cursor=next_cursor)

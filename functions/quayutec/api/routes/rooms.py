@@ -8,23 +8,22 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from quayutec.api.access import Services, member_room, services
+from quayutec.api.access import services
 from quayutec.api.context import caller, idempotency_key
 from quayutec.api.routes._params import RoomId
 from quayutec.api.schemas import RoomAgentOut, RoomIn, RoomList, RoomOut
-from quayutec.errors import Conflict, InvalidInput, LimitReached
 from quayutec.logic import ids
-from quayutec.logic.ids import new_room_id
-from quayutec.models import Room
+from quayutec.logic.rooms import RoomView
 
 router = APIGatewayRouter()
 
 
-def room_out(svc: Services, room: Room) -> RoomOut:
+def room_out(view: RoomView) -> RoomOut:
     """A room with its agents (id and owning company only: never their configuration)."""
+    room = view.room
     agents = [
         RoomAgentOut(id=agent_id, name=ids.agent_name(agent_id), company=company)
-        for agent_id, company in svc.deps.room.room_agents(room.id).items()
+        for agent_id, company in view.agents.items()
     ]
     return RoomOut(
         id=room.id,
@@ -39,41 +38,24 @@ def room_out(svc: Services, room: Room) -> RoomOut:
 
 @router.post("/rooms", status_code=201, tags=["rooms"], summary="Create a room")
 def create_room(body: Annotated[RoomIn, Body()]) -> RoomOut:
-    who = caller()
-    company = who.require_company()
-    svc = services()
-    members = list(dict.fromkeys([company, *body.members]))
-    most = svc.deps.settings.max_room_members
-    if len(members) > most:
-        raise LimitReached(f"a room of {len(members)} member companies", most, "MAX_ROOM_MEMBERS")
-    unknown = [m for m in members if svc.deps.room.get_company(m) is None]
-    if unknown:
-        raise InvalidInput(f"members: no such company: {', '.join(unknown)}")
-    # The service picks the id (design §5): a caller never learns that an id is taken, since it
-    # never chooses one; a repeat with the same Idempotency-Key gets the same id.
-    room = Room(
-        id=new_room_id(idempotency_key()),
-        name=body.name,
-        members=members,
-        hop_limit=body.hop_limit,
-        max_runs_per_chain=body.max_runs_per_chain,
-        created_by=company,
+    # The service picks the id (docs/design.md §5); a repeat with the same Idempotency-Key gets the same room.
+    return room_out(
+        services().rooms.create(
+            caller(),
+            name=body.name,
+            members=body.members,
+            hop_limit=body.hop_limit,
+            max_runs_per_chain=body.max_runs_per_chain,
+            idempotency_key=idempotency_key(),
+        )
     )
-    if not svc.directory.create_room(room):
-        existing = svc.deps.room.get_room(room.id)
-        if existing is None or company not in existing.members:
-            raise Conflict("room id collision: retry")
-        room = existing
-    return room_out(svc, room)
 
 
 @router.get("/rooms", tags=["rooms"], summary="The rooms the caller's company is a member of")
 def list_rooms() -> RoomList:
-    company = caller().require_company()
-    return RoomList(rooms=sorted(services().directory.rooms_of(company)))
+    return RoomList(rooms=services().rooms.list(caller()))
 
 
 @router.get("/rooms/<room_id>", tags=["rooms"], summary="A room: members and agents")
 def get_room(room_id: RoomId) -> RoomOut:
-    svc = services()
-    return room_out(svc, member_room(svc, room_id, caller()))
+    return room_out(services().rooms.get(caller(), room_id))

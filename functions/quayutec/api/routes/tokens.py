@@ -11,7 +11,6 @@ from quayutec.api.access import services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import CompanyId, TokenId
 from quayutec.api.schemas import Me, Ok, TokenIn, TokenInfoOut, TokenIssued, TokenList
-from quayutec.errors import InvalidInput, NotFound
 
 router = APIGatewayRouter()
 
@@ -23,31 +22,19 @@ router = APIGatewayRouter()
     summary="Issue a bearer token for a person of the company (operator)",
 )
 def issue_token(company_id: CompanyId, body: Annotated[TokenIn, Body()]) -> TokenIssued:
-    caller().require_admin()
-    svc = services()
-    company = svc.deps.room.get_company(company_id)
-    if company is None:
-        raise NotFound(f"company {company_id!r} does not exist")
-    if body.member not in company.people:
-        raise InvalidInput(f"member: {body.member!r} is not a person of company {company_id!r}")
-    token, principal = svc.tokens.issue(company_id, body.member)
+    token, principal = services().tokens.issue(caller(), company_id, body.member)
     return TokenIssued(token=token, token_id=principal.token_id, company=company_id, member=body.member)
 
 
 @router.get("/companies/<company_id>/tokens", tags=["tokens"], summary="The company's tokens (operator)")
 def list_tokens(company_id: CompanyId) -> TokenList:
-    caller().require_admin()
-    svc = services()
-    if svc.deps.room.get_company(company_id) is None:
-        raise NotFound(f"company {company_id!r} does not exist")
-    return TokenList(tokens=[TokenInfoOut.model_validate(t.model_dump()) for t in svc.tokens.list(company_id)])
+    tokens = services().tokens.list(caller(), company_id)
+    return TokenList(tokens=[TokenInfoOut.model_validate(t.model_dump()) for t in tokens])
 
 
 @router.delete("/companies/<company_id>/tokens/<token_id>", tags=["tokens"], summary="Revoke a token (operator)")
 def revoke_token(company_id: CompanyId, token_id: TokenId) -> Ok:
-    caller().require_admin()
-    if not services().tokens.revoke(company_id, token_id):
-        raise NotFound(f"token {token_id!r} of company {company_id!r} does not exist")
+    services().tokens.revoke(caller(), company_id, token_id)
     return Ok(detail={"revoked": token_id})
 
 

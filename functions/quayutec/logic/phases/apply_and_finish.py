@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.dal.aws import Guard
-from quayutec.dal.room import memory_partition
+from quayutec.dal.keys import memory_partition
 from quayutec.deps import Deps
 from quayutec.errors import RunStopped
 from quayutec.logic import ids

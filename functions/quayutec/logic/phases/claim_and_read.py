@@ -8,9 +8,9 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec.dal.files import files_pk
-from quayutec.dal.ledger import ClaimOutcome, chain_key
-from quayutec.dal.room import RunReads, agent_key, memory_partition
+from quayutec.dal.keys import agent_key, chain_key, files_pk, memory_partition
+from quayutec.dal.ledger import ClaimOutcome
+from quayutec.dal.rooms import RunReads
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import files as room_files

@@ -16,8 +16,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from quayutec import resources as R
 from quayutec.cost import line as cost_line
 from quayutec.dal.aws import Guard
+from quayutec.dal.keys import agent_key
 from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA, stop_guard
-from quayutec.dal.room import agent_key
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid, RunTimedOut
 from quayutec.logic import ids

@@ -64,7 +64,7 @@ def named_refs(reply: dict[str, Any]) -> list[str]:
 
 def named_agents(deps: Deps, room_id: str, reply: dict[str, Any]) -> dict[str, str]:
     """The room's agents the reply names → their companies (:func:`named_refs`): no read when it
-    names none, else one consistent read (:meth:`quayutec.dal.room.RoomStore.named_room_agents`).
+    names none, else one consistent read (:meth:`quayutec.dal.store.RoomStore.named_room_agents`).
     Resolving a ref among these is resolving it among all the room's agents: a room holds one
     agent per name."""
     refs = named_refs(reply)

@@ -6,8 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from quayutec.dal.keys import agent_key
 from quayutec.dal.ledger import stop_guard
-from quayutec.dal.room import agent_key
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import rights

@@ -10,8 +10,9 @@ from datetime import datetime
 from aws_lambda_powertools.metrics import MetricUnit
 
 from quayutec.cost import line as cost_line
+from quayutec.dal.companies import budget_of
+from quayutec.dal.keys import budget_key
 from quayutec.dal.ledger import BudgetRefused, SpendCount
-from quayutec.dal.room import budget_key, budget_of
 from quayutec.deps import Deps
 from quayutec.logic import budgets, ids
 from quayutec.logic.notices import company_notice

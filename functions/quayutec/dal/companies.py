@@ -1,0 +1,131 @@
+"""Companies in the room table: a company, its people and rights policy, its external id for
+Bedrock roles and its budget (design §5, §12.4). Created once (a conditional write: a second create
+is a conflict, not an overwrite)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from quayutec.dal import keys
+from quayutec.dal.aws import (
+    is_condition_failure,
+    transient_errors,
+    update_if,
+)
+from quayutec.dal.table import NOT_EXISTS, RoomTable, strip
+from quayutec.errors import NotFound
+from quayutec.models import (
+    Company,
+    CompanyBudget,
+    RightsPolicy,
+)
+
+
+def budget_of(item: dict[str, Any] | None) -> CompanyBudget | None:
+    """A company's budget from its item as read (``None``: it set none)."""
+    return CompanyBudget.model_validate(strip(item)) if item else None
+
+
+class CompanyRecords(RoomTable):
+    """A company's items: ``COMPANY#{id}`` / ``META`` and ``BUDGET``."""
+
+    def put_company(self, company: Company) -> None:
+        with transient_errors():
+            self.db.put_item(
+                TableName=self.table,
+                Item={
+                    **keys.company_key(company.id),
+                    "type": "company",
+                    **company.model_dump(mode="json"),
+                },
+            )
+
+    def get_company(self, company_id: str) -> Company | None:
+        item = self._item(keys.company_key(company_id))
+        return Company.model_validate(strip(item)) if item else None
+
+    def create_company(self, company: Company) -> bool:
+        """Write a new company; ``False`` when the id is taken."""
+        item = {**keys.company_key(company.id), "type": "company", **company.model_dump(mode="json")}
+        try:
+            with transient_errors():
+                self.db.put_item(TableName=self.table, Item=item, ConditionExpression=NOT_EXISTS)
+            return True
+        except ClientError as exc:
+            if is_condition_failure(exc):
+                return False
+            raise
+
+    def add_person(self, company_id: str, person: str, max_people: int | None = None) -> bool:
+        """Add a person to a company; ``False`` when already there (or no such company), also when
+        it holds ``max_people`` people already (the caller tells which: it read the company)."""
+        condition = "attribute_exists(pk) AND NOT contains(people, :one)"
+        values: dict[str, Any] = {":p": [person], ":one": person}
+        if max_people is not None:
+            condition += " AND size(people) < :max"
+            values[":max"] = max_people
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.company_key(company_id),
+            UpdateExpression="SET people = list_append(people, :p)",
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+
+    def external_id(self, company_id: str, candidate: str) -> str:
+        """The company's external id for its Bedrock roles (docs/design.md §5): the one it has, or
+        ``candidate`` stored as its first (a conditional update: of two first roles at once, one id
+        is kept). Raises ``NotFound`` for an unknown company, TransientError on throttling."""
+        key = keys.company_key(company_id)
+        stored = update_if(
+            self.db,
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="SET external_id = :e",
+            # A company written before it had one holds no attribute, or a null one.
+            ConditionExpression="attribute_exists(pk) AND "
+            "(attribute_not_exists(external_id) OR attribute_type(external_id, :null))",
+            ExpressionAttributeValues={":e": candidate, ":null": "NULL"},
+        )
+        if stored:
+            return candidate
+        company = self.get_company(company_id)
+        if company is None or company.external_id is None:
+            raise NotFound(f"company {company_id!r} does not exist")
+        return company.external_id
+
+    def set_policy(self, company_id: str, policy: RightsPolicy) -> bool:
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.company_key(company_id),
+            UpdateExpression="SET rights = :r",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":r": policy.model_dump(mode="json")},
+        )
+
+    def get_budget(self, company_id: str) -> CompanyBudget | None:
+        """The company's budget (design §12.4), ``None`` when it set none."""
+        return budget_of(self._item(keys.budget_key(company_id)))
+
+    def put_budget(self, company_id: str, budget: CompanyBudget) -> None:
+        """Set (replace) the company's budget. Raises TransientError on throttling."""
+        with transient_errors():
+            self.db.put_item(
+                TableName=self.table,
+                Item=json.loads(
+                    json.dumps(
+                        {
+                            **keys.budget_key(company_id),
+                            "type": "budget",
+                            **budget.model_dump(mode="json", exclude_none=True),
+                        }
+                    ),
+                    parse_float=Decimal,
+                ),
+            )

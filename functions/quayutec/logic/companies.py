@@ -1,0 +1,117 @@
+"""Companies (docs/design.md §5, §10): an operator creates one and staffs it; its own people read
+it, set its rights policy and its budget and read its spend. The domain service of
+``/companies``; the scenario player, the chaos lab and the test fixtures create companies
+through it too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from quayutec.dal.companies import budget_of
+from quayutec.dal.keys import budget_key
+from quayutec.deps import Deps
+from quayutec.errors import Conflict, Forbidden, InvalidInput, LimitReached, NotFound
+from quayutec.logic import budgets, rights
+from quayutec.logic.access import Principal, own_company, own_people
+from quayutec.models import Company, CompanyBudget, RightsPolicy
+
+
+@dataclass(frozen=True)
+class Spend:
+    """A company's spend counter of one period (design §12.4): its key (``D#…``/``M#…``), the
+    counter item's attributes (``{}`` before any spend) and the budget it is held against."""
+
+    key: str
+    counter: dict[str, Any]
+    budget: CompanyBudget
+
+
+class Companies:
+    """``deps``: the runtime's stores and settings (:mod:`quayutec.deps`)."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.store = deps.room
+
+    def create(
+        self, who: Principal, company_id: str, people: list[str], rights_policy: RightsPolicy | None = None
+    ) -> Company:
+        """A new company (operator only; people deduplicated, in order). Raises Forbidden,
+        LimitReached (more than ``max_company_people``), Conflict (the id is taken).
+        ``rights_policy``: its policy from the start (set-up; the API sets it with
+        :meth:`set_policy`)."""
+        who.require_admin()
+        company = Company(id=company_id, people=list(dict.fromkeys(people)), rights=rights_policy or RightsPolicy())
+        most = self.deps.settings.max_company_people
+        if len(company.people) > most:
+            raise LimitReached(f"company {company_id!r} with {len(company.people)} people", most, "MAX_COMPANY_PEOPLE")
+        if not self.store.create_company(company):
+            raise Conflict(f"company {company_id!r} exists already")
+        return company
+
+    def get(self, who: Principal, company_id: str) -> Company:
+        """The company, to its own people or an operator; NotFound otherwise."""
+        return own_company(self.store, company_id, who)
+
+    def add_person(self, who: Principal, company_id: str, person: str) -> Company:
+        """Add a person (operator only). Raises Forbidden, NotFound, LimitReached, Conflict (a
+        person of it already)."""
+        who.require_admin()
+        if self.store.get_company(company_id) is None:
+            raise NotFound(f"company {company_id!r} does not exist")
+        most = self.deps.settings.max_company_people
+        if not self.store.add_person(company_id, person, most):
+            company = self.store.get_company(company_id)
+            if company is not None and person not in company.people and len(company.people) >= most:
+                raise LimitReached(
+                    f"company {company_id!r} has {len(company.people)} people", most, "MAX_COMPANY_PEOPLE"
+                )
+            raise Conflict(f"{person!r} is a person of {company_id!r} already")
+        return self.store.get_company(company_id)  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ rights policy
+    def policy(self, who: Principal, company_id: str) -> RightsPolicy:
+        return own_company(self.store, company_id, who).rights
+
+    def set_policy(self, who: Principal, company_id: str, policy: RightsPolicy) -> list[str]:
+        """Set the company's rights policy (its own people only: never an operator, never another
+        company); returns the policy's warnings. Raises Forbidden (an operator), NotFound,
+        LimitReached (rules for more than ``max_policy_rules`` agents), InvalidInput (its
+        refusals, :func:`quayutec.logic.rights.policy_problems`)."""
+        if who.company != company_id:  # operators administer companies, not their rights
+            if who.admin and who.company is None:
+                raise Forbidden("an operator cannot change a company's rights policy: only its own people can")
+            raise NotFound(f"company {company_id!r} does not exist")
+        own_company(self.store, company_id, who)
+        most = self.deps.settings.max_policy_rules
+        if len(policy.agents) > most:
+            raise LimitReached(
+                f"policy of {company_id!r}: rules for {len(policy.agents)} agents", most, "MAX_POLICY_RULES"
+            )
+        refusals, warnings = rights.policy_problems(policy, company_id, self.store.agents_of(company_id))
+        if refusals:
+            raise InvalidInput("; ".join(refusals))
+        if not self.store.set_policy(company_id, policy):
+            raise NotFound(f"company {company_id!r} does not exist")
+        return warnings
+
+    # ------------------------------------------------------------------ budget and spend
+    def budget(self, who: Principal, company_id: str) -> CompanyBudget:
+        """The company's budget (``{}`` when it set none), to its own people only."""
+        own_people(self.store, company_id, who)
+        return self.store.get_budget(company_id) or CompanyBudget()
+
+    def set_budget(self, who: Principal, company_id: str, budget: CompanyBudget) -> CompanyBudget:
+        """Set (replace) the company's budget, by its own people only."""
+        own_people(self.store, company_id, who)
+        self.store.put_budget(company_id, budget)
+        return budget
+
+    def spend(self, who: Principal, company_id: str, period: Literal["day", "month"]) -> Spend:
+        """The spend counter of the current UTC day or month and the budget, read together
+        (design §12.4), to the company's own people only."""
+        own_people(self.store, company_id, who)
+        key = budgets.periods(self.deps.clock())[period]
+        item, counters = self.deps.ledger.spend_reads(company_id, [key], (self.store.table, budget_key(company_id)))
+        return Spend(key=key, counter=counters.get(key, {}), budget=budget_of(item) or CompanyBudget())

@@ -1,0 +1,117 @@
+"""Rooms and who is in them (docs/design.md §3, §5): a company's person creates a room (the
+service picks its id; the caller's company is always a member), a member adds another company,
+and a company places its own agents (one agent per name in a room, so ``@name`` names one
+agent). The domain service of ``/rooms`` and ``/rooms/{id}/members|agents``; the scenario
+player, the chaos lab and the test fixtures create rooms and place agents through it too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quayutec.deps import Deps
+from quayutec.errors import Conflict, InvalidInput, LimitReached
+from quayutec.logic import ids
+from quayutec.logic.access import Principal, member_room, own_agent
+from quayutec.models import DEFAULT_MAX_RUNS_PER_CHAIN, Room
+
+
+@dataclass(frozen=True)
+class RoomView:
+    """A room and its agents (agent id → owning company: never their configuration)."""
+
+    room: Room
+    agents: dict[str, str]
+
+
+class Rooms:
+    """``deps``: the runtime's stores and settings (the room limits)."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.store = deps.room
+
+    def view(self, room: Room) -> RoomView:
+        return RoomView(room=room, agents=self.store.room_agents(room.id))
+
+    def create(
+        self,
+        who: Principal,
+        *,
+        name: str | None = None,
+        members: list[str] | None = None,
+        hop_limit: int | None = None,
+        max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN,
+        idempotency_key: str | None = None,
+    ) -> RoomView:
+        """A new room of the caller's company and ``members``. Its id is the service's
+        (:func:`quayutec.logic.ids.new_room_id`): a caller never learns that an id is taken,
+        since it never chooses one; a repeat with the same Idempotency-Key gets the same room.
+        Raises Forbidden (an operator), LimitReached, InvalidInput (an unknown company),
+        Conflict (an id collision: retry)."""
+        company = who.require_company()
+        all_members = list(dict.fromkeys([company, *(members or [])]))
+        most = self.deps.settings.max_room_members
+        if len(all_members) > most:
+            raise LimitReached(f"a room of {len(all_members)} member companies", most, "MAX_ROOM_MEMBERS")
+        unknown = [m for m in all_members if self.store.get_company(m) is None]
+        if unknown:
+            raise InvalidInput(f"members: no such company: {', '.join(unknown)}")
+        room = Room(
+            id=ids.new_room_id(idempotency_key),
+            name=name,
+            members=all_members,
+            hop_limit=hop_limit,
+            max_runs_per_chain=max_runs_per_chain,
+            created_by=company,
+        )
+        if not self.store.create_room(room):
+            existing = self.store.get_room(room.id)
+            if existing is None or company not in existing.members:
+                raise Conflict("room id collision: retry")
+            room = existing
+        return self.view(room)
+
+    def list(self, who: Principal) -> list[str]:
+        """The ids of the rooms the caller's company is a member of, sorted."""
+        return sorted(self.store.rooms_of(who.require_company()))
+
+    def get(self, who: Principal, room_id: str) -> RoomView:
+        """A room of the caller's company; NotFound otherwise."""
+        return self.view(member_room(self.store, room_id, who))
+
+    def add_member(self, who: Principal, room_id: str, company: str) -> RoomView:
+        """Add a company to a room (by a person of a member company). Raises NotFound,
+        InvalidInput (no such company), LimitReached, Conflict (a member already)."""
+        member_room(self.store, room_id, who)
+        if self.store.get_company(company) is None:
+            raise InvalidInput(f"company: no such company {company!r}")
+        most = self.deps.settings.max_room_members
+        if not self.store.add_member(room_id, company, most):
+            room = member_room(self.store, room_id, who)
+            if company not in room.members and len(room.members) >= most:
+                raise LimitReached(
+                    f"room {room_id!r} has {len(room.members)} member companies", most, "MAX_ROOM_MEMBERS"
+                )
+            raise Conflict(f"company {company!r} is a member of room {room_id!r} already")
+        return self.view(member_room(self.store, room_id, who))
+
+    def place_agent(self, who: Principal, room_id: str, agent_ref: str) -> RoomView:
+        """Place one of the caller's company's agents (id or name) in a room of its company.
+        Raises NotFound, LimitReached (``max_room_agents``), Conflict (in the room already, or
+        the room has an agent of that name)."""
+        room = member_room(self.store, room_id, who)
+        agent = own_agent(self.store, agent_ref, who)
+        # the agent's own link and the room's holder of its name: one read, whatever the room's size
+        name = ids.agent_name(agent.id)
+        present = self.store.named_room_agents(room_id, [agent.id, name])
+        if agent.id in present:
+            raise Conflict(f"agent {agent.id!r} is in room {room_id!r} already")
+        # @name must name one agent of the room, letter case aside (its members see the room's
+        # agents: no leak); the room's name item makes it hold under concurrent placements too
+        same = [a for a in present if ids.name_key(ids.agent_name(a)) == ids.name_key(name)]
+        if same or not self.store.add_room_agent(room_id, agent.id, agent.company, self.deps.settings.max_room_agents):
+            holder = same[0] if same else "another agent"
+            raise Conflict(
+                f"room {room_id!r} has an agent named {name!r} already ({holder}): register yours under another name"
+            )
+        return self.view(room)
