@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from apihelpers import World
 
-from quaylocal.costs import counted_reads, runs_page_reads, seed_room_runs
+from quaylab.costs import counted_reads, runs_page_reads, seed_room_runs
 from quayutec.deps import default_deps
 from quayutec.models import ApprovalRequest, Room
 

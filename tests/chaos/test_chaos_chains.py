@@ -1,14 +1,14 @@
 """A chain's refused wakes (design §12.1), on the local stack with fault injection on: a wake its
 chain refuses is claimed ``not_started`` and never runs, however often its Claim step runs again,
-and the checks the crash matrix makes of a chain (``quaylocal.chaos``: counters, notices, the
+and the checks the crash matrix makes of a chain (``quaylab.chaos``: counters, notices, the
 refused claim) fail on tables that break them. The crash matrix itself plays the faults at the
 refusal and the notices (``chaos.chain_matrix``).
 """
 
 from __future__ import annotations
 
-from quaylocal import chaos, faults
-from quaylocal.chaos import ChaosLab
+from quaylab import chaos, faults
+from quaylab.chaos import ChaosLab
 from quayutec.dal.keys import chain_key
 from quayutec.handlers import claim_and_read
 from quayutec.logic.ids import chain_notice_id
