@@ -164,6 +164,11 @@ class Agent(_Model):
     # How many times it was paused: a run carries the count its claim saw, and its writes are
     # guarded on it (a run claimed before a pause writes nothing after, even once resumed).
     pauses: int = Field(default=0, ge=0)
+    # Deleted by a person of its company (design §12.2): paused for good, out of every room, its
+    # rules gone; the item stays as a tombstone so its id, which its runs in the ledger name, is
+    # never given to another agent.
+    deleted_at: str | None = None
+    deleted_by: str | None = None
     # The most tokens its prompt and reply may take together (design §2.2): the run's context is
     # fitted into it, leaving out the oldest items whole.
     max_context_tokens: int = Field(
@@ -453,7 +458,7 @@ class RunSettings(_Model):
 #: Why a claimed wake did not start a run (design §2.1, §3): another execution holds it, its
 #: chain reached its bound, its chain was stopped, the agent's ``wake_from`` refuses its writer,
 #: or the agent is paused.
-NotStartedReason = Literal["other_execution", "chain_full", "chain_stopped", "wake_from", "paused"]
+NotStartedReason = Literal["other_execution", "chain_full", "chain_stopped", "wake_from", "paused", "deleted"]
 
 
 class NotStartedRecord(_Model):

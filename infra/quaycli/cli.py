@@ -645,6 +645,57 @@ def agent_resume(agent: AgentArg, as_json: JsonOpt = False, url: UrlOpt = DEFAUL
     _show(a, as_json, lambda a: [_agent_line(a)])
 
 
+@agent_app.command("update")
+def agent_update(
+    agent: AgentArg,
+    model: Annotated[str | None, typer.Option(help="The provider's model id.")] = None,
+    instructions: Annotated[str | None, typer.Option(help="The agent's instructions.")] = None,
+    wake_from: Annotated[str | None, typer.Option(help="Who may wake it: anyone, people, or own_company.")] = None,
+    max_context_tokens: Annotated[
+        int | None, typer.Option(help="The most tokens a run's prompt and reply may take (checked against the model).")
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="QUAY_AGENT_API_KEY",
+            help="A new provider key for your company (every agent of it on this provider uses it).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """Change your agent: what you give changes from its next run; the rest stays."""
+    if all(v is None for v in (model, instructions, wake_from, max_context_tokens, api_key)):
+        raise _fail(
+            "quay agent update: give at least one of --model, --instructions, --wake-from, "
+            "--max-context-tokens, --api-key",
+            2,
+        )
+    a = _run(
+        lambda: _client(url, token).update_agent(
+            agent,
+            model=model,
+            instructions=instructions,
+            wake_from=wake_from,
+            max_context_tokens=max_context_tokens,
+            api_key=api_key,
+        )
+    )
+    _show(a, as_json, lambda a: [_agent_line(a)])
+
+
+@agent_app.command("delete")
+def agent_delete(agent: AgentArg, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Delete your agent for good: no run of it starts, it leaves its rooms, its rules end; its past
+    runs stay in the ledger and its name is not given again."""
+    a = _run(lambda: _client(url, token).delete_agent(agent))
+    stopping = int(a.get("stopping") or 0)
+    ended = [f"  {_count(stopping, 'run', 'runs')} waiting on approvals ended"] if stopping else []
+    _show(a, as_json, lambda a: [f"deleted {a['id']} at {a.get('deleted_at')}", *ended])
+
+
 @agent_app.command("list")
 def agent_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     """Your company's agents."""

@@ -209,6 +209,15 @@ class QuayClient:
         """Stop a chain of agent wakes in a room: no further run of it starts."""
         return self.call("POST", f"/rooms/{_seg(room)}/chains/{_seg(chain)}/stop")
 
+    def update_agent(self, agent: str, **changes: Any) -> dict:
+        """``PATCH /agents/{agent}``: change your company's agent (model, instructions, wake_from,
+        max_context_tokens, api_key); a change left ``None`` is not sent."""
+        return self.call("PATCH", f"/agents/{_seg(agent)}", {k: v for k, v in changes.items() if v is not None})
+
+    def delete_agent(self, agent: str) -> dict:
+        """``DELETE /agents/{agent}``: delete your company's agent for good (its past runs stay)."""
+        return self.call("DELETE", f"/agents/{_seg(agent)}")
+
     def resume_agent(self, agent: str) -> dict:
         """Resume your company's paused agent."""
         return self.call("POST", f"/agents/{_seg(agent)}/resume")

@@ -154,6 +154,19 @@ class RoomAgentIn(_In):
 
 
 # ----------------------------------------------------------------------------- agents
+def _checked_key(value: SecretStr | None) -> SecretStr | None:
+    """Printable, no whitespace or control characters, 8 to 512 bytes (design §5): a key with a
+    stray newline is refused here, never stored (the message never quotes it)."""
+    if value is not None:
+        # here, not at import: the providers package is CallModel's, not the API's cold path
+        from quayutec.providers.keys import key_problem
+
+        problem = key_problem(value.get_secret_value())
+        if problem:
+            raise ValueError(problem)
+    return value
+
+
 class AgentIn(_In):
     name: AgentName = Field(
         description="The agent's name in your company (1 to 63 letters, digits, '_', '-'); its id is "
@@ -211,16 +224,32 @@ class AgentIn(_In):
     @field_validator("api_key")
     @classmethod
     def _key(cls, value: SecretStr | None) -> SecretStr | None:
-        """Printable, no whitespace or control characters, 8 to 512 bytes (design §5): a key with
-        a stray newline is refused here, never stored (the message never quotes it)."""
-        if value is not None:
-            # here, not at import: the providers package is CallModel's, not the API's cold path
-            from quayutec.providers.keys import key_problem
+        return _checked_key(value)
 
-            problem = key_problem(value.get_secret_value())
-            if problem:
-                raise ValueError(problem)
-        return value
+
+class AgentUpdateIn(_In):
+    """What ``PATCH /agents/{agent}`` changes; a field left out stays as it is."""
+
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    instructions: str | None = Field(default=None, max_length=32 * 1024)
+    wake_from: WakeFrom | None = None
+    max_context_tokens: StrictInt | None = Field(
+        default=None,
+        description="As at registration; checked against the model the agent will have (a 400 names its window)",
+        json_schema_extra={"minimum": MIN_CONTEXT_TOKENS, "maximum": MAX_CONTEXT_TOKENS_LIMIT},
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        min_length=1,
+        max_length=8192,
+        description="A new key for your company and the agent's provider: every agent of your company on that "
+        "provider uses it from its next run (never returned)",
+    )
+
+    @field_validator("api_key")
+    @classmethod
+    def _key(cls, value: SecretStr | None) -> SecretStr | None:
+        return _checked_key(value)
 
 
 class AgentOut(_Out):
@@ -234,6 +263,8 @@ class AgentOut(_Out):
     max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS
     paused_at: str | None = Field(default=None, description="Set while the agent is paused: no run of it starts")
     paused_by: str | None = None
+    deleted_at: str | None = Field(default=None, description="Set once the agent is deleted (answered by DELETE only)")
+    deleted_by: str | None = None
     stopping: int | None = Field(
         default=None,
         description="On a pause: runs of the agent waiting on approvals that this request ended; its other running "
@@ -321,7 +352,7 @@ class RunList(_Out):
     not_started: list[NotStartedRecord] = Field(
         default_factory=list,
         description="Why the caller's company's agents did not wake, newest first: wakes the claim refused "
-        "(`reason`: `chain_full`, `chain_stopped`, `wake_from`, `paused`), at most `limit`",
+        "(`reason`: `chain_full`, `chain_stopped`, `wake_from`, `paused`, `deleted`), at most `limit`",
     )
 
 

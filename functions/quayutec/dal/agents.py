@@ -88,3 +88,39 @@ class AgentRecords(RoomTable):
             UpdateExpression="REMOVE paused_at, paused_by",
             ConditionExpression="attribute_exists(paused_at)",
         )
+
+    def update_agent_config(self, agent_id: str, changes: dict[str, object]) -> bool:
+        """Set ``changes`` (configuration attributes of :class:`~quayutec.models.Agent`: model,
+        instructions, wake_from, max_context_tokens) on an existing agent that is not deleted;
+        ``False`` when it does not exist or is deleted. A run reads its agent at its claim, so a
+        change applies from the next run (design §2.2). Raises TransientError on throttling."""
+        if not changes:
+            return self.get_agent(agent_id) is not None
+        names = {f"#a{i}": name for i, name in enumerate(changes)}
+        values = {f":v{i}": value for i, value in enumerate(changes.values())}
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.agent_key(agent_id),
+            UpdateExpression="SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(changes))),
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(deleted_at)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def set_agent_deleted(self, agent_id: str, by: str, at: str) -> bool:
+        """Mark an existing agent deleted by ``by`` at ``at`` (ISO-8601): it is paused too (unless
+        it was already) and its pause count grows, so every run claimed before fails its stop
+        guard and no run of it starts again (design §12.2). ``False`` when it is deleted already
+        (the first delete stands) or does not exist. Raises TransientError on throttling."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.agent_key(agent_id),
+            UpdateExpression=(
+                "SET deleted_at = :at, deleted_by = :by, paused_at = if_not_exists(paused_at, :at), "
+                "paused_by = if_not_exists(paused_by, :by) ADD pauses :one"
+            ),
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(deleted_at)",
+            ExpressionAttributeValues={":at": at, ":by": by, ":one": 1},
+        )

@@ -218,6 +218,56 @@ class RoomRecords(RoomTable):
             raise ValueError(f"room {room_id!r} does not exist")
         return True
 
+    def remove_room_agent(self, room_id: str, agent_id: str) -> bool:
+        """Take an agent out of a room, in one transaction: its link item, the room's name item
+        for it (only while it names this agent) and its entry in the room item's ``agents`` map.
+        ``False`` when it was not in the room (nothing to do). Raises TransientError on
+        throttling or a conflicting transaction."""
+        link = self._item(keys.room_agent_key(room_id, agent_id), True)
+        if link is None:
+            return False
+        name_key = keys.agent_name_key(room_id, agent_id)
+        failed = transact(
+            self.db,
+            [
+                {"Delete": {"TableName": self.table, "Key": keys.room_agent_key(room_id, agent_id)}},
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": {"pk": name_key["pk"], "sk": name_key["sk"]},
+                        "ConditionExpression": "attribute_not_exists(pk) OR agent_id = :me",
+                        "ExpressionAttributeValues": {":me": agent_id},
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": keys.room_key(room_id),
+                        "UpdateExpression": "REMOVE agents.#a",
+                        "ConditionExpression": "attribute_exists(pk)",
+                        "ExpressionAttributeNames": {"#a": agent_id},
+                    }
+                },
+            ],
+        )
+        if failed and failed[1]:  # the name names another agent: leave it, take out the rest
+            transact(
+                self.db,
+                [
+                    {"Delete": {"TableName": self.table, "Key": keys.room_agent_key(room_id, agent_id)}},
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": keys.room_key(room_id),
+                            "UpdateExpression": "REMOVE agents.#a",
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeNames": {"#a": agent_id},
+                        }
+                    },
+                ],
+            )
+        return True
+
     def named_room_agents(self, room_id: str, refs: list[str]) -> dict[str, str]:
         """The agents of the room that ``refs`` name → their companies: a ref is an agent's full
         id (``acme.planner``: its link item) or its name, letter case aside (``Planner``: the

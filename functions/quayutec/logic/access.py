@@ -70,10 +70,11 @@ def own_company(store: RoomStore, company_id: str, who: Principal) -> Company:
     return company
 
 
-def own_agent(store: RoomStore, agent_ref: str, who: Principal) -> Agent:
+def own_agent(store: RoomStore, agent_ref: str, who: Principal, *, deleted: bool = False) -> Agent:
     """An agent of the caller's company, by its id or its name (``planner`` → ``acme.planner``);
     another company's agent is NotFound, worded as an unknown one (its configuration is never
-    shown, docs/design.md §5). Forbidden for an operator token, whatever the agent."""
+    shown, docs/design.md §5), and so is a deleted one unless ``deleted`` (a repeated delete).
+    Forbidden for an operator token, whatever the agent."""
     who.require_company()
 
     def candidates() -> Iterator[str]:
@@ -90,6 +91,8 @@ def own_agent(store: RoomStore, agent_ref: str, who: Principal) -> Agent:
     for candidate in candidates():
         agent = store.get_agent(candidate)
         if agent is not None and agent.company == who.company:
+            if agent.deleted_at is not None and not deleted:
+                raise NotFound(f"agent {agent.id!r} was deleted at {agent.deleted_at}")
             return agent
     raise NotFound(f"agent {agent_ref!r} does not exist")
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from quayutec.dal import aws
 from quayutec.dal.aws import error_code, transient_errors
 from quayutec.deps import Deps, secret_name
-from quayutec.errors import Conflict, InvalidInput
+from quayutec.errors import Conflict, InvalidInput, NotFound
 from quayutec.logic import ids
 from quayutec.logic.access import Principal, own_agent
 from quayutec.logic.stops import Stops
@@ -164,10 +164,14 @@ class Agents:
             role_arn=role_arn,
         )
         mine = [a for a in self.store.agents_of(company) if ids.name_key(ids.agent_name(a)) == ids.name_key(name)]
-        if mine:  # a name is one name, letter case aside (@Planner and @planner are one agent)
-            raise Conflict(f"your company has an agent named {ids.agent_name(mine[0])!r} already ({mine[0]})")
-        if self.store.get_agent(agent.id) is not None:
-            raise Conflict(f"your company has an agent named {name!r} already ({agent.id})")
+        taken = [self.store.get_agent(a) for a in mine] or [self.store.get_agent(agent.id)]
+        if taken[0] is not None:  # a name is one name, letter case aside (@Planner and @planner are one agent)
+            if taken[0].deleted_at is not None:
+                raise Conflict(
+                    f"your company's agent {taken[0].id} was deleted at {taken[0].deleted_at}: an agent's id is "
+                    "never given to another (its runs in the ledger name it); choose another name"
+                )
+            raise Conflict(f"your company has an agent named {ids.agent_name(taken[0].id)!r} already ({taken[0].id})")
         if api_key is not None:  # first the key: an agent is never left registered without it
             self._store_key(company, provider, api_key)
         if role_arn is not None:  # the company's external id, generated on its first role
@@ -182,7 +186,7 @@ class Agents:
     def list(self, who: Principal) -> list[AgentView]:
         company = who.require_company()
         agents = [self.store.get_agent(a) for a in self.store.agents_of(company)]
-        return [self.view(a) for a in agents if a is not None]
+        return [self.view(a) for a in agents if a is not None and a.deleted_at is None]
 
     def get(self, who: Principal, agent_ref: str) -> AgentView:
         """One of the caller's company's agents, by id or name; NotFound otherwise."""
@@ -201,3 +205,60 @@ class Agents:
     def resume(self, who: Principal, agent_ref: str) -> AgentView:
         agent = own_agent(self.store, agent_ref, who)
         return self.view(Stops(self.deps).resume(agent, who.author()).agent)
+
+    # ------------------------------------------------------------------ update, delete
+    def update(
+        self,
+        who: Principal,
+        agent_ref: str,
+        *,
+        model: str | None = None,
+        instructions: str | None = None,
+        wake_from: WakeFrom | None = None,
+        max_context_tokens: int | None = None,
+        api_key: str | None = None,
+    ) -> AgentView:
+        """Change one of the caller's company's agents: its model, instructions, who may wake it,
+        its context size (checked against the model it will have, as at registration) and its
+        company's key for its provider (``api_key``: a new version of the company's secret, which
+        every agent of the company on that provider reads; refused for an agent under a role).
+        ``None`` leaves a field as it is. Runs already claimed keep what they read; the next
+        run reads the change (design §2.2). Raises NotFound (no such agent of the caller's
+        company, or deleted), InvalidInput (context size, a key for a role agent)."""
+        agent = own_agent(self.store, agent_ref, who)
+        changes: dict[str, object] = {}
+        if model is not None:
+            changes["model"] = model
+        if instructions is not None:
+            changes["instructions"] = instructions
+        if wake_from is not None:
+            changes["wake_from"] = wake_from
+        tokens = max_context_tokens if max_context_tokens is not None else agent.max_context_tokens
+        if max_context_tokens is not None or model is not None:
+            problem = context_problem(tokens, agent.provider, model or agent.model)
+            if problem:
+                if max_context_tokens is None:  # the model changed under the agent's current size
+                    problem += " (the agent's current max_context_tokens: give a new one with the model)"
+                raise InvalidInput(problem)
+            if max_context_tokens is not None:
+                changes["max_context_tokens"] = max_context_tokens
+        if api_key is not None:
+            if agent.role_arn is not None:
+                raise InvalidInput(f"api_key: {agent.id} runs under its company's role {agent.role_arn}, not a key")
+            self._store_key(agent.company, agent.provider, api_key)
+        if changes and not self.store.update_agent_config(agent.id, changes):
+            raise NotFound(f"agent {agent.id!r} was deleted meanwhile")
+        return self.view(self.store.get_agent(agent.id) or agent.model_copy(update=changes))
+
+    def delete(self, who: Principal, agent_ref: str) -> AgentView:
+        """Delete one of the caller's company's agents for good (:meth:`quayutec.logic.stops.Stops.delete`):
+        no run of it starts, its running runs end ``stopped``, it leaves every room and its
+        policy rules end; its past runs stay in the ledger. Idempotent: deleting it again
+        answers the same agent and finishes what a fault left. Raises NotFound."""
+        agent = own_agent(self.store, agent_ref, who, deleted=True)
+        done = Stops(self.deps).delete(agent, who.author())
+        return AgentView(
+            agent=done.agent,
+            key_stored=self.key_stored(done.agent.company, done.agent.provider),
+            stopping=done.stopping,
+        )

@@ -34,6 +34,7 @@ from quayutec.dal.aws import error_code
 from quayutec.dal.ledger import ActiveRun
 from quayutec.deps import Deps
 from quayutec.errors import NotFound, RunStopped, TransientError
+from quayutec.logic.rights import policy_keys_of
 from quayutec.models import Agent, Author, Message, now_iso
 
 logger = Logger(child=True)
@@ -138,6 +139,34 @@ class Stops:
             for room_id in self._rooms_of_agent(current):
                 self.store.put_message(_notice(room_id, current, f"resume\x00{paused_at}", text))
         return PauseResult(current, changed)
+
+    def delete(self, agent: Agent, person: Author) -> PauseResult:
+        """Delete ``agent`` (of ``person``'s company: the caller checked it), for good: it is
+        paused (no run of it starts; its running runs write nothing more and end ``stopped``,
+        those waiting on approvals now), taken out of every room it is placed in (a notice in
+        each names who deleted it), and its company's policy rules for it end; its past runs
+        stay in the ledger, and its id is never given to another agent (design §12.2).
+        Idempotent: a repeat finishes what a fault left (rooms, rules, notices once each).
+        Raises TransientError on throttling or when Step Functions did not take a stop."""
+        at = now_iso()
+        changed = self.store.set_agent_deleted(agent.id, person.id, at)
+        current = self.store.get_agent(agent.id) or agent
+        deleted_at = current.deleted_at or at
+        text = (
+            f"{agent.id} was deleted by {current.deleted_by or person.id} ({person.company}): it answers "
+            "no more here; its past runs stay in the ledger."
+        )
+        for room_id in self._rooms_of_agent(current):  # the notice first: a repeat finds the room again
+            self.store.put_message(_notice(room_id, current, f"delete\x00{deleted_at}", text))
+            self.store.remove_room_agent(room_id, agent.id)
+        company = self.store.get_company(agent.company)
+        if company is not None:
+            stale = policy_keys_of(company.rights, agent.id)
+            if stale:
+                rules = {k: v for k, v in company.rights.agents.items() if k not in stale}
+                self.store.set_policy(agent.company, company.rights.model_copy(update={"agents": rules}))
+        stopping = self.stop_parked(self.ledger.active_runs(agent_id=agent.id), person)
+        return PauseResult(current, changed, stopping)
 
     def stop_parked(self, runs: list[ActiveRun], person: Author) -> int:
         """End each of ``runs`` that waits on approvals (design §12.2): its pending approval rows

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from quayutec.api.access import services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import AgentId
-from quayutec.api.schemas import AgentIn, AgentList, AgentOut
+from quayutec.api.schemas import AgentIn, AgentList, AgentOut, AgentUpdateIn
 from quayutec.logic import ids
 from quayutec.logic.agents import AgentView
 
@@ -73,3 +73,34 @@ def resume_agent(agent_id: AgentId) -> AgentOut:
     """A person of the agent's company only. Idempotent; a notice in the agent's rooms names who
     resumed it (design §12.2)."""
     return _out(services().agents.resume(caller(), agent_id))
+
+
+@router.patch("/agents/<agent_id>", tags=["agents"], summary="Change one of your company's agents")
+def update_agent(agent_id: AgentId, body: Annotated[AgentUpdateIn, Body()]) -> AgentOut:
+    """A person of the agent's company only (another company's agent, or a deleted one, answers
+    404). Changes its model, instructions, `wake_from` or `max_context_tokens` (checked against the
+    model it will have: a 400 names the window), or stores a new key for your company and its
+    provider (every agent of your company on that provider reads it). Its runs already going keep
+    what they read; the next run reads the change (docs/design.md §2.2). Its provider and name
+    never change: register another agent instead."""
+    return _out(
+        services().agents.update(
+            caller(),
+            agent_id,
+            model=body.model,
+            instructions=body.instructions,
+            wake_from=body.wake_from,
+            max_context_tokens=body.max_context_tokens,
+            api_key=body.api_key.get_secret_value() if body.api_key is not None else None,
+        )
+    )
+
+
+@router.delete("/agents/<agent_id>", tags=["agents"], summary="Delete one of your company's agents, for good")
+def delete_agent(agent_id: AgentId) -> AgentOut:
+    """A person of the agent's company only. No run of it starts again; its running runs write
+    nothing more and end `stopped` (those waiting on approvals now: `stopping`); it leaves every
+    room it is in (a notice in each names who deleted it) and your company's policy rules for it
+    end. Its past runs stay in the ledger, and its id is never given to another agent. Idempotent:
+    deleting it again answers the same and finishes what a fault left (docs/design.md §12.2)."""
+    return _out(services().agents.delete(caller(), agent_id))

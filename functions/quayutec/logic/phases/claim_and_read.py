@@ -84,7 +84,9 @@ def claim(
     )
     start = execution_start or ""
     max_runs = reads.room.max_runs_per_chain if reads.room is not None else DEFAULT_MAX_RUNS_PER_CHAIN
-    if agent is not None and agent.paused_at is not None:
+    if agent is not None and agent.deleted_at is not None:
+        found = deps.ledger.refuse(record, start, "deleted")
+    elif agent is not None and agent.paused_at is not None:
         found = deps.ledger.refuse(record, start, "paused")
     elif agent is not None and not wake_rules.may_wake(agent.wake_from, agent.company, wake.by_kind, wake.by_company):
         found = deps.ledger.refuse(record, start, "wake_from")
