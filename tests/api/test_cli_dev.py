@@ -201,3 +201,44 @@ def test_cli_errors_are_one_line(dev_url: str) -> None:
     _one_line_error(run(cli, ["policy", "set", "eris", "--url", url, "--token", eve]), "--action")
     _one_line_error(run(cli, ["member", "add", "x", "--url", url, "--token", eve]), "--company")
     _one_line_error(run(cli, ["policy", "show", "cato", "--url", url, "--token", eve]), "HTTP 404")
+
+
+def test_quay_agent_update_and_delete(dev_url: str) -> None:
+    """`quay agent update` changes what it is given and keeps the rest; `quay agent delete` ends the
+    agent for good: it leaves its rooms, and its name is not given again (design §12.2)."""
+    url = dev_url
+    _json(url, ADMIN, "admin", "create-company", "gale", "--person", "gus")
+    gus = _json(url, ADMIN, "admin", "issue-token", "gale", "gus")["token"]
+    _quay(
+        url,
+        gus,
+        "agent",
+        "register",
+        "g1",
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-local",
+        "--api-key",
+        "sk-gale-local",
+    )
+    rid = _json(url, gus, "room", "create", "gale-room")["id"]
+    _quay(url, gus, "member", "add", rid, "--agent", "g1")
+    none = CliRunner().invoke(cli, ["agent", "update", "g1", "--url", url, "--token", gus])
+    _one_line_error(none, "give at least one of --model")
+    out = _quay(url, gus, "agent", "update", "g1", "--model", "gpt-other", "--wake-from", "people").stdout
+    assert out.strip() == "gale.g1  (gale)  openai gpt-other  key stored  wakes from people  context 60,000 tokens"
+    assert _json(url, gus, "agent", "list")["agents"][0]["instructions"] == "", "what is not given stays"
+    _one_line_error(
+        CliRunner().invoke(cli, ["agent", "update", "g1", "--max-context-tokens", "5", "--url", url, "--token", gus]),
+        "HTTP 400",
+        "max_context_tokens",
+    )
+    deleted = _quay(url, gus, "agent", "delete", "g1").stdout
+    assert deleted.startswith("deleted gale.g1 at ")
+    assert _json(url, gus, "agent", "list")["agents"] == []
+    assert [a["id"] for a in _json(url, gus, "room", "show", rid)["room"]["agents"]] == []
+    again = CliRunner().invoke(
+        cli, ["agent", "register", "g1", "--provider", "openai", "--model", "m", "--url", url, "--token", gus]
+    )
+    _one_line_error(again, "HTTP 409", "never given to another")
