@@ -395,6 +395,11 @@ class ActionRecord(_Model):
     approval: Literal["approved", "rejected", "expired", "stopped"] | None = None
     outcome: ActionOutcome = "pending"
     outcome_note: str = ""
+    # What the decision read of the room (design §5), so a replay decides it again from the same
+    # facts: ``{"agents": {id: company}}`` for create_task (the agent ``to`` resolved to, or none),
+    # ``{"task": {id, to, status, created_by}}`` (or ``None``) for a task action, ``{}`` when it
+    # read nothing. ``None``: decided before these were recorded.
+    inputs: dict[str, Any] | None = None
 
 
 # ----------------------------------------------------------------------------- run state

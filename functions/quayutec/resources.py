@@ -436,12 +436,14 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "files:put",
             "files:delete",
             "room:delete",
+            "rundata:get",  # a replay reads a reply too large for the ledger (design §5)
         ),
         reads=(
             ROOM_TABLE.env_var,
             LEDGER_TABLE.env_var,
             IDEMPOTENCY_TABLE.env_var,
             FILES_BUCKET.env_var,
+            RUN_DATA_BUCKET.env_var,
             *_SECRET_NAMES,
             FILES_ENDPOINT_ENV,
             *LIMIT_ENVS,

@@ -1126,6 +1126,38 @@ def ledger(
         print(f"not woken: {n['agent_id']}  {n['reason']}  chain {n['chain_id']}  {n['at']}")
 
 
+@app.command()
+def replay(
+    run: Annotated[str, typer.Argument(help="A run id of your company's agents (quay ledger --room ROOM).")],
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """Decide a finished run's actions again, from what it recorded, under today's code and your
+    company's current policy: no model request, nothing written. Exit 0 when every decision is
+    the same, 1 when one differs (so the code or the policy changed, not the room)."""
+    r = _run(lambda: _client(url, token).replay(run))
+    if as_json:
+        _print({"run": r["run"], "then": r["then"], "now": r["now"], "same": r["same"]})
+    else:
+        _say(
+            f"run {r['run']}: {_count(len(r['then']), 'action')}, "
+            + ("same now" if r["same"] else "decided otherwise now")
+        )
+        for then, now in zip(r["then"], r["now"], strict=True):
+            mark = "  " if then["decision"] == now["decision"] else "≠ "
+            what = f"[{then['index']}] {then['kind']} → {then['target'] or '-'}"
+            _say(f"{mark}{what}: then {then['decision']}, now {now['decision']}")
+            if then["decision"] != now["decision"]:
+                _say(f"      then: {then['reason']}")
+                _say(f"      now:  {now['reason']}")
+        for sec in r.get("sections") or []:
+            entries = _count(sec["entries"], "entry", "entries")
+            _say(f"  prompt {sec['section']}: {entries}, ~{_count(sec['tokens'], 'token')}")
+    if not r["same"]:
+        raise typer.Exit(1)
+
+
 def _count(n: int, one: str, many: str | None = None) -> str:
     """``1 reply``, ``2 replies`` (:func:`quayutec.words.count`)."""
     from quayutec.words import count

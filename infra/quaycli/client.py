@@ -313,6 +313,10 @@ class QuayClient:
     def run(self, run_id: str) -> dict:
         return self.call("GET", f"/runs/{_seg(run_id)}")
 
+    def replay(self, run_id: str) -> dict:
+        """``GET /runs/{run}/replay``: the run's actions decided then and now (docs/design.md §5)."""
+        return self.call("GET", f"/runs/{_seg(run_id)}/replay")
+
     def room_cost(self, room: str, since: str | None = None) -> dict:
         """The summed cost lines of your company's runs in ``room`` (``since``: ISO-8601)."""
         return self.call("GET", f"/rooms/{_seg(room)}/cost", query={"since": since} if since else None)

@@ -156,6 +156,22 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     assert _json(url, dora, "ledger", "--room", rid)["not_started"] == [], "another company's agent: not listed"
     _quay(url, carl, "agent", "resume", "a1")
 
+    # `quay replay`: the run decided again from what it recorded, under the policy of now (design §5.1)
+    same = _json(url, carl, "replay", held["run_id"])
+    assert same["same"] is True and set(same) == {"run", "then", "now", "same"}
+    assert (
+        [(d["kind"], d["decision"]) for d in same["then"]]
+        == [("remember", "ask")]
+        == [(d["kind"], d["decision"]) for d in same["now"]]
+    )
+    _quay(url, carl, "policy", "set", "cato", "--action", "remember=deny")
+    differs = CliRunner().invoke(cli, ["replay", held["run_id"], "--json", "--url", url, "--token", carl])
+    assert differs.exit_code == 1 and json.loads(differs.stdout)["same"] is False
+    text = _quay(url, carl, "replay", held["run_id"], code=1).stdout
+    assert "≠ [0] remember → memory (company): then ask, now deny" in text and "rule actions.remember = deny" in text
+    _one_line_error(CliRunner().invoke(cli, ["replay", held["run_id"], "--url", url, "--token", dora]), "HTTP 404")
+    _quay(url, carl, "policy", "set", "cato", "--action", "remember=ask")
+
 
 def _memory(url: str, token: str, rid: str) -> list[dict]:
     """The memory lines ``token``'s company may read (no CLI command reads memory yet)."""

@@ -71,7 +71,7 @@ class CompanyOut(_Out):
     external_id: str | None = Field(
         default=None,
         description="The sts:ExternalId of the company's Bedrock roles, once it registered a bedrock agent "
-        "with a role_arn (docs/design.md §5); not a secret",
+        "with a role_arn (docs/design.md §5.1); not a secret",
     )
 
 
@@ -208,7 +208,7 @@ class AgentIn(_In):
     role_arn: str | None = Field(
         default=None,
         max_length=2048,
-        description="A bedrock agent only, instead of api_key (docs/design.md §5): the ARN of a role in "
+        description="A bedrock agent only, instead of api_key (docs/design.md §5.1): the ARN of a role in "
         "your account, arn:aws:iam::<account>:role/quayutec-bedrock-<name> (no path), that the service "
         "assumes with your company's external_id (returned here; put it in the role's trust policy, "
         "docs/deploy.md) to call Bedrock Converse in your account. Any other ARN is a 400",
@@ -360,6 +360,32 @@ class RunDetail(_Out):
     run: RunRecord
     requests: list[ModelRequestRecord]
     actions: list[ActionRecord]
+
+
+class ReplayDecision(_Out):
+    index: int = Field(description="The action's place among the reply's declared actions, from 0")
+    kind: str
+    target: str = Field(description="What it acts on (agent, task, memory visibility): safe to show")
+    decision: Literal["allow", "ask", "deny"]
+    reason: str = Field(description="The rule that gave the decision, or why the action was refused")
+
+
+class ReplaySection(_Out):
+    section: str = Field(description="system, messages, open_tasks, memory, passages, or prompt (the whole)")
+    entries: int
+    tokens: int = Field(description="Estimated as the run estimated them (docs/design.md §2.2)")
+
+
+class ReplayOut(_Out):
+    """A run decided again (docs/design.md §5.1): ``then`` as recorded, ``now`` under today's code and
+    the company's current policy, from the reply and room facts the run recorded."""
+
+    run: str
+    then: list[ReplayDecision]
+    now: list[ReplayDecision]
+    same: bool = Field(description="Every action is decided now as it was then")
+    differ: list[int] = Field(description="The indexes of the actions decided otherwise now")
+    sections: list[ReplaySection] = Field(description="The run's prompt by section, with token estimates")
 
 
 class RoomCost(_Out):

@@ -118,6 +118,7 @@ def _deny(index: int, kind: str, reason: str, fields: dict[str, Any] | None = No
         reason=reason,
         target=target,
         outcome="denied",
+        inputs={},
     )
 
 
@@ -138,10 +139,12 @@ def decide_action(
         return _deny(index, name, _validation_reason(exc))
     fields = action.model_dump()
     target_company = agent.company
+    inputs: dict[str, Any] = {}
     if name == "remember":
         target = f"memory ({fields['visibility']})"
     elif name == "create_task":
         to = resolve_agent(fields["to"], room.agent_company)  # an id, or the name of one agent
+        inputs = {"agents": {to: room.agent_company[to]} if to is not None else {}}
         if to is None:
             return _deny(
                 index,
@@ -149,7 +152,7 @@ def decide_action(
                 f"agent '{shown(fields['to'])}' is not in the room",
                 fields,
                 f"task for {shown(fields['to'])}",
-            )
+            ).model_copy(update={"inputs": inputs})
         fields["to"] = to
         target = f"task for {to}"
         target_company = room.agent_company[to]
@@ -157,14 +160,18 @@ def decide_action(
         task_id = fields["task"]
         target = f"task {shown(task_id, 80)}"
         task = room.tasks.get(task_id)
+        inputs = {"task": task_facts(task) if task is not None else None}
         if task is None:
-            return _deny(index, name, f"task '{shown(task_id, 80)}' is not in this room", fields, target)
+            denied = _deny(index, name, f"task '{shown(task_id, 80)}' is not in this room", fields, target)
+            return denied.model_copy(update={"inputs": inputs})
         if task.status != "open":
-            return _deny(index, name, f"task '{task_id}' is closed", fields, target)
+            denied = _deny(index, name, f"task '{task_id}' is closed", fields, target)
+            return denied.model_copy(update={"inputs": inputs})
         # Typed: the assignee is always an agent; the creator counts only when it is this agent
         # (an agent whose id equals a person's id is not that person, design §5).
         if task.to != agent.id and not task.created_by.is_("agent", agent.id, agent.company):
-            return _deny(index, name, "the agent is neither the task's assignee nor its creator", fields, target)
+            denied = _deny(index, name, "the agent is neither the task's assignee nor its creator", fields, target)
+            return denied.model_copy(update={"inputs": inputs})
         target_company = task.created_by.company or agent.company
     cross = target_company != agent.company
     decision, rule = decide(policy, agent.id, name, cross)
@@ -179,7 +186,33 @@ def decide_action(
         target=target,
         target_company=target_company,
         outcome=outcome,
+        inputs=inputs,
     )
+
+
+def task_facts(task: Task) -> dict[str, Any]:
+    """What a task action's decision reads of its task (recorded with the action for a replay)."""
+    return {"id": task.id, "to": task.to, "status": task.status, "created_by": task.created_by.model_dump(mode="json")}
+
+
+def view_of(inputs: dict[str, Any], room_id: str = "") -> RoomView:
+    """The room as one recorded action's decision saw it (:attr:`ActionRecord.inputs`): the
+    agents and the task it read, nothing else (a replay, design §5)."""
+    tasks: dict[str, Task] = {}
+    task = inputs.get("task")
+    if isinstance(task, dict):
+        tasks[str(task["id"])] = Task(
+            id=str(task["id"]),
+            room_id=room_id,
+            title="",
+            body="",
+            to=str(task["to"]),
+            created_by=task["created_by"],
+            status=task["status"],
+            created_at="",
+            updated_at="",
+        )
+    return RoomView(agent_company={str(k): str(v) for k, v in (inputs.get("agents") or {}).items()}, tasks=tasks)
 
 
 def decide_all(

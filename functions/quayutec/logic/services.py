@@ -13,6 +13,7 @@ from quayutec.logic.companies import Companies
 from quayutec.logic.files import Files
 from quayutec.logic.memory import Memory
 from quayutec.logic.messages import Messages
+from quayutec.logic.replay import Replays
 from quayutec.logic.rooms import Rooms
 from quayutec.logic.runs import Runs
 from quayutec.logic.tasks import Tasks
@@ -64,3 +65,7 @@ class Services:
     @property
     def runs(self) -> Runs:
         return Runs(self.deps)
+
+    @property
+    def replays(self) -> Replays:
+        return Replays(self.deps)

@@ -11,7 +11,15 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from quayutec.api.access import services
 from quayutec.api.context import caller
 from quayutec.api.routes._params import ChainId, Limit, RoomId, RunId
-from quayutec.api.schemas import ChainStopped, RoomCost, RunDetail, RunList
+from quayutec.api.schemas import (
+    ChainStopped,
+    ReplayDecision,
+    ReplayOut,
+    ReplaySection,
+    RoomCost,
+    RunDetail,
+    RunList,
+)
 
 Since = Annotated[
     str | None,
@@ -48,6 +56,27 @@ def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
 def get_run(run_id: RunId) -> RunDetail:
     run, requests, actions = services().runs.get(caller(), run_id)  # operators read no run (403, whatever the id)
     return RunDetail(run=run, requests=requests, actions=actions)
+
+
+@router.get(
+    "/runs/<run_id>/replay", tags=["runs"], summary="Decide a run's actions again under today's code and policy"
+)
+def replay_run(run_id: RunId) -> ReplayOut:
+    """The run's own company only (anyone else: 404; an operator: 403). Decides each action the
+    run's recorded model reply declared again, from the room facts its decision read (recorded
+    with each action) under today's code and the company's current policy: a difference means the
+    code or the policy changed, not the room. No model request, nothing written. 409 when the run
+    got no reply (or the one it kept in run data expired, after 30 days by default) or was decided
+    before its room facts were recorded (docs/design.md §5.1)."""
+    r = services().replays.replay(caller(), run_id)
+    return ReplayOut(
+        run=r.run_id,
+        then=[ReplayDecision(**d.as_dict()) for d in r.then],
+        now=[ReplayDecision(**d.as_dict()) for d in r.now],
+        same=r.same,
+        differ=r.differ,
+        sections=[ReplaySection(**s) for s in r.sections],
+    )
 
 
 @router.post(
