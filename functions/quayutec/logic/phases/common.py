@@ -179,7 +179,18 @@ def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: i
     ):
         logger.info("run stopped", extra={"run_id": ref.run_id, "reply_posted": reply_posted})
         metrics.add_metric(name="Run_stopped", unit=MetricUnit.Count, value=1)
+    end_turn(deps, state)
     return state.model_copy(update={"stopped": True, "finished": True})
+
+
+def end_turn(deps: Deps, state: RunState) -> None:
+    """The run's company turn ends with its final write, after it (design §12.3): given back or
+    handed to the oldest run in line. A run that parked on approvals gave it back then
+    (``state.approvals``): nothing to do. A retried step does it again (a no-op)."""
+    from quayutec.logic import turns
+
+    if state.approvals is None and state.run is not None and state.facts is not None:
+        turns.end(deps, state.facts.company, state.run.run_id)
 
 
 # The functions of the Tasks whose TimeoutSecondsPath is ``$.budget.remaining_s`` (the ASL).
@@ -223,4 +234,5 @@ def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
         context=context_fit(state),
     ):  # not again when a retry finds it final
         metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
+    end_turn(deps, state)
     return state

@@ -23,6 +23,7 @@ from quayutec.logic.phases.common import (
     _timing,
     budget,
     context_fit,
+    end_turn,
     finish,
     logger,
     metrics,
@@ -212,6 +213,7 @@ def post_reply(
     guard = run_guard(deps, ref, facts)
     if finish_states is not None and len(notices) <= MAX_NOTICES_IN_TRANSACTION:
         _post_and_finish(deps, state, msg, wakes, notices, finish_states, guard)
+        end_turn(deps, state)  # after the final write (design §12.3)
         # The reply is the run's first write to the room; a full chain's notice comes after it
         # (a retried step writes it once; a crash between them leaves the chain without it).
         post_chain_notice(deps, ref, facts, mentioned)
