@@ -491,8 +491,8 @@ class TurnStep(_Model):
     line, by ``arrival`` (its claim's time), and looks again every ``recheck_s`` seconds."""
 
     waiting: bool = True
-    arrival: str
-    recheck_s: int = Field(ge=1)
+    arrival: str = ""  # every state that carries a turn has it (defaults: the state's versions)
+    recheck_s: int = Field(default=60, ge=1)
 
 
 class ModelStep(_Model):

@@ -17,8 +17,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from botocore.exceptions import ClientError
+
 from quayutec.dal import keys
-from quayutec.dal.aws import dynamodb, paginate_query, transact_refusals, transient_errors, update_if
+from quayutec.dal.aws import (
+    dynamodb,
+    is_condition_failure,
+    paginate_query,
+    transact_refusals,
+    transient_errors,
+    update_if,
+)
 from quayutec.dal.ledger import _plain
 from quayutec.models import DEFAULT_MAX_CONCURRENT_RUNS
 
@@ -109,15 +118,23 @@ class TurnStore:
 
     def confirm(self, company: str, run_id: str, expires: int) -> bool:
         """Mark the run's ``HOLD`` confirmed (it starts on it: no one takes it back) with a new
-        lease; ``False`` when it holds none."""
-        return update_if(
-            self.db,
-            TableName=self.table,
-            Key=keys.hold_key(company, run_id),
-            UpdateExpression="SET confirmed = :t, expires = :e",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":t": True, ":e": expires},
-        )
+        lease, once (a retried step finds it confirmed and writes nothing); ``False`` when it
+        holds none. Raises TransientError."""
+        try:
+            with transient_errors():
+                self.db.update_item(
+                    TableName=self.table,
+                    Key=keys.hold_key(company, run_id),
+                    UpdateExpression="SET confirmed = :t, expires = :e",
+                    ConditionExpression="attribute_exists(pk) AND attribute_not_exists(confirmed)",
+                    ExpressionAttributeValues={":t": True, ":e": expires},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            return True
+        except ClientError as exc:
+            if not is_condition_failure(exc):
+                raise
+            return bool(exc.response.get("Item"))
 
     def enqueue(self, company: str, run_id: str, arrival: str, token: str, execution_arn: str) -> bool:
         """Put the run in ``company``'s line at ``arrival`` with its task token, counted, and mark

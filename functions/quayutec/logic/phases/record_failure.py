@@ -243,7 +243,8 @@ def _leave_turn(deps: Deps, run: RunRecord) -> None:
 def record_failure(deps: Deps, state: RunState, run_id: str, execution_arn: str | None) -> RunState:
     """The Catch target of every phase: write the ledger's final status (design §2.1)."""
     name, message = _error_of(state.error)
-    cost = cost_line.so_far(state.cost, RECORD_FAILURE_STATES, writes_to_come=cost_line.FINAL_WRITE)
+    to_come = cost_line.plus(cost_line.FINAL_WRITE, cost_line.TURN_END)  # its turn ends after it
+    cost = cost_line.so_far(state.cost, RECORD_FAILURE_STATES, writes_to_come=to_come)
     close_failed_run(
         deps, run_id, execution_arn, name, message, cost=cost.model_dump(mode="json"), context=context_fit(state)
     )
