@@ -115,6 +115,8 @@ TURN_HANDOFF_WRITE = "post_reply:after:tx ledger:HOLD+ledger:HOLD+ledger:WAIT+le
 #: run); the turn cases' company has one turn, and its waiting runs look again every second.
 LAB_MAX_CONCURRENT_RUNS = 1000
 TURN_COMPANY = "turnco"
+#: The cases :func:`play_turn_cases` plays (one point each), after the matrix.
+TURN_CASES = 3
 
 
 def claim_retries(asl: dict[str, Any] | None = None) -> int:
