@@ -482,6 +482,46 @@ def chain_width(agents: int) -> dict:
     return {"runs": len(result.runs), "model_requests": sum(result.model_requests.values()), "notices": notices}
 
 
+def fair_turns(waiting: int = 50, cap: int = 2, delay_s: float = 1.0) -> dict:
+    """Fair turns (design §12.3): one message wakes ``waiting + cap`` agents of xco (its
+    ``max_concurrent_runs`` ``cap``: ``waiting`` of them wait) and one agent of yco, every reply
+    ``delay_s`` late. The figure: yco's wake-to-start time (its run's start after the message)
+    beside xco's, and the most of xco's runs active at once (from the runs' start and end)."""
+    from quaylocal.scenario import Player, two_company_backlog
+    from quayutec.models import parse_iso
+
+    result = Player(
+        two_company_backlog(waiting + cap, cap=cap, delay_s=delay_s), time_scale=0.01, quiet_timeout_s=600
+    ).play()
+    posted = parse_iso(next(m["created_at"] for m in result.transcript if m["kind"] == "message"))
+
+    def start_s(run: dict) -> float:
+        return (parse_iso(run["started_at"]) - posted).total_seconds()
+
+    xs = [r for r in result.runs if r["company"] == "xco"]
+    ys = [r for r in result.runs if r["company"] == "yco"]
+    edges = sorted([(parse_iso(r["started_at"]), 1) for r in xs] + [(parse_iso(r["ended_at"]), -1) for r in xs])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    x_starts = sorted(start_s(r) for r in xs)
+    return {
+        "waiting": waiting,
+        "max_concurrent_runs": cap,
+        "reply_delay_s": delay_s,
+        "other_company_wake_to_start_s": round(start_s(ys[0]), 2) if ys else None,
+        "backlog_wake_to_start_s": {
+            "first": round(x_starts[0], 2),
+            "median": round(x_starts[len(x_starts) // 2], 2),
+            "last": round(x_starts[-1], 2),
+        },
+        "backlog_most_active_at_once": most,
+        "runs": {"xco": len(xs), "yco": len(ys)},
+        "ok": result.expect_ok,
+    }
+
+
 def state_bytes_by_room_size(stack: LocalStack, server: ProviderServer, sizes: tuple[int, ...] = (10, 1000)) -> dict:
     """The largest state payload of a plain run in a room of each size in agents (``agents_10``,
     ``agents_1000``: the same but for counters' digits, docs/design.md §2), in a room of its own."""
@@ -665,6 +705,15 @@ def main() -> None:
             f"{w['model_requests']} model requests, {w['notices']} chain notice(s)"
         )
     figures["runs_per_message_mutual_mentions"] = widths
+    turns = fair_turns()
+    print(
+        f"fair turns: xco with {turns['waiting']} waiting (max_concurrent_runs {turns['max_concurrent_runs']}, "
+        f"replies {turns['reply_delay_s']} s late): yco's wake-to-start {turns['other_company_wake_to_start_s']} s; "
+        f"xco's first/median/last {turns['backlog_wake_to_start_s']['first']}/"
+        f"{turns['backlog_wake_to_start_s']['median']}/{turns['backlog_wake_to_start_s']['last']} s; "
+        f"at most {turns['backlog_most_active_at_once']} of xco's runs active at once"
+    )
+    figures["fair_turns"] = turns
     if not args.no_local:
         # Local-stack figures (moto in-process, this machine): how the local engine behaves, not
         # what AWS would do. Separate processes, after the measured runs (nothing competes).

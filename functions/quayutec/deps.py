@@ -18,6 +18,7 @@ from quayutec.dal.files import FileStore
 from quayutec.dal.ledger import LedgerStore
 from quayutec.dal.rundata import RunDataStore
 from quayutec.dal.store import RoomStore
+from quayutec.dal.turns import TurnStore
 from quayutec.settings import Settings, get_settings
 
 
@@ -84,6 +85,11 @@ class Deps:
 
     def stepfunctions(self) -> Any:
         return self.sfn or aws.stepfunctions()
+
+    @property
+    def turns(self) -> TurnStore:
+        """Fair turns (design §12.3): the companies' turns, in the ledger table."""
+        return TurnStore(self.ledger.table, client=getattr(self.ledger, "_client", None))
 
 
 class UndeclaredResource(RuntimeError):

@@ -202,6 +202,13 @@ _CONTEXT_SIZES = ("RECENT_MESSAGES", "MEMORY_LINES", "FILE_PASSAGES")
 LIMIT_ENVS = ("MAX_ROOM_AGENTS", "MAX_ROOM_MEMBERS", "MAX_COMPANY_PEOPLE", "MAX_POLICY_RULES")
 _SECRET_NAMES = ("SECRET_PREFIX", "STAGE")
 _COST = ("MODEL_PRICES",)  # every run phase carries the cost line (quayutec.cost.line)
+#: Fair turns (design §12.3): a turn's lease, read by every function that takes, hands on or
+#: ends one; how often a waiting run looks again, read by ClaimAndRead (it hands it to the ASL).
+_TURN_LEASE = ("TURN_LEASE_SECONDS",)
+#: What ending a run's company turn does (design §12.3): its HOLD deleted and the counter updated
+#: in one transaction, or, with runs in line, the oldest one's HOLD put, its WAIT deleted (found
+#: by a query) and its task token answered with SendTaskSuccess.
+_TURN_END = ("ledger:query", "ledger:put", "ledger:update", "ledger:delete", "states:handoff")
 # Optional endpoint overrides (an operator's proxy, or the local provider server).
 ENDPOINT_OVERRIDE_ENVS: tuple[str, ...] = (
     "ANTHROPIC_BASE_URL",
@@ -244,10 +251,15 @@ class FunctionDef:
     #   "room:stream"            the room table's stream (an event source mapping)
     #   "queue:send|consume"     the wake queue ; "states:start" | "states:answer" the state machine
     #                            (StartExecution | SendTaskSuccess/SendTaskFailure)
+    #   "states:handoff"         SendTaskSuccess only: a company turn handed to a waiting run
+    #                            (design §12.3)
     touches: tuple[str, ...] = field(default_factory=tuple)
     # The environment variables its code reads (resource names and settings): it gets only these
     # (plus ALWAYS_ENVS), validated at cold start by its own model (quayutec.settings).
     reads: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:  # a touch named twice (a shared group) is one grant
+        object.__setattr__(self, "touches", tuple(dict.fromkeys(self.touches)))
 
 
 FUNCTIONS: tuple[FunctionDef, ...] = (
@@ -271,7 +283,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "room:query@open_tasks",
             "rundata:put",
             "index:get",
-        ),
+        ),  # its company turn (design §12.3): the counter and its HOLD, one transaction (put, update)
         reads=(
             CLAIM_TABLE.env_var,
             LEDGER_TABLE.env_var,
@@ -281,8 +293,19 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             *_RUN_BUDGET,
             *_CONTEXT_SIZES,
             "APPROVAL_TIMEOUT_SECONDS",
+            *_TURN_LEASE,
+            "TURN_RECHECK_SECONDS",
             *_COST,
         ),
+    ),
+    # A run without a free turn of its company waits (design §12.3): it joins the line with its
+    # task token (lambda:invoke.waitForTaskToken) and hands free or expired turns to the oldest.
+    FunctionDef(
+        "WaitForTurnFunction",
+        "quayutec.handlers.wait_for_turn.handler",
+        "WaitForTurnFunctionArn",
+        touches=("ledger:get", *_TURN_END),
+        reads=(LEDGER_TABLE.env_var, *_TURN_LEASE),
     ),
     FunctionDef(
         "CallModelFunction",
@@ -303,12 +326,14 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "rundata:put",
             "secrets:read",
             "roles:assume",  # a bedrock agent's company role (docs/design.md §5)
+            *_TURN_END,  # a run stopped before its request ends its turn
         ),
         reads=(
             ROOM_TABLE.env_var,
             LEDGER_TABLE.env_var,
             RUN_DATA_BUCKET.env_var,
             *_RUN_BUDGET,
+            *_TURN_LEASE,
             "MODEL_TIMEOUT_SECONDS",
             *_SECRET_NAMES,
             *ENDPOINT_OVERRIDE_ENVS,
@@ -331,8 +356,17 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:update",
             "ledger:check",
             "rundata:get",
+            *_TURN_END,
         ),
-        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, RUN_DATA_BUCKET.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_COST),
+        reads=(
+            ROOM_TABLE.env_var,
+            LEDGER_TABLE.env_var,
+            RUN_DATA_BUCKET.env_var,
+            *_RUN_BUDGET,
+            "HOP_LIMIT",
+            *_TURN_LEASE,
+            *_COST,
+        ),
     ),
     FunctionDef(
         "RequestApprovalFunction",
@@ -344,11 +378,10 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "room:update",
             "room:check",  # the stop guard, in the approval request's transaction
             "ledger:get",
-            "ledger:query",
-            "ledger:update",
             "ledger:check",
+            *_TURN_END,  # a run parked on approvals gives its turn back
         ),
-        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_TURN_LEASE, *_COST),
     ),
     FunctionDef(
         "ApplyAndFinishFunction",
@@ -360,11 +393,10 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "room:update",
             "room:check",  # the stop guard, in each action write's transaction
             "ledger:get",
-            "ledger:query",
-            "ledger:update",
             "ledger:check",
+            *_TURN_END,
         ),
-        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_COST),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_RUN_BUDGET, "HOP_LIMIT", *_TURN_LEASE, *_COST),
     ),
     FunctionDef(
         "RecordFailureFunction",
@@ -375,11 +407,9 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "room:put",  # the notices of a run that ended without its reply (design §2)
             "room:update",
             "ledger:get",
-            "ledger:query",
-            "ledger:put",
-            "ledger:update",
+            *_TURN_END,  # its turn, or its place in line (a delete and the counter)
         ),
-        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_COST),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_TURN_LEASE, *_COST),
     ),
     FunctionDef(
         "WakeRelayFunction",
@@ -399,8 +429,9 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         # ledger:put: a request left pending when the execution ended is recorded "lost" (its
         # outcome is a put of the request's item, as CallModel writes it)
         # room:put: the notices of a run that ended without its reply (design §2)
-        touches=("room:get", "room:put", "room:update", "ledger:get", "ledger:query", "ledger:put", "ledger:update"),
-        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var),
+        # the turn of a run whose execution died, or its place in line (design §12.3)
+        touches=("room:get", "room:put", "room:update", "ledger:get", *_TURN_END),
+        reads=(ROOM_TABLE.env_var, LEDGER_TABLE.env_var, *_TURN_LEASE),
     ),
     # The room API behind API Gateway (issue 4). API Gateway's integration timeout is 29 s.
     # It sets or rotates provider keys ("secrets:write": create / put / describe, never
@@ -480,6 +511,8 @@ SETTING_DEFAULTS: dict[str, str] = {
     "HOP_LIMIT": "8",
     "APPROVAL_TIMEOUT_SECONDS": "86400",
     "RUN_TIME_LIMIT_SECONDS": "300",
+    "TURN_LEASE_SECONDS": "420",  # a company turn's lease (design §12.3): past the run time limit
+    "TURN_RECHECK_SECONDS": "60",  # how often a run waiting for a turn looks again
     "MODEL_TIMEOUT_SECONDS": "120",
     "RECENT_MESSAGES": "50",
     "MEMORY_LINES": "100",

@@ -85,6 +85,10 @@ class Settings(BaseModel):
         default=86400, ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS, alias="APPROVAL_TIMEOUT_SECONDS"
     )
     run_time_limit_s: int = Field(default=300, ge=1, alias="RUN_TIME_LIMIT_SECONDS")
+    # Fair turns (design §12.3): a turn's lease (a lost release frees it after this) and how often
+    # a waiting run looks again (whole seconds: a Task's TimeoutSecondsPath).
+    turn_lease_s: int = Field(default=420, ge=2, le=86400, alias="TURN_LEASE_SECONDS")
+    turn_recheck_s: int = Field(default=60, ge=1, le=3600, alias="TURN_RECHECK_SECONDS")
     model_timeout_s: float = Field(default=120, gt=0, alias="MODEL_TIMEOUT_SECONDS")
     recent_messages: int = Field(default=50, ge=1, le=1000, alias="RECENT_MESSAGES")
     memory_lines: int = Field(default=100, ge=1, le=1000, alias="MEMORY_LINES")

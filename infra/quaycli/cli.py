@@ -172,6 +172,18 @@ def admin_create_company(
     _print(_run(lambda: _client(url, token).create_company(company, person or [])))
 
 
+@admin.command("set-max-runs")
+def admin_set_max_runs(
+    company: str,
+    runs: Annotated[int, typer.Argument(help="Runs of its agents active at once, 1 to 1000.")],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+    as_json: AdminJsonOpt = False,
+) -> None:
+    """Set how many runs of a company's agents may be active at once (docs/design.md §12.3)."""
+    _print(_run(lambda: _client(url, token).set_max_concurrent_runs(company, runs)))
+
+
 @admin.command("add-person")
 def admin_add_person(
     company: str, person: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "", as_json: AdminJsonOpt = False

@@ -132,6 +132,10 @@ class QuayClient:
     def create_company(self, company: str, people: list[str] | None = None) -> dict:
         return self.call("POST", "/companies", {"id": company, "people": people or []})
 
+    def set_max_concurrent_runs(self, company: str, value: int) -> dict:
+        """``PATCH /companies/{company}``: its runs active at once (docs/design.md §12.3)."""
+        return self.call("PATCH", f"/companies/{_seg(company)}", {"max_concurrent_runs": value})
+
     def add_person(self, company: str, person: str) -> dict:
         return self.call("POST", f"/companies/{_seg(company)}/people", {"person": person})
 

@@ -60,6 +60,7 @@ KNOWN_TOUCHES = frozenset(
         "queue:consume",
         "states:start",
         "states:answer",
+        "states:handoff",
         "files:get",
         "files:put",
         "files:delete",
@@ -83,6 +84,7 @@ LIVE_ALIAS = "live"
 
 STATE_MACHINE_TOUCH = "states:start"
 TASK_ANSWER_TOUCH = "states:answer"
+TURN_HANDOFF_TOUCH = "states:handoff"
 
 # Provider keys (design §5): only CallModel reads a value; the API sets or rotates keys without
 # reading them (create, on ResourceExistsException put a new version; describe for
@@ -410,7 +412,7 @@ class Functions(Construct):
                     resources=[self._queues[R.WAKE_QUEUE.logical_id].queue_arn],
                 )
             )
-        elif touch in (STATE_MACHINE_TOUCH, TASK_ANSWER_TOUCH):
+        elif touch in (STATE_MACHINE_TOUCH, TASK_ANSWER_TOUCH, TURN_HANDOFF_TOUCH):
             pass  # bind_state_machine(), once the state machine exists
         else:  # pragma: no cover - KNOWN_TOUCHES guards this
             raise ValueError(f"{fdef.logical_id}: no grant for {touch!r}")
@@ -431,6 +433,19 @@ class Functions(Construct):
                 fn = self.functions[fdef.logical_id]
                 fn.add_environment(R.STATE_MACHINE_ENV, state_machine.state_machine_arn)
                 state_machine.grant_start_execution(self.roles[fdef.logical_id])
+            if TURN_HANDOFF_TOUCH in fdef.touches:  # a company turn handed to a waiting run (design §12.3)
+                # A policy of its own: on the function's default policy, the state machine's ARN
+                # would make the state machine (which names the function) depend on itself.
+                iam.Policy(
+                    self,
+                    f"{fdef.logical_id}TurnHandoff",
+                    roles=[self.roles[fdef.logical_id]],
+                    statements=[
+                        iam.PolicyStatement(
+                            actions=["states:SendTaskSuccess"], resources=[state_machine.state_machine_arn]
+                        )
+                    ],
+                )
             if TASK_ANSWER_TOUCH in fdef.touches:  # approve / deny a held action (design §2.6)
                 self.roles[fdef.logical_id].add_to_policy(
                     iam.PolicyStatement(

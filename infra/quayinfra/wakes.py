@@ -31,6 +31,10 @@ STREAM_BATCH_SIZE = 100
 STREAM_RETRY_ATTEMPTS = 3
 STREAM_MAX_RECORD_AGE = Duration.hours(1)
 WAKE_BATCH_SIZE = 10
+#: The wake consumer's SQS mapping runs at most this many consumers at once (ScalingConfig
+#: MaximumConcurrency; 2 is AWS's least): it only starts executions, so a burst of wakes takes at
+#: most 2 of the account's Lambda executions there, whatever the quota (docs/design.md §12.3).
+WAKE_CONSUMER_MAX_CONCURRENCY = 2
 WAKE_BATCHING_WINDOW = Duration.seconds(0)
 # AWS: "set the source queue's visibility timeout to at least six times the timeout that you
 # configure on your function" (Lambda with Amazon SQS), so retries after throttling fit.
@@ -116,6 +120,7 @@ class Wakes(Construct):
             batch_size=WAKE_BATCH_SIZE,
             max_batching_window=WAKE_BATCHING_WINDOW,
             report_batch_item_failures=True,
+            max_concurrency=WAKE_CONSUMER_MAX_CONCURRENCY,
         )
 
     @staticmethod

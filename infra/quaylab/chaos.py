@@ -68,7 +68,7 @@ from quayutec.models import (
     Wake,
 )
 
-CHAOS_SETTINGS = {faults.ENV_VAR: "1"}
+CHAOS_SETTINGS = {faults.ENV_VAR: "1", "TURN_RECHECK_SECONDS": "1"}
 PROVIDER_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "bedrock": "BEDROCK_ENDPOINT_URL"}
 ANN = Author(kind="person", id="ann", company="acme")
 BOB = Author(kind="person", id="bob", company="bolt")
@@ -103,6 +103,20 @@ MEMORY_MARK = "apply_actions:after:update room:META"
 #: A run that took its chain's last run and @mentions another agent: the chain's notice, after the
 #: reply (a plain reply's transaction; with actions the reply's own transaction).
 REPLY_NOTICE_WRITE = "post_reply:after:put room:MSG"
+# Fair turns (design §12.3): the company's turn taken right after the claim; given back when the
+# run parks on its approval, or after a plain run's final write; a run put in line (WaitForTurn);
+# a turn handed to the oldest run in line by the run that ends.
+TURN_TAKE_WRITE = "turn:after:tx ledger:TURNS+ledger:HOLD"
+TURN_PARK_WRITE = "request_approval:after:tx ledger:HOLD+ledger:TURNS"
+TURN_END_WRITE = "post_reply:after:tx ledger:HOLD+ledger:TURNS"
+TURN_WAIT_WRITE = "wait_for_turn:after:tx ledger:WAIT+ledger:TURNS+ledger:RUN"
+TURN_HANDOFF_WRITE = "post_reply:after:tx ledger:HOLD+ledger:HOLD+ledger:WAIT+ledger:TURNS"
+#: The lab's own turns: its matrix companies never wait (a run's points stay those of the clean
+#: run); the turn cases' company has one turn, and its waiting runs look again every second.
+LAB_MAX_CONCURRENT_RUNS = 1000
+TURN_COMPANY = "turnco"
+#: The cases :func:`play_turn_cases` plays (one point each), after the matrix.
+TURN_CASES = 3
 
 
 def claim_retries(asl: dict[str, Any] | None = None) -> int:
@@ -382,6 +396,15 @@ def standard_matrix() -> list[Point]:
         plain(PLAIN_END_WRITE, "crash", "completed", PLAIN_END_WRITE.replace(":after:", ":before:")),
         plain(PLAIN_END_WRITE, "die", "completed", OUTCOME_WRITE),  # all landed: once
         plain("post_reply:end", "stop", "completed", "claim:end"),
+        # fair turns (design §12.3): a crash holding the turn (RecordFailure, or the reconciler,
+        # gives it back), a step retried after it (its own turn), a crash after the park gave it
+        # back, a crash after a plain run's final write before it gave it back, and a death after
+        case(TURN_TAKE_WRITE, "crash", expect="failed_before_reply"),
+        Point(TURN_TAKE_WRITE, "crash", "failed_before_reply", also=(("record_failure:start", "crash"),)),
+        case(TURN_TAKE_WRITE, "die", "load_context:end"),
+        case(TURN_PARK_WRITE, "crash", REPLY_WRITE),
+        plain(TURN_END_WRITE.replace(":after:", ":before:"), "crash", "completed"),
+        plain(TURN_END_WRITE, "die", "completed", "claim:end"),
         *chain_matrix(),
         *stop_matrix(),
         # the wake paths: a stream batch whose first wake is sent 5 times and whose second record's
@@ -602,6 +625,11 @@ class Report:
     non_final: list[str]
     stack_errors: list[str]
     runs: int = 0
+    #: Fair turns (design §12.3): turns no lease expiry frees, counters that disagree with their
+    #: items, runs left in a line (:func:`turn_problems`)
+    turns_held: list[str] = field(default_factory=list)
+    #: turns of ended runs still held when the wave ended: each freed once its lease expires
+    turns_until_expiry: int = 0
 
     @property
     def duplicates(self) -> int:
@@ -609,7 +637,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.cases) and not self.non_final and not self.stack_errors
+        return all(c.ok for c in self.cases) and not self.non_final and not self.stack_errors and not self.turns_held
 
 
 class ChaosLab:
@@ -642,8 +670,14 @@ class ChaosLab:
             install_chaos_seam()
             d = self.deps
             companies = Services(d).companies  # as the API creates them
-            companies.create(OPERATOR, "acme", ["ann"], RightsPolicy(actions={"close_task": "ask"}))
-            companies.create(OPERATOR, "bolt", ["bob"])
+            companies.create(
+                OPERATOR,
+                "acme",
+                ["ann"],
+                RightsPolicy(actions={"close_task": "ask"}),
+                max_concurrent_runs=LAB_MAX_CONCURRENT_RUNS,
+            )
+            companies.create(OPERATOR, "bolt", ["bob"], max_concurrent_runs=LAB_MAX_CONCURRENT_RUNS)
             sm = self.stack.client("secretsmanager")
             sm.create_secret(
                 Name=quay_deps.secret_name(d.settings, "acme", "anthropic"), SecretString=self.keys["acme"]
@@ -1174,6 +1208,8 @@ def run_matrix(
     results: list[CaseResult] = []
     non_final: list[str] = []
     errors: list[str] = []
+    turns_held: list[str] = []
+    turns_until_expiry = 0
     runs = 0
     trace: list[str] | None = None
     if full:
@@ -1192,14 +1228,24 @@ def run_matrix(
                 for p in alone:
                     out, trace = play(lab, [p], trace)
                     results += out
+                results += play_turn_cases(lab)
             if progress:
                 progress(results)
             non_final += non_final_runs(lab)
+            held, until_expiry = turn_problems(lab)
+            turns_held += held
+            turns_until_expiry += until_expiry
             assert lab.stack is not None
             errors += [e for e in lab.stack.stats.errors if "injected" not in e]  # a consumer made to die
             runs += sum(len(lab.deps.ledger.runs_in_room(case_room_id(k))) for k in range(1, lab.cases_made + 1))
     report = Report(
-        cases=results, seconds=time.monotonic() - started, non_final=non_final, stack_errors=errors, runs=runs
+        cases=results,
+        seconds=time.monotonic() - started,
+        non_final=non_final,
+        stack_errors=errors,
+        runs=runs,
+        turns_held=turns_held,
+        turns_until_expiry=turns_until_expiry,
     )
     return report, trace or []
 
@@ -1222,8 +1268,122 @@ def render(report: Report) -> str:
         f"points tried: {sum(c.faults for c in report.cases)}   cases: {len(report.cases)}   "
         f"runs: {report.runs}   duplicates: {report.duplicates}   "
         f"non-final ledger entries: {len(report.non_final)}   "
+        f"turns held for good: {len(report.turns_held)} ({report.turns_until_expiry} until their lease expired)   "
         f"failed cases: {sum(not c.ok for c in report.cases)}   time: {report.seconds:.1f} s",
     ]
     lines += [f"non-final: {x}" for x in report.non_final]
+    lines += [f"turn held: {x}" for x in report.turns_held]
     lines += [f"local stack error: {e}" for e in report.stack_errors]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- fair turns
+def turn_problems(lab: ChaosLab) -> tuple[list[str], int]:
+    """Fair turns after a wave (design §12.3), for every company of the lab: each counter agrees
+    with its items (``active`` = its ``HOLD``s, ``waiting`` = its ``WAIT``s), no ended run is left
+    in a line, and every turn an ended run still holds expires within one lease (so the line takes
+    it over then: checked by asking for the expired turns one lease from now). Returns the
+    problems (turns held for good) and how many turns were freed only by their lease."""
+    d = lab.deps
+    lease = d.settings.turn_lease_s
+    later = int(time.time()) + lease + 1
+    problems: list[str] = []
+    until_expiry = 0
+    for company in ("acme", "bolt", TURN_COMPANY):
+        counter = d.turns.counter(company)
+        holds, line = d.turns.holds(company), d.turns._items(company, "WAIT#", None)
+        if int(counter.get("active", 0)) != len(holds):
+            problems.append(f"{company}: counter says {counter.get('active', 0)} turns held, {len(holds)} are")
+        if int(counter.get("waiting", 0)) != len(line):
+            problems.append(f"{company}: counter says {counter.get('waiting', 0)} waiting, {len(line)} are")
+        for w in line:
+            problems.append(f"{company}: {w['run_id']} left in line after its run ended")
+        expiring = {h["run_id"] for h in d.turns.expired(company, later, len(holds) + 1)}
+        for h in holds:
+            run = d.ledger.get_run(str(h["run_id"]))
+            if run is not None and run.status not in FINAL_STATUSES:
+                continue  # a run still going (reported as non-final)
+            until_expiry += 1
+            if h["run_id"] not in expiring:
+                problems.append(f"{company}: {h['run_id']} holds a turn no lease frees")
+    return problems, until_expiry
+
+
+def play_turn_cases(lab: ChaosLab) -> list[CaseResult]:
+    """The lease's points that need a run in line (design §12.3), played one after another on
+    ``lab`` for company ``turnco`` (one turn; its waiting runs look again every second):
+
+    * a crash between joining the line and parking (WaitForTurn's write landed, the task failed):
+      RecordFailure ends the run ``failed_before_reply`` and takes it out of the line;
+    * a run that died holding the turn, its release lost (a ``HOLD`` with a 2 s lease and no run):
+      the next run waits and takes the turn over once it expired, ``completed``;
+    * a lost hand-off (the run that ends hands its turn on, then crashes before
+      ``SendTaskSuccess``): the run in line finds the turn handed to it at its next look,
+      ``completed``; the first run stays ``completed``.
+    Each result names its point; a case whose run ends otherwise, or whose fault never fired,
+    fails."""
+    d = lab.deps
+    svc = Services(d)
+    svc.companies.create(OPERATOR, TURN_COMPANY, ["tom"], max_concurrent_runs=1)
+    tom = Caller(company=TURN_COMPANY, member="tom")
+    tom_author = Author(kind="person", id="tom", company=TURN_COMPANY)
+    assert lab.stack is not None
+    sm = lab.stack.client("secretsmanager")
+    sm.create_secret(Name=quay_deps.secret_name(d.settings, TURN_COMPANY, "anthropic"), SecretString="sk-turn-chaos")
+    agent = f"{TURN_COMPANY}.t1"
+    svc.agents.register(tom, name="t1", provider="anthropic", model="claude-test", instructions="Be brief.")
+    lab.server.keys[agent] = "sk-turn-chaos"
+    room = svc.rooms.create(tom, name="turns", members=[], idempotency_key="chaos-turns").room
+    svc.rooms.place_agent(tom, room.id, agent)
+    done = [{"reply": {"text": "Done.", "actions": []}}]
+    results: list[CaseResult] = []
+
+    def post(text: str) -> str:
+        msg = lab.rooms.post_message(room.id, tom_author, text, [agent])
+        return execution_name(agent, f"msg:{msg.id}")
+
+    def result(point: str, expect: dict[str, str], fault: faults.Fault | None) -> CaseResult:
+        statuses = {run_id: (rec.status if (rec := d.ledger.get_run(run_id)) else NO_RUN) for run_id in expect}
+        problems = [f"{k}: {v}, expected {expect[k]}" for k, v in statuses.items() if v != expect[k]]
+        if fault is not None and not fault.fired:
+            problems.append("the fault never fired")
+        return CaseResult(
+            point=point,
+            expect=", ".join(expect.values()),
+            status=", ".join(statuses.values()),
+            writes=0,
+            problems=problems,
+            fired=int(bool(fault and fault.fired)),
+            faults=1,
+        )
+
+    def blocker(name: str, lease_s: int) -> None:
+        taken = d.turns.acquire(TURN_COMPANY, name, "arn:aws:states:::execution:gone", int(time.time()), lease_s)
+        assert taken == "taken", taken
+
+    # 1. joined the line, crashed before parking
+    blocker("blocker-1", 2)
+    fault = faults.Fault(TURN_WAIT_WRITE, "crash")
+    faults.arm(fault)
+    lab.server.set_script(agent, done * 2)
+    run1 = post("@t1 one")
+    lab.wait_quiet()
+    faults.disarm()
+    results.append(result(f"crash@{TURN_WAIT_WRITE} [a turn held]", {run1: "failed_before_reply"}, fault))
+    # 2. the turn of a run that died, its release lost (case 1's blocker): the line takes it over
+    run2 = post("@t1 two")
+    lab.wait_quiet()
+    results.append(result("lost release [a turn held, its lease of 2 s]", {run2: "completed"}, None))
+    # 3. the hand-off's write landed, SendTaskSuccess never went
+    lab.server.set_script(agent, [{"reply": {"text": "First.", "actions": []}, "delay_s": 1.0}, *done])
+    fault = faults.Fault(TURN_HANDOFF_WRITE, "crash")
+    faults.arm(fault)
+    first = post("@t1 first")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not d.turns.holds(TURN_COMPANY):
+        time.sleep(0.02)
+    second = post("@t1 second")
+    lab.wait_quiet()
+    faults.disarm()
+    results.append(result(f"crash@{TURN_HANDOFF_WRITE}", {first: "completed", second: "completed"}, fault))
+    return results

@@ -24,7 +24,7 @@ def chaos(
     """Inject faults at every phase of a run on the local stack (crashes, deaths retried by Step
     Functions, StopExecution, dropped stream records, repeated wakes) and check the tables: print
     injection point x outcome and the totals. Exit status 1 on a duplicate, a non-final ledger
-    entry or any other failed check."""
+    entry, a company turn no lease expiry frees (design §12.3) or any other failed check."""
     import logging
 
     from quaylab.chaos import render, run_matrix
@@ -47,6 +47,8 @@ def chaos(
                     "runs": report.runs,
                     "duplicates": report.duplicates,
                     "non_final": report.non_final,
+                    "turns_held": report.turns_held,
+                    "turns_until_expiry": report.turns_until_expiry,
                     "ok": report.ok,
                     "seconds": round(report.seconds, 1),
                 },

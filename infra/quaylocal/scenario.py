@@ -28,9 +28,11 @@ from quayutec.logic.room_service import RoomService
 from quayutec.logic.services import Services
 from quayutec.logic.stops import Stops
 from quayutec.models import (
+    DEFAULT_MAX_CONCURRENT_RUNS,
     DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MAX_RUNS_PER_CHAIN,
     FINAL_STATUSES,
+    MAX_CONCURRENT_RUNS_LIMIT,
     MAX_RUNS_PER_CHAIN_LIMIT,
     MIN_CONTEXT_TOKENS,
     Author,
@@ -67,6 +69,8 @@ class SCompany(_Strict):
     people: list[str]
     rights: RightsPolicy | None = None
     budget: CompanyBudget | None = None  # as PUT /companies/{company}/budget takes it (design §12.4)
+    # its runs active at once, as POST /companies takes it (design §12.3)
+    max_concurrent_runs: int = Field(default=DEFAULT_MAX_CONCURRENT_RUNS, ge=1, le=MAX_CONCURRENT_RUNS_LIMIT)
 
 
 class SAgent(_Strict):
@@ -191,8 +195,10 @@ class Scenario(_Strict):
             if agent_id not in agents:
                 raise ValueError(f"model_replies: unknown agent {agent_id!r}")
             for i, e in enumerate(entries):
-                if set(e) not in ({"reply"}, {"error"}):
-                    raise ValueError(f"model_replies.{agent_id}[{i}]: one of 'reply' or 'error'")
+                if set(e) - {"delay_s"} not in ({"reply"}, {"error"}):
+                    raise ValueError(f"model_replies.{agent_id}[{i}]: one of 'reply' or 'error' (and 'delay_s')")
+                if not isinstance(e.get("delay_s", 0), int | float) or not 0 <= e.get("delay_s", 0) <= 60:
+                    raise ValueError(f"model_replies.{agent_id}[{i}].delay_s: seconds, 0 to 60")
         for i, s in enumerate(self.steps):
             who = s.post or s.task or s.approve or s.deny
             if who is not None and who.as_ not in people:
@@ -360,7 +366,7 @@ class Player:
         # as the API sets them up (its domain services): agent ids are {company}.{name}, the room's
         # id is the service's (its Idempotency-Key's)
         for c in self.sc.companies:
-            svc.companies.create(OPERATOR, c.id, c.people, c.rights)
+            svc.companies.create(OPERATOR, c.id, c.people, c.rights, max_concurrent_runs=c.max_concurrent_runs)
             if c.budget is not None:
                 svc.companies.set_budget(self._person_of(c.id), c.id, c.budget)
         for a in self.sc.agents:
@@ -610,5 +616,36 @@ def mutual_mentions(
             },
             "steps": [{"post": {"as": "ann", "text": text}}],
             "expect": {},
+        }
+    )
+
+
+def two_company_backlog(waiting: int = 12, *, cap: int = 2, delay_s: float = 1.0) -> Scenario:
+    """Fair turns (design §12.3): company ``xco`` (``max_concurrent_runs`` ``cap``) with
+    ``waiting`` agents ``x1``… and company ``yco`` with one agent ``y1``, in one room; one
+    message of xco's xena wakes them all. Every reply comes ``delay_s`` seconds after its request
+    (the local provider server's ``delay_s``) and names no one. ``make bench`` and the tests."""
+    xs = [f"x{i}" for i in range(1, waiting + 1)]
+    agents = [*xs, "y1"]
+    return Scenario.model_validate(
+        {
+            "companies": [
+                {"id": "xco", "people": ["xena"], "max_concurrent_runs": cap},
+                {"id": "yco", "people": ["yuri"]},
+            ],
+            "agents": [
+                {
+                    "id": a,
+                    "company": "yco" if a == "y1" else "xco",
+                    "provider": "anthropic",
+                    "model": "claude-test",
+                    "instructions": "Be brief.",
+                }
+                for a in agents
+            ],
+            "room": {"id": "backlog", "members": ["xco", "yco"]},
+            "model_replies": {a: [{"reply": {"text": f"{a} done"}, "delay_s": delay_s}] for a in agents},
+            "steps": [{"post": {"as": "xena", "text": " ".join(f"@{a}" for a in agents) + " go"}}],
+            "expect": {"replies": dict.fromkeys(agents, 1), "runs": {"completed": len(agents)}},
         }
     )

@@ -25,6 +25,7 @@ MATRIX = [
     ("GET", "/companies/acme/tokens", None, 403, 403, 200),
     ("DELETE", "/companies/acme/tokens/0123456789abcdef", None, 403, 403, 404),
     ("POST", "/companies", {"id": "evil"}, 403, 403, None),
+    ("PATCH", "/companies/acme", {"max_concurrent_runs": 3}, 403, 403, None),
     ("GET", "/companies/acme/policy", None, 404, 404, 200),
     ("PUT", "/companies/acme/policy", {"default": "allow"}, 404, 404, None),
     ("GET", "/rooms/r1", None, 200, 404, 403),

@@ -45,11 +45,16 @@ def test_the_crash_matrix_finds_no_duplicate_and_no_open_ledger_entry() -> None:
     reserve and the settlement leaves the reserve counted."""
     report, trace = chaos.run_matrix()
     table = chaos.render(report)
+    hit = {c.point for c in report.cases}
     assert report.ok, table
     assert report.duplicates == 0 and not report.non_final, table
     points = sum(c.faults for c in report.cases)
-    assert points == sum(p.count for p in chaos.standard_matrix()) >= 105, table  # every planned point played
-    hit = {c.point for c in report.cases}
+    planned = sum(p.count for p in chaos.standard_matrix())
+    assert points == planned + chaos.TURN_CASES and planned >= 105, table  # every planned point played
+    # fair turns (design §12.3): the lease's points, and no turn held for good once leases expire
+    assert not report.turns_held, table
+    for at in (chaos.TURN_TAKE_WRITE, chaos.TURN_WAIT_WRITE, chaos.TURN_HANDOFF_WRITE):
+        assert any(f"@{at}" in name for name in hit), f"no case at {at}\n{table}"
     for phase in PHASES:
         assert any(f"@{phase}:" in name for name in hit), f"no point in {phase}\n{table}"
     # the claim under conflicts, a refused wake's refusal and notice, a full chain's notice by a run

@@ -60,10 +60,12 @@ def test_each_task_times_out_no_later_than_its_function(resources):
         "RequestApproval",
         "ApplyAndFinish",
         "RecordFailure",
+        "WaitForTurn",
     }
     for name, (task, function_id, timeout) in tasks.items():
-        if task["Resource"].endswith(".waitForTaskToken"):
-            assert task["TimeoutSecondsPath"] == "$.approval_timeout_s", name
+        if task["Resource"].endswith(".waitForTaskToken"):  # the wait for the token, not the function
+            expected = "$.turn.recheck_s" if name == "WaitForTurn" else "$.approval_timeout_s"
+            assert task["TimeoutSecondsPath"] == expected, name
         elif "TimeoutSeconds" in task:
             assert task["TimeoutSeconds"] == timeout, (name, function_id)
         else:  # every Task has a timeout: Step Functions' default is a year

@@ -83,6 +83,17 @@ def test_retry_and_catch_on_every_phase() -> None:
             }
             assert task["Resource"].endswith("lambda:invoke.waitForTaskToken")
             assert task["TimeoutSecondsPath"] == "$.approval_timeout_s"
+        elif name == "WaitForTurn":  # design §12.3: its timer sends it back to look again
+            assert task["Catch"] == [
+                {
+                    "ErrorEquals": ["States.Timeout", "States.HeartbeatTimeout"],
+                    "ResultPath": "$.error",
+                    "Next": "ClaimAndRead",
+                },
+                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"},
+            ]
+            assert task["Resource"].endswith("lambda:invoke.waitForTaskToken")
+            assert task["TimeoutSecondsPath"] == "$.turn.recheck_s" and task["Next"] == "ClaimAndRead"
         else:
             assert task["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "RecordFailure"}]
     assert asl["States"]["HeldActions"]["Catch"][0]["Next"] == "RecordFailure"

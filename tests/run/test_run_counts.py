@@ -13,16 +13,18 @@ from quaylab.costs import plain_runs
 #: the claim transaction, recent messages, open tasks, PutObject context); CallModel (GetObject
 #: context, its company's budget and spend counters in one BatchGetItem, the request's two ledger
 #: transactions: reserve, then the reply with the settlement); DecideAndPost (GetItem reply, one
-#: transaction: reply + final write).
-AWS_CALLS_PER_PLAIN_RUN = 13
-WRITES_PER_PLAIN_RUN = 4
+#: transaction: reply + final write). Fair turns (design §12.3) add two transactions: the
+#: company's turn taken in ClaimAndRead and given back after the final write.
+AWS_CALLS_PER_PLAIN_RUN = 15
+WRITES_PER_PLAIN_RUN = 6
 TRANSITIONS_PER_PLAIN_RUN = 6
 #: The wake relay once (the person's message, which carries the wake: the stream's filter keeps
 #: the reply, which carries none, from invoking it), the wake consumer, three phases.
 LAMBDA_INVOCATIONS_PER_PLAIN_RUN = 5
 #: Issue 13's budget for one plain run; one call more since budgets (design §12.4: the read of the
-#: company's budget and spend counters before each request).
-BUDGET = {"aws_calls": 13, "writes": 5, "transitions": 7, "lambda_invocations": 6}
+#: company's budget and spend counters before each request), two more since fair turns (§12.3:
+#: the turn taken and given back; no state and no invocation more).
+BUDGET = {"aws_calls": 15, "writes": 6, "transitions": 7, "lambda_invocations": 6}
 
 
 def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
@@ -41,9 +43,10 @@ def test_a_plain_run_costs_what_it_cost(env: Env) -> None:
 #: A run whose reply declares one allowed action (a room memory line): DecideAndPost also reads
 #: the recorded actions and the company's policy and records the decision; ApplyAndFinish reads
 #: the run and its actions, writes the line (its partition marked on the room item by an earlier run),
-#: records its outcome and writes the final status (the hop limit travels in the state).
-AWS_CALLS_PER_ONE_ACTION_RUN = 23
-WRITES_PER_ONE_ACTION_RUN = 8
+#: records its outcome and writes the final status (the hop limit travels in the state); the
+#: company's turn taken and given back (design §12.3).
+AWS_CALLS_PER_ONE_ACTION_RUN = 25
+WRITES_PER_ONE_ACTION_RUN = 10
 
 
 def test_a_run_with_one_action_costs_what_it_cost(env: Env) -> None:

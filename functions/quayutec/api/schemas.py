@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt, StringC
 
 from quayutec.logic.wakes import WakeFrom
 from quayutec.models import (
+    DEFAULT_MAX_CONCURRENT_RUNS,
     DEFAULT_MAX_CONTEXT_TOKENS,
     DEFAULT_MAX_RUNS_PER_CHAIN,
+    MAX_CONCURRENT_RUNS_LIMIT,
     MAX_CONTEXT_TOKENS_LIMIT,
     MAX_RUNS_PER_CHAIN_LIMIT,
     MIN_CONTEXT_TOKENS,
@@ -58,6 +60,22 @@ class CompanyIn(_In):
         description="The company's id: 1 to 63 characters of A-Z a-z 0-9 _ -, the first a letter or digit"
     )
     people: list[Id] = Field(default_factory=list, max_length=1000)
+    max_concurrent_runs: StrictInt = Field(
+        default=DEFAULT_MAX_CONCURRENT_RUNS,
+        ge=1,
+        le=MAX_CONCURRENT_RUNS_LIMIT,
+        description="At most this many runs of the company's agents are active at once; a run over it "
+        "waits for a turn, in arrival order (docs/design.md §12.3). 1 to 1000, default 10",
+    )
+
+
+class CompanyPatch(_In):
+    max_concurrent_runs: StrictInt = Field(
+        ge=1,
+        le=MAX_CONCURRENT_RUNS_LIMIT,
+        description="At most this many runs of the company's agents are active at once (docs/design.md §12.3); "
+        "1 to 1000. Runs active now finish; it holds from the next turn taken",
+    )
 
 
 class PersonIn(_In):
@@ -68,6 +86,10 @@ class CompanyOut(_Out):
     id: str
     people: list[str]
     rights: RightsPolicy
+    max_concurrent_runs: int = Field(
+        default=DEFAULT_MAX_CONCURRENT_RUNS,
+        description="Runs of its agents active at once, at most (docs/design.md §12.3)",
+    )
     external_id: str | None = Field(
         default=None,
         description="The sts:ExternalId of the company's Bedrock roles, once it registered a bedrock agent "

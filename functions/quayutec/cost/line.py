@@ -203,5 +203,19 @@ def so_far(cost: RunCost | None, transitions: int, *, writes_to_come: dict[str, 
 
 
 FINAL_WRITE = {"dynamodb.UpdateItem": 1}
+#: A company turn given back after the final write (design §12.3): one transaction (a hand-off
+#: to a run in line costs more: its query, its transaction and SendTaskSuccess, not counted).
+TURN_END = {"dynamodb.TransactWriteItems": 1}
+
+
+def plus(*counts: dict[str, int]) -> dict[str, int]:
+    """The sum of call counts (``writes_to_come``)."""
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
+    return out
+
+
 #: The final write of a run that ends with its reply: one transaction (the reply, its notices, the run).
 FINAL_TRANSACTION = {"dynamodb.TransactWriteItems": 1}

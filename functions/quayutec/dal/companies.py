@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from quayutec.dal import keys
 from quayutec.dal.aws import (
     is_condition_failure,
+    transact_new,
     transient_errors,
     update_if,
 )
@@ -108,6 +109,21 @@ class CompanyRecords(RoomTable):
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeValues={":r": policy.model_dump(mode="json")},
         )
+
+    def set_max_concurrent_runs(self, company_id: str, value: int, cap_entry: dict[str, Any]) -> bool:
+        """Set the company's ``max_concurrent_runs`` (design §12.3) and, in the same transaction,
+        ``cap_entry`` (its turns counter's copy, :meth:`quayutec.dal.turns.TurnStore.set_cap_item`,
+        which the runs' turn transactions compare against). ``False`` when no such company."""
+        update = {
+            "Update": {
+                "TableName": self.table,
+                "Key": keys.company_key(company_id),
+                "UpdateExpression": "SET max_concurrent_runs = :n",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeValues": {":n": value},
+            }
+        }
+        return transact_new(self.db, [update, cap_entry])
 
     def get_budget(self, company_id: str) -> CompanyBudget | None:
         """The company's budget (design §12.4), ``None`` when it set none."""

@@ -267,3 +267,30 @@ def spend_key(company: str, period: str) -> dict[str, str]:
 def chain_key(room_id: str, chain_id: str) -> dict[str, str]:
     """The key of a chain's counter item in the ledger table (design §12.1)."""
     return {"pk": f"CHAIN#{room_id}#{chain_id}", "sk": "CHAIN"}
+
+
+#: Fair turns (design §12.3): a company's turns partition in the ledger table holds its counter
+#: (``TURNS``: ``active``, ``waiting``, ``cap``), one ``HOLD#{run}`` per run holding a turn and one
+#: ``WAIT#{arrival}#{run}`` per run waiting for one, oldest first.
+TURNS_SK = "TURNS"
+HOLD_PREFIX = "HOLD#"
+WAIT_PREFIX = "WAIT#"
+
+
+def turns_pk(company: str) -> str:
+    return f"TURNS#{company}"
+
+
+def turns_key(company: str) -> dict[str, str]:
+    """The key of ``company``'s turns counter (design §12.3)."""
+    return {"pk": turns_pk(company), "sk": TURNS_SK}
+
+
+def hold_key(company: str, run_id: str) -> dict[str, str]:
+    """The key of run ``run_id``'s turn of ``company`` (design §12.3)."""
+    return {"pk": turns_pk(company), "sk": f"{HOLD_PREFIX}{run_id}"}
+
+
+def wait_key(company: str, arrival: str, run_id: str) -> dict[str, str]:
+    """The key of run ``run_id``'s place in ``company``'s line, by ``arrival`` (design §12.3)."""
+    return {"pk": turns_pk(company), "sk": f"{WAIT_PREFIX}{arrival}#{run_id}"}

@@ -481,6 +481,23 @@ class LedgerStore:
             "ExpressionAttributeValues": values,
         }
 
+    def start_turn(self, run_id: str, company: str, room_id: str, started_at: str, waited_s: float) -> bool:
+        """A run's turn begins after its wait (design §12.3): ``started_at`` (and the runs-by-room
+        sort key) becomes ``started_at``, ``waited_s`` the wait, ``waiting_since`` goes; once
+        (``False``: it began before, nothing written)."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.run_key(run_id),
+            UpdateExpression="SET started_at = :at, updated_at = :at, waited_s = :w, gsi1sk = :sk REMOVE waiting_since",
+            ConditionExpression="attribute_exists(waiting_since)",
+            ExpressionAttributeValues={
+                ":at": started_at,
+                ":w": _dec(round(waited_s, 3)),
+                ":sk": by_company_sk(company, started_at, run_id),
+            },
+        )
+
     def update_run(self, run_id: str, fields: dict[str, Any], *, only_if_not_final: bool = True) -> bool:
         """Set fields on a run entry. With ``only_if_not_final`` (the default) nothing changes
         once the run has a final status; returns ``False`` then. A final ``status`` among the

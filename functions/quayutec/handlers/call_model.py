@@ -22,8 +22,8 @@ if sdks_at_init():
         load_sdk(_provider)
 
 # States entered: CallModel, ModelOutcome? and, before another request, the Wait (for a wake the
-# claim did not start: NotStarted).
+# claim did not start: NotStarted; for a run without its company's turn: WaitForTurn).
 handler = phase_handler(
     lambda deps, state, event: phase.call_model(deps, state),
-    states=lambda out: 3 if out.model is not None and out.model.outcome in ("wait", "not_started") else 2,
+    states=lambda out: 3 if out.model is not None and out.model.outcome in ("wait", "not_started", "turn") else 2,
 )

@@ -14,7 +14,9 @@ from quayutec.deps import Deps
 from quayutec.errors import Conflict, Forbidden, InvalidInput, LimitReached, NotFound
 from quayutec.logic import budgets, rights
 from quayutec.logic.access import Principal, own_company, own_people
-from quayutec.models import Company, CompanyBudget, RightsPolicy
+from quayutec.models import MAX_CONCURRENT_RUNS_LIMIT, Company, CompanyBudget, RightsPolicy
+
+MIN_CONCURRENT_RUNS = 1
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,18 @@ class Companies:
         self.store = deps.room
 
     def create(
-        self, who: Principal, company_id: str, people: list[str], rights_policy: RightsPolicy | None = None
+        self,
+        who: Principal,
+        company_id: str,
+        people: list[str],
+        rights_policy: RightsPolicy | None = None,
+        max_concurrent_runs: int | None = None,
     ) -> Company:
         """A new company (operator only; people deduplicated, in order). Raises Forbidden,
         LimitReached (more than ``max_company_people``), Conflict (the id is taken).
         ``rights_policy``: its policy from the start (set-up; the API sets it with
-        :meth:`set_policy`)."""
+        :meth:`set_policy`). ``max_concurrent_runs``: its runs active at once (design §12.3;
+        ``None``: the default, 10)."""
         who.require_admin()
         company = Company(id=company_id, people=list(dict.fromkeys(people)), rights=rights_policy or RightsPolicy())
         most = self.deps.settings.max_company_people
@@ -48,7 +56,22 @@ class Companies:
             raise LimitReached(f"company {company_id!r} with {len(company.people)} people", most, "MAX_COMPANY_PEOPLE")
         if not self.store.create_company(company):
             raise Conflict(f"company {company_id!r} exists already")
+        if max_concurrent_runs is not None and max_concurrent_runs != company.max_concurrent_runs:
+            return self.set_max_concurrent_runs(who, company_id, max_concurrent_runs)
         return company
+
+    def set_max_concurrent_runs(self, who: Principal, company_id: str, value: int) -> Company:
+        """Set how many runs of the company's agents may be active at once (operator only,
+        design §12.3): 1 to 1,000. It holds from the next turn taken: runs active now finish.
+        Raises Forbidden, InvalidInput (out of range), NotFound."""
+        who.require_admin()
+        if not MIN_CONCURRENT_RUNS <= value <= MAX_CONCURRENT_RUNS_LIMIT:
+            raise InvalidInput(
+                f"max_concurrent_runs must be {MIN_CONCURRENT_RUNS} to {MAX_CONCURRENT_RUNS_LIMIT}, not {value}"
+            )
+        if not self.store.set_max_concurrent_runs(company_id, value, self.deps.turns.set_cap_item(company_id, value)):
+            raise NotFound(f"company {company_id!r} does not exist")
+        return self.store.get_company(company_id)  # type: ignore[return-value]
 
     def get(self, who: Principal, company_id: str) -> Company:
         """The company, to its own people or an operator; NotFound otherwise."""

@@ -53,11 +53,14 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     Returns ``model.outcome`` ``reply`` or ``wait`` (with whole ``wait_seconds`` for the ASL's
     Wait state); ``not_started`` for a wake the claim did not start (design §2.1, §12.1: passed
     through with no call, so the state machine ends it without a state of its own for every
-    run). Raises ModelCallFailed (final error, cap, retry-after > 20 s) or RunTimedOut.
+    run); ``turn`` for a run that waits for its company's turn (§12.3, passed through the same way).
+    Raises ModelCallFailed (final error, cap, retry-after > 20 s) or RunTimedOut.
     Source: design §2.3.
     """
     if state.claim is not None and not state.claim.claimed:
         return state.model_copy(update={"model": ModelStep(outcome="not_started", requests=0)})
+    if state.turn is not None:  # no turn of its company yet: on to WaitForTurn (design §12.3)
+        return state.model_copy(update={"model": ModelStep(outcome="turn", requests=0)})
     from quayutec.providers import ModelCall, ProviderError, call_policy, load_sdk, roles
     from quayutec.providers.keys import scrub, scrub_failure, scrub_reply
 

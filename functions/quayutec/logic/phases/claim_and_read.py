@@ -14,7 +14,7 @@ from quayutec.dal.rooms import RunReads
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import files as room_files
-from quayutec.logic import prompt
+from quayutec.logic import prompt, turns
 from quayutec.logic import wakes as wake_rules
 from quayutec.logic.phases.common import (
     CALL_MODEL,
@@ -37,7 +37,9 @@ from quayutec.models import (
     RunRef,
     RunSettings,
     RunState,
+    TurnStep,
     Wake,
+    parse_iso,
 )
 from quayutec.seams import part
 
@@ -123,6 +125,8 @@ def claim(
     )
     # Claimed now: the entry is the one just written. Resumed (a retried Claim step): its own start.
     run: Any = _Started(run_id, now) if outcome == ClaimOutcome.CLAIMED else _load_run(deps, ref)
+    # A run still waiting for its company's turn has used no active time yet (design §12.3).
+    timing: Any = _Started(run_id, now) if isinstance(run, RunRecord) and run.waiting_since else run
     if agent is None:
         raise RunStateInvalid(f"agent {wake.agent_id} is not registered")
     facts = RunFacts(
@@ -143,8 +147,35 @@ def claim(
         claim=ClaimResult(claimed=True, resumed=outcome == ClaimOutcome.OWN),
         run=ref,
         facts=facts,
-        budget=budget(deps, run, CALL_MODEL),
+        budget=budget(deps, timing, CALL_MODEL),
         settings=RunSettings(approval_timeout_s=deps.settings.approval_timeout_s),
+    )
+
+
+# ----------------------------------------------------------------------------- 1b. the company's turn
+def take_turn(deps: Deps, before: RunState, state: RunState, execution_arn: str) -> RunState:
+    """Take one of the company's turns for the claimed run (design §12.3). None free, or runs of
+    the company wait first: the state with ``turn`` (its place in line: ``arrival``, the claim's
+    time), which CallModel passes through to WaitForTurn. A run whose turn was handed to it
+    after a wait (``before.turn``: the state it entered with) starts now: its ledger entry's
+    ``started_at`` becomes this instant and ``waited_s`` the wait, once; its active time counts
+    from here. Raises TransientError."""
+    ref, facts = _need_run(state), _need_facts(state)
+    if not turns.take(deps, facts.company, ref.run_id, execution_arn):
+        arrival = before.turn.arrival if before.turn is not None else facts.started_at
+        return state.model_copy(update={"turn": TurnStep(arrival=arrival, recheck_s=deps.settings.turn_recheck_s)})
+    if before.turn is None:
+        return state  # its turn began at its claim
+    now = _iso(deps)
+    waited = max(0.0, (parse_iso(now) - parse_iso(before.turn.arrival)).total_seconds())
+    if deps.ledger.start_turn(ref.run_id, facts.company, ref.room_id, now, waited):
+        started = now
+    else:  # a retried step: the first attempt started it
+        started = _load_run(deps, ref).started_at
+    logger.info("run's turn began", extra={"run_id": ref.run_id, "waited_s": round(waited, 3)})
+    facts = facts.model_copy(update={"started_at": started})
+    return state.model_copy(
+        update={"facts": facts, "budget": budget(deps, _Started(ref.run_id, started), CALL_MODEL), "turn": None}
     )
 
 
@@ -245,13 +276,19 @@ def load_context(deps: Deps, state: RunState, reads: RunReads) -> RunState:
 def claim_and_read(
     deps: Deps, state: RunState, run_id: str, execution_arn: str, execution_start: str | None = None
 ) -> RunState:
-    """Claim (design §2.1, §3), then read the room (§2.2). A wake that starts no run (another
-    execution holds it, its chain refused it, the agent's ``wake_from`` did) returns the state
-    :func:`claim` made, ``claim.claimed`` False, and reads nothing more."""
+    """Claim (design §2.1, §3), take the company's turn (§12.3), then read the room (§2.2). A
+    wake that starts no run (another execution holds it, its chain refused it, the agent's
+    ``wake_from`` did) returns the state :func:`claim` made, ``claim.claimed`` False, and reads
+    nothing more; a run that finds no free turn returns with ``turn`` and reads nothing yet
+    (the room is read when its turn begins)."""
     with part("claim"):  # the agent, room, cause, index pointer and chain: one consistent read
         reads = _key_reads(deps, state)
         claimed = claim(deps, state, run_id, execution_arn, execution_start, reads)
     if claimed.claim is None or not claimed.claim.claimed:
+        return claimed
+    with part("turn"):  # the company's turn (design §12.3): none free, the run waits for one
+        claimed = take_turn(deps, state, claimed, execution_arn)
+    if claimed.turn is not None:
         return claimed
     with part("load_context"):
         return load_context(deps, claimed, reads)

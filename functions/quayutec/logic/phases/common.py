@@ -169,7 +169,9 @@ def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: i
                 "the run was stopped",
                 approval="stopped" if a.decision == "ask" and a.approval is None else None,
             )
-    cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
+    cost = cost_line.so_far(
+        state.cost, states, writes_to_come=cost_line.plus(cost_line.FINAL_WRITE, turn_to_come(state))
+    )
     if deps.ledger.finish_run(
         ref.run_id,
         "stopped",
@@ -179,7 +181,23 @@ def record_stopped(deps: Deps, state: RunState, *, reply_posted: bool, states: i
     ):
         logger.info("run stopped", extra={"run_id": ref.run_id, "reply_posted": reply_posted})
         metrics.add_metric(name="Run_stopped", unit=MetricUnit.Count, value=1)
+    end_turn(deps, state)
     return state.model_copy(update={"stopped": True, "finished": True})
+
+
+def turn_to_come(state: RunState) -> dict[str, int]:
+    """The turn's end still to come after the final write (:func:`end_turn`), for the cost line."""
+    return cost_line.TURN_END if state.approvals is None else {}
+
+
+def end_turn(deps: Deps, state: RunState) -> None:
+    """The run's company turn ends with its final write, after it (design §12.3): given back or
+    handed to the oldest run in line. A run that parked on approvals gave it back then
+    (``state.approvals``): nothing to do. A retried step does it again (a no-op)."""
+    from quayutec.logic import turns
+
+    if state.approvals is None and state.run is not None and state.facts is not None:
+        turns.end(deps, state.facts.company, state.run.run_id)
 
 
 # The functions of the Tasks whose TimeoutSecondsPath is ``$.budget.remaining_s`` (the ASL).
@@ -214,7 +232,9 @@ def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
     """Record ``completed`` (design §2.8), with the cost line: the state's counters, this
     invocation's so far, ``states`` entered for it and this final write (design §10)."""
     ref = _need_run(state)
-    cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_WRITE)
+    cost = cost_line.so_far(
+        state.cost, states, writes_to_come=cost_line.plus(cost_line.FINAL_WRITE, turn_to_come(state))
+    )
     if deps.ledger.finish_run(
         ref.run_id,
         "completed",
@@ -223,4 +243,5 @@ def finish(deps: Deps, state: RunState, states: int = 1) -> RunState:
         context=context_fit(state),
     ):  # not again when a retry finds it final
         metrics.add_metric(name="RunCompleted", unit=MetricUnit.Count, value=1)
+    end_turn(deps, state)
     return state

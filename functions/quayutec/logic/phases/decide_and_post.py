@@ -23,6 +23,7 @@ from quayutec.logic.phases.common import (
     _timing,
     budget,
     context_fit,
+    end_turn,
     finish,
     logger,
     metrics,
@@ -30,6 +31,7 @@ from quayutec.logic.phases.common import (
     record_stopped,
     run_guard,
     stored_reply,
+    turn_to_come,
 )
 from quayutec.models import (
     MAX_ACTIONS,
@@ -212,6 +214,7 @@ def post_reply(
     guard = run_guard(deps, ref, facts)
     if finish_states is not None and len(notices) <= MAX_NOTICES_IN_TRANSACTION:
         _post_and_finish(deps, state, msg, wakes, notices, finish_states, guard)
+        end_turn(deps, state)  # after the final write (design §12.3)
         # The reply is the run's first write to the room; a full chain's notice comes after it
         # (a retried step writes it once; a crash between them leaves the chain without it).
         post_chain_notice(deps, ref, facts, mentioned)
@@ -240,7 +243,9 @@ def _post_and_finish(
     without the final write (then it writes that alone); a run that got a final status meanwhile
     (closed by RecordFailure or the reconciler) gets no reply now."""
     ref = _need_run(state)
-    cost = cost_line.so_far(state.cost, states, writes_to_come=cost_line.FINAL_TRANSACTION).model_dump(mode="json")
+    cost = cost_line.so_far(
+        state.cost, states, writes_to_come=cost_line.plus(cost_line.FINAL_TRANSACTION, turn_to_come(state))
+    ).model_dump(mode="json")
     final = deps.ledger.finish_run_item(
         ref.run_id, "completed", reply_message_id=msg.id, cost=cost, context=context_fit(state)
     )

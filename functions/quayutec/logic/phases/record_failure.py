@@ -152,9 +152,10 @@ def close_failed_run(
     """Give a claimed run its final failure status, once. Returns the status set, or ``None`` when
     there is no claimed run of this execution or it already has a final status."""
     run = deps.ledger.get_run(run_id)
-    if run is None or run.status in FINAL_STATUSES:
+    if run is None or (execution_arn and run.execution_arn != execution_arn):
         return None
-    if execution_arn and run.execution_arn != execution_arn:
+    if run.status in FINAL_STATUSES:
+        _leave_turn(deps, run)  # a close that crashed after its final write
         return None
     status = final_status_for(deps, run, error_name)
     requests = deps.ledger.model_requests(run_id)
@@ -225,14 +226,25 @@ def close_failed_run(
         if status != "stopped":  # a person's doing (design §12.2), no failure
             cause = failure_cause(error_name, requests)  # in request order
             metrics.add_metric(name=f"RunFailed_{cause}", unit=MetricUnit.Count, value=1)
+        _leave_turn(deps, run)
         return status
+    _leave_turn(deps, run)
     return None
+
+
+def _leave_turn(deps: Deps, run: RunRecord) -> None:
+    """After the final write (design §12.3): the run's company turn ends (given back or handed
+    on) and, when it died waiting for one, it leaves the line (its place: its claim's time)."""
+    from quayutec.logic import turns
+
+    turns.leave(deps, run.company, run.run_id, run.started_at if run.waiting_since else None)
 
 
 def record_failure(deps: Deps, state: RunState, run_id: str, execution_arn: str | None) -> RunState:
     """The Catch target of every phase: write the ledger's final status (design §2.1)."""
     name, message = _error_of(state.error)
-    cost = cost_line.so_far(state.cost, RECORD_FAILURE_STATES, writes_to_come=cost_line.FINAL_WRITE)
+    to_come = cost_line.plus(cost_line.FINAL_WRITE, cost_line.TURN_END)  # its turn ends after it
+    cost = cost_line.so_far(state.cost, RECORD_FAILURE_STATES, writes_to_come=to_come)
     close_failed_run(
         deps, run_id, execution_arn, name, message, cost=cost.model_dump(mode="json"), context=context_fit(state)
     )

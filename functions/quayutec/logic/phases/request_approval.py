@@ -10,7 +10,7 @@ from quayutec.dal.keys import agent_key
 from quayutec.dal.ledger import stop_guard
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
-from quayutec.logic import rights
+from quayutec.logic import rights, turns
 from quayutec.logic.phases.common import (
     _iso,
     metrics,
@@ -28,6 +28,9 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
     run = deps.ledger.get_run(run_id)
     if run is None:
         raise RunStateInvalid(f"run {run_id} has no ledger entry")
+    # A run parked on approvals holds no company turn (design §12.3): given back (or handed on)
+    # first, also when the stop guard below refuses the request; resumed, it finishes without one.
+    turns.end(deps, run.company, run_id)
     action = next((a for a in deps.ledger.actions(run_id) if a.index == index), None)
     if action is None or action.decision != "ask":
         raise RunStateInvalid(f"action {index} of run {run_id} is not held for approval")
