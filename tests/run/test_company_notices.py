@@ -9,6 +9,7 @@ import json
 from runhelpers import Env
 
 from quayutec import resources as r
+from quayutec.logic.ids import agent_name
 from quayutec.logic.notices import company_notice
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Author, Message, Wake
@@ -24,11 +25,13 @@ def _post_notice(env: Env, nid: str = "notice-test-key") -> Message:
 
 
 def _requests_of(env: Env, agent: str) -> list[str]:
-    return [json.dumps(q.body) for q in env.server.requests if q.agent_id == agent]
+    return [
+        json.dumps(q.body) for q in env.server.requests if q.agent_id is not None and agent_name(q.agent_id) == agent
+    ]
 
 
 def _context(env: Env, agent: str) -> dict:
-    [run] = [x for x in env.deps.ledger.runs_in_room("r1") if x.agent_id == agent]
+    [run] = [x for x in env.deps.ledger.runs_in_room("r1") if agent_name(x.agent_id) == agent]
     ctx = env.deps.rundata.get(run.run_id, "context")
     assert ctx is not None
     return ctx

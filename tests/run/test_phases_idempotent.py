@@ -59,7 +59,7 @@ def _wake(env: Env, text: str = "please plan") -> Wake:
     )
     env.deps.room.put_message(msg)
     return Wake(
-        agent_id="a1",
+        agent_id="acme.a1",
         wake_id="msg:m-1",
         room_id="r1",
         hop=0,
