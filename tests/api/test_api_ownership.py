@@ -140,12 +140,15 @@ def test_a_room_name_item_refuses_a_second_agent_of_a_name_even_past_the_api_che
     """Two placements at once both pass the API's look at the room; the room's name item (one
     conditional put in the placement's transaction) lets only one in."""
     from quayutec.deps import default_deps
-    from quayutec.models import Agent
+    from quayutec.logic.access import Caller
+    from quayutec.logic.services import Services
 
     room = default_deps().room
     rid = _room(light_world)
-    room.put_agent(Agent(id="acme.twin", company="acme", provider="anthropic", model="m"))
-    room.put_agent(Agent(id="bolt.twin", company="bolt", provider="openai", model="m"))
+    agents = Services(default_deps()).agents  # registered as the API registers them
+    agents.register(Caller(company="acme", member="ann"), name="twin", provider="anthropic", model="m")
+    agents.register(Caller(company="bolt", member="bob"), name="twin", provider="openai", model="m")
+    # the placements themselves: the room store's conditional writes under test
     assert room.add_room_agent(rid, "acme.twin", "acme")
     assert room.add_room_agent(rid, "acme.twin", "acme")  # the same agent again: a no-op
     assert not room.add_room_agent(rid, "bolt.twin", "bolt")
