@@ -60,7 +60,7 @@ def test_a_wake_caused_by_the_notice_reads_it_for_its_company_only(env: Env) -> 
     env.server.set_script("a1", [{"reply": {"text": "Noted.", "actions": []}}])
     sqs = env.stack.client("sqs")
     url = env.stack.queue_urls[r.WAKE_QUEUE.logical_id]
-    for agent in ("a1", "b1"):
+    for agent in ("acme.a1", "bolt.b1"):
         wake = Wake(
             agent_id=agent,
             wake_id=f"test:{notice.id}",
@@ -74,7 +74,7 @@ def test_a_wake_caused_by_the_notice_reads_it_for_its_company_only(env: Env) -> 
         )
         sqs.send_message(QueueUrl=url, MessageBody=wake.model_dump_json())
     env.stack.wait_quiet(60)
-    runs = {x.agent_id: x for x in env.deps.ledger.runs_in_room("r1")}
+    runs = {agent_name(x.agent_id): x for x in env.deps.ledger.runs_in_room("r1")}
     assert runs["a1"].status == "completed"
     assert _context(env, "a1")["cause"]["message"]["text"] == SECRET
     assert any(f"Message from [system] (only acme sees this): {SECRET}" in q for q in _requests_of(env, "a1"))

@@ -217,7 +217,7 @@ def test_a_policy_denial_in_the_room_names_the_policy_not_its_rule(env: Env) -> 
     )
     assert run.status == "completed", (run.status, run.error_message)
     [reply] = replies
-    assert "✗ denied: create_task → task for b1 (by acme's policy)" in reply, reply
+    assert "✗ denied: create_task → task for bolt.b1 (by acme's policy)" in reply, reply
     assert "cross_company" not in reply and "rule" not in reply
     assert "✗ denied: teleport (unknown action kind 'teleport')" in reply  # not the policy's: said as it is
     assert actions[0].reason == "acme policy: rule cross_company.create_task = deny; the target is bolt's"
