@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
 
-from runhelpers import make_room
+from runhelpers import ANN, BOB, make_room
 
 from quaylab.costs import RunFigures, plain_runs, retrieval_reads, runs_page_reads, seed_room_runs
 from quaylocal import calls
@@ -39,6 +39,7 @@ from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
 from quayutec.cost import prices
 from quayutec.logic.room_service import RoomService
+from quayutec.logic.services import Services
 from quayutec.models import Author, parse_iso
 from quayutec.settings import FIELD_BY_ENV, HANDLER_ENV
 
@@ -314,9 +315,9 @@ def file_rooms(stack: LocalStack) -> list[str]:
     uploaded to the files bucket and ingested (the room's index built)."""
     from quayutec.dal.files import upload_key
     from quayutec.logic import files as room_files
-    from quayutec.models import Room
 
     d = quay_deps.default_deps()
+    svc = Services(d)  # the rooms as POST /rooms creates them (with the bench's fixed ids)
     ann = Author(kind="person", id="ann", company="acme")
     para = "Harbour log {i}: the ferries left quay three at dawn and came back before dusk.\n\n"
     texts = {
@@ -325,8 +326,8 @@ def file_rooms(stack: LocalStack) -> list[str]:
     }
     with calls.owner(calls.SETUP):
         for room, text in texts.items():
-            d.room.put_room(Room(id=room, members=["acme"]))
-            d.room.add_room_agent(room, "a1")
+            svc.rooms.create(ANN, name=room, room_id=room)
+            svc.rooms.place_agent(ANN, room, "a1")
             data = text.encode()
             f = room_files.declare_upload(
                 d,
@@ -525,18 +526,16 @@ def fair_turns(waiting: int = 50, cap: int = 2, delay_s: float = 1.0) -> dict:
 def state_bytes_by_room_size(stack: LocalStack, server: ProviderServer, sizes: tuple[int, ...] = (10, 1000)) -> dict:
     """The largest state payload of a plain run in a room of each size in agents (``agents_10``,
     ``agents_1000``: the same but for counters' digits, docs/design.md §2), in a room of its own."""
-    from quayutec.models import Agent, Room
-
-    d = quay_deps.default_deps()
+    svc = Services(quay_deps.default_deps())  # the room and its agents as the API sets them up
     with calls.owner(calls.SETUP):
-        d.room.put_room(Room(id="r-big", members=["acme", "bolt"]))
-        d.room.add_room_agent("r-big", "a1")
+        svc.rooms.create(ANN, name="r-big", members=["bolt"], room_id="r-big")
+        svc.rooms.place_agent(ANN, "r-big", "a1")
     placed, out = 1, {}
     for size in sizes:
         with calls.owner(calls.SETUP):
             for i in range(placed, size):
-                d.room.put_agent(Agent(id=f"big{i:04d}", company="bolt", provider="openai", model="gpt-test"))
-                d.room.add_room_agent("r-big", f"big{i:04d}", "bolt")
+                svc.agents.register(BOB, name=f"big{i:04d}", provider="openai", model="gpt-test")
+                svc.rooms.place_agent(BOB, "r-big", f"big{i:04d}")
         placed = size
         out[f"agents_{size}"] = plain_runs(stack, server, 1, room="r-big")[-1].state_bytes
     return out

@@ -707,7 +707,9 @@ class ChaosLab:
         return RoomService(self.deps.room)
 
     # ------------------------------------------------------------------ building blocks
-    def new_case(self, point: Point | None) -> Case:
+    def new_case(self, point: Point | None, *, hop_limit: int | None = None) -> Case:
+        """A case's room, agents and tasks, set up through the domain services. ``hop_limit``:
+        the room's, when given (else none for a case of wakes, 0 for the others)."""
         self.cases_made += 1
         case = Case(self.cases_made, point)
         d = self.deps
@@ -725,7 +727,7 @@ class ChaosLab:
             ann,
             name=f"case {case.n}",
             members=["bolt"],
-            hop_limit=None if wakes else 0,
+            hop_limit=hop_limit if hop_limit is not None else (None if wakes else 0),
             max_runs_per_chain=bound or DEFAULT_MAX_RUNS_PER_CHAIN,
             idempotency_key=_case_key(case.n),
         ).room

@@ -11,7 +11,8 @@ from typing import Any
 
 from quaylocal.dev import Gateway
 from quayutec.deps import default_deps
-from quayutec.models import Room
+from quayutec.logic.access import Caller
+from quayutec.logic.services import Services
 
 ADMIN_TOKEN = "qyt_admin_test_token_0123456789"
 ACME_KEY = "sk-acme-secret-key-4242"
@@ -88,11 +89,11 @@ def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
     w.tokens["admin"] = adm
     api.ok("PUT", "/companies/acme/policy", w.tokens["ann"], {"actions": {"remember": "ask"}})
     # The API generates room ids (design §5); the fixtures' rooms keep the fixed ids the tests
-    # name (r1, r-cato), written as POST /rooms writes them. test_api_ownership creates rooms
-    # through the API.
-    directory = default_deps().room
-    assert directory.create_room(Room(id="r1", name="r1", members=["acme", "bolt"]))
-    assert directory.create_room(Room(id="r-cato", name="r-cato", members=["cato"]))
+    # name (r1, r-cato), created by the rooms service as POST /rooms creates them (its set-up
+    # ``room_id``). test_api_ownership creates rooms through the API.
+    rooms = Services(default_deps()).rooms
+    rooms.create(Caller(company="acme", member="ann"), name="r1", members=["bolt"], room_id="r1")
+    rooms.create(Caller(company="cato", member="carl"), name="r-cato", room_id="r-cato")
     w.ids["room"] = "r1"
     api.ok(
         "POST",

@@ -14,7 +14,6 @@ from apihelpers import World
 from quayutec.dal import messages as room_dal
 from quayutec.deps import default_deps
 from quayutec.logic.notices import company_notice
-from quayutec.models import Room
 
 SECRET = "acme only: your provider key expires on Friday"
 
@@ -63,10 +62,13 @@ def test_a_company_only_notice_is_read_by_its_company_alone(light_world: World) 
 def _room_with_notices(room: str) -> tuple[list[str], list[str]]:
     """A room of acme and bolt: bolt's messages m0..m5 with runs of acme-only notices between and
     after them. Returns (bolt's texts, the notice ids), in time order."""
+    from quayutec.logic.access import Caller
     from quayutec.logic.room_service import RoomService
+    from quayutec.logic.services import Services
     from quayutec.models import Author
 
-    assert default_deps().room.create_room(Room(id=room, name=room, members=["acme", "bolt"]))
+    acme = Caller(company="acme", member="ann")
+    Services(default_deps()).rooms.create(acme, name=room, members=["bolt"], room_id=room)
     rooms = RoomService(default_deps().room)
     bob = Author(kind="person", id="bob", company="bolt")
     texts, hidden = [], []

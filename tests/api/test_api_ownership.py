@@ -64,6 +64,10 @@ def test_creating_a_room_never_tells_that_another_companys_room_exists(light_wor
     free = w.api.call("POST", "/rooms", carl, {"id": "room-never-made-0000"})
     assert (taken.status, taken.body["error"]) == (free.status, free.body["error"]), (taken.body, free.body)
     assert taken.status != 409 and "exist" not in taken.text
+    # the rooms service's set-up room_id (the fixtures' fixed ids) is no field of the API's
+    chosen = w.api.call("POST", "/rooms", carl, {"name": "mine", "room_id": "room-chosen-0000"})
+    assert chosen.status == 422 and "body.room_id" in chosen.body["message"], chosen.body
+    assert w.api.call("GET", "/rooms/room-chosen-0000", carl).status == 404
     for name in ("a-private", "r1", private["id"]):  # a name is a label: never "taken"
         mine = w.api.call("POST", "/rooms", carl, {"name": name})
         assert mine.status == 201, (name, mine.status, mine.body)
@@ -140,12 +144,15 @@ def test_a_room_name_item_refuses_a_second_agent_of_a_name_even_past_the_api_che
     """Two placements at once both pass the API's look at the room; the room's name item (one
     conditional put in the placement's transaction) lets only one in."""
     from quayutec.deps import default_deps
-    from quayutec.models import Agent
+    from quayutec.logic.access import Caller
+    from quayutec.logic.services import Services
 
     room = default_deps().room
     rid = _room(light_world)
-    room.put_agent(Agent(id="acme.twin", company="acme", provider="anthropic", model="m"))
-    room.put_agent(Agent(id="bolt.twin", company="bolt", provider="openai", model="m"))
+    agents = Services(default_deps()).agents  # registered as the API registers them
+    agents.register(Caller(company="acme", member="ann"), name="twin", provider="anthropic", model="m")
+    agents.register(Caller(company="bolt", member="bob"), name="twin", provider="openai", model="m")
+    # the placements themselves: the room store's conditional writes under test
     assert room.add_room_agent(rid, "acme.twin", "acme")
     assert room.add_room_agent(rid, "acme.twin", "acme")  # the same agent again: a no-op
     assert not room.add_room_agent(rid, "bolt.twin", "bolt")

@@ -9,7 +9,9 @@ from apihelpers import World
 
 from quaylab.costs import counted_reads, runs_page_reads, seed_room_runs
 from quayutec.deps import default_deps
-from quayutec.models import ApprovalRequest, Room
+from quayutec.logic.access import Caller
+from quayutec.logic.services import Services
+from quayutec.models import ApprovalRequest
 
 LIMIT = 7
 ROOM = "r-runs"
@@ -19,7 +21,7 @@ ROOM = "r-runs"
 def crowded(light_world: World) -> World:
     """Room r-runs of acme and bolt: acme's agent ran 12 times, bolt's 120 (10x)."""
     d = default_deps()
-    assert d.room.create_room(Room(id=ROOM, name=ROOM, members=["acme", "bolt"]))
+    Services(d).rooms.create(Caller(company="acme", member="ann"), name=ROOM, members=["bolt"], room_id=ROOM)
     seed_room_runs(d.ledger, ROOM, {"acme": 12, "bolt": 120})
     return light_world
 

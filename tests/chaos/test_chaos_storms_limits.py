@@ -33,19 +33,18 @@ from quayutec import resources as r
 from quayutec.errors import Conflict
 from quayutec.handlers import claim_and_read
 from quayutec.logic import files as room_files
+from quayutec.logic.access import Caller
 from quayutec.logic.ids import execution_name
 from quayutec.logic.retrieval import chunk_text
+from quayutec.logic.services import Services
 from quayutec.logic.wake_consumer import start_run
 from quayutec.models import (
     MAX_ACTIONS,
     MAX_REPLY_BYTES,
-    Agent,
-    Company,
     FileChunk,
     MemoryLine,
     Message,
     RightsPolicy,
-    Room,
     Task,
     TaskEvent,
     Wake,
@@ -315,8 +314,7 @@ def test_large_room_keeps_every_step_functions_payload_under_32_kib(lab: ChaosLa
 
 
 def test_hop_limit_stops_agents_pinging_each_other(lab: ChaosLab) -> None:
-    case = lab.new_case(None)
-    lab.deps.room.put_room(Room(id=case.room, members=["acme", "bolt"], hop_limit=2))
+    case = lab.new_case(None, hop_limit=2)
     lab.server.set_script(case.a, [{"reply": {"text": f"@{case.b} ping", "actions": []}}] * 5)
     lab.server.set_script(case.b, [{"reply": {"text": f"@{case.a} pong", "actions": []}}] * 5)
     _settle_one(lab, case, "Start the ping-pong.", f"{case.room}-ping")
@@ -335,9 +333,11 @@ def test_hostile_model_output_is_denied_or_truncated_and_the_run_completes(lab: 
     case = lab.new_case(None)
     d = lab.deps
     # another room, with its own task and agent
-    d.room.put_agent(Agent(id="stranger", company="bolt", provider="openai", model="gpt-test", instructions="-"))
-    d.room.put_room(Room(id="elsewhere", members=["bolt"]))
-    d.room.add_room_agent("elsewhere", "stranger")
+    svc = Services(d)  # as through the API: bolt's person registers the agent and its room
+    bolt, acme_ann = Caller(company="bolt", member="bob"), Caller(company="acme", member="ann")
+    svc.agents.register(bolt, name="stranger", provider="openai", model="gpt-test", instructions="-")
+    svc.rooms.create(bolt, name="elsewhere", room_id="elsewhere")
+    svc.rooms.place_agent(bolt, "elsewhere", "stranger")
     now = now_iso()
     d.room.create_task(
         Task(
@@ -345,7 +345,7 @@ def test_hostile_model_output_is_denied_or_truncated_and_the_run_completes(lab: 
             room_id="elsewhere",
             title="Theirs",
             body="-",
-            to="stranger",
+            to="bolt.stranger",
             created_by=BOB,
             created_at=now,
             updated_at=now,
@@ -362,12 +362,8 @@ def test_hostile_model_output_is_denied_or_truncated_and_the_run_completes(lab: 
     )
     acme = d.room.get_company("acme")
     assert acme is not None
-    d.room.put_company(
-        Company(
-            id="acme",
-            people=acme.people,
-            rights=RightsPolicy(actions=acme.rights.actions, agents={case.a: {"create_task": "deny"}}),
-        )
+    svc.companies.set_policy(
+        acme_ann, "acme", RightsPolicy(actions=acme.rights.actions, agents={case.a: {"create_task": "deny"}})
     )
     try:
         hostile = [
@@ -387,7 +383,7 @@ def test_hostile_model_output_is_denied_or_truncated_and_the_run_completes(lab: 
         lab.server.set_script(case.a, [{"reply": {"text": text, "actions": hostile + filler}}])
         run_id = _settle_one(lab, case, "Do your worst.", f"{case.room}-hostile")
     finally:
-        d.room.put_company(acme)
+        svc.companies.set_policy(acme_ann, "acme", acme.rights)
     run = d.ledger.get_run(run_id)
     assert run is not None and run.status == "completed", run
     assert run.actions_over_limit == 10_000 - MAX_ACTIONS and run.reply_truncated

@@ -13,7 +13,9 @@ from quaylocal.stack import LocalStack
 
 
 @pytest.fixture
-def env() -> Iterator[Env]:
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    """``make_room``'s room; a test may pass ``make_room``'s options as the fixture's indirect
+    parameter (``@pytest.mark.parametrize("env", [{"a1_model": "..."}], indirect=True)``)."""
     server = ProviderServer(scripts={}, keys={})
     server.start()
     settings = {
@@ -23,7 +25,7 @@ def env() -> Iterator[Env]:
     }
     try:
         with LocalStack(settings=settings, time_scale=TIME_SCALE) as stack:
-            keys = make_room(stack, server)
+            keys = make_room(stack, server, **getattr(request, "param", {}))
             yield Env(stack=stack, server=server, keys=keys)
     finally:
         server.stop()

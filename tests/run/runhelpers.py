@@ -9,9 +9,15 @@ from typing import Any
 from quaylocal.provider_server import ProviderServer
 from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
-from quayutec.models import Agent, Company, RightsPolicy, Room
+from quayutec.logic.access import OPERATOR, Caller
+from quayutec.logic.services import Services
+from quayutec.models import RightsPolicy
 
 TIME_SCALE = 0.01
+#: The people and agents of :func:`make_room` (agent ids are ``{company}.{name}``, design §5).
+ANN = Caller(company="acme", member="ann")
+BOB = Caller(company="bolt", member="bob")
+A1, B1 = "acme.a1", "bolt.b1"
 
 
 @dataclass
@@ -25,22 +31,29 @@ class Env:
         return quay_deps.default_deps()
 
 
-def make_room(env_stack: LocalStack, server: ProviderServer, *, policy: RightsPolicy | None = None) -> dict[str, str]:
-    """Two companies (acme: ann, agent a1 on anthropic; bolt: bob, agent b1 on openai) in room r1."""
+def make_room(
+    env_stack: LocalStack,
+    server: ProviderServer,
+    *,
+    policy: RightsPolicy | None = None,
+    a1_model: str = "claude-test",
+) -> dict[str, str]:
+    """Two companies (acme: ann, agent acme.a1 on anthropic; bolt: bob, agent bolt.b1 on openai)
+    in room r1, set up through the domain services as the API would (the room keeps its fixed id).
+    ``a1_model``: acme.a1's model."""
     d = quay_deps.default_deps()
+    svc = Services(d)
     keys = {"acme": "sk-acme-test", "bolt": "sk-bolt-test"}
-    d.room.put_company(Company(id="acme", people=["ann"], rights=policy or RightsPolicy()))
-    d.room.put_company(Company(id="bolt", people=["bob"]))
-    d.room.put_agent(
-        Agent(id="a1", company="acme", provider="anthropic", model="claude-test", instructions="Be brief.")
-    )
-    d.room.put_agent(Agent(id="b1", company="bolt", provider="openai", model="gpt-test", instructions="Be brief."))
-    d.room.put_room(Room(id="r1", members=["acme", "bolt"]))
-    d.room.add_room_agent("r1", "a1")
-    d.room.add_room_agent("r1", "b1")
+    svc.companies.create(OPERATOR, "acme", ["ann"], policy)
+    svc.companies.create(OPERATOR, "bolt", ["bob"])
     sm = env_stack.client("secretsmanager")
     sm.create_secret(Name=quay_deps.secret_name(d.settings, "acme", "anthropic"), SecretString=keys["acme"])
     sm.create_secret(Name=quay_deps.secret_name(d.settings, "bolt", "openai"), SecretString=keys["bolt"])
+    svc.agents.register(ANN, name="a1", provider="anthropic", model=a1_model, instructions="Be brief.")
+    svc.agents.register(BOB, name="b1", provider="openai", model="gpt-test", instructions="Be brief.")
+    svc.rooms.create(ANN, name="r1", members=["bolt"], room_id="r1")
+    svc.rooms.place_agent(ANN, "r1", A1)
+    svc.rooms.place_agent(BOB, "r1", B1)
     server.keys.update({"a1": keys["acme"], "b1": keys["bolt"]})
     return keys
 
@@ -86,8 +99,11 @@ CTX = FakeContext()
 
 
 def hold_cross_company_tasks(deps: quay_deps.Deps, company_id: str = "acme") -> None:
-    """Make ``company_id``'s policy hold (``ask``) every task its agents send to another company."""
+    """Make ``company_id``'s policy hold (``ask``) every task its agents send to another company
+    (set by its first person, as ``PUT /companies/{id}/policy`` sets it)."""
     company = deps.room.get_company(company_id)
     assert company is not None
     company.rights.cross_company["create_task"] = "ask"
-    deps.room.put_company(company)
+    Services(deps).companies.set_policy(
+        Caller(company=company_id, member=company.people[0]), company_id, company.rights
+    )

@@ -24,7 +24,8 @@ from quaylocal.scenario import PROVIDER_ENV
 from quaylocal.stack import LocalStack
 from quayutec.dal.auth import TokenStore
 from quayutec.deps import default_deps
-from quayutec.models import Room
+from quayutec.logic.access import Caller
+from quayutec.logic.services import Services
 from quayutec.providers import roles
 
 ADMIN = "qyt_admin_test_token_0123456789"
@@ -73,7 +74,9 @@ def world() -> Iterator[World]:
             for company, person in (("acme", "ann"), ("bolt", "bob")):
                 w.ok("POST", "/companies", "admin", {"id": company, "people": [person]})
                 w.tokens[person] = w.ok("POST", f"/companies/{company}/tokens", "admin", {"member": person})["token"]
-            assert default_deps().room.create_room(Room(id="r1", name="r1", members=["acme", "bolt"]))
+            Services(default_deps()).rooms.create(  # POST /rooms's service, keeping the fixed id r1
+                Caller(company="acme", member="ann"), name="r1", members=["bolt"], room_id="r1"
+            )
             yield w
     finally:
         server.stop()

@@ -9,6 +9,7 @@ import json
 from runhelpers import Env
 
 from quayutec import resources as r
+from quayutec.logic.ids import agent_name
 from quayutec.logic.notices import company_notice
 from quayutec.logic.room_service import RoomService
 from quayutec.models import Author, Message, Wake
@@ -24,11 +25,13 @@ def _post_notice(env: Env, nid: str = "notice-test-key") -> Message:
 
 
 def _requests_of(env: Env, agent: str) -> list[str]:
-    return [json.dumps(q.body) for q in env.server.requests if q.agent_id == agent]
+    return [
+        json.dumps(q.body) for q in env.server.requests if q.agent_id is not None and agent_name(q.agent_id) == agent
+    ]
 
 
 def _context(env: Env, agent: str) -> dict:
-    [run] = [x for x in env.deps.ledger.runs_in_room("r1") if x.agent_id == agent]
+    [run] = [x for x in env.deps.ledger.runs_in_room("r1") if agent_name(x.agent_id) == agent]
     ctx = env.deps.rundata.get(run.run_id, "context")
     assert ctx is not None
     return ctx
@@ -57,7 +60,7 @@ def test_a_wake_caused_by_the_notice_reads_it_for_its_company_only(env: Env) -> 
     env.server.set_script("a1", [{"reply": {"text": "Noted.", "actions": []}}])
     sqs = env.stack.client("sqs")
     url = env.stack.queue_urls[r.WAKE_QUEUE.logical_id]
-    for agent in ("a1", "b1"):
+    for agent in ("acme.a1", "bolt.b1"):
         wake = Wake(
             agent_id=agent,
             wake_id=f"test:{notice.id}",
@@ -71,7 +74,7 @@ def test_a_wake_caused_by_the_notice_reads_it_for_its_company_only(env: Env) -> 
         )
         sqs.send_message(QueueUrl=url, MessageBody=wake.model_dump_json())
     env.stack.wait_quiet(60)
-    runs = {x.agent_id: x for x in env.deps.ledger.runs_in_room("r1")}
+    runs = {agent_name(x.agent_id): x for x in env.deps.ledger.runs_in_room("r1")}
     assert runs["a1"].status == "completed"
     assert _context(env, "a1")["cause"]["message"]["text"] == SECRET
     assert any(f"Message from [system] (only acme sees this): {SECRET}" in q for q in _requests_of(env, "a1"))

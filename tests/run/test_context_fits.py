@@ -60,7 +60,7 @@ def _mention(env: Env, text: str) -> RunRecord:
 def _prompt(env: Env) -> tuple[str, str]:
     """The system prompt and user turn of a1's last request, as the provider server received it
     (a1 is on anthropic: ``system`` and one user message)."""
-    body: Any = [r for r in env.server.requests if r.agent_id == "a1"][-1].body
+    body: Any = [r for r in env.server.requests if r.agent_id == "acme.a1"][-1].body
     system = body["system"] if isinstance(body["system"], str) else "".join(b["text"] for b in body["system"])
     content = body["messages"][0]["content"]
     user = content if isinstance(content, str) else "".join(b.get("text", "") for b in content)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from runhelpers import TIME_SCALE, Env, make_room
+from runhelpers import ANN, TIME_SCALE, Env, make_room
 
 from quaylocal import calls as C
 from quaylocal.provider_server import ProviderServer
@@ -21,7 +21,9 @@ from quaylocal.stack import LocalStack
 from quayutec import deps as quay_deps
 from quayutec.cost import line as cost_line
 from quayutec.cost import prices
-from quayutec.models import Agent, Author, RunCost, TokenCount
+from quayutec.logic.ids import agent_name
+from quayutec.logic.services import Services
+from quayutec.models import Author, RunCost, TokenCount
 
 #: claude-test is priced by the setting; gpt-test has no price; c1's Bedrock model is built in.
 OVERRIDE = {"claude-test": {"input": 3.0, "output": 15.0}}
@@ -42,13 +44,12 @@ def env() -> Iterator[Env]:
         with LocalStack(settings=settings, time_scale=TIME_SCALE) as stack:
             keys = make_room(stack, server)
             d = quay_deps.default_deps()
-            d.room.put_agent(
-                Agent(id="c1", company="acme", provider="bedrock", model=BEDROCK_MODEL, instructions="Be brief.")
-            )
-            d.room.add_room_agent("r1", "c1")
             stack.client("secretsmanager").create_secret(
                 Name=quay_deps.secret_name(d.settings, "acme", "bedrock"), SecretString=keys["acme"]
             )
+            svc = Services(d)  # as the API registers and places it
+            svc.agents.register(ANN, name="c1", provider="bedrock", model=BEDROCK_MODEL, instructions="Be brief.")
+            svc.rooms.place_agent(ANN, "r1", "c1")
             server.keys["c1"] = keys["acme"]
             yield Env(stack=stack, server=server, keys=keys)
     finally:
@@ -70,12 +71,16 @@ def _post(env: Env, person: str, company: str, text: str) -> None:
 
 
 def _last_run(env: Env, agent: str) -> Any:
-    runs = [r for r in env.deps.ledger.runs_in_room("r1") if r.agent_id == agent]
+    runs = [r for r in env.deps.ledger.runs_in_room("r1") if agent_name(r.agent_id) == agent]
     return max(runs, key=lambda r: r.started_at)
 
 
 def _sent(env: Env, agent: str, since: int) -> list[dict | None]:
-    return [r.usage for r in env.server.requests[since:] if r.agent_id == agent and r.status == 200]
+    return [
+        r.usage
+        for r in env.server.requests[since:]
+        if r.agent_id is not None and agent_name(r.agent_id) == agent and r.status == 200
+    ]
 
 
 # ----------------------------------------------------------------------------- tokens and prices
@@ -352,10 +357,9 @@ def test_room_cost_sums_the_runs_of_the_callers_company_like_the_runs_listing(en
     assert early["runs"] == api.ok("GET", "/rooms/r1/cost", tokens["ann"])["runs"]
     bad = api.call("GET", "/rooms/r1/cost?since=yesterday", tokens["ann"])
     assert bad.status == 400 and bad.body["error"] == "invalid_input" and "since" in bad.body["message"]
-    d = quay_deps.default_deps()
-    from quayutec.models import Company
+    from quayutec.logic.access import OPERATOR
 
-    d.room.put_company(Company(id="cato", people=["carl"]))
+    Services(quay_deps.default_deps()).companies.create(OPERATOR, "cato", ["carl"])
     carl = _token("cato", "carl")
     for path in ("/rooms/r1/runs", "/rooms/r1/cost", "/rooms/no-such-room/cost"):
         r = api.call("GET", path, carl)

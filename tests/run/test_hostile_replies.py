@@ -15,6 +15,7 @@ import pytest
 from runhelpers import Env
 
 from quaylocal import calls as C
+from quayutec.logic.ids import agent_name
 from quayutec.logic.room_service import RoomService
 from quayutec.models import ActionRecord, Author, RunRecord
 
@@ -31,7 +32,7 @@ def _run(env: Env, agent: str, *script: dict) -> tuple[RunRecord, list[ActionRec
 
     contextvars.copy_context().run(post)
     env.stack.wait_quiet()
-    runs = [r for r in env.deps.ledger.runs_in_room("r1") if r.agent_id == agent]
+    runs = [r for r in env.deps.ledger.runs_in_room("r1") if agent_name(r.agent_id) == agent]
     assert len(runs) == 1, runs
     run = env.deps.ledger.get_run(runs[0].run_id)
     assert run is not None
@@ -197,12 +198,13 @@ def test_model_written_kinds_and_ids_cannot_add_lines_to_the_notes(env: Env) -> 
 def test_a_policy_denial_in_the_room_names_the_policy_not_its_rule(env: Env) -> None:
     """The room (and so the other company's agents and people) reads that acme's policy denied
     an action; which rule did stays in acme's ledger: its policy answers 404 to others (design §5)."""
+    from runhelpers import ANN as ACME_ANN
+
+    from quayutec.logic.services import Services
     from quayutec.models import RightsPolicy
 
-    d = env.deps
-    acme = d.room.get_company("acme")
-    assert acme is not None
-    d.room.put_company(acme.model_copy(update={"rights": RightsPolicy(cross_company={"create_task": "deny"})}))
+    d = env.deps  # acme's person sets its policy, as through PUT /companies/acme/policy
+    Services(d).companies.set_policy(ACME_ANN, "acme", RightsPolicy(cross_company={"create_task": "deny"}))
     run, actions, replies = _run(
         env,
         "a1",
@@ -215,7 +217,7 @@ def test_a_policy_denial_in_the_room_names_the_policy_not_its_rule(env: Env) -> 
     )
     assert run.status == "completed", (run.status, run.error_message)
     [reply] = replies
-    assert "✗ denied: create_task → task for b1 (by acme's policy)" in reply, reply
+    assert "✗ denied: create_task → task for bolt.b1 (by acme's policy)" in reply, reply
     assert "cross_company" not in reply and "rule" not in reply
     assert "✗ denied: teleport (unknown action kind 'teleport')" in reply  # not the policy's: said as it is
     assert actions[0].reason == "acme policy: rule cross_company.create_task = deny; the target is bolt's"

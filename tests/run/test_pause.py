@@ -27,7 +27,7 @@ def _a1_run(run_id: str, wake: Wake) -> RunRecord:
     now = now_iso()
     return RunRecord(
         run_id=run_id,
-        agent_id="a1",
+        agent_id="acme.a1",
         company="acme",
         room_id="r1",
         wake_id=wake.wake_id,
@@ -46,23 +46,23 @@ def _notices(env: Env) -> list[str]:
 
 
 def test_a_paused_agent_starts_no_run_until_it_is_resumed(env: Env) -> None:
-    a1 = env.deps.room.get_agent("a1")
+    a1 = env.deps.room.get_agent("acme.a1")
     assert a1 is not None
     paused = _stops(env).pause(a1, ANN)
     assert paused.changed and paused.agent.paused_by == "ann" and paused.agent.paused_at
     again = _stops(env).pause(paused.agent, ANN)  # idempotent: the first pause stands, one notice
     assert not again.changed and again.agent.paused_at == paused.agent.paused_at
-    assert _notices(env) == ["a1 was paused by ann (acme): no run of it starts until it is resumed."]
+    assert _notices(env) == ["acme.a1 was paused by ann (acme): no run of it starts until it is resumed."]
     rooms = RoomService(env.deps.room)
     msg = rooms.post_message("r1", BOB, "@a1 @b1 anyone there?", [])
     env.stack.wait_quiet(30)
     assert env.server.count("a1") == 0 and env.server.count("b1") == 1, "the paused agent made no request"
-    assert [r.agent_id for r in env.deps.ledger.runs_in_room("r1")] == ["b1"], "no ledger entry for a1"
-    claim = env.deps.ledger.get_claim("a1", f"msg:{msg.id}")
+    assert [r.agent_id for r in env.deps.ledger.runs_in_room("r1")] == ["bolt.b1"], "no ledger entry for a1"
+    claim = env.deps.ledger.get_claim("acme.a1", f"msg:{msg.id}")
     assert claim is not None and claim["not_started"] == "paused", "the wake is claimed as not started, for good"
     resumed = _stops(env).resume(paused.agent, ANN)
     assert resumed.changed and resumed.agent.paused_at is None
-    assert _notices(env)[-1] == "a1 was resumed by ann (acme)."
+    assert _notices(env)[-1] == "acme.a1 was resumed by ann (acme)."
     rooms.post_message("r1", BOB, "@a1 and now?", [])
     env.stack.wait_quiet(30)
     assert env.server.count("a1") == 1, "after resume, a new message wakes it again"
@@ -72,7 +72,7 @@ def test_the_claim_checks_the_pause_in_its_own_transaction(env: Env) -> None:
     """A run that read the agent before the pause and claims after it is refused: the claim's
     transaction holds a ConditionCheck on the agent item (its earlier read is not trusted)."""
     wake = Wake(
-        agent_id="a1",
+        agent_id="acme.a1",
         wake_id="msg:m-late",
         room_id="r1",
         hop=0,
@@ -83,10 +83,10 @@ def test_the_claim_checks_the_pause_in_its_own_transaction(env: Env) -> None:
         cause_id="m-late",
     )
     record = _a1_run("run-late", wake)
-    a1 = env.deps.room.get_agent("a1")
+    a1 = env.deps.room.get_agent("acme.a1")
     assert a1 is not None and a1.paused_at is None  # what the run's key read found
     _stops(env).pause(a1, ANN)
-    guard = (env.deps.room.table, agent_key("a1"))
+    guard = (env.deps.room.table, agent_key("acme.a1"))
     found = env.deps.ledger.claim(record, "t0", max_runs_per_chain=24, agent_item=guard)
     assert (found.outcome, found.not_started) == (ClaimOutcome.REFUSED, "paused")
     # the same execution's retried claim finds its refusal; nothing was counted or opened
@@ -107,14 +107,14 @@ def test_a_stopped_chain_starts_no_further_run(env: Env) -> None:
     stops = Stops(env.deps)
     env.stack.wait_quiet(30)
     # a1 ran and woke b1, which ran: two runs of the chain; now bob stops it
-    assert sorted(r.agent_id for r in env.deps.ledger.runs_in_room("r1")) == ["a1", "b1"]
+    assert sorted(r.agent_id for r in env.deps.ledger.runs_in_room("r1")) == ["acme.a1", "bolt.b1"]
     assert stops.stop_chain("r1", msg.id, BOB) == (True, 0)
     assert stops.stop_chain("r1", msg.id, BOB) == (False, 0), "idempotent: one notice"
     stop_notices = [t for t in _notices(env) if "was stopped by bob (bolt)" in t]
     assert len(stop_notices) == 1
     # a wake of the stopped chain (as a run of it would send) is claimed as not started
     wake = Wake(
-        agent_id="a1",
+        agent_id="acme.a1",
         wake_id="run:x:reply:a1",
         room_id="r1",
         hop=2,
@@ -140,7 +140,7 @@ def test_an_agent_item_without_a_pause_count_counts_as_never_paused(env: Env) ->
     """The claim and the stop guard take a missing ``pauses`` for 0: an agent item written
     without it still wakes and its run completes."""
     d = env.deps
-    d.room.db.update_item(TableName=d.room.table, Key=agent_key("a1"), UpdateExpression="REMOVE pauses")
+    d.room.db.update_item(TableName=d.room.table, Key=agent_key("acme.a1"), UpdateExpression="REMOVE pauses")
     env.server.set_script("a1", [{"reply": {"text": "here"}}])
     RoomService(d.room).post_message("r1", ANN, "@a1 hello", [])
     env.stack.wait_quiet(30)

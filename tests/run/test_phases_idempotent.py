@@ -54,12 +54,12 @@ def _wake(env: Env, text: str = "please plan") -> Wake:
         room_id="r1",
         author=Author(kind="person", id="ann", company="acme"),
         text=text,
-        to=["a1"],
+        to=["acme.a1"],
         created_at=now_iso(),
     )
     env.deps.room.put_message(msg)
     return Wake(
-        agent_id="a1",
+        agent_id="acme.a1",
         wake_id="msg:m-1",
         room_id="r1",
         hop=0,
@@ -75,7 +75,14 @@ def test_every_write_phase_twice_writes_once(env: Env) -> None:
     bob = Author(kind="person", id="bob", company="bolt")
     now = now_iso()
     task = Task(
-        id="t-1", room_id="r1", title="Draft", body="Draft it", to="a1", created_by=bob, created_at=now, updated_at=now
+        id="t-1",
+        room_id="r1",
+        title="Draft",
+        body="Draft it",
+        to="acme.a1",
+        created_by=bob,
+        created_at=now,
+        updated_at=now,
     )
     env.deps.room.create_task(
         task, TaskEvent(id="tev-1", room_id="r1", task_id="t-1", kind="created", text="Draft", by=bob, created_at=now)
@@ -123,7 +130,7 @@ def test_every_write_phase_twice_writes_once(env: Env) -> None:
         closed = env.deps.room.get_task("r1", task.id)
         assert closed is not None and closed.status == "closed" and closed.result == "Finished."
         outbox = [i for i in room if i.get("type") == "outbox"]
-        assert len(outbox) == 1 and [w["agent_id"] for w in outbox[0]["wakes"]] == ["b1"]
+        assert len(outbox) == 1 and [w["agent_id"] for w in outbox[0]["wakes"]] == ["bolt.b1"]
         assert env.server.count("a1") == 1  # the repeated CallModel reused the stored reply
         ledger_run = env.deps.ledger.get_run(run_id)
         assert ledger_run is not None and ledger_run.status == "completed"

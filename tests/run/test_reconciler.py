@@ -60,7 +60,7 @@ def test_stopped_execution_gets_a_final_status_through_the_reconciler(env: Env) 
     # no reply in the room; its notices (the room's, and acme's with the cause) say so
     assert [m.kind for m in env.deps.room.all_messages("r1")] == ["message", "notice", "notice"]
     assert [m.text.split(" (")[0] for m in env.deps.room.recent_messages("r1", 10, reader="bolt")[1:]] == [
-        "a1 could not answer"
+        "acme.a1 could not answer"
     ]
 
 

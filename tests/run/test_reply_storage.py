@@ -77,17 +77,21 @@ def test_a_plain_reply_with_more_notices_than_a_transaction_holds_still_lands(en
     """A reply that @mentions 100 agents past the hop limit has 100 notices: more than one
     transaction holds (100 entries with the reply and the final write), so the reply, its
     notices and the final write land one after another instead, all of them."""
+    from runhelpers import ANN as ACME_ANN
+    from runhelpers import BOB
+
     from quaylocal import calls as C
-    from quayutec.models import Agent, Room
+    from quayutec.logic.services import Services
 
     d = env.deps
     names = [f"n{i}" for i in range(100)]
     with C.owner(C.SETUP):
-        d.room.put_room(Room(id="crowd", members=["acme", "bolt"], hop_limit=0))
-        d.room.add_room_agent("crowd", "a1")
+        svc = Services(d)  # as through the API: the room, acme's a1 and bolt's 100 agents
+        svc.rooms.create(ACME_ANN, name="crowd", members=["bolt"], hop_limit=0, room_id="crowd")
+        svc.rooms.place_agent(ACME_ANN, "crowd", "a1")
         for name in names:
-            d.room.put_agent(Agent(id=f"bolt.{name}", company="bolt", provider="openai", model="m"))
-            d.room.add_room_agent("crowd", f"bolt.{name}")
+            svc.agents.register(BOB, name=name, provider="openai", model="m")
+            svc.rooms.place_agent(BOB, "crowd", name)
     env.server.set_script("a1", [{"reply": {"text": "Hello " + " ".join(f"@{n}" for n in names), "actions": []}}])
 
     def post() -> None:

@@ -27,9 +27,9 @@ def test_a_room_written_again_keeps_its_agents_and_memory(env: Env) -> None:
         )
         d.room.put_room(Room(id="r1", members=["acme", "bolt"], hop_limit=3))
     reads = d.room.run_reads(
-        agent_id="a1", room_id="r1", cause_kind="message", cause_id="x", task_id=None, index_pk="ROOM#r1#FILES"
+        agent_id="acme.a1", room_id="r1", cause_kind="message", cause_id="x", task_id=None, index_pk="ROOM#r1#FILES"
     )
-    assert reads.agents == {"a1": "acme", "b1": "bolt"} and reads.memory == {"room"}
+    assert reads.agents == {"acme.a1": "acme", "bolt.b1": "bolt"} and reads.memory == {"room"}
     assert reads.room is not None and reads.room.hop_limit == 3
 
 
@@ -47,6 +47,6 @@ def test_runs_writing_memory_write_the_room_item_once_per_partition(env: Env) ->
     lines = env.deps.room.all_memory("r1", ["acme"])
     assert sorted(m.text for m in lines) == ["a line 0", "a line 1", "a line 2"]
     reads = env.deps.room.run_reads(
-        agent_id="a1", room_id="r1", cause_kind="message", cause_id="x", task_id=None, index_pk="ROOM#r1#FILES"
+        agent_id="acme.a1", room_id="r1", cause_kind="message", cause_id="x", task_id=None, index_pk="ROOM#r1#FILES"
     )
     assert reads.memory == {"room"}

@@ -86,7 +86,7 @@ def test_the_cost_line_matches_the_call_recorder_and_the_history(env: Env) -> No
     assert set(run.cost.estimated) == {"billed_ms", "transitions", "usd", "usd_model_excluded", "model_usd"}
     # Tokens: what the local provider server's reply reported; claude-test has no price, so the
     # USD figure is the AWS side alone and says so.
-    sent = [r.usage for r in env.server.requests if r.agent_id == "a1"][-1]
+    sent = [r.usage for r in env.server.requests if r.agent_id == "acme.a1"][-1]
     assert {m: (t.input, t.output, t.replies) for m, t in run.cost.tokens.items()} == {
         "claude-test": (sent["input"], sent["output"], 1)
     }

@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import contextvars
 
-from runhelpers import Env
+from runhelpers import BOB, Env
 
 from quaylab.costs import plain_runs
 from quaylocal import calls as C
 from quayutec.logic.room_service import RoomService
-from quayutec.models import Agent, Author
+from quayutec.logic.services import Services
+from quayutec.models import Author
 
 
 def _add_agents(env: Env, start: int, stop: int) -> None:
     d = env.deps
     with C.owner(C.SETUP):
+        svc = Services(d)  # bolt's person registers and places them, as through the API
         for i in range(start, stop):
-            d.room.put_agent(Agent(id=f"n{i:04d}", company="bolt", provider="openai", model="gpt-test"))
-            d.room.add_room_agent("r1", f"n{i:04d}", "bolt")
+            svc.agents.register(BOB, name=f"n{i:04d}", provider="openai", model="gpt-test")
+            svc.rooms.place_agent(BOB, "r1", f"bolt.n{i:04d}")
 
 
 def test_the_state_is_the_same_size_with_10_or_1000_agents(env: Env) -> None:
@@ -39,4 +41,4 @@ def test_the_state_is_the_same_size_with_10_or_1000_agents(env: Env) -> None:
     msg = contextvars.copy_context().run(
         rooms.post_message, "r1", Author(kind="person", id="ann", company="acme"), "@N0997 and @n0000, @b1", []
     )
-    assert msg.mentions == ["n0997", "n0000", "b1"], msg.mentions
+    assert msg.mentions == ["bolt.n0997", "bolt.n0000", "bolt.b1"], msg.mentions

@@ -50,23 +50,23 @@ def test_a_pause_stops_the_agents_run_waiting_on_its_model_and_it_writes_nothing
     rooms = RoomService(env.deps.room)
     rooms.post_message("r1", ANN, "@a1 start", [])
     _until(lambda: env.server.count("a1") == 1)  # the request is at the model
-    a1 = env.deps.room.get_agent("a1")
+    a1 = env.deps.room.get_agent("acme.a1")
     assert a1 is not None
     paused = _stops(env).pause(a1, ANN)
     assert paused.changed
     env.stack.wait_quiet(30)
-    [run] = _runs_of(env, "a1")
+    [run] = _runs_of(env, "acme.a1")
     assert run.status == "stopped" and run.reply_message_id is None
     assert run.active_agent is None and run.active_chain is None, "out of the active-runs indexes"
-    assert _texts_by(env, "a1") == [], "nothing of the run landed after the pause"
-    assert env.server.count("b1") == 0 and _runs_of(env, "b1") == []
-    assert env.deps.ledger.active_runs(agent_id="a1") == []
+    assert _texts_by(env, "acme.a1") == [], "nothing of the run landed after the pause"
+    assert env.server.count("b1") == 0 and _runs_of(env, "bolt.b1") == []
+    assert env.deps.ledger.active_runs(agent_id="acme.a1") == []
     _stops(env).resume(paused.agent, ANN)
     rooms.post_message("r1", ANN, "@a1 once more", [])
     env.stack.wait_quiet(30)
-    runs = sorted(_runs_of(env, "a1"), key=lambda r: r.started_at)
+    runs = sorted(_runs_of(env, "acme.a1"), key=lambda r: r.started_at)
     assert [r.status for r in runs] == ["stopped", "completed"]
-    assert _texts_by(env, "a1") == ["back again"]
+    assert _texts_by(env, "acme.a1") == ["back again"]
 
 
 def test_a_run_claimed_before_a_pause_stays_stopped_after_a_quick_resume(env: Env) -> None:
@@ -75,14 +75,14 @@ def test_a_run_claimed_before_a_pause_stays_stopped_after_a_quick_resume(env: En
     env.server.set_script("a1", [{"reply": {"text": "late words"}, "delay_s": 1.5}])
     RoomService(env.deps.room).post_message("r1", ANN, "@a1 start", [])
     _until(lambda: env.server.count("a1") == 1)
-    a1 = env.deps.room.get_agent("a1")
+    a1 = env.deps.room.get_agent("acme.a1")
     assert a1 is not None
     paused = _stops(env).pause(a1, ANN).agent
     resumed = _stops(env).resume(paused, ANN).agent
     assert resumed.paused_at is None and resumed.pauses == 1
     env.stack.wait_quiet(30)
-    [run] = _runs_of(env, "a1")
-    assert run.status == "stopped" and _texts_by(env, "a1") == []
+    [run] = _runs_of(env, "acme.a1")
+    assert run.status == "stopped" and _texts_by(env, "acme.a1") == []
 
 
 def test_a_pause_ends_the_agents_run_parked_on_an_approval(env: Env) -> None:
@@ -102,13 +102,13 @@ def test_a_pause_ends_the_agents_run_parked_on_an_approval(env: Env) -> None:
         ],
     )
     RoomService(env.deps.room).post_message("r1", ANN, "@a1 start", [])
-    _until(lambda: any(r.status == "waiting_approval" for r in _runs_of(env, "a1")))
-    a1 = env.deps.room.get_agent("a1")
+    _until(lambda: any(r.status == "waiting_approval" for r in _runs_of(env, "acme.a1")))
+    a1 = env.deps.room.get_agent("acme.a1")
     assert a1 is not None
     paused = _stops(env).pause(a1, ANN)
     assert paused.stopping == 1, "one parked run was ended"
     env.stack.wait_quiet(30)
-    [run] = _runs_of(env, "a1")
+    [run] = _runs_of(env, "acme.a1")
     assert run.status == "stopped" and run.reply_message_id, "the reply was posted before the pause"
     [approval] = env.deps.room.approvals("r1")
     assert approval.status == "stopped" and approval.decided_by == "ann"
@@ -132,10 +132,10 @@ def test_stopping_a_chain_stops_its_runs_in_flight_and_leaves_other_chains(env: 
     stopped, stopping = _stops(env).stop_chain("r1", msg.id, BOB)
     assert stopped and stopping == 0  # running, not parked: its guard stops it
     env.stack.wait_quiet(30)
-    [run] = _runs_of(env, "a1")
+    [run] = _runs_of(env, "acme.a1")
     assert run.status == "stopped" and run.reply_message_id is None and run.chain_id == msg.id
-    assert _texts_by(env, "a1") == [] and env.server.count("b1") == 0
+    assert _texts_by(env, "acme.a1") == [] and env.server.count("b1") == 0
     rooms.post_message("r1", ANN, "@a1 something else", [])
     env.stack.wait_quiet(30)
-    assert sorted(r.status for r in _runs_of(env, "a1")) == ["completed", "stopped"]
-    assert _texts_by(env, "a1") == ["other chain"]
+    assert sorted(r.status for r in _runs_of(env, "acme.a1")) == ["completed", "stopped"]
+    assert _texts_by(env, "acme.a1") == ["other chain"]

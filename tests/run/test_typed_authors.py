@@ -1,15 +1,17 @@
 """Issue 10, finding 4: authors are typed wherever ids are compared (design §5). Company bolt's
-person ``bob`` creates a task for bolt's agent; company acme registers an agent whose id is also
-``bob``: it is neither the task's creator (a person) nor its assignee, so its ``update_task`` and
+person ``bob`` creates a task for bolt's agent; company acme registers an agent named
+``bob`` (``acme.bob``): it is neither the task's creator (a person) nor its assignee, so its ``update_task`` and
 ``close_task`` are denied and nothing is written, through the real run path."""
 
 from __future__ import annotations
 
 import pytest
+from runhelpers import ANN as ACME_ANN
 from runhelpers import Env
 
 from quayutec.logic import rights
 from quayutec.logic.room_service import RoomService
+from quayutec.logic.services import Services
 from quayutec.models import Agent, Author, Task
 
 ANN = Author(kind="person", id="ann", company="acme")
@@ -21,8 +23,9 @@ def test_an_agent_named_like_the_creating_person_cannot_update_or_close_the_task
     rooms = RoomService(d.room)
     task = rooms.create_task("r1", BOB, "b1", "Bolt's own work", "For b1 only.")
     env.stack.wait_quiet(30)
-    d.room.put_agent(Agent(id="bob", company="acme", provider="anthropic", model="claude-test", instructions="."))
-    d.room.add_room_agent("r1", "bob")
+    svc = Services(d)  # acme's person registers and places it, as through the API
+    svc.agents.register(ACME_ANN, name="bob", provider="anthropic", model="claude-test", instructions=".")
+    svc.rooms.place_agent(ACME_ANN, "r1", "bob")
     env.server.keys["bob"] = env.keys["acme"]
     env.server.set_script(
         "bob",
@@ -40,7 +43,7 @@ def test_an_agent_named_like_the_creating_person_cannot_update_or_close_the_task
     )
     rooms.post_message("r1", ANN, "@bob tidy up", [])
     env.stack.wait_quiet(30)
-    [run] = [r for r in d.ledger.runs_in_room("r1") if r.agent_id == "bob"]
+    [run] = [r for r in d.ledger.runs_in_room("r1") if r.agent_id == "acme.bob"]
     assert run.status == "completed", run
     actions = d.ledger.actions(run.run_id)
     assert [(a.kind, a.decision, a.outcome) for a in actions] == [

@@ -33,11 +33,11 @@ def test_a_run_that_could_not_answer_tells_the_room_and_its_company_why(env: Env
     def notices(reader: str) -> list[str]:
         return [m.text for m in env.deps.room.recent_messages("r1", 20, reader=reader) if m.kind == "notice"]
 
-    public = f"a1 could not answer (run {run.run_id}); ask again to retry."
+    public = f"acme.a1 could not answer (run {run.run_id}); ask again to retry."
     assert notices("bolt") == [public]  # another company: that it did not answer, never why
     (acme_public, why) = notices("acme")
     assert acme_public == public
-    assert why.startswith(f"Why a1 did not answer (run {run.run_id}, failed_before_reply): ")
+    assert why.startswith(f"Why acme.a1 did not answer (run {run.run_id}, failed_before_reply): ")
     assert "invalid x-api-key" in why or "authentication" in why.lower(), why
     # a second close of the same run (the reconciler after RecordFailure) writes nothing more
     assert close_failed_run(env.deps, run.run_id, None, "ExecutionFailed", "again") is None

@@ -30,10 +30,10 @@ def test_to_and_mention_of_one_agent_is_one_wake_and_one_run(env: Env) -> None:
     msg = RoomService(env.deps.room).post_message("r1", ANN, "@a1 hello @a1", ["a1"])
     env.stack.wait_quiet(30)
     names = [e["name"] for e in _executions(env)]
-    assert names == [execution_name("a1", f"msg:{msg.id}")]
+    assert names == [execution_name("acme.a1", f"msg:{msg.id}")]
     assert env.server.count("a1") == 1 and env.server.count("b1") == 0
     replies = [m for m in env.deps.room.all_messages("r1") if m.kind == "reply"]
-    assert [m.author.id for m in replies] == ["a1"]
+    assert [m.author.id for m in replies] == ["acme.a1"]
 
 
 def test_task_wakes_assignee_and_agent_creator_on_someone_elses_update(env: Env) -> None:
@@ -53,7 +53,7 @@ def test_task_wakes_assignee_and_agent_creator_on_someone_elses_update(env: Env)
     rooms.post_message("r1", ANN, "@a1 get b1 to check", [])
     env.stack.wait_quiet(30)
     [task] = env.deps.room.all_tasks("r1")
-    assert task.created_by.id == "a1" and env.server.count("b1") == 1  # b1 woke on the new task (echo reply)
+    assert task.created_by.id == "acme.a1" and env.server.count("b1") == 1  # b1 woke on the new task (echo reply)
     rooms.task_event("r1", BOB, task.id, "update", "Half way.")
     env.stack.wait_quiet(30)
     assert env.server.count("b1") == 2 and env.server.count("a1") == 2  # assignee and the agent that created it
@@ -69,7 +69,7 @@ def test_poison_wake_goes_to_the_dlq_and_spares_its_batch(env: Env) -> None:
     with env.stack.paused():
         good = msg.post_message("r1", ANN, "hello", [])  # no recipients: no wake of its own
         wake = {
-            "agent_id": "a1",
+            "agent_id": "acme.a1",
             "wake_id": f"msg:{good.id}",
             "room_id": "r1",
             "hop": 0,
@@ -91,6 +91,6 @@ def test_poison_wake_goes_to_the_dlq_and_spares_its_batch(env: Env) -> None:
         time.sleep(0.2)
     assert [m["Body"] for m in found] == ["{not json"]
     env.stack.wait_quiet(30)
-    assert [e["name"] for e in _executions(env)] == [execution_name("a1", f"msg:{good.id}")]
+    assert [e["name"] for e in _executions(env)] == [execution_name("acme.a1", f"msg:{good.id}")]
     # Delivered once: no repeat counted, and a first delivery writes nothing to the ledger.
-    assert env.deps.ledger.deliveries("a1", f"msg:{good.id}") == {}
+    assert env.deps.ledger.deliveries("acme.a1", f"msg:{good.id}") == {}

@@ -42,10 +42,13 @@ class Rooms:
         hop_limit: int | None = None,
         max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN,
         idempotency_key: str | None = None,
+        room_id: str | None = None,
     ) -> RoomView:
         """A new room of the caller's company and ``members``. Its id is the service's
         (:func:`quayutec.logic.ids.new_room_id`): a caller never learns that an id is taken,
         since it never chooses one; a repeat with the same Idempotency-Key gets the same room.
+        ``room_id``: set-up only (the test fixtures' fixed ids, as ``Companies.create``'s
+        ``rights_policy``); the API never passes one, its callers never pick an id.
         Raises Forbidden (an operator), LimitReached, InvalidInput (an unknown company),
         Conflict (an id collision: retry)."""
         company = who.require_company()
@@ -57,7 +60,7 @@ class Rooms:
         if unknown:
             raise InvalidInput(f"members: no such company: {', '.join(unknown)}")
         room = Room(
-            id=ids.new_room_id(idempotency_key),
+            id=room_id or ids.new_room_id(idempotency_key),
             name=name,
             members=all_members,
             hop_limit=hop_limit,
