@@ -52,6 +52,17 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
+class _Paged(_Out):
+    """A page of a listing (docs/design.md §14): at most `limit` items and about 1 MB of JSON."""
+
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass as `cursor` for the next page; absent or null on the last page. A page is short "
+        "(fewer than `limit` items) when its items reached the byte bound or a bounded read ended: only "
+        "`next_cursor` says whether more follow",
+    )
+
+
 # ----------------------------------------------------------------------------- companies, tokens
 class CompanyIn(_In):
     id: CompanyId = Field(
@@ -141,7 +152,7 @@ class RoomOut(_Out):
     agents: list[RoomAgentOut] = Field(default_factory=list)
 
 
-class RoomList(_Out):
+class RoomList(_Paged):
     rooms: list[str]
 
 
@@ -261,9 +272,8 @@ class MessageIn(_In):
     to: list[AgentId] = Field(default_factory=list, max_length=50, description="Agents of the room to wake")
 
 
-class MessagePage(_Out):
+class MessagePage(_Paged):
     messages: list[Message]
-    next_cursor: str | None = None
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -285,7 +295,7 @@ class TaskOut(Task):
     events: list[TaskEvent] = Field(default_factory=list)
 
 
-class TaskList(_Out):
+class TaskList(_Paged):
     tasks: list[Task]
 
 
@@ -295,12 +305,12 @@ class MemoryIn(_In):
     visibility: Visibility
 
 
-class MemoryList(_Out):
+class MemoryList(_Paged):
     lines: list[MemoryLine]
 
 
 # ----------------------------------------------------------------------------- approvals
-class ApprovalList(_Out):
+class ApprovalList(_Paged):
     approvals: list[ApprovalRequest]
 
 
@@ -316,7 +326,7 @@ class ChainStopped(_Out):
     )
 
 
-class RunList(_Out):
+class RunList(_Paged):
     runs: list[RunRecord]
     not_started: list[NotStartedRecord] = Field(
         default_factory=list,

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from quayutec.cost import prices
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import InvalidInput, NotFound
 from quayutec.logic.access import Principal, member_room
 from quayutec.logic.stops import Stops
-from quayutec.models import ActionRecord, ModelRequestRecord, NotStartedRecord, RunCost, RunRecord, iso
+from quayutec.models import ActionRecord, ModelRequestRecord, RunCost, RunRecord, iso
 
 
 @dataclass(frozen=True)
@@ -46,16 +47,15 @@ class Runs:
         self.store = deps.room
         self.ledger = deps.ledger
 
-    def in_room(self, who: Principal, room_id: str, limit: int) -> tuple[list[RunRecord], list[NotStartedRecord]]:
-        """The caller's company's runs in the room, newest first, and its wakes refused before
-        a run started: ``limit`` of each. Raises NotFound."""
+    def page(self, who: Principal, room_id: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the caller's company's runs in the room and of its wakes refused before a
+        run started, newest first, ``limit`` of each, from ``cursor`` on
+        (:meth:`quayutec.dal.ledger.Ledger.runs_page`: parts ``runs`` and ``not_started``).
+        Raises NotFound, InvalidInput (a cursor this listing did not hand out)."""
         member_room(self.store, room_id, who)
-        company = who.require_company()
         # Keyed by (room, company): each read reads this company's items only, `limit` of them
-        # (design §14), however many runs other companies have in the room.
-        runs = self.ledger.runs_in_room(room_id, company, limit=limit)
-        refused = self.ledger.not_started_in_room(room_id, company, limit=limit)
-        return runs, refused
+        # (design §14), however many runs other companies or the room's history hold.
+        return self.ledger.runs_page(room_id, who.require_company(), limit, cursor)
 
     def cost(self, who: Principal, room_id: str, since: str | None = None) -> RoomCost:
         """The summed cost lines of the caller's company's runs in the room since ``since``.
