@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.shared.json_encoder import Encoder
@@ -34,25 +35,30 @@ def serialized_bytes(item: Any) -> int:
     return len(SERIALIZER(value).encode("utf-8"))
 
 
-def fit(page: Page, budget: int | None = None) -> tuple[dict[str, list[Any]], str | None]:
-    """The items of each part of ``page`` that the page hands out, and the next page's cursor.
-    Parts are filled in order, from one budget (``None``: :data:`PAGE_BYTES`); once an item does
-    not fit, no later item of any part is added, and the cursor continues at it."""
+@dataclass(frozen=True)
+class Fitted:
+    """What a page hands out: each part's items (``parts``), all of them in the page's order
+    (``items``) and the next page's cursor (``None``: the last page)."""
+
+    parts: dict[str, list[Any]]
+    items: list[Any]
+    next_cursor: str | None
+
+
+def fit(page: Page, budget: int | None = None) -> Fitted:
+    """The items of ``page`` that the page hands out, in its order
+    (:meth:`quayutec.dal.pages.Page.sequence`), from one budget (``None``: :data:`PAGE_BYTES`):
+    once an item does not fit, no later item is added, and the cursor continues at it."""
     budget = PAGE_BYTES if budget is None else budget
-    used = total = 0
-    full = False
-    out: dict[str, list[Any]] = {}
-    kept: dict[str, int] = {}
-    for name, rows in page.parts.items():
-        n = 0
-        for item in rows.items if not full else ():
-            size = serialized_bytes(item) + (1 if n else 0)  # the comma before it
-            if total and used + size > budget:
-                full = True
-                break
-            used += size
-            n += 1
-            total += 1
-        out[name] = rows.items[:n]
-        kept[name] = n
-    return out, page.cursor(kept)
+    used = 0
+    kept = dict.fromkeys(page.parts, 0)
+    items: list[Any] = []
+    for name in page.sequence():
+        item = page.parts[name].items[kept[name]]
+        size = serialized_bytes(item) + (1 if items else 0)  # the comma before it
+        if items and used + size > budget:
+            break
+        used += size
+        kept[name] += 1
+        items.append(item)
+    return Fitted({n: page.parts[n].items[:k] for n, k in kept.items()}, items, page.cursor(kept))

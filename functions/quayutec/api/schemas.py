@@ -52,7 +52,7 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
-class _Paged(_Out):
+class Paged(_Out):
     """A page of a listing (docs/design.md §14): at most `limit` items and about 1 MB of JSON."""
 
     next_cursor: str | None = Field(
@@ -152,7 +152,13 @@ class RoomOut(_Out):
     agents: list[RoomAgentOut] = Field(default_factory=list)
 
 
-class RoomList(_Paged):
+class MembersPage(RoomOut):
+    """A room's member companies and a page of its agents (``GET /rooms/{room}/members``)."""
+
+    next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page of `agents`")
+
+
+class RoomList(Paged):
     rooms: list[str]
 
 
@@ -272,7 +278,7 @@ class MessageIn(_In):
     to: list[AgentId] = Field(default_factory=list, max_length=50, description="Agents of the room to wake")
 
 
-class MessagePage(_Paged):
+class MessagePage(Paged):
     messages: list[Message]
 
 
@@ -295,7 +301,7 @@ class TaskOut(Task):
     events: list[TaskEvent] = Field(default_factory=list)
 
 
-class TaskList(_Paged):
+class TaskList(Paged):
     tasks: list[Task]
 
 
@@ -305,12 +311,12 @@ class MemoryIn(_In):
     visibility: Visibility
 
 
-class MemoryList(_Paged):
+class MemoryList(Paged):
     lines: list[MemoryLine]
 
 
 # ----------------------------------------------------------------------------- approvals
-class ApprovalList(_Paged):
+class ApprovalList(Paged):
     approvals: list[ApprovalRequest]
 
 
@@ -326,7 +332,7 @@ class ChainStopped(_Out):
     )
 
 
-class RunList(_Paged):
+class RunList(Paged):
     runs: list[RunRecord]
     not_started: list[NotStartedRecord] = Field(
         default_factory=list,

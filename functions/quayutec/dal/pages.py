@@ -77,6 +77,10 @@ class Rows(Generic[T]):
     start: Position = None
     end: Position = END
 
+    def head(self, n: int) -> Rows[T]:
+        """The first ``n`` rows, ending where the ``n``-th ends."""
+        return Rows(self.items[:n], self.keys[:n], self.start, self.position(n))
+
     def position(self, n: int) -> Position:
         """The position after the first ``n`` items (``n == len(items)``: :attr:`end`)."""
         if n >= len(self.items):
@@ -142,6 +146,15 @@ class Page:
 
     listing: str
     parts: dict[str, Rows[Any]]
+    #: The page's items in its order, as the part each comes from (each part's items in their
+    #: own order): a page merged from several parts. ``None``: the parts one after another.
+    order: list[str] | None = None
+
+    def sequence(self) -> list[str]:
+        """:attr:`order`, or the parts one after another."""
+        if self.order is not None:
+            return self.order
+        return [name for name, rows in self.parts.items() for _ in rows.items]
 
     def cursor(self, kept: Mapping[str, int] | None = None) -> str | None:
         """The next page's cursor when the first ``kept[part]`` items of each part are handed
@@ -150,6 +163,10 @@ class Page:
             self.listing,
             {name: rows.position(len(rows.items) if kept is None else kept[name]) for name, rows in self.parts.items()},
         )
+
+    def map(self, fn: Callable[[Any], Any]) -> Page:
+        """The same page with every item of every part passed through ``fn``."""
+        return Page(self.listing, {name: rows.map(fn) for name, rows in self.parts.items()}, self.order)
 
     def only(self) -> Rows[Any]:
         """The one part of a single-part page."""

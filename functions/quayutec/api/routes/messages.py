@@ -38,5 +38,5 @@ def list_messages(
 ) -> MessagePage:
     """At most `limit` messages and about 1 MB of JSON (docs/design.md §14); `next_cursor`
     continues in the same order."""
-    parts, next_cursor = fit(services().messages.page(caller(), room_id, limit, cursor, newest_first=order == "desc"))
-    return MessagePage(messages=parts["messages"], next_cursor=next_cursor)
+    page = fit(services().messages.page(caller(), room_id, limit, cursor, newest_first=order == "desc"))
+    return MessagePage(messages=page.parts["messages"], next_cursor=page.next_cursor)

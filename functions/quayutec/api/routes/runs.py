@@ -33,8 +33,8 @@ router = APIGatewayRouter()
 def list_runs(room_id: RoomId, limit: Limit = 50, cursor: Cursor = None) -> RunList:
     """A page of runs and of refused wakes, each newest first and at most `limit`, bounded in
     bytes (docs/design.md §14); `next_cursor` continues both."""
-    parts, next_cursor = fit(services().runs.page(caller(), room_id, limit, cursor))
-    return RunList(runs=parts["runs"], not_started=parts["not_started"], next_cursor=next_cursor)
+    page = fit(services().runs.page(caller(), room_id, limit, cursor))
+    return RunList(runs=page.parts["runs"], not_started=page.parts["not_started"], next_cursor=page.next_cursor)
 
 
 @router.get(

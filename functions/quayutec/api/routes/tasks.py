@@ -31,8 +31,8 @@ def list_tasks(
 ) -> TaskList:
     """Oldest first, at most `limit` tasks and about 1 MB of JSON a page (docs/design.md §14);
     `next_cursor` continues with the same `status`."""
-    parts, next_cursor = fit(services().tasks.page(caller(), room_id, limit, cursor, status))
-    return TaskList(tasks=parts["tasks"], next_cursor=next_cursor)
+    page = fit(services().tasks.page(caller(), room_id, limit, cursor, status))
+    return TaskList(tasks=page.parts["tasks"], next_cursor=page.next_cursor)
 
 
 @router.get("/rooms/<room_id>/tasks/<task_id>", tags=["tasks"], summary="A task and its events")
