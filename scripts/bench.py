@@ -617,7 +617,7 @@ def main() -> None:
     print(f"retrieval reads per run (cold index cache): {retrieval_figures}")
     print(
         f"a company's runs page (limit {RUNS_PAGE_LIMIT}, 30 runs of its own): "
-        + ", ".join(f"{k}: {v['queries']} query, {v['items_read']} items read" for k, v in runs_page.items())
+        + ", ".join(f"{k}: {v['queries']} queries, {v['items_read']} items read" for k, v in runs_page.items())
     )
     print(
         f"big room (10x the history: messages, runs, approvals, tasks, memory): one page of each listing reads "
