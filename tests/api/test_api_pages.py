@@ -219,3 +219,51 @@ def test_a_limit_out_of_range_names_the_parameter(light_world: World, path: str,
     r = light_world.api.call("GET", f"{path}?limit={limit}", light_world.tokens["ann"])
     assert r.status == 422 and r.body["error"] == "validation_error", (r.status, r.body)
     assert "query.limit" in r.body["message"] and [f["field"] for f in r.body["fields"]] == ["query.limit"]
+
+
+# ----------------------------------------------------------------------------- the document
+LISTINGS = {
+    "/rooms": "RoomList",
+    "/rooms/{room_id}/runs": "RunList",
+    "/rooms/{room_id}/messages": "MessagePage",
+    "/rooms/{room_id}/tasks": "TaskList",
+    "/rooms/{room_id}/approvals": "ApprovalList",
+    "/rooms/{room_id}/memory": "MemoryList",
+    "/rooms/{room_id}/files": "FileList",
+    "/rooms/{room_id}/members": "MembersPage",
+}
+
+
+def test_the_openapi_document_names_limit_cursor_and_next_cursor_on_every_listing() -> None:
+    from quayutec.api.app import openapi_json
+
+    doc = json.loads(openapi_json())
+    for path, schema in LISTINGS.items():
+        op = doc["paths"][path]["get"]
+        query = {p["name"]: p["schema"] for p in op["parameters"] if p["in"] == "query"}
+        assert query["limit"].get("minimum") == 1 and query["limit"].get("maximum") == 200, path
+        assert "cursor" in query, path
+        assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(schema)
+        assert "next_cursor" in doc["components"]["schemas"][schema]["properties"], schema
+
+
+def test_the_byte_bound_measures_what_the_resolver_writes() -> None:
+    """The page's items as the API serializes them: escapes counted, the bound never passed but
+    by a page's one item."""
+    from quayutec.api.pages import SERIALIZER, fit, serialized_bytes
+    from quayutec.dal.pages import END, Page, Rows
+    from quayutec.models import Author, Message
+
+    ann = Author(kind="person", id="ann", company="acme")
+    items = [
+        Message(id=f"m{i}", room_id="r", author=ann, text=CONTROL_TEXT if i % 2 else EMOJI_BODY, created_at="t")
+        for i in range(40)
+    ]
+    keys = [{"pk": "ROOM#r#MSG", "sk": f"MSG#m{i}"} for i in range(40)]
+    page = Page("messages:asc:r", {"messages": Rows(items, keys, None, END)})
+    got = fit(page)
+    body = SERIALIZER([m.model_dump(mode="json") for m in got.items])
+    assert len(body.encode()) <= PAGE_BYTES < len(body.encode()) + serialized_bytes(items[len(got.items)])
+    assert serialized_bytes(items[1]) > 6 * len(CONTROL_TEXT) and serialized_bytes(items[0]) > 12 * 16_000
+    assert got.next_cursor and fit(page, budget=1).items == items[:1]  # always one item
+    assert fit(Page("x", {"messages": Rows(items[:2], keys[:2], None, END)})).next_cursor is None
