@@ -35,6 +35,7 @@ them, so each index holds the runs a pause or a chain's stop has to reach.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -592,6 +593,26 @@ class LedgerStore:
         items = self._by_room(keys.runs_by_room_pk(room_id), company, limit, since)
         runs = [RunRecord.model_validate(_plain(i)) for i in items]
         return runs if company is not None else sorted(runs, key=lambda r: (r.started_at, r.run_id))
+
+    def runs_since(self, room_id: str, company: str, since: str | None = None) -> Iterator[RunRecord]:
+        """``company``'s runs in ``room_id`` started at or after ``since`` (ISO-8601 UTC, or all),
+        newest first, one DynamoDB page at a time in memory (its key range on ``runs_by_room``,
+        design §14): what ``GET /rooms/{room}/cost`` sums. Its reads grow with the runs it
+        yields. Raises TransientError on throttling."""
+        query = {
+            "TableName": self.table,
+            "IndexName": "runs_by_room",
+            "KeyConditionExpression": "gsi1pk = :pk AND gsi1sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": keys.runs_by_room_pk(room_id),
+                ":lo": f"{company}#{since or ''}",
+                ":hi": f"{company}$",
+            },
+            "ScanIndexForward": False,
+        }
+        with transient_errors():
+            for item in paginate_query(self.db.query, **query):
+                yield RunRecord.model_validate(_plain(item))
 
     def runs_page(self, room_id: str, company: str, limit: int, cursor: str | None = None) -> Page:
         """One page of ``company``'s runs in ``room_id`` and of its wakes the claim refused, each
