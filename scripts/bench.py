@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
 
 from runhelpers import ANN, BOB, make_room
 
+from quaylab.big_room import big_room_figures
 from quaylab.costs import RunFigures, plain_runs, retrieval_reads, runs_page_reads, seed_room_runs
 from quaylocal import calls
 from quaylocal.provider_server import ProviderServer
@@ -278,6 +279,10 @@ def budget_report(figures: dict, pydantic_floor_ms: float) -> dict:
         )
     reads = figures["retrieval_reads_per_run"]
     report["retrieval_reads_per_run"] = {"value": reads, "budget": "constant", "met": len(set(reads.values())) == 1}
+    for key in ("reads_per_page", "reads_per_run"):  # a 10x room reads what a small one reads (design §14)
+        if key in figures.get("big_room", {}):
+            value = figures["big_room"][key]
+            report[f"big_room_{key}"] = {"value": value, "budget": "constant", "met": value["small"] == value["large"]}
     if "local_demo_s" in figures:  # issue 13 item 4's targets for the local engine
         local = {
             "local_idle_cpu_percent": (figures["local_idle_cpu_percent"], LOCAL_IDLE_CPU_PERCENT),
@@ -573,6 +578,7 @@ def main() -> None:
             room: retrieval_reads(stack, server, room, text="where is the vault code?") for room in file_rooms(stack)
         }
         runs_page = runs_page_figures()
+        big = big_room_figures(quay_deps.default_deps(), stack, server)
         rooms = RoomService(quay_deps.default_deps().room)
         ann = Author(kind="person", id="ann", company="acme")
         latencies = []
@@ -650,8 +656,21 @@ def main() -> None:
     print(f"retrieval reads per run (cold index cache): {retrieval_figures}")
     print(
         f"a company's runs page (limit {RUNS_PAGE_LIMIT}, 30 runs of its own): "
-        + ", ".join(f"{k}: {v['queries']} query, {v['items_read']} items read" for k, v in runs_page.items())
+        + ", ".join(f"{k}: {v['queries']} queries, {v['items_read']} items read" for k, v in runs_page.items())
     )
+    print(
+        f"big room (10x the history: messages, runs, approvals, tasks, memory): one page of each listing reads "
+        f"{big['reads_per_page']['small']} items in {big['calls_per_page']['small']} calls (small room) / "
+        f"{big['reads_per_page']['large']} items in {big['calls_per_page']['large']} calls (10x room); a plain run "
+        f"{big['reads_per_run']['small']} / {big['reads_per_run']['large']} AWS calls; page time ratio "
+        f"{big['page_time_ratio']} (10x / small, printed only)"
+    )
+    for name, small in big["pages"]["small"].items():
+        large = big["pages"]["large"][name]
+        print(
+            f"  {name:<10} {small['aws_calls']} calls, {small['items_read']} items read / "
+            f"{large['aws_calls']} calls, {large['items_read']} items read"
+        )
     boto3_ms = import_ms("import boto3")
     pydantic_ms = import_ms(PYDANTIC_FLOOR)
     cold_ms = {h: import_ms(first_invocation(h), handler=HANDLER_OF[h]) for h in HANDLERS}
@@ -696,6 +715,14 @@ def main() -> None:
         "state_bytes": state_bytes,
         # one page of acme's runs in a room alone, and with bolt's 10x as many runs (design §14): the same
         "runs_page_reads": runs_page,
+        # one page of every listing and one plain run, in a small room and one with 10x its history
+        # (design §14): the same counts; other big-room figures join this object
+        "big_room": {
+            "reads_per_page": big["reads_per_page"],
+            "calls_per_page": big["calls_per_page"],
+            "reads_per_run": big["reads_per_run"],
+            "page_time_ratio": big["page_time_ratio"],
+        },
     }
     widths = {str(m): chain_width(m) for m in (3, 5)}
     for m, w in widths.items():

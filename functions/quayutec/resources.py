@@ -58,8 +58,8 @@ ROOM_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
-        # Time order of a room's messages and of each memory partition (design §14):
-        # gsi2pk = the item's own partition, gsi2sk = "{created_at}#{id}".
+        # Time order of a room's messages, of each memory partition and of its tasks (design §14):
+        # gsi2pk = the item's own partition (a task: "ROOM#{room}#TASKS"), gsi2sk = "{created_at}#{id}".
         IndexDef("by_time", KeyAttr("gsi2pk"), KeyAttr("gsi2sk")),
         # Sparse index of open tasks per (room, assignee).
         IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),

@@ -477,3 +477,32 @@ def test_the_page_offers_task_actions_only_to_who_may_take_them(
                 page.context.close()
         finally:
             browser.close()
+
+
+def test_more_shows_the_next_page_of_a_list(chromium: str, dev_url: str, room: dict[str, str]) -> None:
+    """Design §14: every listing is a page; the page reads the first and offers More while a
+    next page exists. A room of 120 memory lines (pages of 100) shows 100, then all 120 after More,
+    each once, and no More after the last page."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ann = QuayClient(dev_url, room["ann"])
+    room_id = ann.create_room("ledger-hall", ["bolt"])["id"]
+    for i in range(120):
+        ann.remember(room_id, f"line {i:03d}", "room")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context().new_page()
+            page.set_default_timeout(WAIT_MS)
+            _open_room(page, dev_url, room["ann"], room_id, "ledger-hall")
+            lines = page.locator("#memory li")
+            expect(lines).to_have_count(100)
+            expect(lines.first).to_contain_text("line 119")  # newest first
+            page.get_by_role("button", name="More: the next page of memory").click()
+            expect(lines).to_have_count(120)
+            expect(lines.last).to_contain_text("line 000")
+            expect(page.locator("#memory-more")).to_be_hidden()
+            texts = lines.all_inner_texts()
+            assert len({t.splitlines()[0] for t in texts}) == 120, "a line is shown twice"
+        finally:
+            browser.close()

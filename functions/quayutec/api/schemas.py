@@ -54,6 +54,17 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
+class Paged(_Out):
+    """A page of a listing (docs/design.md §14): at most `limit` items and about 1 MB of JSON."""
+
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass as `cursor` for the next page; absent or null on the last page. A page is short "
+        "(fewer than `limit` items) when its items reached the byte bound or a bounded read ended: only "
+        "`next_cursor` says whether more follow",
+    )
+
+
 # ----------------------------------------------------------------------------- companies, tokens
 class CompanyIn(_In):
     id: CompanyId = Field(
@@ -163,7 +174,13 @@ class RoomOut(_Out):
     agents: list[RoomAgentOut] = Field(default_factory=list)
 
 
-class RoomList(_Out):
+class MembersPage(RoomOut):
+    """A room's member companies and a page of its agents (``GET /rooms/{room}/members``)."""
+
+    next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page of `agents`")
+
+
+class RoomList(Paged):
     rooms: list[str]
 
 
@@ -314,9 +331,8 @@ class MessageIn(_In):
     to: list[AgentId] = Field(default_factory=list, max_length=50, description="Agents of the room to wake")
 
 
-class MessagePage(_Out):
+class MessagePage(Paged):
     messages: list[Message]
-    next_cursor: str | None = None
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -338,7 +354,7 @@ class TaskOut(Task):
     events: list[TaskEvent] = Field(default_factory=list)
 
 
-class TaskList(_Out):
+class TaskList(Paged):
     tasks: list[Task]
 
 
@@ -348,12 +364,12 @@ class MemoryIn(_In):
     visibility: Visibility
 
 
-class MemoryList(_Out):
+class MemoryList(Paged):
     lines: list[MemoryLine]
 
 
 # ----------------------------------------------------------------------------- approvals
-class ApprovalList(_Out):
+class ApprovalList(Paged):
     approvals: list[ApprovalRequest]
 
 
@@ -369,7 +385,7 @@ class ChainStopped(_Out):
     )
 
 
-class RunList(_Out):
+class RunList(Paged):
     runs: list[RunRecord]
     not_started: list[NotStartedRecord] = Field(
         default_factory=list,

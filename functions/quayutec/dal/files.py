@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 from quayutec import resources as R
 from quayutec.dal import keys
 from quayutec.dal.aws import dynamodb, error_code, paginate_query, put_new, s3, transient_errors, update_if
+from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.models import RoomFile
 from quayutec.seams import observe
 
@@ -90,6 +91,21 @@ class FileStore:
             ExpressionAttributeValues={":pk": keys.files_pk(room_id), ":f": keys.FILE_PREFIX},
         )
         return sorted((RoomFile.model_validate(_strip(i)) for i in items), key=lambda f: (f.created_at, f.id))
+
+    def files_page(self, room_id: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the room's file records in id order (part ``files``), from ``cursor`` on:
+        one bounded query of the room's ``FILE#`` range (design §14). Raises InvalidInput (a
+        cursor this listing did not hand out), TransientError."""
+        listing = f"files:{room_id}"
+        spec = KeySpec({"pk": keys.files_pk(room_id)}, {"sk": keys.FILE_PREFIX})
+        start = decode_cursor(cursor, listing, {"files": spec})["files"]
+        query = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :f)",
+            "ExpressionAttributeValues": {":pk": keys.files_pk(room_id), ":f": keys.FILE_PREFIX},
+        }
+        rows = query_rows(self.db, query, limit, start, ("pk", "sk"))
+        return Page(listing, {"files": rows.map(lambda i: RoomFile.model_validate(_strip(i)))})
 
     def delete_file(self, room_id: str, file_id: str) -> None:
         with transient_errors():

@@ -10,7 +10,8 @@ Partitions (pk / sk):
 * ``AGENT#{id}`` / ``META`` — an always-on agent's configuration
 * ``ROOM#{id}`` / ``META`` — a room; ``MEMBER#{company}``, ``AGENT#{agent}`` and
   ``NAME#agent#{name}`` its members, agents and agent names; ``TASK#{task}``,
-  ``TEV#{task}#{event}``, ``APPROVAL#{run}#{index:03d}`` and ``OUTBOX#{id}``
+  ``TEV#{task}#{event}``, ``APPROVAL#{run}#{index:03d}`` and ``OUTBOX#{id}``; a task is on
+  ``by_time`` as ``ROOM#{id}#TASKS`` / ``{created_at}#{task}``
 * ``ROOM#{id}#MSG`` / ``MSG#{msg}`` — a message
 * ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines
 * ``ROOM#{id}#FILES`` / ``FILE#{file}`` and ``INDEX`` — room files (:mod:`quayutec.dal.files`)
@@ -131,6 +132,12 @@ def message_key(room_id: str, message_id: str) -> dict[str, str]:
 # ------------------------------------------------------------------ tasks
 def task_key(room_id: str, task_id: str) -> dict[str, str]:
     return {"pk": room_pk(room_id), "sk": f"{TASK_PREFIX}{task_id}"}
+
+
+def tasks_by_time_pk(room_id: str) -> str:
+    """The ``by_time`` GSI partition (``gsi2pk``) of a room's tasks, in creation order (sort key
+    :func:`time_sk`): a page of them is one bounded query (design §14)."""
+    return f"ROOM#{room_id}#TASKS"
 
 
 def task_event_prefix(task_id: str) -> str:

@@ -16,6 +16,7 @@ from quayutec.dal.aws import (
     transact,
     transient_errors,
 )
+from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import RoomTable, strip, wakes_attrs
 from quayutec.errors import LimitReached
 from quayutec.models import (
@@ -159,6 +160,36 @@ class RoomRecords(RoomTable):
             ExpressionAttributeValues={":pk": keys.company_pk(company), ":p": keys.ROOM_PREFIX},
         )
         return [i["room_id"] for i in items]
+
+    def rooms_page(self, company: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the ids of the rooms ``company`` is a member of, in id order (part
+        ``rooms``): one bounded query of its ``ROOM#`` index entries (design §14), from
+        ``cursor`` on (bound to the company). Raises InvalidInput, TransientError."""
+        listing = "rooms"
+        spec = KeySpec({"pk": keys.company_pk(company)}, {"sk": keys.ROOM_PREFIX})
+        start = decode_cursor(cursor, listing, {"rooms": spec})["rooms"]
+        query = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+            "ExpressionAttributeValues": {":pk": keys.company_pk(company), ":p": keys.ROOM_PREFIX},
+        }
+        rows = query_rows(self.db, query, limit, start, ("pk", "sk"))
+        return Page(listing, {"rooms": rows.map(lambda i: str(i["room_id"]))})
+
+    def room_agents_page(self, room_id: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the agents placed in a room, in id order (part ``agents``: ``(agent id,
+        company)``): one bounded query of its ``AGENT#`` links (design §14), from ``cursor`` on
+        (bound to the room). Raises InvalidInput, TransientError."""
+        listing = f"agents:{room_id}"
+        spec = KeySpec({"pk": keys.room_pk(room_id)}, {"sk": keys.AGENT_PREFIX})
+        start = decode_cursor(cursor, listing, {"agents": spec})["agents"]
+        query = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+            "ExpressionAttributeValues": {":pk": keys.room_pk(room_id), ":p": keys.AGENT_PREFIX},
+        }
+        rows = query_rows(self.db, query, limit, start, ("pk", "sk"))
+        return Page(listing, {"agents": rows.map(lambda i: (str(i["agent_id"]), str(i["company"])))})
 
     def add_room_agent(
         self, room_id: str, agent_id: str, company: str | None = None, max_agents: int | None = None

@@ -12,12 +12,16 @@ from quayutec.dal.aws import (
     paginate_query,
     transact_guarded,
 )
+from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import NOT_EXISTS, RoomTable, strip, wakes_attrs
 from quayutec.models import (
     Task,
     TaskEvent,
     Wake,
 )
+
+#: The key of a task on ``by_time`` (a page cursor's key): the table's and the index's.
+TASK_KEY = ("pk", "sk", "gsi2pk", "gsi2sk")
 
 
 class TaskRecords(RoomTable):
@@ -27,6 +31,8 @@ class TaskRecords(RoomTable):
         item = {
             **keys.task_key(task.room_id, task.id),
             "type": "task",
+            "gsi2pk": keys.tasks_by_time_pk(task.room_id),
+            "gsi2sk": keys.time_sk(task.created_at, task.id),
             **task.model_dump(mode="json", exclude_none=True),
         }
         if task.status == "open":
@@ -140,6 +146,29 @@ class TaskRecords(RoomTable):
             ConsistentRead=True,
         )
         return sorted((Task.model_validate(strip(i)) for i in items), key=lambda t: (t.created_at, t.id))
+
+    def tasks_page(self, room_id: str, limit: int, cursor: str | None = None, status: str = "all") -> Page:
+        """One page of the room's tasks in creation order (part ``tasks``), from ``cursor`` on:
+        one bounded query of the room's ``by_time`` task partition (design §14); ``status``
+        ``open`` / ``closed`` filters (bounded reads: a page may be short and still have a next
+        cursor), ``all`` does not. The cursor binds the room and the status. Raises
+        InvalidInput (a cursor this listing did not hand out), TransientError."""
+        pk = keys.tasks_by_time_pk(room_id)
+        listing = f"tasks:{status}:{room_id}"
+        spec = KeySpec({"pk": keys.room_pk(room_id), "gsi2pk": pk}, {"sk": keys.TASK_PREFIX, "gsi2sk": ""})
+        start = decode_cursor(cursor, listing, {"tasks": spec})["tasks"]
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "gsi2pk = :pk",
+            "ExpressionAttributeValues": {":pk": pk},
+        }
+        if status != "all":
+            query["FilterExpression"] = "#s = :s"
+            query["ExpressionAttributeNames"] = {"#s": "status"}
+            query["ExpressionAttributeValues"] = {":pk": pk, ":s": status}
+        rows = query_rows(self.db, query, limit, start, TASK_KEY, filtered=status != "all")
+        return Page(listing, {"tasks": rows.map(lambda i: Task.model_validate(strip(i)))})
 
     def task_events(self, room_id: str, task_id: str, limit: int = 100) -> list[TaskEvent]:
         items = self._query(

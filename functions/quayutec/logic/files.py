@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from quayutec import resources as R
 from quayutec.dal.files import signer, upload_key
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from quayutec.logic import retrieval
@@ -275,6 +276,14 @@ class Files:
         member_room(self.store, room_id, who)
         now = self.deps.clock()
         return [as_seen(f, now) for f in self.deps.files.list_files(room_id)]
+
+    def page(self, who: Principal, room_id: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the room's files as people see them (:func:`as_seen`), in id order (part
+        ``files``, :meth:`quayutec.dal.files.FileStore.files_page`). Raises NotFound,
+        InvalidInput."""
+        member_room(self.store, room_id, who)
+        now = self.deps.clock()
+        return self.deps.files.files_page(room_id, limit, cursor).map(lambda f: as_seen(f, now))
 
     def _file(self, who: Principal, room_id: str, file_id: str) -> RoomFile:
         member_room(self.store, room_id, who)

@@ -20,7 +20,7 @@
   const state = {
     token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
     timer: null, tick: 0, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
-    mine: new Map(), stoppedChains: new Set(), me: null,
+    mine: new Map(), stoppedChains: new Set(), me: null, more: {},
     mention: { open: false, items: [], active: 0, start: 0 },
   };
 
@@ -148,7 +148,7 @@
       $("who").hidden = false;
       $("who").textContent = "Signed in as " + state.me.member + (state.me.company ? " of " + state.me.company : " (operator)")
         + " (the token stays in this tab).";
-      await showRooms(data.rooms || []);
+      await showRooms(data.rooms || [], data.next_cursor);
       $("room-list").querySelector("button") ? $("room-list").querySelector("button").focus() : $("main").focus();
     } catch (e) {
       state.token = null;
@@ -164,7 +164,7 @@
     sessionStorage.removeItem(TOKEN_KEY);
     Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
                            approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map(),
-                           stoppedChains: new Set() });
+                           stoppedChains: new Set(), more: {} });
     clear($("room-list")); clear($("transcript"));
     $("workspace").hidden = true; $("room").hidden = true;
     $("sign-out").hidden = true; $("who").hidden = true;
@@ -175,12 +175,16 @@
   }
 
   // ------------------------------------------------------------------ rooms
-  async function showRooms(ids) {
+  async function showRooms(ids, cursor) {
     state.rooms = ids;
+    moreButton("room-list", cursor, async () => {
+      const page = await api("GET", "rooms?cursor=" + enc(cursor));
+      await showRooms(ids.concat(page.rooms || []), page.next_cursor);
+    });
     const list = $("room-list");
     clear(list);
     $("rooms-empty").hidden = ids.length > 0;
-    const names = await Promise.all(ids.slice(0, 100).map((id) =>
+    const names = await Promise.all(ids.map((id) =>
       api("GET", "rooms/" + enc(id)).then((r) => r.name || "", () => "")));
     ids.forEach((id, i) => {
       const label = names[i] ? names[i] + " (" + id + ")" : id;
@@ -192,7 +196,7 @@
   async function openRoom(id) {
     stopPolling();
     Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, approvals: [], sig: {}, openRun: null,
-                           mine: new Map(), stoppedChains: new Set() });
+                           mine: new Map(), stoppedChains: new Set(), more: {} });
     for (const b of $("room-list").querySelectorAll("button")) b.setAttribute("aria-current", String(b.dataset.room === id));
     clear($("transcript")); $("run-detail").hidden = true;
     $("room").hidden = false;
@@ -425,6 +429,47 @@
   }
 
   // ------------------------------------------------------------------ approvals
+  // ------------------------------------------------------------------ pages ("More")
+  // Every listing answers a page and a next_cursor (docs/api.md, paging). Each refresh reads the
+  // first page; "More" reads the next one and keeps it (state.more[name]) until the room or the
+  // listing's filter changes. paged() returns the first page joined with the pages kept (each
+  // item once, by id) and shows the list's More button while a next page exists.
+  function paged(name, path, data, fields, idOf, reload) {
+    let more = state.more[name];
+    if (!more || more.path !== path) more = state.more[name] = { path, kept: {}, cursor: undefined };
+    const out = {};
+    for (const field of fields) {
+      const first = data[field] || [];
+      const ids = new Set(first.map(idOf));
+      out[field] = first.concat((more.kept[field] || []).filter((x) => !ids.has(idOf(x))));
+    }
+    const cursor = more.cursor === undefined ? data.next_cursor : more.cursor;
+    moreButton(name, cursor, async () => {
+      const sep = path.includes("?") ? "&" : "?";
+      const page = await api("GET", path + sep + "cursor=" + enc(cursor));
+      if (state.more[name] !== more) return;
+      for (const field of fields) more.kept[field] = (more.kept[field] || []).concat(page[field] || []);
+      more.cursor = page.next_cursor || null;
+      state.sig[name] = null;  // draw again with the page kept
+      await reload();
+    });
+    return out;
+  }
+  function moreButton(name, cursor, load) {
+    const list = $(name);
+    let button = $(name + "-more");
+    if (!button) {
+      button = el("button", { type: "button", class: "secondary more", id: name + "-more", text: "More",
+                              "aria-label": "More: the next page of " + name });
+      list.after(button);
+    }
+    button.hidden = !cursor;
+    button.onclick = cursor ? async () => {
+      button.disabled = true;
+      try { await guarded(load); } finally { button.disabled = false; }
+    } : null;
+  }
+
   function changed(name, data) {
     const sig = JSON.stringify(data);
     if (state.sig[name] === sig) return false;
@@ -439,9 +484,10 @@
   }
 
   async function loadApprovals(room) {
-    const data = await api("GET", "rooms/" + enc(room) + "/approvals?status=all");
+    const path = "rooms/" + enc(room) + "/approvals?status=all";
+    const data = await api("GET", path);
     if (state.room !== room) return;
-    state.approvals = data.approvals || [];
+    state.approvals = paged("approvals", path, data, ["approvals"], (a) => a.id, () => loadApprovals(room)).approvals;
     paintOutcomes();
     if (!changed("approvals", state.approvals)) return;
     const list = $("approvals");
@@ -574,9 +620,10 @@
   // ------------------------------------------------------------------ tasks
   async function loadTasks(room, force) {
     const filter = $("task-filter").value;
-    const data = await api("GET", "rooms/" + enc(room) + "/tasks?status=" + enc(filter));
+    const path = "rooms/" + enc(room) + "/tasks?status=" + enc(filter);
+    const data = await api("GET", path);
     if (state.room !== room) return;
-    const tasks = data.tasks || [];
+    const tasks = paged("tasks", path, data, ["tasks"], (t) => t.id, () => loadTasks(room, true)).tasks;
     if (!changed("tasks", [filter, tasks]) && !force) return;
     const list = $("tasks");
     clear(list);
@@ -632,9 +679,10 @@
 
   // ------------------------------------------------------------------ memory
   async function loadMemory(room) {
-    const data = await api("GET", "rooms/" + enc(room) + "/memory");
+    const path = "rooms/" + enc(room) + "/memory";
+    const data = await api("GET", path);
     if (state.room !== room) return;
-    const lines = data.lines || [];
+    const lines = paged("memory", path, data, ["lines"], (m) => m.id, () => loadMemory(room)).lines;
     if (!changed("memory", lines)) return;
     const list = $("memory");
     clear(list);
@@ -661,9 +709,10 @@
   }
 
   async function loadFiles(room) {
-    const data = await api("GET", "rooms/" + enc(room) + "/files");
+    const path = "rooms/" + enc(room) + "/files";
+    const data = await api("GET", path);
     if (state.room !== room) return;
-    const files = data.files || [];
+    const files = paged("files", path, data, ["files"], (f) => f.id, () => loadFiles(room)).files;
     if (!changed("files", files)) return;
     const list = $("files");
     clear(list);
@@ -718,15 +767,18 @@
 
   // ------------------------------------------------------------------ runs
   async function loadRuns(room) {
-    const data = await api("GET", "rooms/" + enc(room) + "/runs");
+    const path = "rooms/" + enc(room) + "/runs";
+    const page = await api("GET", path);
     if (state.room !== room) return;
-    const runs = data.runs || [];
+    const data = paged("runs", path, page, ["runs", "not_started"], (r) => r.run_id || r.wake_id + "/" + r.agent_id,
+                       () => { state.sig["not-woken"] = null; return loadRuns(room); });
+    const runs = data.runs;
     if (changed("runs", [runs, [...state.stoppedChains]])) {
       const list = $("runs");
       clear(list);
       $("runs-empty").hidden = runs.length > 0;
       const offered = new Set(); // one Stop chain per chain: on its newest run in the list
-      for (const r of runs.slice(0, 50)) {
+      for (const r of runs) {
         const chain = r.chain_id;
         let stop = null;
         if (chain && !offered.has(chain)) {
@@ -750,7 +802,7 @@
       const list = $("not-woken");
       clear(list);
       $("not-woken-empty").hidden = refused.length > 0;
-      for (const n of refused.slice(0, 50)) {
+      for (const n of refused) {
         list.append(el("li", { "data-agent": n.agent_id, "data-reason": n.reason },
           el("p", { class: "line", text: "agent " + n.agent_id + " did not wake: " + (WHY_NOT_WOKEN[n.reason] || n.reason) }),
           el("p", { class: "meta", text: when(n.at) + " · chain " + n.chain_id + " · by " + (n.by_kind || "?") +
