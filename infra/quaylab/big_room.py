@@ -30,7 +30,7 @@ PAGE_LIMIT = 20
 SEEDED_AT = "2026-11-30T00:00:00.000000Z"
 
 
-def seed_history(deps: Any, room_id: str, scale: int, agent: str = "a1") -> dict[str, int]:
+def seed_history(deps: Any, room_id: str, scale: int, agent: str = "acme.a1") -> dict[str, int]:
     """Write ``scale`` times :data:`BASE_HISTORY` into ``room_id`` (which must exist, with
     acme's ``agent`` placed): messages of ann (acme), finished runs of acme's agent, approval
     requests of acme (one in three still pending), open tasks for ``agent`` and memory lines
@@ -169,13 +169,15 @@ def big_room_figures(
     (items read by one page of every listing), ``calls_per_page``, ``reads_per_run`` (AWS calls of
     a run), each ``{"small": n, "large": n}``, ``page_time_ratio`` (large / small, printed only)
     and ``pages`` (the detail)."""
-    from quayutec.models import Room
+    from quayutec.logic.access import Caller
+    from quayutec.logic.services import Services
 
     small, large = rooms
-    with C.owner(C.SETUP):
+    ann, services = Caller(company="acme", member="ann"), Services(deps)
+    with C.owner(C.SETUP):  # as POST /rooms and POST /rooms/{room}/agents make them
         for room in rooms:
-            deps.room.put_room(Room(id=room, members=["acme", "bolt"]))
-            deps.room.add_room_agent(room, "a1")
+            services.rooms.create(ann, name=room, members=["acme", "bolt"], room_id=room)
+            services.rooms.place_agent(ann, room, "a1")
     seed_history(deps, small, 1)
     seed_history(deps, large, scale)
     pages = {"small": page_reads(deps, small), "large": page_reads(deps, large)}

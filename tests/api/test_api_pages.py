@@ -16,7 +16,9 @@ from apihelpers import World
 from quaylab.costs import seed_room_runs
 from quayutec.api.pages import PAGE_BYTES
 from quayutec.deps import default_deps
-from quayutec.models import ApprovalRequest, Room
+from quayutec.logic.access import Caller
+from quayutec.logic.services import Services
+from quayutec.models import ApprovalRequest
 
 #: The envelope of a page over its items: field names, brackets, the cursor (a few hundred bytes).
 ENVELOPE = 4096
@@ -46,7 +48,9 @@ def _ids(pages: list[dict[str, Any]], field: str, key: str) -> list[str]:
 
 
 def _room(room: str, members: list[str] | None = None) -> str:
-    assert default_deps().room.create_room(Room(id=room, name=room, members=members or ["acme", "bolt"]))
+    """A room of acme's, with ``members`` (acme and bolt by default), made as POST /rooms makes one."""
+    ann = Caller(company="acme", member="ann")
+    Services(default_deps()).rooms.create(ann, name=room, members=members or ["acme", "bolt"], room_id=room)
     return room
 
 
