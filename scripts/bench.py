@@ -29,6 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # quaydev: a real quay dev process
 
 from runhelpers import ANN, BOB, make_room
 
@@ -546,6 +547,29 @@ def state_bytes_by_room_size(stack: LocalStack, server: ProviderServer, sizes: t
     return out
 
 
+def quiet_page_figure() -> float | None:
+    """Requests a minute of the room page open on a quiet room, in headless Chromium with a fake
+    clock (:func:`quaylab.page_cost.quiet_page_requests_per_min`, design §9); ``None`` without
+    Chromium or Playwright."""
+    import shutil
+    import tempfile
+
+    from quaydev import quay_dev
+    from quaylab.page_cost import quiet_page_requests_per_min, quiet_room
+
+    chromium = os.environ.get("QUAY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return None
+    if not Path(chromium).is_file():
+        return None
+    admin = "qyt_admin_bench_page_0001"
+    with tempfile.TemporaryDirectory() as tmp, quay_dev(Path(tmp), admin_token=admin) as url:
+        token, room = quiet_room(url, admin)
+        return quiet_page_requests_per_min(chromium, url, token, room)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -771,6 +795,13 @@ def main() -> None:
             for k in ("burst_posts", "burst_clients", "burst_replies", "burst_post_answer_median_s", "burst_runs_per_s")
         }
         figures["local_demo_s"] = round(demo_s, 2)
+    # The big-room section: one dict that each of its figures merges into (issue 25).
+    quiet_page = quiet_page_figure()
+    print(
+        "room page open on a quiet room: "
+        + ("no Chromium here" if quiet_page is None else f"{quiet_page:.1f} requests a minute (at most 20)")
+    )
+    figures.setdefault("big_room", {}).update({"quiet_page_requests_per_min": quiet_page})
     figures["budgets"] = budget_report(figures, pydantic_ms)
     missed = [k for k, v in figures["budgets"].items() if not v["met"]]
     print(

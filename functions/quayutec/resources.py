@@ -66,6 +66,10 @@ ROOM_TABLE = TableDef(
         # Approval requests per (room, owning company), design §14: gsi3pk =
         # "APPROVALS#{room}#{company}", gsi3sk = "{created_at}#{run}#{index}" (approval rows only).
         IndexDef("approvals_by_company", KeyAttr("gsi3pk"), KeyAttr("gsi3sk")),
+        # What changed in a room, by kind, for the room page's one poll (design §9, §14): gsi4pk =
+        # "CHANGES#{room}#tasks" | "…#files" | "…#approvals#{company}", gsi4sk =
+        # "{changed_at}#{id}", moved by every write that changes the item.
+        IndexDef("changes", KeyAttr("gsi4pk"), KeyAttr("gsi4sk")),
     ),
     # The outbox that drives wakes (docs/design.md §3): the relay reads an inserted item's new
     # image only (NEW_IMAGE, the smallest view that carries the wakes).
@@ -105,6 +109,9 @@ LEDGER_TABLE = TableDef(
         # Sparse: runs without a final status, by agent and by chain (design §12.2: the stop path)
         IndexDef("active_by_agent", KeyAttr("active_agent"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
         IndexDef("active_by_chain", KeyAttr("active_chain"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
+        # A company's runs in a room by the time of their last change (design §9, §14): chg_pk =
+        # "CHANGES#{room}#runs#{company}", chg_sk = "{changed_at}#{run}" (run entries only).
+        IndexDef("run_changes", KeyAttr("chg_pk"), KeyAttr("chg_sk")),
     ),
 )
 
@@ -452,6 +459,8 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:query",
             "ledger:query@runs_by_room",
             "room:query@approvals_by_company",  # a company's approval requests in a room
+            "room:query@changes",  # a room's changes since a cursor (design §9)
+            "ledger:query@run_changes",  # ... and its company's runs among them
             "ledger:batchget",  # a company's spend counters, with its budget (design §12.4)
             "room:batchget",
             "ledger:query@active_by_agent",  # a pause and a chain's stop reach the runs they stop

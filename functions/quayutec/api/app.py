@@ -23,6 +23,7 @@ from quayutec.api.routes import (
     agents,
     approvals,
     budgets,
+    changes,
     companies,
     files,
     members,
@@ -67,6 +68,7 @@ for _module in (
     approvals,
     runs,
     files,
+    changes,
 ):
     app.include_router(_module.router)
 app.include_router(page.router)  # the room page's static files (public: quayutec.api.public)

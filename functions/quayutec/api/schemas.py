@@ -28,6 +28,7 @@ from quayutec.models import (
     NotStartedRecord,
     ProviderKind,
     RightsPolicy,
+    RoomFile,
     RunCost,
     RunRecord,
     Task,
@@ -424,6 +425,20 @@ class ReplayOut(_Out):
     same: bool = Field(description="Every action is decided now as it was then")
     differ: list[int] = Field(description="The indexes of the actions decided otherwise now")
     sections: list[ReplaySection] = Field(description="The run's prompt by section, with token estimates")
+
+
+# ----------------------------------------------------------------------------- changes
+class RoomChanges(_Out):
+    """A room's changes since a cursor (docs/design.md §9), oldest change first in each list: at
+    most `limit` items of each kind and 1 MiB of JSON in all."""
+
+    cursor: str = Field(description="Pass as `since` on the next call (it never expires)")
+    more: bool = Field(description="Some kind was cut short (by `limit` or by bytes): call again at once with `cursor`")
+    messages: list[Message] = Field(description="New messages the caller's company may read")
+    approvals: list[ApprovalRequest] = Field(description="The caller's company's approval requests, new or changed")
+    tasks: list[Task] = Field(description="Tasks created, updated or closed")
+    runs: list[RunRecord] = Field(description="The caller's company's agents' runs, started or changed")
+    files: list[RoomFile] = Field(description="Files declared, or ingested (ready or failed)")
 
 
 class RoomCost(_Out):

@@ -20,6 +20,7 @@ from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import RoomTable, strip
 from quayutec.models import (
     ApprovalRequest,
+    now_iso,
 )
 
 #: The key of an approval request on ``approvals_by_company`` (a page cursor's key).
@@ -40,6 +41,8 @@ class ApprovalRecords(RoomTable):
             "type": "approval",
             "gsi3pk": keys.approvals_pk(approval.room_id, approval.company),
             "gsi3sk": keys.approvals_sk(approval.created_at, approval.run_id, approval.index),
+            "gsi4pk": keys.changes_pk(approval.room_id, "approvals", approval.company),
+            "gsi4sk": keys.change_sk(approval.created_at, approval.id),
             "task_token": task_token,
             **approval.model_dump(mode="json", exclude_none=True),
         }
@@ -96,8 +99,12 @@ class ApprovalRecords(RoomTable):
         ``False`` when it is in none of them (already decided, or gone). ``by``: who decided
         (``None``: ``system`` for an expiry, else the person recorded when deciding began)."""
         names = {"#s": "status"}
-        values: dict[str, Any] = {":s": status, **{f":f{i}": f for i, f in enumerate(from_statuses)}}
-        update = "SET #s = :s"
+        values: dict[str, Any] = {
+            ":s": status,
+            ":chg": keys.change_sk(now_iso(), f"{run_id}:{index}"),  # the changes feed (design §14)
+            **{f":f{i}": f for i, f in enumerate(from_statuses)},
+        }
+        update = "SET #s = :s, gsi4sk = :chg"
         if by is not None or status == "expired":
             update += ", decided_by = :by"
             values[":by"] = by or "system"

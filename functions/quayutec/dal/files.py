@@ -26,7 +26,7 @@ from quayutec import resources as R
 from quayutec.dal import keys
 from quayutec.dal.aws import dynamodb, error_code, paginate_query, put_new, s3, transient_errors, update_if
 from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
-from quayutec.models import RoomFile
+from quayutec.models import RoomFile, now_iso
 from quayutec.seams import observe
 
 
@@ -48,7 +48,11 @@ def parse_upload_key(key: str) -> tuple[str, str] | None:
 
 
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: (int(v) if k in {"size", "chunks"} else v) for k, v in item.items() if k not in {"pk", "sk", "type"}}
+    return {
+        k: (int(v) if k in {"size", "chunks"} else v)
+        for k, v in item.items()
+        if k not in {"pk", "sk", "type", "gsi4pk", "gsi4sk"}
+    }
 
 
 class FileStore:
@@ -73,6 +77,8 @@ class FileStore:
             **keys.file_key(f.room_id, f.id),
             "type": "room_file",
             **f.model_dump(mode="json", exclude_none=True),
+            "gsi4pk": keys.changes_pk(f.room_id, "files"),
+            "gsi4sk": keys.change_sk(f.created_at, f.id),
         }
         return put_new(self.db, self.table, item)
 
@@ -128,8 +134,9 @@ class FileStore:
         ``replacing`` (the ETag a finished file was ingested from), that file → ``status`` once.
         ``etag``: the ETag of the upload this ingest read."""
         names = {"#s": "status", "#r": "reason", "#z": "size"}
-        values: dict[str, Any] = {":s": status, ":c": chunks, ":at": at}
-        sets = ["#s = :s", "chunks = :c", "ingested_at = :at"]
+        # gsi4sk: the changes feed (design §14); the time of this write, which ``at`` may precede
+        values: dict[str, Any] = {":s": status, ":c": chunks, ":at": at, ":chg": keys.change_sk(now_iso(), file_id)}
+        sets = ["#s = :s", "chunks = :c", "ingested_at = :at", "gsi4sk = :chg"]
         if reason:
             sets.append("#r = :r")
             values[":r"] = reason

@@ -4,7 +4,9 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 
 * ``RUN#{run}`` / ``RUN`` — the run: wake, status, times, reply id, error, what was not done
   (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{company}#{started_at}#{run}``, so a company's
-  runs in a room are one key range: design §14)
+  runs in a room are one key range: design §14; GSI ``run_changes``:
+  ``CHANGES#{room}#runs#{company}`` / ``{changed_at}#{run}``, moved by every update: the room's
+  changes feed, design §9)
 * ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these);
   its outcome write carries the stored reply (``reply``: its JSON text, a string, so whatever
   the model wrote — numbers DynamoDB cannot hold, empty keys — is stored as it came and the
@@ -447,6 +449,9 @@ class LedgerStore:
                 **keys.run_key(run.run_id),
                 "gsi1pk": keys.runs_by_room_pk(run.room_id),
                 "gsi1sk": by_company_sk(run.company, run.started_at, run.run_id),
+                # run_changes (design §14): moved by every update of the entry (_update_spec)
+                "chg_pk": keys.changes_pk(run.room_id, "runs", run.company),
+                "chg_sk": keys.change_sk(run.updated_at or run.started_at, run.run_id),
                 **run.model_dump(mode="json", exclude_none=True),
                 **(
                     {}
@@ -464,6 +469,8 @@ class LedgerStore:
     def _update_spec(
         self, run_id: str, fields: dict[str, Any], only_if_not_final: bool, remove: tuple[str, ...] = ()
     ) -> dict[str, Any]:
+        # every change of a run entry moves its key on run_changes (the room's changes, design §14)
+        fields = {**fields, "chg_sk": keys.change_sk(now_iso(), run_id)}
         names = {f"#f{i}": k for i, k in enumerate(fields)}
         values = {f":v{i}": _dec(v) for i, v in enumerate(fields.values())}
         expr = "SET " + ", ".join(f"#f{i} = :v{i}" for i in range(len(fields)))

@@ -34,6 +34,8 @@ class TaskRecords(RoomTable):
             "gsi2pk": keys.tasks_by_time_pk(task.room_id),
             "gsi2sk": keys.time_sk(task.created_at, task.id),
             **task.model_dump(mode="json", exclude_none=True),
+            "gsi4pk": keys.changes_pk(task.room_id, "tasks"),
+            "gsi4sk": keys.change_sk(task.updated_at or task.created_at, task.id),
         }
         if task.status == "open":
             item["gsi1pk"] = keys.open_tasks_pk(task.room_id, task.to)
@@ -92,13 +94,19 @@ class TaskRecords(RoomTable):
                 "Key": keys.task_key(event.room_id, event.task_id),
                 "ConditionExpression": "attribute_exists(pk) AND #s = :open",
                 "ExpressionAttributeNames": {"#s": "status"},
-                "ExpressionAttributeValues": {":open": "open", ":now": event.created_at},
-                "UpdateExpression": "SET updated_at = :now",
+                "ExpressionAttributeValues": {
+                    ":open": "open",
+                    ":now": event.created_at,
+                    ":chg": keys.change_sk(event.created_at, event.task_id),  # the changes feed (design §14)
+                },
+                "UpdateExpression": "SET updated_at = :now, gsi4sk = :chg",
             }
         }
         if event.kind == "close":
             upd = updates["Update"]
-            upd["UpdateExpression"] = "SET updated_at = :now, #s = :closed, #r = :result REMOVE gsi1pk, gsi1sk"
+            upd["UpdateExpression"] = (
+                "SET updated_at = :now, gsi4sk = :chg, #s = :closed, #r = :result REMOVE gsi1pk, gsi1sk"
+            )
             upd["ExpressionAttributeNames"]["#r"] = "result"
             upd["ExpressionAttributeValues"].update({":closed": "closed", ":result": event.text})
         failed = transact_guarded(
