@@ -7,7 +7,6 @@ from __future__ import annotations
 from apihelpers import ADMIN_TOKEN, World
 
 
-
 def test_a_run_replays_the_same_until_the_policy_changes(world: World, stack_env) -> None:  # type: ignore[no-untyped-def]
     api, t = world.api, world.tokens
     stack, server = stack_env

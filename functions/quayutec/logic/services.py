@@ -71,6 +71,6 @@ class Services:
     def replays(self) -> Replays:
         return Replays(self.deps)
 
-
+    @property
     def changes(self) -> Changes:
         return Changes(self.deps)
