@@ -9,22 +9,34 @@ Room table items (pk ``ROOM#{room}#FILES``):
   (the version's object). Moved only by a conditional update on the version read, so two
   ingests in one room never lose each other's chunks: the loser re-reads and re-applies.
 
-Files bucket keys: ``uploads/{room}/{file_id}`` (the upload, as sent) and
-``index/{room}/{version:08d}-{nonce}`` (an index version: written once, never overwritten; a run
-keeps reading the version it started with).
+Files bucket keys (the bucket is versioned): ``uploads/{room}/{file_id}`` (the upload, as sent;
+each upload through the form is a version of the key, and the file record names the version it
+was ingested from) and ``index/{room}/{version:08d}-{nonce}`` (an index version: written once,
+never overwritten; a run keeps reading the version it started with).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from quayutec import resources as R
 from quayutec.dal import keys
-from quayutec.dal.aws import dynamodb, error_code, paginate_query, put_new, s3, transient_errors, update_if
+from quayutec.dal.aws import (
+    Refused,
+    dynamodb,
+    error_code,
+    paginate_query,
+    put_new,
+    s3,
+    transact_refusals,
+    transient_errors,
+    update_if,
+)
 from quayutec.models import RoomFile
 from quayutec.seams import observe
 
@@ -44,6 +56,29 @@ def parse_upload_key(key: str) -> tuple[str, str] | None:
         return None
     parts = key[len(R.UPLOADS_PREFIX) :].split("/")
     return (parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
+
+
+#: S3 error codes of an object (or version) that is not there: with s3:ListBucket granted on the
+#: prefix, a missing key answers 404 NoSuchKey (HeadObject: a bare 404), a deleted version
+#: NoSuchVersion (S3 API reference, GetObject/HeadObject).
+MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
+#: S3 error codes of a request the role may not make: never read as "not there".
+DENIED_CODES = frozenset({"403", "AccessDenied", "Forbidden"})
+
+
+class UploadDenied(RuntimeError):
+    """S3 refused to read an upload (403): the role lacks a grant. Never taken for a missing
+    object (the ingest is retried, then its event goes to the dead-letter queue)."""
+
+
+@dataclass(frozen=True)
+class UploadHead:
+    """An upload's current version: its real size (bytes), ETag and version id (``None`` in an
+    unversioned bucket)."""
+
+    size: int
+    etag: str
+    version_id: str | None
 
 
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
@@ -107,11 +142,44 @@ class FileStore:
         at: str,
         etag: str | None = None,
         replacing: str | None = None,
+        version_id: str | None = None,
     ) -> bool:
         """``uploading`` → ``status`` once (False: already finished, or deleted meanwhile); with
-        ``replacing`` (the ETag a finished file was ingested from), that file → ``status`` once.
-        ``etag``: the ETag of the upload this ingest read."""
-        names = {"#s": "status", "#r": "reason", "#z": "size"}
+        ``replacing`` (the upload a finished file was ingested from: :func:`upload_id`), that file
+        → ``status`` once. ``etag``, ``version_id``: the upload this ingest read."""
+        return update_if(
+            self.db,
+            **self.finish_update(
+                room_id,
+                file_id,
+                status=status,
+                reason=reason,
+                chunks=chunks,
+                size=size,
+                at=at,
+                etag=etag,
+                replacing=replacing,
+                version_id=version_id,
+            ),
+        )
+
+    def finish_update(
+        self,
+        room_id: str,
+        file_id: str,
+        *,
+        status: str,
+        reason: str | None,
+        chunks: int,
+        size: int | None,
+        at: str,
+        etag: str | None = None,
+        replacing: str | None = None,
+        version_id: str | None = None,
+    ) -> dict[str, Any]:
+        """The conditional ``UpdateItem`` parameters of :meth:`finish_file` (also an entry of
+        :meth:`commit_ingest`'s transaction)."""
+        names = {"#s": "status", "#r": "reason", "#z": "size", "#v": "version_id"}
         values: dict[str, Any] = {":s": status, ":c": chunks, ":at": at}
         sets = ["#s = :s", "chunks = :c", "ingested_at = :at"]
         if reason:
@@ -123,23 +191,27 @@ class FileStore:
         if etag is not None:
             sets.append("etag = :e")
             values[":e"] = etag
+        if version_id is not None:
+            sets.append("#v = :vid")
+            values[":vid"] = version_id
         if replacing is None:
             condition = "attribute_exists(pk) AND #s = :up"
             values[":up"] = "uploading"
+        elif replacing.startswith(_ETAG_ID):  # a file ingested before versioning: by its ETag
+            condition = "attribute_exists(pk) AND etag = :prev AND attribute_not_exists(#v)"
+            values[":prev"] = replacing[len(_ETAG_ID) :]
         else:
-            condition = "attribute_exists(pk) AND etag = :prev"
+            condition = "attribute_exists(pk) AND #v = :prev"
             values[":prev"] = replacing
-        return update_if(
-            self.db,
-            TableName=self.table,
-            Key=keys.file_key(room_id, file_id),
-            UpdateExpression="SET " + ", ".join(sets) + ("" if reason else " REMOVE #r"),
-            ConditionExpression=condition,
-            ExpressionAttributeNames={
-                k: v for k, v in names.items() if k == "#s" or k in " ".join(sets) or (k == "#r" and not reason)
-            },
-            ExpressionAttributeValues=values,
-        )
+        text = " ".join(sets) + " " + condition
+        return {
+            "TableName": self.table,
+            "Key": keys.file_key(room_id, file_id),
+            "UpdateExpression": "SET " + ", ".join(sets) + ("" if reason else " REMOVE #r"),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {k: v for k, v in names.items() if k in text or (k == "#r" and not reason)},
+            "ExpressionAttributeValues": values,
+        }
 
     # ------------------------------------------------------------------ index pointer
     def index_pointer(self, room_id: str, consistent: bool = True) -> tuple[int, str | None]:
@@ -156,54 +228,117 @@ class FileStore:
     def advance_index(self, room_id: str, seen_version: int, key: str, chunks: int) -> bool:
         """Point the room at ``key`` as version ``seen_version + 1``, only if the version is
         still ``seen_version`` (False: another ingest moved it first)."""
+        return update_if(self.db, **self._advance(room_id, seen_version, key, chunks))
+
+    def _advance(self, room_id: str, seen_version: int, key: str, chunks: int) -> dict[str, Any]:
         cond = "attribute_not_exists(pk)" if seen_version == 0 else "version = :seen"
         values: dict[str, Any] = {":v": seen_version + 1, ":k": key, ":c": chunks}
         if seen_version:
             values[":seen"] = seen_version
-        return update_if(
+        return {
+            "TableName": self.table,
+            "Key": keys.index_pointer_key(room_id),
+            "UpdateExpression": "SET version = :v, #k = :k, chunks = :c",
+            "ConditionExpression": cond,
+            "ExpressionAttributeNames": {"#k": "key"},
+            "ExpressionAttributeValues": values,
+        }
+
+    def commit_ingest(
+        self, room_id: str, seen_version: int, key: str, chunks: int, finish: dict[str, Any]
+    ) -> tuple[bool, bool] | None:
+        """Move the index pointer to ``key`` (as :meth:`advance_index`) and finish the file
+        (``finish``: :meth:`finish_update`'s parameters) in one ``TransactWriteItems``: both or
+        neither (design §8). ``None`` when both landed; else ``(pointer moved, file changed)``,
+        whose condition failed (nothing written). Raises TransientError on throttling or a
+        conflicting transaction."""
+        refused: list[Refused | None] | None = transact_refusals(
             self.db,
-            TableName=self.table,
-            Key=keys.index_pointer_key(room_id),
-            UpdateExpression="SET version = :v, #k = :k, chunks = :c",
-            ConditionExpression=cond,
-            ExpressionAttributeNames={"#k": "key"},
-            ExpressionAttributeValues=values,
+            [{"Update": self._advance(room_id, seen_version, key, chunks)}, {"Update": finish}],
         )
+        if refused is None:
+            return None
+        return refused[0] is not None, refused[1] is not None
 
     # ------------------------------------------------------------------ objects
     def new_index_key(self, room_id: str, version: int) -> str:
         return index_key(room_id, version)
 
-    def put_index(self, key: str, blob: bytes) -> None:
+    def put_index(self, key: str, blob: bytes) -> str | None:
+        """Write an index object; its S3 version id (``None`` unversioned)."""
         with transient_errors():
-            self.s3.put_object(Bucket=self.bucket, Key=key, Body=blob, ContentType="application/gzip")
+            out = self.s3.put_object(Bucket=self.bucket, Key=key, Body=blob, ContentType="application/gzip")
+        return out.get("VersionId")
+
+    def delete_index(self, key: str, version_id: str | None) -> None:
+        """Delete an index object this ingest wrote and did not commit (its version: the bucket is
+        versioned, a plain delete would only hide it)."""
+        with transient_errors():
+            self.s3.delete_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
 
     def get_index(self, key: str) -> bytes:
         with transient_errors():
             return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
-    def head_upload(self, room_id: str, file_id: str) -> tuple[int, str] | None:
-        """The uploaded object's real size (bytes) and ETag, None when it is not there."""
+    def head_upload(self, room_id: str, file_id: str) -> UploadHead | None:
+        """The upload's current version (:class:`UploadHead`); None when it is not there (404:
+        never uploaded, deleted). Raises UploadDenied when S3 refuses (403), never None."""
         try:
             with transient_errors():
                 head = self.s3.head_object(Bucket=self.bucket, Key=upload_key(room_id, file_id))
-                return int(head["ContentLength"]), str(head.get("ETag") or "")
         except ClientError as exc:
-            if error_code(exc) in {"404", "NoSuchKey", "NotFound"}:
+            if error_code(exc) in MISSING_CODES:
+                return None
+            if error_code(exc) in DENIED_CODES:
+                raise UploadDenied(
+                    f"s3:GetObject on {upload_key(room_id, file_id)} was denied (403): "
+                    "check the role's s3:GetObject and s3:ListBucket on uploads/"
+                ) from exc
+            raise
+        version = head.get("VersionId")
+        return UploadHead(
+            int(head["ContentLength"]), str(head.get("ETag") or ""), None if version in (None, "null") else str(version)
+        )
+
+    def read_upload(self, room_id: str, file_id: str, limit: int, version_id: str | None = None) -> bytes | None:
+        """At most ``limit`` bytes of the upload's version ``version_id`` (the current one when
+        None; a Range read: never more in memory); None when that version is gone."""
+        extra = {"VersionId": version_id} if version_id else {}
+        try:
+            with transient_errors():
+                body = self.s3.get_object(
+                    Bucket=self.bucket, Key=upload_key(room_id, file_id), Range=f"bytes=0-{limit - 1}", **extra
+                )["Body"]
+                return body.read(limit)
+        except ClientError as exc:
+            if error_code(exc) in MISSING_CODES:
                 return None
             raise
 
-    def read_upload(self, room_id: str, file_id: str, limit: int) -> bytes:
-        """At most ``limit`` bytes of the upload (a Range read: never more in memory)."""
+    def delete_upload(self, room_id: str, file_id: str) -> int:
+        """Delete every version of the upload (and its delete markers): nothing of it stays
+        readable, by key or by version (a download URL names one). Returns how many went."""
+        key = upload_key(room_id, file_id)
+        gone = 0
         with transient_errors():
-            body = self.s3.get_object(
-                Bucket=self.bucket, Key=upload_key(room_id, file_id), Range=f"bytes=0-{limit - 1}"
-            )["Body"]
-            return body.read(limit)
+            pages = self.s3.get_paginator("list_object_versions").paginate(Bucket=self.bucket, Prefix=key)
+            for page in pages:
+                for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
+                    if v["Key"] != key:  # uploads/{room}/{file}x: another file's key
+                        continue
+                    self.s3.delete_object(Bucket=self.bucket, Key=key, VersionId=v["VersionId"])
+                    gone += 1
+        return gone
 
-    def delete_upload(self, room_id: str, file_id: str) -> None:
-        with transient_errors():
-            self.s3.delete_object(Bucket=self.bucket, Key=upload_key(room_id, file_id))
+
+#: :func:`upload_id` of an upload without a version id (an unversioned bucket): its ETag.
+_ETAG_ID = "etag:"
+
+
+def upload_id(version_id: str | None, etag: str | None) -> str:
+    """What tells one upload to a file's key from another: its S3 version id, or ``etag:<ETag>``
+    where there is none (a file ingested before the bucket was versioned)."""
+    return version_id if version_id else f"{_ETAG_ID}{etag or ''}"
 
 
 def signer(endpoint: str | None, observed: bool = True) -> Any:
