@@ -242,7 +242,8 @@ def passages(
 ) -> tuple[int, list[FileChunk]]:
     """The room's index version and its top ``k`` passages for ``query``: one pointer read (none
     when the caller read ``pointer``, ``(version, object key)``, with its other reads) and,
-    unless this Lambda holds that version already, one object read."""
+    unless this Lambda holds that version already (a cache bounded in bytes:
+    :data:`quayutec.logic.retrieval.INDEX_CACHE_BYTES`), one object read."""
     if k <= 0:
         return 0, []
     version, key = pointer if pointer is not None else deps.files.index_pointer(room_id, consistent=False)
