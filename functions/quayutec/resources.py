@@ -256,7 +256,8 @@ class FunctionDef:
     #   "files:getversion"       one version of an upload (s3:GetObjectVersion: ingest's read, the
     #                            presigned download)
     #   "files:delete"           every version of an upload (ListBucketVersions, DeleteObjectVersion)
-    #   "index:get|put|delete"   the rooms' retrieval index objects under index/ (delete: a version)
+    #   "index:get|put|delete"   the rooms' retrieval index objects under index/ (get: by version;
+    #                            delete: a lost ingest's version, a superseded one's delete marker)
     #   "ingest:consume"         the ingest queue (S3 events of uploads/)
     #   "room:stream"            the room table's stream (an event source mapping)
     #   "queue:send|consume"     the wake queue ; "states:start" | "states:answer" the state machine

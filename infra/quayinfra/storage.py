@@ -98,7 +98,9 @@ class Storage(Construct):
             )
         if bdef is R.FILES_BUCKET:
             # Versioned (design §8): a download names the version that was ingested. What the
-            # runtime deletes it deletes by version; what a later upload replaced goes a day on.
+            # runtime deletes it deletes by version; what a later upload replaced, and a
+            # superseded index version (retired with a delete marker), go a day on: longer than
+            # any run holds the pointer that names it.
             rules.append(
                 s3.LifecycleRule(
                     id="expire-replaced-versions",

@@ -332,6 +332,12 @@ UNUSED_GRANT_REASONS: dict[tuple[str, str, str], str] = {
     "ingest treats as a fault (S3 API reference, HeadObject permissions). moto answers 404 "
     "either way.",
     (
+        "function:*",
+        "s3:GetObject",
+        "arn:aws:s3:::FilesBucket/index/*",
+    ): "An index pointer written before the files bucket was versioned names the key only (no "
+    "version): it is read by key; every pointer the suite writes names its version.",
+    (
         "function:ApiFunction",
         "s3:GetObject",
         "arn:aws:s3:::FilesBucket/uploads/*",

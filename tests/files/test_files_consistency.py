@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from quaylocal.dev import DevServer
 from quayutec import deps as quay_deps
 from quayutec import resources as R
-from quayutec.dal.files import FileStore, UploadDenied, upload_key
+from quayutec.dal.files import FileStore, UploadDenied, split_index_ref, upload_key
 from quayutec.logic import files as rf
 from quayutec.logic import retrieval
 
@@ -146,7 +146,39 @@ def test_a_re_upload_racing_the_first_ingest_leaves_agents_and_people_on_one_fil
     agents, people = _agents_see(room, "budget stage wire"), _people_see(dev, room, fid)
     assert agents == people == {second.decode()}
     pointer = quay_deps.default_deps().files.index_pointer(room)
-    assert _index_objects(dev, room) == [pointer[1]], "an ingest that lost its write left its index object"
+    assert pointer[1] and _index_objects(dev, room) == [split_index_ref(pointer[1])[0]], (
+        "an ingest that lost its write left its index object"
+    )
+
+
+def test_a_superseded_index_version_is_retired_and_stays_readable_by_its_version(dev: DevServer) -> None:
+    """Each ingest wrote a full new index object and none was ever deleted. Now the superseded
+    one is retired when the pointer moves on: a delete marker hides its key, and its version,
+    which a run holding the old pointer reads, expires a day later (the bucket's lifecycle)."""
+    room = _room(dev)
+    d = quay_deps.default_deps()
+    for text in (b"Alpha harbour opens at six.\n", b"Bravo harbour opens at nine.\n"):
+        out = _declare(dev, room, len(text))
+        assert _post_form(out["upload"]["url"], out["upload"]["fields"], text) == 204
+        _settle(dev)
+        if text.startswith(b"Alpha"):
+            old_ref = d.files.index_pointer(room)[1]
+    assert old_ref and d.files.index_pointer(room)[1] != old_ref
+    assert retrieval.chunks_of(d.files.get_index(old_ref))[0].text.startswith("Alpha")  # a run holding it
+    assert dev.stack is not None
+    s3 = dev.stack.client("s3")
+    old_key = split_index_ref(old_ref)[0]
+    with pytest.raises(ClientError):
+        s3.get_object(Bucket=dev.stack.files_bucket, Key=old_key)  # retired: hidden by a delete marker
+    markers = s3.list_object_versions(Bucket=dev.stack.files_bucket, Prefix=old_key).get("DeleteMarkers", [])
+    assert [m["IsLatest"] for m in markers] == [True]
+
+
+def test_the_files_bucket_expires_what_nobody_names_after_a_day(iam_roles: Any) -> None:
+    rules = iam_roles.resources[R.FILES_BUCKET.logical_id]["Properties"]["LifecycleConfiguration"]["Rules"]
+    [rule] = [r for r in rules if r.get("NoncurrentVersionExpiration")]
+    assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1} and "Prefix" not in rule
+    assert rule["ExpiredObjectDeleteMarker"] is True
 
 
 def test_a_form_used_after_delete_stores_nothing_anyone_reads(dev: DevServer) -> None:

@@ -276,9 +276,22 @@ class FileStore:
         with transient_errors():
             self.s3.delete_object(Bucket=self.bucket, Key=key, **({"VersionId": version_id} if version_id else {}))
 
-    def get_index(self, key: str) -> bytes:
+    def get_index(self, ref: str) -> bytes:
+        """An index version's object by its reference (:func:`index_ref`: the key and its S3
+        version, so it stays readable after it is retired)."""
+        key, version = split_index_ref(ref)
         with transient_errors():
-            return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            return self.s3.get_object(Bucket=self.bucket, Key=key, **({"VersionId": version} if version else {}))[
+                "Body"
+            ].read()
+
+    def retire_index(self, ref: str) -> None:
+        """Retire a superseded index version: a delete marker hides its key, its version stays
+        readable by :func:`index_ref` until the bucket's lifecycle expires noncurrent versions (a
+        day: longer than any run holds a pointer, design §8)."""
+        key, _ = split_index_ref(ref)
+        with transient_errors():
+            self.s3.delete_object(Bucket=self.bucket, Key=key)
 
     def head_upload(self, room_id: str, file_id: str) -> UploadHead | None:
         """The upload's current version (:class:`UploadHead`); None when it is not there (404:
@@ -329,6 +342,18 @@ class FileStore:
                     self.s3.delete_object(Bucket=self.bucket, Key=key, VersionId=v["VersionId"])
                     gone += 1
         return gone
+
+
+def index_ref(key: str, version_id: str | None) -> str:
+    """What the index pointer names: the object's key and, in the versioned bucket, its version
+    (``{key}?versionId={version}``)."""
+    return f"{key}?versionId={version_id}" if version_id else key
+
+
+def split_index_ref(ref: str) -> tuple[str, str | None]:
+    """``(key, version id or None)`` of an :func:`index_ref`."""
+    key, _, version = ref.partition("?versionId=")
+    return key, version or None
 
 
 #: :func:`upload_id` of an upload without a version id (an unversioned bucket): its ETag.

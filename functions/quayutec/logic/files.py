@@ -3,8 +3,9 @@ removing it, and reading the passages a run sees.
 
 Index updates: read the pointer (version N), merge the change into version N's chunks, write
 version N+1 as a new object, then move the pointer N → N+1 conditionally. When another ingest
-moved it first, start over from the version it wrote: nobody's chunks are lost, and a run that
-read version N keeps reading version N's object.
+moved it first, delete the object written and start over from the version it wrote: nobody's
+chunks are lost, and a run that read version N keeps reading version N's object (retired once
+superseded: a delete marker, its S3 version readable a day more).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from quayutec import resources as R
-from quayutec.dal.files import UploadHead, signer, upload_id, upload_key
+from quayutec.dal.files import UploadHead, index_ref, signer, upload_id, upload_key
 from quayutec.deps import Deps
 from quayutec.errors import Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from quayutec.logic import retrieval
@@ -181,9 +182,15 @@ def _finish(
             new_key = files.new_index_key(room_id, version + 1)
             new_version = files.put_index(new_key, retrieval.build_index(merged))
             refused = files.commit_ingest(
-                room_id, version, new_key, len(merged), files.finish_update(room_id, file_id, **finish)
+                room_id,
+                version,
+                index_ref(new_key, new_version),
+                len(merged),
+                files.finish_update(room_id, file_id, **finish),
             )
             if refused is None:
+                if key:
+                    files.retire_index(key)  # superseded: readable by its version for a day more
                 return "ready" if chunks is not None else f"failed: {reason}"
             files.delete_index(new_key, new_version)  # lost: nothing of this ingest stays in the index
             if not refused[1]:
@@ -230,7 +237,9 @@ def update_index(deps: Any, room_id: str, *, add: list[FileChunk], remove: str |
             raise TooManyChunks(f"too large: the room's index would hold {len(merged)} chunks (limit {limit})")
         new_key = files.new_index_key(room_id, version + 1)
         new_version = files.put_index(new_key, retrieval.build_index(merged))
-        if files.advance_index(room_id, version, new_key, len(merged)):
+        if files.advance_index(room_id, version, index_ref(new_key, new_version), len(merged)):
+            if key:
+                files.retire_index(key)  # superseded: readable by its version for a day more
             return version + 1
         files.delete_index(new_key, new_version)
     raise IndexConflict(f"room {room_id}: the index moved {INDEX_ATTEMPTS} times under this ingest")
