@@ -263,3 +263,29 @@ def test_the_files_bucket_is_versioned_and_ingest_may_list_uploads(iam_roles: An
     }
     uploads_only = json.dumps({"StringLike": {"s3:prefix": "uploads/*"}})
     assert on_bucket == {("s3:ListBucket", uploads_only), ("s3:ListBucketVersions", uploads_only)}
+
+
+def test_agents_stop_reading_a_deleted_file_the_moment_people_do(
+    dev: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the chunks of a deleted file stayed in what agents read until its S3 event's
+    ingest wrote an index version without them (seconds; half an hour and more when that ingest
+    failed and waited for its redelivery). Now the DELETE hides the file in the index pointer in
+    the record's own transaction: retrieval skips its chunks at once, whatever the ingest does."""
+    room = _room(dev)
+    text = b"The crane key is under the harbour bell.\n"
+    out = _declare(dev, room, len(text))
+    fid = out["file"]["id"]
+    assert _post_form(out["upload"]["url"], out["upload"]["fields"], text) == 204
+    _settle(dev)
+    assert _agents_see(room, "crane key harbour") == {text.decode()}
+    d = quay_deps.default_deps()
+    version = d.files.index_pointer(room)[0]
+    monkeypatch.setattr(rf, "remove", lambda *a, **k: None)  # the removal ingest stalls
+    assert _call(dev.url, "DELETE", f"/rooms/{room}/files/{fid}", dev.tok)[0] == 200  # type: ignore[attr-defined]
+    _settle(dev)
+    assert d.files.index_pointer(room)[0] == version  # the version still holds its chunks
+    assert _agents_see(room, "crane key harbour") == _people_see(dev, room, fid) == set()
+    monkeypatch.undo()
+    rf.remove(d, room, fid)  # the ingest's removal, once it runs: a version without them, unhidden
+    assert d.files.index_view(room)[0] == version + 1 and d.files.index_view(room)[2] == frozenset()

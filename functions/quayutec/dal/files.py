@@ -7,7 +7,9 @@ Room table items (pk ``ROOM#{room}#FILES``):
   ``failed``)
 * ``INDEX`` — the index version pointer: ``version`` (a number, +1 per new version) and ``key``
   (the version's object). Moved only by a conditional update on the version read, so two
-  ingests in one room never lose each other's chunks: the loser re-reads and re-applies.
+  ingests in one room never lose each other's chunks: the loser re-reads and re-applies. Its
+  ``key`` names the object with its S3 version (:func:`index_ref`); ``hidden``: the ids of
+  deleted files whose chunks that version still holds (retrieval skips them).
 
 Files bucket keys (the bucket is versioned): ``uploads/{room}/{file_id}`` (the upload, as sent;
 each upload through the form is a version of the key, and the file record names the version it
@@ -81,6 +83,20 @@ class UploadHead:
     version_id: str | None
 
 
+#: ``(version, object reference, hidden file ids)`` of a room's index pointer.
+IndexView = tuple[int, str | None, frozenset[str]]
+
+
+def pointer_of(item: dict[str, Any] | None) -> IndexView:
+    """:data:`IndexView` of the pointer item (``(0, None, {})`` when absent or never advanced)."""
+    if not item:
+        return 0, None, frozenset()
+    hidden = frozenset(str(h) for h in item.get("hidden") or ())
+    if "version" not in item:
+        return 0, None, hidden
+    return int(item["version"]), str(item["key"]), hidden
+
+
 def _strip(item: dict[str, Any]) -> dict[str, Any]:
     return {k: (int(v) if k in {"size", "chunks"} else v) for k, v in item.items() if k not in {"pk", "sk", "type"}}
 
@@ -127,8 +143,37 @@ class FileStore:
         return sorted((RoomFile.model_validate(_strip(i)) for i in items), key=lambda f: (f.created_at, f.id))
 
     def delete_file(self, room_id: str, file_id: str) -> None:
-        with transient_errors():
-            self.db.delete_item(TableName=self.table, Key=keys.file_key(room_id, file_id))
+        """Delete the file's record and hide its chunks from the room's index pointer in one
+        transaction (``hidden``: file ids whose chunks retrieval skips until an index version
+        without them is written, design §8), so agents stop reading a file the moment people no
+        longer see it."""
+        transact_refusals(
+            self.db,
+            [
+                {"Delete": {"TableName": self.table, "Key": keys.file_key(room_id, file_id)}},
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": keys.index_pointer_key(room_id),
+                        "UpdateExpression": "ADD #hid :h",
+                        "ExpressionAttributeNames": {"#hid": "hidden"},  # a reserved word
+                        "ExpressionAttributeValues": {":h": {file_id}},
+                    }
+                },
+            ],
+        )
+
+    def unhide(self, room_id: str, file_id: str) -> None:
+        """Forget a hidden file id whose chunks no index version holds any more."""
+        update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.index_pointer_key(room_id),
+            UpdateExpression="DELETE #hid :h",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#hid": "hidden"},
+            ExpressionAttributeValues={":h": {file_id}},
+        )
 
     def finish_file(
         self,
@@ -215,32 +260,42 @@ class FileStore:
 
     # ------------------------------------------------------------------ index pointer
     def index_pointer(self, room_id: str, consistent: bool = True) -> tuple[int, str | None]:
-        """``(version, object key)`` of the room's current index; ``(0, None)`` before any.
+        """``(version, object reference)`` of the room's current index; ``(0, None)`` before any.
         ``consistent=False`` for a run's retrieval (a version a moment old is as good)."""
+        version, ref, _ = self.index_view(room_id, consistent)
+        return version, ref
+
+    def index_view(self, room_id: str, consistent: bool = True) -> IndexView:
+        """:meth:`index_pointer` and the file ids its version still holds but retrieval hides
+        (deleted files, :meth:`delete_file`)."""
         with transient_errors():
             item = self.db.get_item(
                 TableName=self.table, Key=keys.index_pointer_key(room_id), ConsistentRead=consistent
             ).get("Item")
-        if not item:
-            return 0, None
-        return int(item["version"]), str(item["key"])
+        return pointer_of(item)
 
-    def advance_index(self, room_id: str, seen_version: int, key: str, chunks: int) -> bool:
+    def advance_index(self, room_id: str, seen_version: int, key: str, chunks: int, unhide: str | None = None) -> bool:
         """Point the room at ``key`` as version ``seen_version + 1``, only if the version is
-        still ``seen_version`` (False: another ingest moved it first)."""
-        return update_if(self.db, **self._advance(room_id, seen_version, key, chunks))
+        still ``seen_version`` (False: another ingest moved it first); ``unhide``: a hidden file
+        id the new version no longer holds."""
+        return update_if(self.db, **self._advance(room_id, seen_version, key, chunks, unhide))
 
-    def _advance(self, room_id: str, seen_version: int, key: str, chunks: int) -> dict[str, Any]:
-        cond = "attribute_not_exists(pk)" if seen_version == 0 else "version = :seen"
+    def _advance(
+        self, room_id: str, seen_version: int, key: str, chunks: int, unhide: str | None = None
+    ) -> dict[str, Any]:
+        # the pointer item may exist without a version: a delete hid a file before any index
+        cond = "attribute_not_exists(version)" if seen_version == 0 else "version = :seen"
         values: dict[str, Any] = {":v": seen_version + 1, ":k": key, ":c": chunks}
         if seen_version:
             values[":seen"] = seen_version
+        if unhide:
+            values[":h"] = {unhide}
         return {
             "TableName": self.table,
             "Key": keys.index_pointer_key(room_id),
-            "UpdateExpression": "SET version = :v, #k = :k, chunks = :c",
+            "UpdateExpression": "SET version = :v, #k = :k, chunks = :c" + (" DELETE #hid :h" if unhide else ""),
             "ConditionExpression": cond,
-            "ExpressionAttributeNames": {"#k": "key"},
+            "ExpressionAttributeNames": {"#k": "key", **({"#hid": "hidden"} if unhide else {})},
             "ExpressionAttributeValues": values,
         }
 

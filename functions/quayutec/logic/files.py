@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from quayutec import resources as R
-from quayutec.dal.files import UploadHead, index_ref, signer, upload_id, upload_key
+from quayutec.dal.files import IndexView, UploadHead, index_ref, signer, upload_id, upload_key
 from quayutec.deps import Deps
 from quayutec.errors import Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from quayutec.logic import retrieval
@@ -214,30 +214,37 @@ def remove(deps: Any, room_id: str, file_id: str) -> None:
     (never the one it was ingested from, which only its delete removes)."""
     if deps.files.get_file(room_id, file_id) is not None:
         return
-    update_index(deps, room_id, add=[], remove=file_id, limit=deps.settings.max_file_chunks)
+    update_index(deps, room_id, add=[], remove=file_id, limit=deps.settings.max_file_chunks, unhide=True)
 
 
 class TooManyChunks(Unreadable):
     pass
 
 
-def update_index(deps: Any, room_id: str, *, add: list[FileChunk], remove: str | None, limit: int) -> int:
+def update_index(
+    deps: Any, room_id: str, *, add: list[FileChunk], remove: str | None, limit: int, unhide: bool = False
+) -> int:
     """Write the room's next index version with ``add`` and without ``remove``'s chunks;
     returns the version written (the current one when nothing changed). An attempt that loses
-    the pointer deletes the object it wrote."""
+    the pointer deletes the object it wrote. ``unhide``: ``remove`` is a deleted file, no longer
+    hidden once no version holds it."""
     files = deps.files
     for _ in range(INDEX_ATTEMPTS):
         version, key = files.index_pointer(room_id)
         current = retrieval.chunks_of(files.get_index(key)) if key else []
         kept = [c for c in current if not remove or c.file_id != remove]
         if not add and len(kept) == len(current):
+            if remove and unhide:
+                files.unhide(room_id, remove)
             return version  # nothing to take out: no new version
         merged = kept + add
         if len(merged) > limit:
             raise TooManyChunks(f"too large: the room's index would hold {len(merged)} chunks (limit {limit})")
         new_key = files.new_index_key(room_id, version + 1)
         new_version = files.put_index(new_key, retrieval.build_index(merged))
-        if files.advance_index(room_id, version, index_ref(new_key, new_version), len(merged)):
+        if files.advance_index(
+            room_id, version, index_ref(new_key, new_version), len(merged), unhide=remove if unhide else None
+        ):
             if key:
                 files.retire_index(key)  # superseded: readable by its version for a day more
             return version + 1
@@ -247,7 +254,7 @@ def update_index(deps: Any, room_id: str, *, add: list[FileChunk], remove: str |
 
 # ----------------------------------------------------------------------------- runs
 def passages(
-    deps: Any, room_id: str, query: str, k: int, pointer: tuple[int, str | None] | None = None
+    deps: Any, room_id: str, query: str, k: int, pointer: IndexView | None = None
 ) -> tuple[int, list[FileChunk]]:
     """The room's index version and its top ``k`` passages for ``query``: one pointer read (none
     when the caller read ``pointer``, ``(version, object key)``, with its other reads) and,
@@ -255,14 +262,14 @@ def passages(
     :data:`quayutec.logic.retrieval.INDEX_CACHE_BYTES`), one object read."""
     if k <= 0:
         return 0, []
-    version, key = pointer if pointer is not None else deps.files.index_pointer(room_id, consistent=False)
+    version, key, hidden = pointer if pointer is not None else deps.files.index_view(room_id, consistent=False)
     if key is None:
         return version, []
     index = retrieval.CACHE.get(room_id, key)
     if index is None:
         index = retrieval.load_index(deps.files.get_index(key))
         retrieval.CACHE.put(room_id, key, index)
-    return version, index.top(query, k)
+    return version, index.top(query, k, hidden)  # a deleted file's chunks: hidden at once
 
 
 #: How long a presigned upload or download URL is valid (seconds).

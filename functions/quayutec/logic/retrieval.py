@@ -105,22 +105,32 @@ class RoomIndex:
     chunks: list[FileChunk]
     retriever: Any = None
 
-    def top(self, query: str, k: int) -> list[FileChunk]:
+    def top(self, query: str, k: int, hidden: frozenset[str] = frozenset()) -> list[FileChunk]:
         """The ``k`` chunks ranked highest by BM25 for ``query`` (ties keep index order); chunks
-        with no query term are left out unless there are at most ``k`` chunks in all."""
-        if not self.chunks or k <= 0:
+        with no query term are left out unless there are at most ``k`` chunks in all. Chunks of
+        the ``hidden`` file ids (deleted, not yet taken out of this version) are never returned."""
+        chunks = self.chunks
+        if hidden:
+            keep = [i for i, c in enumerate(chunks) if c.file_id not in hidden]
+            if len(keep) == len(chunks):
+                hidden = frozenset()
+        if not chunks or k <= 0:
             return []
         if self.retriever is None:
-            return self.chunks[:k]
+            return [c for c in chunks if c.file_id not in hidden][:k]
         import numpy as np
 
         ids = self.retriever.get_tokens_ids(tokenize(query))
-        scores = self.retriever.get_scores_from_ids(ids) if ids else np.zeros(len(self.chunks), dtype="float32")
-        order = np.lexsort((np.arange(len(self.chunks)), -scores))  # score desc, then index
-        if len(self.chunks) <= k:
-            return [self.chunks[int(i)] for i in order]
+        scores = self.retriever.get_scores_from_ids(ids) if ids else np.zeros(len(chunks), dtype="float32")
+        order = np.lexsort((np.arange(len(chunks)), -scores))  # score desc, then index
+        if hidden:
+            kept = np.zeros(len(chunks), dtype=bool)
+            kept[keep] = True
+            order = order[kept[order]]
+        if len(order) <= k:
+            return [chunks[int(i)] for i in order]
         top = [int(i) for i in order[:k]]
-        return [self.chunks[i] for i in top if scores[i] > 0] or [self.chunks[i] for i in top]
+        return [chunks[i] for i in top if scores[i] > 0] or [chunks[i] for i in top]
 
 
 def build_index(chunks: list[FileChunk]) -> bytes:
