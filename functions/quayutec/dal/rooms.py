@@ -16,6 +16,7 @@ from quayutec.dal.aws import (
     transact,
     transient_errors,
 )
+from quayutec.dal.files import IndexView, pointer_of
 from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import RoomTable, strip, wakes_attrs
 from quayutec.errors import LimitReached
@@ -48,7 +49,7 @@ class RunReads:
     message: Message | None = None
     task: Task | None = None
     task_event: TaskEvent | None = None
-    index: tuple[int, str | None] = field(default=(0, None))
+    index: IndexView = field(default=(0, None, frozenset()))
     #: The wake's chain as its counter item stood (design §12.1): runs started, and whether stopped.
     chain_runs: int = 0
     chain_stopped: bool = False
@@ -382,7 +383,7 @@ class RoomRecords(RoomTable):
         if task_event := got.get("task_event"):
             out.task_event = TaskEvent.model_validate(strip(task_event))
         if got["index"]:
-            out.index = (int(got["index"]["version"]), str(got["index"]["key"]))
+            out.index = pointer_of(got["index"])
         return out
 
     def put_outbox(
