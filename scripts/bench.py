@@ -29,9 +29,11 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "run"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # quaydev: a real quay dev process
 
 from runhelpers import ANN, BOB, make_room
 
+from quaylab.big_room import big_room_figures
 from quaylab.costs import RunFigures, plain_runs, retrieval_reads, runs_page_reads, seed_room_runs
 from quaylocal import calls
 from quaylocal.provider_server import ProviderServer
@@ -278,6 +280,10 @@ def budget_report(figures: dict, pydantic_floor_ms: float) -> dict:
         )
     reads = figures["retrieval_reads_per_run"]
     report["retrieval_reads_per_run"] = {"value": reads, "budget": "constant", "met": len(set(reads.values())) == 1}
+    for key in ("reads_per_page", "reads_per_run"):  # a 10x room reads what a small one reads (design §14)
+        if key in figures.get("big_room", {}):
+            value = figures["big_room"][key]
+            report[f"big_room_{key}"] = {"value": value, "budget": "constant", "met": value["small"] == value["large"]}
     if "local_demo_s" in figures:  # issue 13 item 4's targets for the local engine
         local = {
             "local_idle_cpu_percent": (figures["local_idle_cpu_percent"], LOCAL_IDLE_CPU_PERCENT),
@@ -541,6 +547,29 @@ def state_bytes_by_room_size(stack: LocalStack, server: ProviderServer, sizes: t
     return out
 
 
+def quiet_page_figure() -> float | None:
+    """Requests a minute of the room page open on a quiet room, in headless Chromium with a fake
+    clock (:func:`quaylab.page_cost.quiet_page_requests_per_min`, design §9); ``None`` without
+    Chromium or Playwright."""
+    import shutil
+    import tempfile
+
+    from quaydev import quay_dev
+    from quaylab.page_cost import quiet_page_requests_per_min, quiet_room
+
+    chromium = os.environ.get("QUAY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return None
+    if not Path(chromium).is_file():
+        return None
+    admin = "qyt_admin_bench_page_0001"
+    with tempfile.TemporaryDirectory() as tmp, quay_dev(Path(tmp), admin_token=admin) as url:
+        token, room = quiet_room(url, admin)
+        return quiet_page_requests_per_min(chromium, url, token, room)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -548,6 +577,14 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=40, help="posts in the quay dev burst (local figures)")
     parser.add_argument("--burst-clients", type=int, default=8)
     parser.add_argument("--no-local", action="store_true", help="skip the quay dev and demo figures")
+    parser.add_argument(
+        "--big-room-ingest",
+        type=float,
+        default=0.0,
+        metavar="MIB",
+        help="measure ingest peak memory for the 1st, 2nd and 4th file of MIB MiB in one room (25: the "
+        "issue's figure; slow, its own process: quaylab.ingest_memory)",
+    )
     args = parser.parse_args()
     calls.install(calls.Recorder())
     calls.own_handlers()
@@ -573,6 +610,7 @@ def main() -> None:
             room: retrieval_reads(stack, server, room, text="where is the vault code?") for room in file_rooms(stack)
         }
         runs_page = runs_page_figures()
+        big = big_room_figures(quay_deps.default_deps(), stack, server)
         rooms = RoomService(quay_deps.default_deps().room)
         ann = Author(kind="person", id="ann", company="acme")
         latencies = []
@@ -650,8 +688,21 @@ def main() -> None:
     print(f"retrieval reads per run (cold index cache): {retrieval_figures}")
     print(
         f"a company's runs page (limit {RUNS_PAGE_LIMIT}, 30 runs of its own): "
-        + ", ".join(f"{k}: {v['queries']} query, {v['items_read']} items read" for k, v in runs_page.items())
+        + ", ".join(f"{k}: {v['queries']} queries, {v['items_read']} items read" for k, v in runs_page.items())
     )
+    print(
+        f"big room (10x the history: messages, runs, approvals, tasks, memory): one page of each listing reads "
+        f"{big['reads_per_page']['small']} items in {big['calls_per_page']['small']} calls (small room) / "
+        f"{big['reads_per_page']['large']} items in {big['calls_per_page']['large']} calls (10x room); a plain run "
+        f"{big['reads_per_run']['small']} / {big['reads_per_run']['large']} AWS calls; page time ratio "
+        f"{big['page_time_ratio']} (10x / small, printed only)"
+    )
+    for name, small in big["pages"]["small"].items():
+        large = big["pages"]["large"][name]
+        print(
+            f"  {name:<10} {small['aws_calls']} calls, {small['items_read']} items read / "
+            f"{large['aws_calls']} calls, {large['items_read']} items read"
+        )
     boto3_ms = import_ms("import boto3")
     pydantic_ms = import_ms(PYDANTIC_FLOOR)
     cold_ms = {h: import_ms(first_invocation(h), handler=HANDLER_OF[h]) for h in HANDLERS}
@@ -696,6 +747,14 @@ def main() -> None:
         "state_bytes": state_bytes,
         # one page of acme's runs in a room alone, and with bolt's 10x as many runs (design §14): the same
         "runs_page_reads": runs_page,
+        # one page of every listing and one plain run, in a small room and one with 10x its history
+        # (design §14): the same counts; other big-room figures join this object
+        "big_room": {
+            "reads_per_page": big["reads_per_page"],
+            "calls_per_page": big["calls_per_page"],
+            "reads_per_run": big["reads_per_run"],
+            "page_time_ratio": big["page_time_ratio"],
+        },
     }
     widths = {str(m): chain_width(m) for m in (3, 5)}
     for m, w in widths.items():
@@ -744,6 +803,27 @@ def main() -> None:
             for k in ("burst_posts", "burst_clients", "burst_replies", "burst_post_answer_median_s", "burst_runs_per_s")
         }
         figures["local_demo_s"] = round(demo_s, 2)
+    # The big-room section: one dict that each of its figures merges into (issue 25).
+    quiet_page = quiet_page_figure()
+    print(
+        "room page open on a quiet room: "
+        + ("no Chromium here" if quiet_page is None else f"{quiet_page:.1f} requests a minute (at most 20)")
+    )
+    figures.setdefault("big_room", {}).update({"quiet_page_requests_per_min": quiet_page})
+
+    if args.big_room_ingest:  # its own process: its peaks are not the bench's stack's
+        out = subprocess.run(
+            [sys.executable, "-m", "quaylab.ingest_memory", "--mib", str(args.big_room_ingest), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        ingest = json.loads(out.strip().splitlines()[-1])
+        figures["big_room"] = {**figures.get("big_room", {}), **ingest}  # other keys come from elsewhere
+        print(
+            f"  big room: ingest peak {ingest['ingest_peak_mib']} MiB (1st, 2nd, 4th file) "
+            f"of {ingest['ingest_memory_mib']} MiB"
+        )
     figures["budgets"] = budget_report(figures, pydantic_ms)
     missed = [k for k, v in figures["budgets"].items() if not v["met"]]
     print(

@@ -343,6 +343,9 @@ class RoomFile(_Model):
     #: The S3 ETag of the upload it was ingested from: a later upload to the same key (the form is
     #: valid 15 minutes) has another, and is ingested in its place, so agents read what people get.
     etag: str | None = None
+    #: The S3 version of the upload it was ingested from (the files bucket is versioned): its
+    #: download names this version, so it serves the bytes agents read, never a later upload.
+    version_id: str | None = None
 
 
 class ApprovalRequest(_Model):

@@ -58,14 +58,18 @@ ROOM_TABLE = TableDef(
     partition_key=KeyAttr("pk"),
     sort_key=KeyAttr("sk"),
     indexes=(
-        # Time order of a room's messages and of each memory partition (design §14):
-        # gsi2pk = the item's own partition, gsi2sk = "{created_at}#{id}".
+        # Time order of a room's messages, of each memory partition and of its tasks (design §14):
+        # gsi2pk = the item's own partition (a task: "ROOM#{room}#TASKS"), gsi2sk = "{created_at}#{id}".
         IndexDef("by_time", KeyAttr("gsi2pk"), KeyAttr("gsi2sk")),
         # Sparse index of open tasks per (room, assignee).
         IndexDef("open_tasks", KeyAttr("gsi1pk"), KeyAttr("gsi1sk")),
         # Approval requests per (room, owning company), design §14: gsi3pk =
         # "APPROVALS#{room}#{company}", gsi3sk = "{created_at}#{run}#{index}" (approval rows only).
         IndexDef("approvals_by_company", KeyAttr("gsi3pk"), KeyAttr("gsi3sk")),
+        # What changed in a room, by kind, for the room page's one poll (design §9, §14): gsi4pk =
+        # "CHANGES#{room}#tasks" | "…#files" | "…#approvals#{company}", gsi4sk =
+        # "{changed_at}#{id}", moved by every write that changes the item.
+        IndexDef("changes", KeyAttr("gsi4pk"), KeyAttr("gsi4sk")),
     ),
     # The outbox that drives wakes (docs/design.md §3): the relay reads an inserted item's new
     # image only (NEW_IMAGE, the smallest view that carries the wakes).
@@ -105,6 +109,9 @@ LEDGER_TABLE = TableDef(
         # Sparse: runs without a final status, by agent and by chain (design §12.2: the stop path)
         IndexDef("active_by_agent", KeyAttr("active_agent"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
         IndexDef("active_by_chain", KeyAttr("active_chain"), KeyAttr("started_at"), include=ACTIVE_RUN_FIELDS),
+        # A company's runs in a room by the time of their last change (design §9, §14): chg_pk =
+        # "CHANGES#{room}#runs#{company}", chg_sk = "{changed_at}#{run}" (run entries only).
+        IndexDef("run_changes", KeyAttr("chg_pk"), KeyAttr("chg_sk")),
     ),
 )
 
@@ -176,6 +183,19 @@ INGEST_QUEUE = QueueDef(
 )
 QUEUES: tuple[QueueDef, ...] = (WAKE_DLQ, WAKE_QUEUE, FAILED_EVENTS_QUEUE, INGEST_DLQ, INGEST_QUEUE)
 
+#: How long a presigned upload form or download URL of a room file is valid (seconds).
+UPLOAD_URL_EXPIRES_S = 900
+#: Slack for the last ingest attempt's own run and the queue's delivery delays (seconds).
+UPLOAD_GRACE_MARGIN_S = 300
+#: How long after its declaration a file may still read ``uploading`` (seconds, design §8): the
+#: form's life, then every delivery of its S3 event the ingest queue makes (each one returns after
+#: the queue's visibility timeout when an ingest fails: ``max_receive_count`` of them before the
+#: dead-letter queue), and a margin. Derived from the queue, so a retry never lands after the file
+#: already reads "the upload never arrived".
+UPLOAD_GRACE_S = (
+    UPLOAD_URL_EXPIRES_S + INGEST_QUEUE.visibility_timeout_s * INGEST_QUEUE.max_receive_count + UPLOAD_GRACE_MARGIN_S
+)
+
 STATE_MACHINE_ENV = "STATE_MACHINE_ARN"
 STATE_MACHINE_DEFAULT_NAME = "quayutec-agent-run"
 STATE_MACHINE_LOGICAL_ID = "AgentRunStateMachine"  # its logical id in the CDK template
@@ -245,8 +265,13 @@ class FunctionDef:
     #   "rundata:get|put"        run data objects under runs/ ; "secrets:read|write" provider keys
     #   "roles:assume"           sts:AssumeRole on the companies' Bedrock roles, only those whose
     #                            name starts with BEDROCK_ROLE_PREFIX, in any account (docs/design.md §5)
-    #   "files:get|put|delete"   uploaded room files under uploads/ (put: signs the upload POST)
-    #   "index:get|put"          the rooms' retrieval index objects under index/
+    #   "files:get|put"          uploaded room files under uploads/ (put: signs the upload POST; get:
+    #                            the current version, with s3:ListBucket so a missing one is a 404)
+    #   "files:getversion"       one version of an upload (s3:GetObjectVersion: ingest's read, the
+    #                            presigned download)
+    #   "files:delete"           every version of an upload (ListBucketVersions, DeleteObjectVersion)
+    #   "index:get|put|delete"   the rooms' retrieval index objects under index/ (get: by version;
+    #                            delete: a lost ingest's version, a superseded one's delete marker)
     #   "ingest:consume"         the ingest queue (S3 events of uploads/)
     #   "room:stream"            the room table's stream (an event source mapping)
     #   "queue:send|consume"     the wake queue ; "states:start" | "states:answer" the state machine
@@ -452,6 +477,8 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:query",
             "ledger:query@runs_by_room",
             "room:query@approvals_by_company",  # a company's approval requests in a room
+            "room:query@changes",  # a room's changes since a cursor (design §9)
+            "ledger:query@run_changes",  # ... and its company's runs among them
             "ledger:batchget",  # a company's spend counters, with its budget (design §12.4)
             "room:batchget",
             "ledger:query@active_by_agent",  # a pause and a chain's stop reach the runs they stop
@@ -463,8 +490,9 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "idempotency:delete",
             "secrets:write",
             "states:answer",
-            "files:get",
+            "files:get",  # the download of a file ingested before versioning (no version id)
             "files:put",
+            "files:getversion",  # the presigned download names the ingested version (design §8)
             "files:delete",
             "room:delete",
             "rundata:get",  # a replay reads a reply too large for the ledger (design §5)
@@ -487,7 +515,17 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "quayutec.handlers.ingest.handler",
         timeout_s=300,
         memory_mb=1024,
-        touches=("ingest:consume", "files:get", "index:get", "index:put", "room:get", "room:update"),
+        touches=(
+            "ingest:consume",
+            "files:get",  # the current version's head
+            "files:getversion",  # the version read
+            "files:delete",  # an upload whose file was deleted (a form issued before the delete)
+            "index:get",
+            "index:put",
+            "index:delete",  # the index version an ingest wrote and did not commit
+            "room:get",
+            "room:update",  # the file record and the index pointer, in one transaction
+        ),
         reads=(ROOM_TABLE.env_var, FILES_BUCKET.env_var, "MAX_FILE_CHUNKS"),
     ),
     FunctionDef(

@@ -1091,16 +1091,23 @@ def file_rm(
 def ledger(
     run: Annotated[str | None, typer.Argument(help="A run id: show that run in full.")] = None,
     room: Annotated[str | None, typer.Option(help="List your company's runs in this room.")] = None,
+    all_pages: Annotated[
+        bool, typer.Option("--all", help="With --room: every run, page after page (default: the newest 50).")
+    ] = False,
     as_json: JsonOpt = False,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
-    """The run ledger: one run (RUN) or your company's runs in a room (--room)."""
+    """The run ledger: one run (RUN) or your company's runs in a room (--room; --all: every page)."""
     if run is None and room is None:
         raise _fail("quay ledger: give a RUN id or --room ROOM", 2)
     client = _client(url, token)
+
+    def runs_of(room_id: str) -> dict:
+        return client.all_runs(room_id) if all_pages else client.run_list(room_id)
+
     if as_json:
-        _print(_run(lambda: client.run(run)) if run is not None else _run(lambda: client.run_list(str(room))))
+        _print(_run(lambda: client.run(run)) if run is not None else _run(lambda: runs_of(str(room))))
         return
 
     def print(line: str) -> None:
@@ -1131,11 +1138,13 @@ def ledger(
         for line in cost_lines(r.get("cost")):
             print("  " + line)
         return
-    listing = _run(lambda: client.run_list(str(room)))
+    listing = _run(lambda: runs_of(str(room)))
     for r in listing["runs"]:
         print(f"{r['run_id']}  {r['agent_id']}  {r['status']}  {r['started_at']}")
     for n in listing.get("not_started") or []:  # design §12.1: why an agent did not wake
         print(f"not woken: {n['agent_id']}  {n['reason']}  chain {n['chain_id']}  {n['at']}")
+    if listing.get("next_cursor"):
+        print("(more runs: --all lists every page)")
 
 
 @app.command()

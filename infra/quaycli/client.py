@@ -227,9 +227,21 @@ class QuayClient:
         return self.call("POST", f"/agents/{_seg(agent)}/resume")
 
     # ------------------------------------------------------------------ rooms
+    def every(self, path: str, field: str, query: dict[str, Any] | None = None, limit: int = 200) -> list[Any]:
+        """Every item of a paged listing (docs/api.md, paging): page after page of ``limit``,
+        following ``next_cursor`` until a page has none."""
+        out: list[Any] = []
+        cursor = None
+        while True:
+            page = self.call("GET", path, query={**(query or {}), "limit": limit, "cursor": cursor})
+            out += page[field]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return out
+
     def rooms(self) -> list[str]:
-        """The ids of the rooms your company is a member of."""
-        return self.call("GET", "/rooms")["rooms"]
+        """The ids of the rooms your company is a member of (every page)."""
+        return self.every("/rooms", "rooms")
 
     def create_room(
         self,
@@ -283,7 +295,8 @@ class QuayClient:
         return self.call("POST", f"/rooms/{_seg(room)}/tasks", {"to": to, "title": title, "body": body})
 
     def tasks(self, room: str, status: str = "open") -> list[dict]:
-        return self.call("GET", f"/rooms/{_seg(room)}/tasks", query={"status": status})["tasks"]
+        """The room's tasks of ``status``, oldest first (every page)."""
+        return self.every(f"/rooms/{_seg(room)}/tasks", "tasks", {"status": status})
 
     def update_task(self, room: str, task: str, note: str) -> dict:
         return self.call("POST", f"/rooms/{_seg(room)}/tasks/{_seg(task)}/updates", {"note": note})
@@ -292,13 +305,15 @@ class QuayClient:
         return self.call("POST", f"/rooms/{_seg(room)}/tasks/{_seg(task)}/close", {"result": result})
 
     def memory(self, room: str) -> list[dict]:
-        return self.call("GET", f"/rooms/{_seg(room)}/memory")["lines"]
+        """The memory lines your company may read, newest first (every page)."""
+        return self.every(f"/rooms/{_seg(room)}/memory", "lines")
 
     def remember(self, room: str, text: str, visibility: str) -> dict:
         return self.call("POST", f"/rooms/{_seg(room)}/memory", {"text": text, "visibility": visibility})
 
     def approvals(self, room: str, status: str = "pending") -> list[dict]:
-        return self.call("GET", f"/rooms/{_seg(room)}/approvals", query={"status": status})["approvals"]
+        """Your company's agents' approval requests of ``status``, oldest first (every page)."""
+        return self.every(f"/rooms/{_seg(room)}/approvals", "approvals", {"status": status})
 
     def approve(self, room: str, approval_id: str) -> dict:
         return self.call("POST", f"/rooms/{_seg(room)}/approvals/{_seg(approval_id)}/approve")
@@ -309,10 +324,23 @@ class QuayClient:
     def runs(self, room: str, limit: int = 50) -> list[dict]:
         return self.run_list(room, limit)["runs"]
 
-    def run_list(self, room: str, limit: int = 50) -> dict:
-        """``GET /rooms/{room}/runs``: ``{"runs": [...], "not_started": [...]}`` (newest first)."""
-        result: dict = self.call("GET", f"/rooms/{_seg(room)}/runs", query={"limit": limit})
+    def run_list(self, room: str, limit: int = 50, cursor: str | None = None) -> dict:
+        """A page of ``GET /rooms/{room}/runs``: ``{"runs": [...], "not_started": [...],
+        "next_cursor": ...}`` (newest first)."""
+        result: dict = self.call("GET", f"/rooms/{_seg(room)}/runs", query={"limit": limit, "cursor": cursor})
         return result
+
+    def all_runs(self, room: str) -> dict:
+        """Every page of ``GET /rooms/{room}/runs``, joined: ``{"runs": [...], "not_started": [...]}``."""
+        out: dict[str, list] = {"runs": [], "not_started": []}
+        cursor = None
+        while True:
+            page = self.run_list(room, 200, cursor)
+            out["runs"] += page["runs"]
+            out["not_started"] += page.get("not_started", [])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return out
 
     def run(self, run_id: str) -> dict:
         return self.call("GET", f"/runs/{_seg(run_id)}")
@@ -333,7 +361,8 @@ class QuayClient:
         )
 
     def files(self, room: str) -> list[dict]:
-        return self.call("GET", f"/rooms/{_seg(room)}/files")["files"]
+        """The room's files (every page)."""
+        return self.every(f"/rooms/{_seg(room)}/files", "files")
 
     def file(self, room: str, file_id: str) -> dict:
         return self.call("GET", f"/rooms/{_seg(room)}/files/{_seg(file_id)}")

@@ -62,21 +62,35 @@ KNOWN_TOUCHES = frozenset(
         "states:answer",
         "states:handoff",
         "files:get",
+        "files:getversion",
         "files:put",
         "files:delete",
         "index:get",
         "index:put",
+        "index:delete",
         "ingest:consume",
     }
 )
 # Room files (design §8): uploads and index versions are keyed by room and file/version, unknown
-# at deploy time; each touch is one action on one prefix of the files bucket.
-_FILE_TOUCHES = {
+# at deploy time; each touch is one object action on one prefix of the files bucket, and the
+# bucket action it needs (on that prefix only), if any. The bucket is versioned (design §8).
+_FILE_TOUCHES: dict[str, tuple[str | tuple[str, ...], str]] = {
     "files:get": ("s3:GetObject", R.UPLOADS_PREFIX),
+    "files:getversion": ("s3:GetObjectVersion", R.UPLOADS_PREFIX),
     "files:put": ("s3:PutObject", R.UPLOADS_PREFIX),
-    "files:delete": ("s3:DeleteObject", R.UPLOADS_PREFIX),
-    "index:get": ("s3:GetObject", R.INDEX_PREFIX),
+    "files:delete": ("s3:DeleteObjectVersion", R.UPLOADS_PREFIX),
+    "index:get": (("s3:GetObject", "s3:GetObjectVersion"), R.INDEX_PREFIX),
     "index:put": ("s3:PutObject", R.INDEX_PREFIX),
+    # a lost ingest's own version; a superseded version's retirement (a delete marker)
+    "index:delete": (("s3:DeleteObject", "s3:DeleteObjectVersion"), R.INDEX_PREFIX),
+}
+#: The bucket-level action a file touch needs with its object action, on its prefix only:
+#: s3:ListBucket so that a missing upload answers 404 NoSuchKey, not 403 AccessDenied (S3 API
+#: reference, HeadObject/GetObject permissions); s3:ListBucketVersions to find every version
+#: of an upload to delete.
+_FILE_BUCKET_TOUCHES = {
+    "files:get": "s3:ListBucket",
+    "files:delete": "s3:ListBucketVersions",
 }
 
 #: The alias every function is invoked through when SnapStart is on (the snapStart context).
@@ -382,7 +396,16 @@ class Functions(Construct):
         elif touch in _FILE_TOUCHES:
             action, prefix = _FILE_TOUCHES[touch]
             bucket = self._storage.bucket(R.FILES_BUCKET)
-            role.add_to_policy(iam.PolicyStatement(actions=[action], resources=[bucket.arn_for_objects(f"{prefix}*")]))
+            actions = [action] if isinstance(action, str) else list(action)
+            role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[bucket.arn_for_objects(f"{prefix}*")]))
+            if touch in _FILE_BUCKET_TOUCHES:
+                role.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=[_FILE_BUCKET_TOUCHES[touch]],
+                        resources=[bucket.bucket_arn],
+                        conditions={"StringLike": {"s3:prefix": f"{prefix}*"}},
+                    )
+                )
             nag.acknowledge(
                 role,
                 "IAM5",

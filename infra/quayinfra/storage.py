@@ -96,6 +96,18 @@ class Storage(Construct):
                     expiration=Duration.days(settings.run_data_expiry_days),
                 )
             )
+        if bdef is R.FILES_BUCKET:
+            # Versioned (design §8): a download names the version that was ingested. What the
+            # runtime deletes it deletes by version; what a later upload replaced, and a
+            # superseded index version (retired with a delete marker), go a day on: longer than
+            # any run holds the pointer that names it.
+            rules.append(
+                s3.LifecycleRule(
+                    id="expire-replaced-versions",
+                    noncurrent_version_expiration=Duration.days(1),
+                    expired_object_delete_marker=True,
+                )
+            )
         return rules
 
     def _bucket(self, bdef: R.BucketDef, settings: Settings) -> s3.Bucket:
@@ -107,7 +119,7 @@ class Storage(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=False,
+            versioned=bdef is R.FILES_BUCKET,  # design §8: a download names its version
             lifecycle_rules=self._lifecycle(bdef, settings),
             # Room files are uploaded from browsers with a presigned POST (design §8) and
             # downloaded with a presigned GET: only the files bucket answers cross-origin.
@@ -132,12 +144,12 @@ class Storage(Construct):
             "No access-log bucket: object access is audited through CloudTrail data events when the account "
             "enables them (the cdk-nag S1 acknowledgment below)",
         )
-        checkov.acknowledge(
-            bucket,
-            "CKV_AWS_21",
-            "Unversioned on purpose: lifecycle rules expire run data and deleted files; versions would keep "
-            "deleted content past its retention",
-        )
+        if bdef is not R.FILES_BUCKET:
+            checkov.acknowledge(
+                bucket,
+                "CKV_AWS_21",
+                "Unversioned on purpose: a lifecycle rule expires run data; versions would keep it past its retention",
+            )
         if bdef is R.FILES_BUCKET:
             nag.acknowledge(
                 bucket,

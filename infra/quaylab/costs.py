@@ -252,8 +252,8 @@ def counted_reads(db: Any, read: Callable[[], T]) -> tuple[T, dict[str, int]]:
 
 
 def runs_page_reads(ledger: Any, room_id: str, company: str, limit: int) -> dict[str, int]:
-    """What one page of ``company``'s runs in ``room_id`` (``GET /rooms/{room}/runs``'s read:
-    :meth:`~quayutec.dal.ledger.LedgerStore.runs_in_room`) reads: :func:`counted_reads`'
+    """What one page of ``company``'s runs in ``room_id`` (``GET /rooms/{room}/runs``'s runs
+    part: :meth:`~quayutec.dal.ledger.LedgerStore.runs_page`) reads: :func:`counted_reads`'
     figures and ``runs``, the page's length."""
-    page, reads = counted_reads(ledger.db, lambda: ledger.runs_in_room(room_id, company, limit=limit))
-    return {**reads, "runs": len(page)}
+    page, reads = counted_reads(ledger.db, lambda: ledger.runs_page(room_id, company, limit).parts["runs"])
+    return {**reads, "runs": len(page.items)}

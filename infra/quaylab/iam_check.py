@@ -29,8 +29,14 @@ from moto.iam.access_control import IAMPolicyStatement, PermissionResult
 from quaylocal import calls as C
 
 #: Conditions the evaluator accepts for an action: ``(action, condition JSON) -> why``.
-#: None today: every conditional statement fails closed.
-CONDITIONS_EVALUATED: dict[tuple[str, str], str] = {}
+#: Every other conditional statement fails closed.
+CONDITIONS_EVALUATED: dict[tuple[str, str], str] = {
+    (
+        "s3:ListBucketVersions",
+        '{"StringLike": {"s3:prefix": "uploads/*"}}',
+    ): "The only ListObjectVersions call (quayutec.dal.files.FileStore.delete_upload) passes "
+    "Prefix=uploads/{room}/{file}: the s3:prefix condition holds by construction.",
+}
 
 
 class TemplateError(ValueError):
@@ -317,6 +323,26 @@ UNUSED_GRANT_REASONS: dict[tuple[str, str, str], str] = {
     ): "A GetObject of a run-data object that is not stored must answer 404 NoSuchKey (which "
     "the code reads as 'not stored'); without s3:ListBucket S3 answers 403 AccessDenied "
     "(S3 API reference, GetObject permissions). moto answers 404 either way.",
+    (
+        "function:*",
+        "s3:ListBucket",
+        "arn:aws:s3:::FilesBucket",
+    ): "A HeadObject of an upload that is not there must answer 404 (which ingest reads as "
+    "'removed before it was read'); without s3:ListBucket S3 answers 403 AccessDenied, which "
+    "ingest treats as a fault (S3 API reference, HeadObject permissions). moto answers 404 "
+    "either way.",
+    (
+        "function:*",
+        "s3:GetObject",
+        "arn:aws:s3:::FilesBucket/index/*",
+    ): "An index pointer written before the files bucket was versioned names the key only (no "
+    "version): it is read by key; every pointer the suite writes names its version.",
+    (
+        "function:ApiFunction",
+        "s3:GetObject",
+        "arn:aws:s3:::FilesBucket/uploads/*",
+    ): "The download of a file ingested before the files bucket was versioned (no version id "
+    "recorded) names the key only; every file the suite ingests has its version.",
     (
         "function:ApiFunction",
         "dynamodb:GetItem",

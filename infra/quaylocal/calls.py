@@ -174,7 +174,16 @@ def _stream(action: str) -> Callable[[dict], Pairs]:
 
 
 def _s3_object(action: str) -> Callable[[dict], Pairs]:
-    return lambda p: [(f"s3:{action}", bucket_arn(p["Bucket"], p["Key"]))]
+    # With a VersionId, the action on that version (s3:GetObjectVersion, s3:DeleteObjectVersion:
+    # Service Authorization Reference for Amazon S3).
+    return lambda p: [(f"s3:{action}{'Version' if p.get('VersionId') else ''}", bucket_arn(p["Bucket"], p["Key"]))]
+
+
+def _s3_delete_objects(p: dict) -> Pairs:
+    return [
+        (f"s3:DeleteObject{'Version' if o.get('VersionId') else ''}", bucket_arn(p["Bucket"], o["Key"]))
+        for o in p.get("Delete", {}).get("Objects", [])
+    ]
 
 
 def _s3_bucket(action: str) -> Callable[[dict], Pairs]:
@@ -228,6 +237,8 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict], Pairs]] = {
     ("s3", "PutObject"): _s3_object("PutObject"),
     ("s3", "DeleteObject"): _s3_object("DeleteObject"),
     ("s3", "ListObjectsV2"): _s3_bucket("ListBucket"),
+    ("s3", "ListObjectVersions"): _s3_bucket("ListBucketVersions"),
+    ("s3", "DeleteObjects"): _s3_delete_objects,
     # A presigned POST is signed locally (no botocore call event): the API announces it
     # (quayutec.seams.announce) as the PutObject it grants, under the signing function.
     ("s3", "PutBucketNotificationConfiguration"): _s3_bucket("PutBucketNotification"),

@@ -40,6 +40,10 @@ DEFAULT_PORT = 8787
 API_FUNCTION = "ApiFunction"
 AUTHORIZER_FUNCTION = "AuthorizerFunction"
 MAX_PAYLOAD = 10 * 1024 * 1024  # API Gateway's payload limit
+#: Lambda's limit on a synchronous invocation's answer (6 MB), measured on the answer as the
+#: Python runtime serializes it (the proxy response, its body string escaped once more): a
+#: larger answer fails the invocation and the gateway answers 502.
+MAX_FUNCTION_ANSWER = 6 * 1024 * 1024
 #: The local provider server's recorded requests that ``quay dev`` keeps (the newest).
 DEV_KEEP_REQUESTS = 200
 
@@ -247,6 +251,8 @@ class Gateway:
             result, error = self.invoke(API_FUNCTION, event)
         if error is not None or not isinstance(result, dict) or "statusCode" not in result:
             return _json_result(502, FUNCTION_FAILED)
+        if len(json.dumps(result, ensure_ascii=False).encode("utf-8", "surrogatepass")) > MAX_FUNCTION_ANSWER:
+            return _json_result(502, FUNCTION_FAILED)  # Lambda: "Response payload size exceeded"
         out_headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
         for k, values in (result.get("multiValueHeaders") or {}).items():
             if values:

@@ -10,7 +10,8 @@ Only the files bucket's uploads are served (never the run data, nor the room ind
   (25 MB).
 * ``GET /_s3/<bucket>/<key>``: a presigned download: it must carry a SigV4 query signature that
   has not expired, and it is always served as an attachment (the API signs only those), with
-  ``nosniff``.
+  ``nosniff``; the ``versionId`` it names (the files bucket is versioned), or 404 once that
+  version is deleted.
 
 Neither signature is verified (moto's test credentials; locally only): a request with a forged
 one for an upload's key is served.
@@ -88,10 +89,16 @@ def handle(
         if problem:
             return _error(403, "AccessDenied", problem)
         with calls.owner("local:s3-presigned-get"):
+            version = query.get("versionId")  # the version the API signed (design §8)
             try:
-                obj = s3.get_object(Bucket=bucket, Key=key)
+                obj = s3.get_object(Bucket=bucket, Key=key, **({"VersionId": version} if version else {}))
             except s3.exceptions.NoSuchKey:
                 return _error(404, "NoSuchKey", "The specified key does not exist.")
+            except s3.exceptions.ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                if code in {"NoSuchVersion", "404", "InvalidArgument"}:
+                    return _error(404, "NoSuchVersion", "The specified version does not exist.")
+                raise
         # the signed URL's response-* overrides, as S3 applies them (GetObject); the API signs
         # attachments only, so nothing else is served here
         status, headers, data = _result(

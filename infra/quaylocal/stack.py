@@ -843,6 +843,8 @@ class LocalStack:
         s3 = self.client("s3")
         for b in r.BUCKETS:
             s3.create_bucket(Bucket=b.default_name)
+        # versioned as deployed (infra/quayinfra/storage.py, design §8)
+        s3.put_bucket_versioning(Bucket=r.FILES_BUCKET.default_name, VersioningConfiguration={"Status": "Enabled"})
         sqs = self.client("sqs")
         self.queue_urls: dict[str, str] = {}
         for q in r.QUEUES:

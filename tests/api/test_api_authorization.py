@@ -35,6 +35,7 @@ MATRIX = [
     ("GET", "/agents/a1", None, 404, 404, 403),
     ("POST", "/rooms/r1/messages", {"text": "hello from outside?"}, 201, 404, 403),
     ("GET", "/rooms/r1/messages", None, 200, 404, 403),
+    ("GET", "/rooms/r1/changes", None, 200, 404, 403),  # exactly the other room reads'
     ("POST", "/rooms/r1/tasks", {"to": "b1", "title": "matrix task"}, 201, 404, 403),
     ("GET", "/rooms/r1/tasks", None, 200, 404, 403),
     ("GET", "/rooms/r1/tasks/{task}", None, 200, 404, 403),

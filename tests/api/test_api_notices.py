@@ -11,7 +11,7 @@ import json
 import pytest
 from apihelpers import World
 
-from quayutec.dal import messages as room_dal
+from quayutec.dal import pages as pages_dal
 from quayutec.deps import default_deps
 from quayutec.logic.notices import company_notice
 
@@ -39,7 +39,8 @@ def _pages(w: World, person: str, room: str, limit: int, order: str = "asc") -> 
 
 
 def _cursor_sk(cursor: str) -> str:
-    return json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))["sk"]
+    """The sort key of the last message a cursor names (its ``messages`` part, quayutec.dal.pages)."""
+    return json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))["p"]["messages"]["sk"]
 
 
 def test_a_company_only_notice_is_read_by_its_company_alone(light_world: World) -> None:
@@ -99,7 +100,7 @@ def test_a_page_bounded_in_reads_is_short_only_with_a_cursor(
 ) -> None:
     """With one read per page (the bound reached at once), pages may be short, never final
     before the end, and a cursor after a page with messages names its last message."""
-    monkeypatch.setattr(room_dal, "VISIBLE_READS", 1)
+    monkeypatch.setattr(pages_dal, "FILTERED_READS", 1)
     room = "r-bounded"
     texts, _ = _room_with_notices(room)
     pages = _pages(light_world, "bob", room, 2)

@@ -4,9 +4,7 @@ policy changes; only acme sees it; it writes nothing and asks no model."""
 
 from __future__ import annotations
 
-from apihelpers import World
-
-from conftest import ADMIN_TOKEN
+from apihelpers import ADMIN_TOKEN, World
 
 
 def test_a_run_replays_the_same_until_the_policy_changes(world: World, stack_env) -> None:  # type: ignore[no-untyped-def]

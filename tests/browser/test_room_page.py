@@ -477,3 +477,87 @@ def test_the_page_offers_task_actions_only_to_who_may_take_them(
                 page.context.close()
         finally:
             browser.close()
+
+
+def test_more_shows_the_next_page_of_a_list(chromium: str, dev_url: str, room: dict[str, str]) -> None:
+    """Design §14: every listing is a page; the page reads the first and offers More while a
+    next page exists. A room of 120 memory lines (pages of 100) shows 100, then all 120 after More,
+    each once, and no More after the last page."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ann = QuayClient(dev_url, room["ann"])
+    room_id = ann.create_room("ledger-hall", ["bolt"])["id"]
+    for i in range(120):
+        ann.remember(room_id, f"line {i:03d}", "room")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context().new_page()
+            page.set_default_timeout(WAIT_MS)
+            _open_room(page, dev_url, room["ann"], room_id, "ledger-hall")
+            lines = page.locator("#memory li")
+            expect(lines).to_have_count(100)
+            expect(lines.first).to_contain_text("line 119")  # newest first
+            page.get_by_role("button", name="More: the next page of memory").click()
+            expect(lines).to_have_count(120)
+            expect(lines.last).to_contain_text("line 000")
+            expect(page.locator("#memory-more")).to_be_hidden()
+            texts = lines.all_inner_texts()
+            assert len({t.splitlines()[0] for t in texts}) == 120, "a line is shown twice"
+        finally:
+            browser.close()
+
+
+def test_a_quiet_open_page_polls_one_changes_request_and_backs_off(chromium: str, dev_url: str) -> None:
+    """The page polls GET /rooms/{room}/changes only, backing off from 2 s to 30 s while nothing
+    changes: at most 20 requests in its first minute (the bench's ``quiet_page_requests_per_min``,
+    measured the same way); none while the tab is hidden; one at once when it is shown again."""
+    from quaylab.page_cost import FAST_MS, quiet_page_requests_per_min, quiet_room
+
+    token, room_id = quiet_room(dev_url, ADMIN, company="hush")
+    seen: dict[str, Any] = {}
+
+    def then(page: Any, meter: Any) -> None:
+        seen["quiet"] = list(meter.requests)
+        page.evaluate(
+            "Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});"
+            "document.dispatchEvent(new Event('visibilitychange'))"
+        )
+        seen["hidden"] = meter.run_for(page, 120_000)
+        page.evaluate(
+            "Object.defineProperty(document, 'hidden', {configurable: true, get: () => false});"
+            "document.dispatchEvent(new Event('visibilitychange'))"
+        )
+        meter.settle(page)
+        seen["shown"] = list(meter.requests[len(seen["quiet"]) :])
+        seen["after"] = meter.run_for(page, 2 * FAST_MS)
+
+    per_min = quiet_page_requests_per_min(chromium, dev_url, token, room_id, then=then)
+    assert per_min <= 20, per_min
+    assert 3 <= per_min <= 6, per_min  # 2, 4, 8, 16 and 30 s apart: five in the first minute
+    assert seen["quiet"] and all(f"/rooms/{room_id}/changes?since=" in u for u in seen["quiet"]), seen["quiet"]
+    assert seen["hidden"] == 0
+    assert len(seen["shown"]) == 1 and "/changes?since=" in seen["shown"][0], seen["shown"]
+    assert seen["after"] == 1  # fast again after being shown (that poll was quiet: 4 s)
+
+
+def test_a_new_message_appears_through_the_changes_poll(chromium: str, dev_url: str) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from quaycli.client import QuayClient
+    from quaylab.page_cost import CHROMIUM_ARGS, open_room_page, quiet_room
+
+    token, room_id = quiet_room(dev_url, ADMIN, company="newsy")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page, meter = open_room_page(browser, dev_url, token, room_id)
+            meter.run_for(page, 20_000)  # quiet: the poll has backed off to 16 s
+            QuayClient(dev_url, token).post(room_id, "the tide turns at four")
+            line = page.locator("#transcript .msg").filter(has_text="the tide turns at four")
+            expect(line).to_have_count(0)
+            meter.run_for(page, 30_000)
+            expect(line).to_have_count(1)
+            assert meter.requests and all("/changes?since=" in u for u in meter.requests), meter.requests
+        finally:
+            browser.close()

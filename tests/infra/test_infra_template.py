@@ -463,23 +463,37 @@ def test_run_data_access_is_under_the_run_prefix(resources):
 
 
 def test_files_access_is_one_action_per_touch_under_its_prefix(resources):
-    want = {
+    """Each files:/index: touch is one object action on its prefix; files:get adds s3:ListBucket
+    (a missing upload is a 404) and files:delete s3:ListBucketVersions (every version of an
+    upload), each on the uploads/ prefix only (design §8)."""
+    want: dict[str, tuple[str | tuple[str, ...], str]] = {
         "files:get": ("s3:GetObject", "uploads/*"),
+        "files:getversion": ("s3:GetObjectVersion", "uploads/*"),
         "files:put": ("s3:PutObject", "uploads/*"),
-        "files:delete": ("s3:DeleteObject", "uploads/*"),
-        "index:get": ("s3:GetObject", "index/*"),
+        "files:delete": ("s3:DeleteObjectVersion", "uploads/*"),
+        "index:get": (("s3:GetObject", "s3:GetObjectVersion"), "index/*"),
         "index:put": ("s3:PutObject", "index/*"),
+        "index:delete": (("s3:DeleteObject", "s3:DeleteObjectVersion"), "index/*"),
     }
+    on_bucket = {"files:get": "s3:ListBucket", "files:delete": "s3:ListBucketVersions"}
+    bucket = f"<{R.FILES_BUCKET.logical_id}.Arn>"
     for fdef in R.FUNCTIONS:
         stmts = statements_of_role(resources, role_of_function(resources, fdef.logical_id))
         granted = {
-            (a, flat(r))
+            (a, flat(r), json.dumps(s.get("Condition"), sort_keys=True))
             for s in stmts
             for a in as_list(s["Action"])
             for r in as_list(s["Resource"])
-            if flat(r).startswith(f"<{R.FILES_BUCKET.logical_id}.Arn>")
+            if flat(r).startswith(bucket)
         }
-        expected = {(want[t][0], f"<{R.FILES_BUCKET.logical_id}.Arn>/{want[t][1]}") for t in fdef.touches if t in want}
+        expected = {
+            (a, f"{bucket}/{want[t][1]}", "null")
+            for t in fdef.touches
+            if t in want
+            for a in ((want[t][0],) if isinstance(want[t][0], str) else want[t][0])
+        }
+        uploads_only = json.dumps({"StringLike": {"s3:prefix": "uploads/*"}})
+        expected |= {(on_bucket[t], bucket, uploads_only) for t in fdef.touches if t in on_bucket}
         assert granted == expected, fdef.logical_id
 
 

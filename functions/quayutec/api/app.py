@@ -18,10 +18,12 @@ from pydantic import ValidationError
 
 from quayutec.api import errors
 from quayutec.api.body import parse_json
+from quayutec.api.pages import SERIALIZER
 from quayutec.api.routes import (
     agents,
     approvals,
     budgets,
+    changes,
     companies,
     files,
     members,
@@ -49,7 +51,8 @@ DESCRIPTION = (
 
 # Bodies are parsed by pydantic's JSON parser (bounded depth and numbers), never json.loads;
 # the handler has already refused any body that does not parse (quayutec.api.body).
-app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json)
+# Answers are serialized by api.pages.SERIALIZER: the byte bound of every page measures with it.
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json, serializer=SERIALIZER)
 
 for _module in (
     companies,
@@ -65,6 +68,7 @@ for _module in (
     approvals,
     runs,
     files,
+    changes,
 ):
     app.include_router(_module.router)
 app.include_router(page.router)  # the room page's static files (public: quayutec.api.public)

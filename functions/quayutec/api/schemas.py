@@ -28,6 +28,7 @@ from quayutec.models import (
     NotStartedRecord,
     ProviderKind,
     RightsPolicy,
+    RoomFile,
     RunCost,
     RunRecord,
     Task,
@@ -52,6 +53,17 @@ class _In(BaseModel):
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="ignore", defer_build=True)
+
+
+class Paged(_Out):
+    """A page of a listing (docs/design.md §14): at most `limit` items and about 1 MB of JSON."""
+
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass as `cursor` for the next page; absent or null on the last page. A page is short "
+        "(fewer than `limit` items) when its items reached the byte bound or a bounded read ended: only "
+        "`next_cursor` says whether more follow",
+    )
 
 
 # ----------------------------------------------------------------------------- companies, tokens
@@ -163,7 +175,13 @@ class RoomOut(_Out):
     agents: list[RoomAgentOut] = Field(default_factory=list)
 
 
-class RoomList(_Out):
+class MembersPage(RoomOut):
+    """A room's member companies and a page of its agents (``GET /rooms/{room}/members``)."""
+
+    next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page of `agents`")
+
+
+class RoomList(Paged):
     rooms: list[str]
 
 
@@ -314,9 +332,8 @@ class MessageIn(_In):
     to: list[AgentId] = Field(default_factory=list, max_length=50, description="Agents of the room to wake")
 
 
-class MessagePage(_Out):
+class MessagePage(Paged):
     messages: list[Message]
-    next_cursor: str | None = None
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -338,7 +355,7 @@ class TaskOut(Task):
     events: list[TaskEvent] = Field(default_factory=list)
 
 
-class TaskList(_Out):
+class TaskList(Paged):
     tasks: list[Task]
 
 
@@ -348,12 +365,12 @@ class MemoryIn(_In):
     visibility: Visibility
 
 
-class MemoryList(_Out):
+class MemoryList(Paged):
     lines: list[MemoryLine]
 
 
 # ----------------------------------------------------------------------------- approvals
-class ApprovalList(_Out):
+class ApprovalList(Paged):
     approvals: list[ApprovalRequest]
 
 
@@ -369,7 +386,7 @@ class ChainStopped(_Out):
     )
 
 
-class RunList(_Out):
+class RunList(Paged):
     runs: list[RunRecord]
     not_started: list[NotStartedRecord] = Field(
         default_factory=list,
@@ -408,6 +425,20 @@ class ReplayOut(_Out):
     same: bool = Field(description="Every action is decided now as it was then")
     differ: list[int] = Field(description="The indexes of the actions decided otherwise now")
     sections: list[ReplaySection] = Field(description="The run's prompt by section, with token estimates")
+
+
+# ----------------------------------------------------------------------------- changes
+class RoomChanges(_Out):
+    """A room's changes since a cursor (docs/design.md §9), oldest change first in each list: at
+    most `limit` items of each kind and 1 MiB of JSON in all."""
+
+    cursor: str = Field(description="Pass as `since` on the next call (it never expires)")
+    more: bool = Field(description="Some kind was cut short (by `limit` or by bytes): call again at once with `cursor`")
+    messages: list[Message] = Field(description="New messages the caller's company may read")
+    approvals: list[ApprovalRequest] = Field(description="The caller's company's approval requests, new or changed")
+    tasks: list[Task] = Field(description="Tasks created, updated or closed")
+    runs: list[RunRecord] = Field(description="The caller's company's agents' runs, started or changed")
+    files: list[RoomFile] = Field(description="Files declared, or ingested (ready or failed)")
 
 
 class RoomCost(_Out):

@@ -16,10 +16,15 @@ from quayutec.dal.aws import (
     transient_errors,
     update_if,
 )
+from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import RoomTable, strip
 from quayutec.models import (
     ApprovalRequest,
+    now_iso,
 )
+
+#: The key of an approval request on ``approvals_by_company`` (a page cursor's key).
+APPROVAL_KEY = ("pk", "sk", "gsi3pk", "gsi3sk")
 
 
 class ApprovalRecords(RoomTable):
@@ -36,6 +41,8 @@ class ApprovalRecords(RoomTable):
             "type": "approval",
             "gsi3pk": keys.approvals_pk(approval.room_id, approval.company),
             "gsi3sk": keys.approvals_sk(approval.created_at, approval.run_id, approval.index),
+            "gsi4pk": keys.changes_pk(approval.room_id, "approvals", approval.company),
+            "gsi4sk": keys.change_sk(approval.created_at, approval.id),
             "task_token": task_token,
             **approval.model_dump(mode="json", exclude_none=True),
         }
@@ -92,8 +99,12 @@ class ApprovalRecords(RoomTable):
         ``False`` when it is in none of them (already decided, or gone). ``by``: who decided
         (``None``: ``system`` for an expiry, else the person recorded when deciding began)."""
         names = {"#s": "status"}
-        values: dict[str, Any] = {":s": status, **{f":f{i}": f for i, f in enumerate(from_statuses)}}
-        update = "SET #s = :s"
+        values: dict[str, Any] = {
+            ":s": status,
+            ":chg": keys.change_sk(now_iso(), f"{run_id}:{index}"),  # the changes feed (design §14)
+            **{f":f{i}": f for i, f in enumerate(from_statuses)},
+        }
+        update = "SET #s = :s, gsi4sk = :chg"
         if by is not None or status == "expired":
             update += ", decided_by = :by"
             values[":by"] = by or "system"
@@ -107,6 +118,32 @@ class ApprovalRecords(RoomTable):
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
+
+    def approvals_page(
+        self, room_id: str, company: str, limit: int, cursor: str | None = None, open_only: bool = False
+    ) -> Page:
+        """One page of ``company``'s agents' approval requests in the room, oldest first (part
+        ``approvals``), from ``cursor`` on: one bounded query of the company's partition of
+        ``approvals_by_company`` (eventually consistent, design §14). ``open_only``: those
+        ``pending`` or ``deciding``, by a filter (bounded reads: a page may be short and still
+        have a next cursor). The cursor binds the room, company and filter. Raises
+        InvalidInput (a cursor this listing did not hand out), TransientError."""
+        pk = keys.approvals_pk(room_id, company)
+        listing = f"approvals:{'open' if open_only else 'all'}:{room_id}"
+        spec = KeySpec({"pk": keys.room_pk(room_id), "gsi3pk": pk}, {"sk": keys.APPROVAL_PREFIX, "gsi3sk": ""})
+        start = decode_cursor(cursor, listing, {"approvals": spec})["approvals"]
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "approvals_by_company",
+            "KeyConditionExpression": "gsi3pk = :pk",
+            "ExpressionAttributeValues": {":pk": pk},
+        }
+        if open_only:
+            query["FilterExpression"] = "#s IN (:pending, :deciding)"
+            query["ExpressionAttributeNames"] = {"#s": "status"}
+            query["ExpressionAttributeValues"] = {":pk": pk, ":pending": "pending", ":deciding": "deciding"}
+        rows = query_rows(self.db, query, limit, start, APPROVAL_KEY, filtered=open_only)
+        return Page(listing, {"approvals": rows.map(lambda i: ApprovalRequest.model_validate(strip(i)))})
 
     def approvals(self, room_id: str, company: str | None = None) -> list[ApprovalRequest]:
         """The approval requests of a room, oldest first: those of ``company``'s agents, read from

@@ -1,6 +1,6 @@
 """Every key of the room table, in one place: its partition and sort keys and the keys of its
 global secondary indexes (``open_tasks``: gsi1, ``by_time``: gsi2, ``approvals_by_company``:
-gsi3), docs/design.md §14; and, at the end, the ledger table's (its items:
+gsi3, ``changes``: gsi4), docs/design.md §14; and, at the end, the ledger table's (its items:
 :mod:`quayutec.dal.ledger`). The stores build their items and queries from these functions only.
 
 Partitions (pk / sk):
@@ -10,7 +10,8 @@ Partitions (pk / sk):
 * ``AGENT#{id}`` / ``META`` — an always-on agent's configuration
 * ``ROOM#{id}`` / ``META`` — a room; ``MEMBER#{company}``, ``AGENT#{agent}`` and
   ``NAME#agent#{name}`` its members, agents and agent names; ``TASK#{task}``,
-  ``TEV#{task}#{event}``, ``APPROVAL#{run}#{index:03d}`` and ``OUTBOX#{id}``
+  ``TEV#{task}#{event}``, ``APPROVAL#{run}#{index:03d}`` and ``OUTBOX#{id}``; a task is on
+  ``by_time`` as ``ROOM#{id}#TASKS`` / ``{created_at}#{task}``
 * ``ROOM#{id}#MSG`` / ``MSG#{msg}`` — a message
 * ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines
 * ``ROOM#{id}#FILES`` / ``FILE#{file}`` and ``INDEX`` — room files (:mod:`quayutec.dal.files`)
@@ -27,7 +28,7 @@ META = "META"
 
 #: The key and index attributes of a room-table item (its table key and every GSI key): never
 #: part of what the item says.
-KEY_ATTRS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk"})
+KEY_ATTRS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk", "gsi3pk", "gsi3sk", "gsi4pk", "gsi4sk"})
 #: The attributes of a message's key on the ``by_time`` GSI (a page cursor holds them).
 MESSAGE_KEY = ("pk", "sk", "gsi2pk", "gsi2sk")
 
@@ -116,6 +117,25 @@ def time_sk(created_at: str, item_id: str) -> str:
     return f"{created_at}#{item_id}"
 
 
+# ------------------------------------------------------------------ changes (gsi4; the ledger's run_changes)
+#: The kinds of change a room's changes feed reads from a ``changes`` partition of their own
+#: (messages come from ``by_time``), design §9, §14.
+CHANGE_KINDS = ("tasks", "approvals", "files", "runs")
+
+
+def changes_pk(room_id: str, kind: str, company: str | None = None) -> str:
+    """The partition of a room's ``changes`` index (``gsi4pk`` on the room table, ``chg_pk`` on
+    the ledger's ``run_changes``) for ``kind`` (:data:`CHANGE_KINDS`): room-wide for tasks and
+    files, a company's own for its approvals and runs (design §14)."""
+    return f"CHANGES#{room_id}#{kind}" + (f"#{company}" if company else "")
+
+
+def change_sk(changed_at: str, item_id: str) -> str:
+    """An item's sort key on the changes indexes: the time of its last change, ties by id; moved
+    by every write that changes the item, so a range past a cursor holds what changed since."""
+    return f"{changed_at}#{item_id}"
+
+
 # ------------------------------------------------------------------ messages
 def message_pk(room_id: str) -> str:
     """The partition of a room's messages, apart from its tasks, approvals and members
@@ -131,6 +151,12 @@ def message_key(room_id: str, message_id: str) -> dict[str, str]:
 # ------------------------------------------------------------------ tasks
 def task_key(room_id: str, task_id: str) -> dict[str, str]:
     return {"pk": room_pk(room_id), "sk": f"{TASK_PREFIX}{task_id}"}
+
+
+def tasks_by_time_pk(room_id: str) -> str:
+    """The ``by_time`` GSI partition (``gsi2pk``) of a room's tasks, in creation order (sort key
+    :func:`time_sk`): a page of them is one bounded query (design §14)."""
+    return f"ROOM#{room_id}#TASKS"
 
 
 def task_event_prefix(task_id: str) -> str:

@@ -4,7 +4,9 @@ Ledger item layout (pk / sk), in its own table apart from the room table:
 
 * ``RUN#{run}`` / ``RUN`` — the run: wake, status, times, reply id, error, what was not done
   (GSI ``runs_by_room``: ``ROOM#{room}`` / ``{company}#{started_at}#{run}``, so a company's
-  runs in a room are one key range: design §14)
+  runs in a room are one key range: design §14; GSI ``run_changes``:
+  ``CHANGES#{room}#runs#{company}`` / ``{changed_at}#{run}``, moved by every update: the room's
+  changes feed, design §9)
 * ``RUN#{run}`` / ``REQ#{n}`` — model request n (recorded *before* it is sent: the cap counts these);
   its outcome write carries the stored reply (``reply``: its JSON text, a string, so whatever
   the model wrote — numbers DynamoDB cannot hold, empty keys — is stored as it came and the
@@ -35,6 +37,7 @@ them, so each index holds the runs a pause or a chain's stop has to reach.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -55,6 +58,7 @@ from quayutec.dal.aws import (
     update_if,
 )
 from quayutec.dal.keys import by_company_sk, chain_key, spend_key
+from quayutec.dal.pages import KeySpec, Page, Rows, decode_cursor, query_rows
 from quayutec.errors import RunStopped, TransientError
 from quayutec.models import (
     FINAL_STATUSES,
@@ -73,6 +77,8 @@ _FINAL = sorted(FINAL_STATUSES)
 MAX_INLINE_REPLY_BYTES = 380_000
 #: ``reply_at`` of a request whose reply was too large for its item: stored in run data.
 REPLY_IN_RUN_DATA = "run-data"
+#: The key of a ``runs_by_room`` item (a page cursor's key): the table's and the index's.
+RUNS_BY_ROOM_KEY = ("pk", "sk", "gsi1pk", "gsi1sk")
 
 
 def _plain(value: Any) -> Any:
@@ -443,6 +449,9 @@ class LedgerStore:
                 **keys.run_key(run.run_id),
                 "gsi1pk": keys.runs_by_room_pk(run.room_id),
                 "gsi1sk": by_company_sk(run.company, run.started_at, run.run_id),
+                # run_changes (design §14): moved by every update of the entry (_update_spec)
+                "chg_pk": keys.changes_pk(run.room_id, "runs", run.company),
+                "chg_sk": keys.change_sk(run.updated_at or run.started_at, run.run_id),
                 **run.model_dump(mode="json", exclude_none=True),
                 **(
                     {}
@@ -460,6 +469,8 @@ class LedgerStore:
     def _update_spec(
         self, run_id: str, fields: dict[str, Any], only_if_not_final: bool, remove: tuple[str, ...] = ()
     ) -> dict[str, Any]:
+        # every change of a run entry moves its key on run_changes (the room's changes, design §14)
+        fields = {**fields, "chg_sk": keys.change_sk(now_iso(), run_id)}
         names = {f"#f{i}": k for i, k in enumerate(fields)}
         values = {f":v{i}": _dec(v) for i, v in enumerate(fields.values())}
         expr = "SET " + ", ".join(f"#f{i} = :v{i}" for i in range(len(fields)))
@@ -606,6 +617,65 @@ class LedgerStore:
         items = self._by_room(keys.runs_by_room_pk(room_id), company, limit, since)
         runs = [RunRecord.model_validate(_plain(i)) for i in items]
         return runs if company is not None else sorted(runs, key=lambda r: (r.started_at, r.run_id))
+
+    def runs_since(self, room_id: str, company: str, since: str | None = None) -> Iterator[RunRecord]:
+        """``company``'s runs in ``room_id`` started at or after ``since`` (ISO-8601 UTC, or all),
+        newest first, one DynamoDB page at a time in memory (its key range on ``runs_by_room``,
+        design §14): what ``GET /rooms/{room}/cost`` sums. Its reads grow with the runs it
+        yields. Raises TransientError on throttling."""
+        query = {
+            "TableName": self.table,
+            "IndexName": "runs_by_room",
+            "KeyConditionExpression": "gsi1pk = :pk AND gsi1sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": keys.runs_by_room_pk(room_id),
+                ":lo": f"{company}#{since or ''}",
+                ":hi": f"{company}$",
+            },
+            "ScanIndexForward": False,
+        }
+        with transient_errors():
+            for item in paginate_query(self.db.query, **query):
+                yield RunRecord.model_validate(_plain(item))
+
+    def runs_page(self, room_id: str, company: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of ``company``'s runs in ``room_id`` and of its wakes the claim refused, each
+        newest first, at most ``limit`` of each, from ``cursor`` on (a cursor of this listing,
+        room and company: InvalidInput otherwise). Each part is one bounded query of the
+        company's key range on ``runs_by_room`` (design §14): the reads of a page do not grow
+        with the room's history. Parts ``runs`` (:class:`RunRecord`) and ``not_started``
+        (:class:`NotStartedRecord`). Raises TransientError on throttling."""
+        specs = {
+            "runs": KeySpec(
+                {"gsi1pk": keys.runs_by_room_pk(room_id), "sk": "RUN"}, {"gsi1sk": f"{company}#", "pk": "RUN#"}
+            ),
+            "not_started": KeySpec(
+                {"gsi1pk": keys.not_started_by_room_pk(room_id), "sk": "NOT_STARTED"},
+                {"gsi1sk": f"{company}#", "pk": "WAKE#"},
+            ),
+        }
+        at = decode_cursor(cursor, f"runs:{room_id}", specs)
+
+        def part(pk: str, start: Any) -> Rows[dict[str, Any]]:
+            query = {
+                "TableName": self.table,
+                "IndexName": "runs_by_room",
+                "KeyConditionExpression": "gsi1pk = :pk AND gsi1sk BETWEEN :lo AND :hi",
+                # "$" follows "#": the range is exactly the sort keys that begin with "{company}#"
+                "ExpressionAttributeValues": {":pk": pk, ":lo": f"{company}#", ":hi": f"{company}$"},
+                "ScanIndexForward": False,
+            }
+            return query_rows(self.db, query, limit, start, RUNS_BY_ROOM_KEY)
+
+        runs = part(keys.runs_by_room_pk(room_id), at["runs"])
+        refused = part(keys.not_started_by_room_pk(room_id), at["not_started"])
+        return Page(
+            f"runs:{room_id}",
+            {
+                "runs": runs.map(lambda i: RunRecord.model_validate(_plain(i))),
+                "not_started": refused.map(lambda i: NotStartedRecord.model_validate(_plain(i))),
+            },
+        )
 
     def _by_room(
         self, pk: str, company: str | None, limit: int | None = None, since: str | None = None

@@ -11,10 +11,14 @@ from quayutec.dal.aws import (
     put_guarded,
     update_if,
 )
+from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import RoomTable, strip
 from quayutec.models import (
     MemoryLine,
 )
+
+#: The key of a memory line on ``by_time`` (a page cursor's key).
+MEMORY_KEY = ("pk", "sk", "gsi2pk", "gsi2sk")
 
 
 class MemoryRecords(RoomTable):
@@ -80,6 +84,40 @@ class MemoryRecords(RoomTable):
             lines += [MemoryLine.model_validate(strip(i)) for i in items]
         lines.sort(key=lambda m: m.created_at)
         return lines[-limit:]
+
+    def memory_page(self, room_id: str, company: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the memory lines a company may read, newest first: the room-wide lines
+        (part ``room``) and its own company-only lines (part ``company``) merged by time, at
+        most ``limit``. One bounded query per partition on ``by_time`` (at most ``limit`` items
+        each, design §14), from ``cursor`` on; a line read but not on this page is read again
+        on the next. The cursor binds the room and company. Raises InvalidInput (a cursor this
+        listing did not hand out), TransientError."""
+        pks = {"room": keys.memory_pk(room_id, "room", company), "company": keys.memory_pk(room_id, "company", company)}
+        listing = f"memory:{room_id}"
+        specs = {name: KeySpec({"pk": pk, "gsi2pk": pk}, {"sk": "MEM#", "gsi2sk": ""}) for name, pk in pks.items()}
+        at = decode_cursor(cursor, listing, specs)
+        read = {
+            name: query_rows(
+                self.db,
+                {
+                    "TableName": self.table,
+                    "IndexName": "by_time",
+                    "KeyConditionExpression": "gsi2pk = :pk",
+                    "ExpressionAttributeValues": {":pk": pk},
+                    "ScanIndexForward": False,
+                },
+                limit,
+                at[name],
+                MEMORY_KEY,
+            )
+            for name, pk in pks.items()
+        }
+        newest = sorted(
+            ((str(item["gsi2sk"]), name) for name, rows in read.items() for item in rows.items), reverse=True
+        )[:limit]
+        order = [name for _, name in newest]
+        parts = {name: rows.head(order.count(name)) for name, rows in read.items()}
+        return Page(listing, parts, order).map(lambda i: MemoryLine.model_validate(strip(i)))
 
     def all_memory(self, room_id: str, companies: list[str]) -> list[MemoryLine]:
         out: list[MemoryLine] = []

@@ -4,12 +4,7 @@ time or as a run's recent context, without other companies' company-only notices
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from quayutec.dal import keys
 from quayutec.dal.aws import (
@@ -19,8 +14,8 @@ from quayutec.dal.aws import (
     transact_guarded,
     transient_errors,
 )
+from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import NOT_EXISTS, RoomTable, strip, wakes_attrs
-from quayutec.errors import InvalidInput
 from quayutec.models import (
     Message,
     Wake,
@@ -34,36 +29,6 @@ _VISIBLE = "attribute_not_exists(visible_to) OR visible_to = :reader"
 VISIBLE_READS = 8
 #: ...each read after the first evaluating at least this many items.
 _READ_AHEAD = 100
-
-
-def encode_cursor(key: dict[str, Any] | None) -> str | None:
-    if not key:
-        return None
-    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, *, pk: str, prefix: str) -> dict[str, str]:
-    """A page cursor back to DynamoDB's ``ExclusiveStartKey``, checked to belong to this
-    partition and index (``pk`` is also the index's partition: a cursor can never reach
-    another room). Raises InvalidInput."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = _CursorKey.model_validate_json(raw)  # pydantic's parser: bounded depth, never a RecursionError
-    except (binascii.Error, ValueError):  # pydantic's ValidationError is a ValueError
-        raise InvalidInput("cursor is not a cursor this API returned") from None
-    if key.pk != pk or key.gsi2pk != pk or not key.sk.startswith(prefix):
-        raise InvalidInput("cursor is not a cursor this API returned")
-    return key.model_dump()
-
-
-class _CursorKey(BaseModel):
-    """What a page cursor holds: the last item's key (strings only, nothing else)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
-    pk: str = Field(max_length=1024)
-    sk: str = Field(max_length=1024)
-    gsi2pk: str = Field(max_length=1024)
-    gsi2sk: str = Field(max_length=1024)
 
 
 def visible_messages(
@@ -182,20 +147,24 @@ class MessageRecords(RoomTable):
 
     def messages_page(
         self, room_id: str, limit: int, cursor: str | None = None, newest_first: bool = False, *, reader: str
-    ) -> tuple[list[Message], str | None]:
+    ) -> Page:
         """One page of the room's messages that a person of company ``reader`` may read, in time
-        order, and the cursor of the next page (``None`` on the last page). Other companies'
-        company-only notices are left out and the page is read on past them, boundedly: a page is
-        short only when it has a next cursor (:func:`quayutec.dal.messages.visible_messages`, design §12.5)."""
+        order (``newest_first``: newest first), from ``cursor`` on; one part, ``messages``. Other
+        companies' company-only notices are left out and the page is read on past them,
+        boundedly (:func:`quayutec.dal.pages.query_rows`, filtered: a page is short only when it
+        has a next position, design §12.5, §14). The cursor binds the room and the order.
+        Raises InvalidInput (a cursor this listing did not hand out)."""
         pk = keys.message_pk(room_id)
+        listing = f"messages:{'desc' if newest_first else 'asc'}:{room_id}"
+        spec = KeySpec({"pk": pk, "gsi2pk": pk}, {"sk": keys.MESSAGE_PREFIX, "gsi2sk": ""})
+        start = decode_cursor(cursor, listing, {"messages": spec})["messages"]
         query: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_time",
             "KeyConditionExpression": "gsi2pk = :pk",
-            "ExpressionAttributeValues": {":pk": pk},
+            "FilterExpression": _VISIBLE,
+            "ExpressionAttributeValues": {":pk": pk, ":reader": reader},
             "ScanIndexForward": not newest_first,
         }
-        if cursor:
-            query["ExclusiveStartKey"] = decode_cursor(cursor, pk=pk, prefix=keys.MESSAGE_PREFIX)
-        messages, last = visible_messages(self.db, query, limit, reader)
-        return messages, encode_cursor({k: last[k] for k in keys.MESSAGE_KEY} if last else None)
+        rows = query_rows(self.db, query, limit, start, keys.MESSAGE_KEY, filtered=True)
+        return Page(listing, {"messages": rows.map(lambda i: Message.model_validate(strip(i)))})

@@ -16,6 +16,8 @@ from quayutec.dal.aws import (
     transact,
     transient_errors,
 )
+from quayutec.dal.files import IndexView, pointer_of
+from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import RoomTable, strip, wakes_attrs
 from quayutec.errors import LimitReached
 from quayutec.models import (
@@ -47,7 +49,7 @@ class RunReads:
     message: Message | None = None
     task: Task | None = None
     task_event: TaskEvent | None = None
-    index: tuple[int, str | None] = field(default=(0, None))
+    index: IndexView = field(default=(0, None, frozenset()))
     #: The wake's chain as its counter item stood (design §12.1): runs started, and whether stopped.
     chain_runs: int = 0
     chain_stopped: bool = False
@@ -159,6 +161,36 @@ class RoomRecords(RoomTable):
             ExpressionAttributeValues={":pk": keys.company_pk(company), ":p": keys.ROOM_PREFIX},
         )
         return [i["room_id"] for i in items]
+
+    def rooms_page(self, company: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the ids of the rooms ``company`` is a member of, in id order (part
+        ``rooms``): one bounded query of its ``ROOM#`` index entries (design §14), from
+        ``cursor`` on (bound to the company). Raises InvalidInput, TransientError."""
+        listing = "rooms"
+        spec = KeySpec({"pk": keys.company_pk(company)}, {"sk": keys.ROOM_PREFIX})
+        start = decode_cursor(cursor, listing, {"rooms": spec})["rooms"]
+        query = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+            "ExpressionAttributeValues": {":pk": keys.company_pk(company), ":p": keys.ROOM_PREFIX},
+        }
+        rows = query_rows(self.db, query, limit, start, ("pk", "sk"))
+        return Page(listing, {"rooms": rows.map(lambda i: str(i["room_id"]))})
+
+    def room_agents_page(self, room_id: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the agents placed in a room, in id order (part ``agents``: ``(agent id,
+        company)``): one bounded query of its ``AGENT#`` links (design §14), from ``cursor`` on
+        (bound to the room). Raises InvalidInput, TransientError."""
+        listing = f"agents:{room_id}"
+        spec = KeySpec({"pk": keys.room_pk(room_id)}, {"sk": keys.AGENT_PREFIX})
+        start = decode_cursor(cursor, listing, {"agents": spec})["agents"]
+        query = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+            "ExpressionAttributeValues": {":pk": keys.room_pk(room_id), ":p": keys.AGENT_PREFIX},
+        }
+        rows = query_rows(self.db, query, limit, start, ("pk", "sk"))
+        return Page(listing, {"agents": rows.map(lambda i: (str(i["agent_id"]), str(i["company"])))})
 
     def add_room_agent(
         self, room_id: str, agent_id: str, company: str | None = None, max_agents: int | None = None
@@ -351,7 +383,7 @@ class RoomRecords(RoomTable):
         if task_event := got.get("task_event"):
             out.task_event = TaskEvent.model_validate(strip(task_event))
         if got["index"]:
-            out.index = (int(got["index"]["version"]), str(got["index"]["key"]))
+            out.index = pointer_of(got["index"])
         return out
 
     def put_outbox(

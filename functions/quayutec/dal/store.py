@@ -17,15 +17,18 @@ Item layout (pk / sk):
   its pk, ``gsi2sk`` = ``{created_at}#{msg}``)
 * ``ROOM#{id}`` / ``TASK#{task}`` — a task (GSI ``open_tasks``: ``OPEN#{room}#{assignee}`` /
   ``{created_at}#{task}`` while open — a sparse index; a room's task list is the ``TASK#``
-  range, put in creation order when read)
+  range, put in creation order when read; GSI ``changes``: ``CHANGES#{room}#tasks`` /
+  ``{changed_at}#{task}``, moved by every event)
 * ``ROOM#{id}`` / ``TEV#{task}#{event}`` — a task event (created / update / close)
 * ``ROOM#{id}`` / ``APPROVAL#{run}#{index}`` — an approval request (GSI ``approvals_by_company``:
-  ``APPROVALS#{room}#{company}`` / ``{created_at}#{run}#{index}``)
+  ``APPROVALS#{room}#{company}`` / ``{created_at}#{run}#{index}``; GSI ``changes``:
+  ``CHANGES#{room}#approvals#{company}`` / ``{changed_at}#{run}:{index}``)
 * ``ROOM#{id}`` / ``OUTBOX#{id}`` — the wakes of a run's action writes
 * ``ROOM#{id}#MEM#room`` and ``ROOM#{id}#MEM#company#{c}`` / ``MEM#{id}`` — memory lines (GSI
   ``by_time``: ``gsi2pk`` = their pk, ``gsi2sk`` = ``{created_at}#{id}``)
 * ``ROOM#{id}#FILES`` / ``FILE#{file}`` and ``INDEX`` — room files and the index pointer
-  (:mod:`quayutec.dal.files`)
+  (:mod:`quayutec.dal.files`; a file's GSI ``changes``: ``CHANGES#{room}#files`` /
+  ``{changed_at}#{file}``)
 
 Any item may carry ``wakes`` (a list of :class:`~quayutec.models.Wake` dicts): the stream
 dispatcher sends them to the wake queue when the item is inserted, so a write and its wakes are

@@ -12,12 +12,16 @@ from quayutec.dal.aws import (
     paginate_query,
     transact_guarded,
 )
+from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
 from quayutec.dal.table import NOT_EXISTS, RoomTable, strip, wakes_attrs
 from quayutec.models import (
     Task,
     TaskEvent,
     Wake,
 )
+
+#: The key of a task on ``by_time`` (a page cursor's key): the table's and the index's.
+TASK_KEY = ("pk", "sk", "gsi2pk", "gsi2sk")
 
 
 class TaskRecords(RoomTable):
@@ -27,7 +31,11 @@ class TaskRecords(RoomTable):
         item = {
             **keys.task_key(task.room_id, task.id),
             "type": "task",
+            "gsi2pk": keys.tasks_by_time_pk(task.room_id),
+            "gsi2sk": keys.time_sk(task.created_at, task.id),
             **task.model_dump(mode="json", exclude_none=True),
+            "gsi4pk": keys.changes_pk(task.room_id, "tasks"),
+            "gsi4sk": keys.change_sk(task.updated_at or task.created_at, task.id),
         }
         if task.status == "open":
             item["gsi1pk"] = keys.open_tasks_pk(task.room_id, task.to)
@@ -86,13 +94,19 @@ class TaskRecords(RoomTable):
                 "Key": keys.task_key(event.room_id, event.task_id),
                 "ConditionExpression": "attribute_exists(pk) AND #s = :open",
                 "ExpressionAttributeNames": {"#s": "status"},
-                "ExpressionAttributeValues": {":open": "open", ":now": event.created_at},
-                "UpdateExpression": "SET updated_at = :now",
+                "ExpressionAttributeValues": {
+                    ":open": "open",
+                    ":now": event.created_at,
+                    ":chg": keys.change_sk(event.created_at, event.task_id),  # the changes feed (design §14)
+                },
+                "UpdateExpression": "SET updated_at = :now, gsi4sk = :chg",
             }
         }
         if event.kind == "close":
             upd = updates["Update"]
-            upd["UpdateExpression"] = "SET updated_at = :now, #s = :closed, #r = :result REMOVE gsi1pk, gsi1sk"
+            upd["UpdateExpression"] = (
+                "SET updated_at = :now, gsi4sk = :chg, #s = :closed, #r = :result REMOVE gsi1pk, gsi1sk"
+            )
             upd["ExpressionAttributeNames"]["#r"] = "result"
             upd["ExpressionAttributeValues"].update({":closed": "closed", ":result": event.text})
         failed = transact_guarded(
@@ -140,6 +154,29 @@ class TaskRecords(RoomTable):
             ConsistentRead=True,
         )
         return sorted((Task.model_validate(strip(i)) for i in items), key=lambda t: (t.created_at, t.id))
+
+    def tasks_page(self, room_id: str, limit: int, cursor: str | None = None, status: str = "all") -> Page:
+        """One page of the room's tasks in creation order (part ``tasks``), from ``cursor`` on:
+        one bounded query of the room's ``by_time`` task partition (design §14); ``status``
+        ``open`` / ``closed`` filters (bounded reads: a page may be short and still have a next
+        cursor), ``all`` does not. The cursor binds the room and the status. Raises
+        InvalidInput (a cursor this listing did not hand out), TransientError."""
+        pk = keys.tasks_by_time_pk(room_id)
+        listing = f"tasks:{status}:{room_id}"
+        spec = KeySpec({"pk": keys.room_pk(room_id), "gsi2pk": pk}, {"sk": keys.TASK_PREFIX, "gsi2sk": ""})
+        start = decode_cursor(cursor, listing, {"tasks": spec})["tasks"]
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "gsi2pk = :pk",
+            "ExpressionAttributeValues": {":pk": pk},
+        }
+        if status != "all":
+            query["FilterExpression"] = "#s = :s"
+            query["ExpressionAttributeNames"] = {"#s": "status"}
+            query["ExpressionAttributeValues"] = {":pk": pk, ":s": status}
+        rows = query_rows(self.db, query, limit, start, TASK_KEY, filtered=status != "all")
+        return Page(listing, {"tasks": rows.map(lambda i: Task.model_validate(strip(i)))})
 
     def task_events(self, room_id: str, task_id: str, limit: int = 100) -> list[TaskEvent]:
         items = self._query(

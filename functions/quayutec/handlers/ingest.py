@@ -2,7 +2,8 @@
 delivered through the ingest queue → the room's retrieval index (design §8). Event: an SQS batch
 whose bodies are S3 event notifications; returns partial batch failures (a failing record is
 redelivered, and after ``maxReceiveCount`` lands in the ingest dead-letter queue). A redelivered
-event ingests once: only a file still ``uploading`` is ingested."""
+event ingests once: an upload (an S3 version) already ingested is skipped; an upload whose file
+was deleted is deleted (``discarded``); a denied read (403) fails the record, to be retried."""
 
 from __future__ import annotations
 

@@ -30,6 +30,7 @@ from botocore.exceptions import (
 )
 
 from quayutec.dal.aws import TRANSIENT_CODES, error_code
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import ApprovalRejected, Conflict, NotFound, TransientError
 from quayutec.logic.access import Principal, member_room
@@ -165,16 +166,19 @@ class Approvals:
         self.deps = deps
         self.store = deps.room
 
-    def list(
-        self, who: Principal, room_id: str, status: Literal["pending", "all"] = "pending"
-    ) -> list[ApprovalRequest]:
-        """The caller's company's agents' requests in the room (its own rows only, design §14);
-        ``pending``: those still open (``deciding``: an answer is on its way to Step Functions).
-        Raises NotFound."""
+    def page(
+        self,
+        who: Principal,
+        room_id: str,
+        limit: int,
+        cursor: str | None = None,
+        status: Literal["pending", "all"] = "pending",
+    ) -> Page:
+        """One page of the caller's company's agents' requests in the room, oldest first (its own
+        rows only, design §14; part ``approvals``); ``pending``: those still open (``deciding``:
+        an answer is on its way to Step Functions). Raises NotFound, InvalidInput."""
         member_room(self.store, room_id, who)
-        mine = self.store.approvals(room_id, who.require_company())
-        open_ = ("pending", "deciding")
-        return [a for a in mine if status == "all" or a.status in open_]
+        return self.store.approvals_page(room_id, who.require_company(), limit, cursor, open_only=status == "pending")
 
     def decide(self, who: Principal, room_id: str, approval_id: str, *, approve: bool) -> ApprovalRequest:
         """Approve or deny one (:func:`decide_approval`). Raises NotFound and what it raises."""

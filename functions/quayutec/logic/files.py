@@ -3,8 +3,9 @@ removing it, and reading the passages a run sees.
 
 Index updates: read the pointer (version N), merge the change into version N's chunks, write
 version N+1 as a new object, then move the pointer N → N+1 conditionally. When another ingest
-moved it first, start over from the version it wrote: nobody's chunks are lost, and a run that
-read version N keeps reading version N's object.
+moved it first, delete the object written and start over from the version it wrote: nobody's
+chunks are lost, and a run that read version N keeps reading version N's object (retired once
+superseded: a delete marker, its S3 version readable a day more).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 from quayutec import resources as R
-from quayutec.dal.files import signer, upload_key
+from quayutec.dal.files import IndexView, UploadHead, index_ref, signer, upload_id, upload_key
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from quayutec.logic import retrieval
@@ -71,10 +73,10 @@ def declare_upload(
     return f
 
 
-#: How long after its declaration a file may still be ``uploading``: the upload form's life
-#: plus the ingest's own time with its redeliveries (3 receives of a 300 s function). Past it,
+#: How long after its declaration a file may still be ``uploading``: derived from the form's
+#: life and the ingest queue's redeliveries (:data:`quayutec.resources.UPLOAD_GRACE_S`). Past it,
 #: the upload never arrived, and the file is shown ``failed`` (:func:`as_seen`).
-UPLOAD_GRACE_S = 15 * 60 + 3 * 300
+UPLOAD_GRACE_S = R.UPLOAD_GRACE_S
 
 
 def as_seen(f: RoomFile, now: datetime) -> RoomFile:
@@ -89,126 +91,190 @@ def as_seen(f: RoomFile, now: datetime) -> RoomFile:
 # ----------------------------------------------------------------------------- ingest
 def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
     """Ingest an uploaded file once: ``ready`` with its chunks in the room's index, or
-    ``failed`` with a reason. Returns what happened (``ready``, ``failed: ...``, ``skipped``).
+    ``failed`` with a reason. Returns what happened (``ready``, ``failed: ...``, ``skipped``,
+    ``discarded``). Design §8.
 
-    An upload to the key of a finished file (its form stays valid 15 minutes: the same file id,
-    another ETag) is ingested in place of the one before, its chunks replacing the old ones, so
-    what agents read is what people download; a redelivered event (the same ETag) is skipped."""
+    What agents read is what people download, at every moment:
+
+    * the upload read is the key's current version, and the file record names it
+      (``version_id``); the download names that version;
+    * the index pointer and the file record move in one conditional transaction: an ingest that
+      loses it deletes the index object it wrote and starts over from what won (a file record
+      that changed: a later upload through the same form, still current, is ingested in place of
+      the one before; a superseded or deleted one is skipped);
+    * an object whose file record is gone (a form used after the file was deleted) is deleted,
+      every version, and nothing of it reaches the index (``discarded``);
+    * a missing object (404) is skipped; a denied one (403) raises UploadDenied (retried)."""
     files = deps.files
-    meta = files.get_file(room_id, file_id)
-    if meta is None:
-        return "skipped"  # deleted or unknown
-    head = files.head_upload(room_id, file_id)
+    head = files.head_upload(room_id, file_id)  # raises UploadDenied on a 403
     if head is None:
         return "skipped"  # removed before it was read
-    size, etag = head
-    replacing = meta.etag if meta.status != "uploading" else None  # a finished file has its upload's ETag
-    if meta.status != "uploading" and replacing == etag:
+    meta = files.get_file(room_id, file_id)
+    if meta is None:  # deleted (or never declared): what the form stored must not stay readable
+        files.delete_upload(room_id, file_id)
+        return "discarded"
+    this = upload_id(head.version_id, head.etag)
+    if meta.status != "uploading" and _ingested_from(meta) == this:
         return "skipped"  # a redelivered event of a finished ingest
-
-    def fail(reason: str) -> str:
-        if (
-            files.finish_file(
-                room_id,
-                file_id,
-                status="failed",
-                reason=reason,
-                chunks=0,
-                size=size,
-                at=at,
-                etag=etag,
-                replacing=replacing,
-            )
-            and meta.status == "ready"
-        ):
-            update_index(deps, room_id, add=[], remove=file_id, limit=deps.settings.max_file_chunks)
-        return f"failed: {reason}"
-
-    if size > R.MAX_UPLOAD_BYTES:
-        return fail(f"too large ({size} bytes; the limit is {R.MAX_UPLOAD_BYTES})")
-    data = files.read_upload(room_id, file_id, R.MAX_UPLOAD_BYTES + 1)
+    if head.size > R.MAX_UPLOAD_BYTES:
+        return _finish(
+            deps,
+            meta,
+            head,
+            at,
+            chunks=None,
+            reason=f"too large ({head.size} bytes; the limit is {R.MAX_UPLOAD_BYTES})",
+        )
+    data = files.read_upload(room_id, file_id, R.MAX_UPLOAD_BYTES + 1, version_id=head.version_id)
+    if data is None:
+        return "skipped"  # that version went (deleted, or the file with it) before it was read
     try:
         parts = extract(meta.kind, data)
     except Unreadable as exc:
-        return fail(str(exc))
+        return _finish(deps, meta, head, at, chunks=None, reason=str(exc))
+    del data
     chunks: list[FileChunk] = []
     for page, text in parts:
         chunks += retrieval.chunk_text(room_id, meta.name, text, file_id=file_id, page=page, start_index=len(chunks))
     if not chunks:
-        return fail("no text")
+        return _finish(deps, meta, head, at, chunks=None, reason="no text")
+    return _finish(deps, meta, head, at, chunks=chunks, reason=None)
+
+
+def _ingested_from(f: RoomFile) -> str:
+    return upload_id(f.version_id, f.etag)
+
+
+def _finish(
+    deps: Any, meta: RoomFile, head: UploadHead, at: str, *, chunks: list[FileChunk] | None, reason: str | None
+) -> str:
+    """Commit an ingest's outcome (``chunks``: ready; None: failed with ``reason``): the file
+    record, and the room's index when it changes (the file's chunks in or out), in one
+    transaction; retried from what won when either moved meanwhile."""
+    files = deps.files
+    room_id, file_id = meta.room_id, meta.id
+    this = upload_id(head.version_id, head.etag)
     limit = deps.settings.max_file_chunks
-    try:
-        update_index(deps, room_id, add=chunks, remove=file_id, limit=limit)
-    except TooManyChunks as exc:
-        return fail(str(exc))
-    if not files.finish_file(
-        room_id,
-        file_id,
-        status="ready",
-        reason=None,
-        chunks=len(chunks),
-        size=size,
-        at=at,
-        etag=etag,
-        replacing=replacing,
-    ):
-        if files.get_file(room_id, file_id) is None:  # deleted while ingesting: take it out again
-            update_index(deps, room_id, add=[], remove=file_id, limit=limit)
-        return "skipped"
-    return "ready"
+    for _ in range(INDEX_ATTEMPTS):
+        replacing = _ingested_from(meta) if meta.status != "uploading" else None
+        had_chunks = meta.status == "ready"
+        status = "ready" if chunks is not None else "failed"
+        finish: dict[str, Any] = {
+            "status": status,
+            "reason": reason,
+            "chunks": len(chunks or []),
+            "size": head.size,
+            "at": at,
+            "etag": head.etag,
+            "replacing": replacing,
+            "version_id": head.version_id,
+        }
+        if chunks is None and not had_chunks:  # failed, and nothing of the file in the index
+            if files.finish_file(room_id, file_id, **finish):
+                return f"failed: {reason}"
+        else:
+            version, key = files.index_pointer(room_id)
+            current = retrieval.chunks_of(files.get_index(key)) if key else []
+            merged = [c for c in current if c.file_id != file_id] + (chunks or [])
+            if len(merged) > limit:
+                reason = f"too large: the room's index would hold {len(merged)} chunks (limit {limit})"
+                chunks = None
+                continue  # failed instead (its earlier chunks, if any, go out)
+            new_key = files.new_index_key(room_id, version + 1)
+            new_version = files.put_index(new_key, retrieval.build_index(merged))
+            refused = files.commit_ingest(
+                room_id,
+                version,
+                index_ref(new_key, new_version),
+                len(merged),
+                files.finish_update(room_id, file_id, **finish),
+            )
+            if refused is None:
+                if key:
+                    files.retire_index(key)  # superseded: readable by its version for a day more
+                return "ready" if chunks is not None else f"failed: {reason}"
+            files.delete_index(new_key, new_version)  # lost: nothing of this ingest stays in the index
+            if not refused[1]:
+                continue  # only the pointer moved (another file's ingest): merge again
+        # the file record changed under this ingest: start over from what won
+        now = files.get_file(room_id, file_id)
+        if now is None:
+            return "skipped"  # deleted meanwhile (the delete takes its chunks out)
+        current_head = files.head_upload(room_id, file_id)
+        if current_head is None or upload_id(current_head.version_id, current_head.etag) != this:
+            return "skipped"  # a later upload superseded this one: its own event ingests it
+        if now.status != "uploading" and _ingested_from(now) == this:
+            return "skipped"  # another delivery of this event finished it
+        meta = now
+    raise IndexConflict(f"room {room_id}: the index moved {INDEX_ATTEMPTS} times under this ingest")
 
 
 def remove(deps: Any, room_id: str, file_id: str) -> None:
     """Take a deleted file's chunks out of the room's index (runs reading an older version keep
-    it)."""
-    update_index(deps, room_id, add=[], remove=file_id, limit=deps.settings.max_file_chunks)
+    it). A file that still exists keeps its chunks: the object removed was one of its versions
+    (never the one it was ingested from, which only its delete removes)."""
+    if deps.files.get_file(room_id, file_id) is not None:
+        return
+    update_index(deps, room_id, add=[], remove=file_id, limit=deps.settings.max_file_chunks, unhide=True)
 
 
 class TooManyChunks(Unreadable):
     pass
 
 
-def update_index(deps: Any, room_id: str, *, add: list[FileChunk], remove: str | None, limit: int) -> int:
+def update_index(
+    deps: Any, room_id: str, *, add: list[FileChunk], remove: str | None, limit: int, unhide: bool = False
+) -> int:
     """Write the room's next index version with ``add`` and without ``remove``'s chunks;
-    returns the version written (the current one when nothing changed)."""
+    returns the version written (the current one when nothing changed). An attempt that loses
+    the pointer deletes the object it wrote. ``unhide``: ``remove`` is a deleted file, no longer
+    hidden once no version holds it."""
     files = deps.files
     for _ in range(INDEX_ATTEMPTS):
         version, key = files.index_pointer(room_id)
         current = retrieval.chunks_of(files.get_index(key)) if key else []
         kept = [c for c in current if not remove or c.file_id != remove]
         if not add and len(kept) == len(current):
+            if remove and unhide:
+                files.unhide(room_id, remove)
             return version  # nothing to take out: no new version
         merged = kept + add
         if len(merged) > limit:
             raise TooManyChunks(f"too large: the room's index would hold {len(merged)} chunks (limit {limit})")
         new_key = files.new_index_key(room_id, version + 1)
-        files.put_index(new_key, retrieval.build_index(merged))
-        if files.advance_index(room_id, version, new_key, len(merged)):
+        new_version = files.put_index(new_key, retrieval.build_index(merged))
+        if files.advance_index(
+            room_id, version, index_ref(new_key, new_version), len(merged), unhide=remove if unhide else None
+        ):
+            if key:
+                files.retire_index(key)  # superseded: readable by its version for a day more
             return version + 1
+        files.delete_index(new_key, new_version)
     raise IndexConflict(f"room {room_id}: the index moved {INDEX_ATTEMPTS} times under this ingest")
 
 
 # ----------------------------------------------------------------------------- runs
 def passages(
-    deps: Any, room_id: str, query: str, k: int, pointer: tuple[int, str | None] | None = None
+    deps: Any, room_id: str, query: str, k: int, pointer: IndexView | None = None
 ) -> tuple[int, list[FileChunk]]:
     """The room's index version and its top ``k`` passages for ``query``: one pointer read (none
     when the caller read ``pointer``, ``(version, object key)``, with its other reads) and,
-    unless this Lambda holds that version already, one object read."""
+    unless this Lambda holds that version already (a cache bounded in bytes:
+    :data:`quayutec.logic.retrieval.INDEX_CACHE_BYTES`), one object read."""
     if k <= 0:
         return 0, []
-    version, key = pointer if pointer is not None else deps.files.index_pointer(room_id, consistent=False)
+    version, key, hidden = pointer if pointer is not None else deps.files.index_view(room_id, consistent=False)
     if key is None:
         return version, []
     index = retrieval.CACHE.get(room_id, key)
     if index is None:
         index = retrieval.load_index(deps.files.get_index(key))
         retrieval.CACHE.put(room_id, key, index)
-    return version, index.top(query, k)
+    return version, index.top(query, k, hidden)  # a deleted file's chunks: hidden at once
 
 
-#: How long a presigned upload or download URL is valid.
-URL_EXPIRES_S = 900
+#: How long a presigned upload or download URL is valid (seconds).
+URL_EXPIRES_S = R.UPLOAD_URL_EXPIRES_S
 
 
 def attachment(name: str) -> str:
@@ -276,6 +342,14 @@ class Files:
         now = self.deps.clock()
         return [as_seen(f, now) for f in self.deps.files.list_files(room_id)]
 
+    def page(self, who: Principal, room_id: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the room's files as people see them (:func:`as_seen`), in id order (part
+        ``files``, :meth:`quayutec.dal.files.FileStore.files_page`). Raises NotFound,
+        InvalidInput."""
+        member_room(self.store, room_id, who)
+        now = self.deps.clock()
+        return self.deps.files.files_page(room_id, limit, cursor).map(lambda f: as_seen(f, now))
+
     def _file(self, who: Principal, room_id: str, file_id: str) -> RoomFile:
         member_room(self.store, room_id, who)
         f = self.deps.files.get_file(room_id, file_id)
@@ -296,6 +370,8 @@ class Files:
                 Params={
                     "Bucket": self.deps.files.bucket,
                     "Key": upload_key(room_id, file_id),
+                    # the version agents read (design §8): never a later upload, nothing once deleted
+                    **({"VersionId": f.version_id} if f.version_id else {}),
                     "ResponseContentDisposition": attachment(f.name),
                 },
                 ExpiresIn=URL_EXPIRES_S,
@@ -303,11 +379,13 @@ class Files:
         return as_seen(f, self.deps.clock()), url
 
     def delete(self, who: Principal, room_id: str, file_id: str) -> RoomFile:
-        """Delete a file (the uploader's company only); its S3 event takes its chunks out of the
-        index. Raises NotFound, Forbidden."""
+        """Delete a file (the uploader's company only): its record, then every version of its
+        upload (a download URL issued before serves nothing; a form used after stores nothing
+        readable: ingest deletes it); their S3 events take its chunks out of the index. Raises
+        NotFound, Forbidden."""
         f = self._file(who, room_id, file_id)
         if f.uploader.company != who.require_company():
             raise Forbidden(f"file {file_id!r} was uploaded by another company: only it may delete the file")
         self.deps.files.delete_file(room_id, file_id)
-        self.deps.files.delete_upload(room_id, file_id)  # its S3 event takes the chunks out of the index
+        self.deps.files.delete_upload(room_id, file_id)  # their S3 events take the chunks out of the index
         return f

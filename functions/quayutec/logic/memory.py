@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import Conflict
 from quayutec.logic.access import Principal, member_room
@@ -19,10 +20,11 @@ class Memory:
         self.deps = deps
         self.store = deps.room
 
-    def list(self, who: Principal, room_id: str, limit: int) -> list[MemoryLine]:
-        """The newest ``limit`` lines the caller's company may read, oldest first."""
+    def page(self, who: Principal, room_id: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the lines the caller's company may read, newest first
+        (:meth:`quayutec.dal.memory.MemoryRecords.memory_page`). Raises NotFound, InvalidInput."""
         member_room(self.store, room_id, who)
-        return self.store.memory_for(room_id, who.require_company(), limit)
+        return self.store.memory_page(room_id, who.require_company(), limit, cursor)
 
     def add(
         self, who: Principal, room_id: str, text: str, visibility: Visibility, idempotency_key: str | None = None

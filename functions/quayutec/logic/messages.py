@@ -5,6 +5,7 @@ time, without other companies' company-only notices. The domain service of
 
 from __future__ import annotations
 
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import PayloadTooLarge
 from quayutec.logic.access import Principal, member_room
@@ -34,10 +35,10 @@ class Messages:
 
     def page(
         self, who: Principal, room_id: str, limit: int, cursor: str | None = None, newest_first: bool = False
-    ) -> tuple[list[Message], str | None]:
-        """One page of the messages the caller's company may read and the next page's cursor
-        (:meth:`quayutec.dal.messages.MessageRecords.messages_page`). Raises NotFound,
-        InvalidInput (a cursor this API did not return)."""
+    ) -> Page:
+        """One page of the messages the caller's company may read (part ``messages``,
+        :meth:`quayutec.dal.messages.MessageRecords.messages_page`). Raises NotFound,
+        InvalidInput (a cursor this listing did not hand out)."""
         member_room(self.store, room_id, who)
         # Other companies' company-only notices are not the caller's to read (design §12.5).
         return self.store.messages_page(room_id, limit, cursor, newest_first=newest_first, reader=who.require_company())

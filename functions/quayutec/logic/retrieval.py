@@ -105,22 +105,32 @@ class RoomIndex:
     chunks: list[FileChunk]
     retriever: Any = None
 
-    def top(self, query: str, k: int) -> list[FileChunk]:
+    def top(self, query: str, k: int, hidden: frozenset[str] = frozenset()) -> list[FileChunk]:
         """The ``k`` chunks ranked highest by BM25 for ``query`` (ties keep index order); chunks
-        with no query term are left out unless there are at most ``k`` chunks in all."""
-        if not self.chunks or k <= 0:
+        with no query term are left out unless there are at most ``k`` chunks in all. Chunks of
+        the ``hidden`` file ids (deleted, not yet taken out of this version) are never returned."""
+        chunks = self.chunks
+        if hidden:
+            keep = [i for i, c in enumerate(chunks) if c.file_id not in hidden]
+            if len(keep) == len(chunks):
+                hidden = frozenset()
+        if not chunks or k <= 0:
             return []
         if self.retriever is None:
-            return self.chunks[:k]
+            return [c for c in chunks if c.file_id not in hidden][:k]
         import numpy as np
 
         ids = self.retriever.get_tokens_ids(tokenize(query))
-        scores = self.retriever.get_scores_from_ids(ids) if ids else np.zeros(len(self.chunks), dtype="float32")
-        order = np.lexsort((np.arange(len(self.chunks)), -scores))  # score desc, then index
-        if len(self.chunks) <= k:
-            return [self.chunks[int(i)] for i in order]
+        scores = self.retriever.get_scores_from_ids(ids) if ids else np.zeros(len(chunks), dtype="float32")
+        order = np.lexsort((np.arange(len(chunks)), -scores))  # score desc, then index
+        if hidden:
+            kept = np.zeros(len(chunks), dtype=bool)
+            kept[keep] = True
+            order = order[kept[order]]
+        if len(order) <= k:
+            return [chunks[int(i)] for i in order]
         top = [int(i) for i in order[:k]]
-        return [self.chunks[i] for i in top if scores[i] > 0] or [self.chunks[i] for i in top]
+        return [chunks[i] for i in top if scores[i] > 0] or [chunks[i] for i in top]
 
 
 def build_index(chunks: list[FileChunk]) -> bytes:
@@ -193,32 +203,77 @@ def _chunks(tar: tarfile.TarFile) -> list[FileChunk]:
 
 
 # ----------------------------------------------------------------------------- warm cache
-class IndexCache:
-    """Loaded index versions of this (warm) Lambda, by ``(room, version key)``; the few most
-    recent only. Versions are immutable, so a hit never needs a read."""
+#: The bytes of loaded indexes a warm ClaimAndRead keeps (design §8): a quarter of its 512 MB, so
+#: a cache hit never costs the memory a run needs. A count (8 before) had no bound: 8 big rooms'
+#: indexes are GBs.
+INDEX_CACHE_BYTES = 128 * 2**20
+#: What a chunk costs in memory beyond its text (its pydantic model and fields, its JSON on the
+#: way in): fitted so the estimate does not fall short of tracemalloc's count of a loaded index
+#: on CPython 3.11 (within 10% for varied text, over it for repetitive text: a safe bound;
+#: tests/files/test_files_scale.py).
+CHUNK_OVERHEAD_BYTES = 2560
+#: A vocabulary entry of the BM25 index (a str key and an int in a dict).
+TERM_OVERHEAD_BYTES = 120
 
-    def __init__(self, size: int = 8) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[str, str], RoomIndex] = OrderedDict()
+
+def index_nbytes(index: RoomIndex) -> int:
+    """An estimate of the memory ``index`` holds (bytes): its chunks' text and models, the BM25
+    score matrix's arrays and vocabulary. Counted once, at load."""
+    total = sum(len(c.text) + len(c.name) + CHUNK_OVERHEAD_BYTES for c in index.chunks)
+    r = index.retriever
+    if r is not None:
+        for arr in (getattr(r, "scores", None) or {}).values():
+            total += int(getattr(arr, "nbytes", 0))
+        total += TERM_OVERHEAD_BYTES * len(getattr(r, "vocab_dict", None) or {})
+    return total
+
+
+class IndexCache:
+    """Loaded index versions of this (warm) Lambda, by ``(room, version key)``, least recently
+    used first out, bounded in bytes (:func:`index_nbytes`, at most ``max_bytes``); an index
+    larger than the bound alone is used by its run and not kept. Versions are immutable, so a
+    hit never needs a read."""
+
+    def __init__(self, max_bytes: int = INDEX_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, str], tuple[RoomIndex, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the cached indexes hold (estimated)."""
+        return self._bytes
 
     def get(self, room_id: str, key: str) -> RoomIndex | None:
         with self._lock:
             hit = self._items.get((room_id, key))
             if hit is not None:
                 self._items.move_to_end((room_id, key))
-            return hit
+                return hit[0]
+            return None
 
-    def put(self, room_id: str, key: str, index: RoomIndex) -> None:
+    def put(self, room_id: str, key: str, index: RoomIndex, nbytes: int | None = None) -> bool:
+        """Keep ``index`` (``nbytes``: its size, :func:`index_nbytes` when None), dropping the
+        least recently used ones past the bound; False when it alone is over the bound."""
+        size = index_nbytes(index) if nbytes is None else nbytes
         with self._lock:
-            self._items[(room_id, key)] = index
-            self._items.move_to_end((room_id, key))
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            old = self._items.pop((room_id, key), None)
+            if old is not None:
+                self._bytes -= old[1]
+            if size > self.max_bytes:
+                return False
+            self._items[(room_id, key)] = (index, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+            return True
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._bytes = 0
 
 
 CACHE = IndexCache()

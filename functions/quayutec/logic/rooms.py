@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import Conflict, InvalidInput, LimitReached
 from quayutec.logic import ids
@@ -77,6 +78,20 @@ class Rooms:
     def list(self, who: Principal) -> list[str]:
         """The ids of the rooms the caller's company is a member of, sorted."""
         return sorted(self.store.rooms_of(who.require_company()))
+
+    def page(self, who: Principal, limit: int, cursor: str | None = None) -> Page:
+        """One page of the ids of the rooms the caller's company is a member of, in id order
+        (part ``rooms``, :meth:`quayutec.dal.rooms.RoomRecords.rooms_page`). Raises
+        InvalidInput."""
+        return self.store.rooms_page(who.require_company(), limit, cursor)
+
+    def members_page(self, who: Principal, room_id: str, limit: int, cursor: str | None = None) -> tuple[Room, Page]:
+        """A room of the caller's company (its member companies: at most ``MAX_ROOM_MEMBERS``)
+        and one page of its agents in id order (part ``agents``: ``(agent id, company)``,
+        :meth:`quayutec.dal.rooms.RoomRecords.room_agents_page`). Raises NotFound,
+        InvalidInput."""
+        room = member_room(self.store, room_id, who)
+        return room, self.store.room_agents_page(room_id, limit, cursor)
 
     def get(self, who: Principal, room_id: str) -> RoomView:
         """A room of the caller's company; NotFound otherwise."""

@@ -5,15 +5,17 @@ its model requests and actions, and stopping a chain of agent wakes. The domain 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from quayutec.cost import prices
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import InvalidInput, NotFound
 from quayutec.logic.access import Principal, member_room
 from quayutec.logic.stops import Stops
-from quayutec.models import ActionRecord, ModelRequestRecord, NotStartedRecord, RunCost, RunRecord, iso
+from quayutec.models import ActionRecord, ModelRequestRecord, RunCost, RunRecord, iso
 
 
 @dataclass(frozen=True)
@@ -46,29 +48,37 @@ class Runs:
         self.store = deps.room
         self.ledger = deps.ledger
 
-    def in_room(self, who: Principal, room_id: str, limit: int) -> tuple[list[RunRecord], list[NotStartedRecord]]:
-        """The caller's company's runs in the room, newest first, and its wakes refused before
-        a run started: ``limit`` of each. Raises NotFound."""
+    def page(self, who: Principal, room_id: str, limit: int, cursor: str | None = None) -> Page:
+        """One page of the caller's company's runs in the room and of its wakes refused before a
+        run started, newest first, ``limit`` of each, from ``cursor`` on
+        (:meth:`quayutec.dal.ledger.Ledger.runs_page`: parts ``runs`` and ``not_started``).
+        Raises NotFound, InvalidInput (a cursor this listing did not hand out)."""
         member_room(self.store, room_id, who)
-        company = who.require_company()
         # Keyed by (room, company): each read reads this company's items only, `limit` of them
-        # (design §14), however many runs other companies have in the room.
-        runs = self.ledger.runs_in_room(room_id, company, limit=limit)
-        refused = self.ledger.not_started_in_room(room_id, company, limit=limit)
-        return runs, refused
+        # (design §14), however many runs other companies or the room's history hold.
+        return self.ledger.runs_page(room_id, who.require_company(), limit, cursor)
 
     def cost(self, who: Principal, room_id: str, since: str | None = None) -> RoomCost:
         """The summed cost lines of the caller's company's runs in the room since ``since``.
         Raises InvalidInput (``since`` no instant), NotFound."""
         start = instant(since) if since is not None else None
         member_room(self.store, room_id, who)
-        # the company's own runs since `start` only: one key range (design §14)
-        runs = self.ledger.runs_in_room(room_id, who.require_company(), since=iso(start) if start else None)
+        # The company's own runs since `start` only: one key range (design §14), summed as they
+        # are read, a page at a time. Its reads still grow with the runs summed (a later issue
+        # brings per-room spend counters).
+        seen = {"runs": 0, "without_cost": 0}
+
+        def costs() -> Iterator[RunCost]:
+            for run in self.ledger.runs_since(room_id, who.require_company(), iso(start) if start else None):
+                seen["runs"] += 1
+                if run.cost is None:
+                    seen["without_cost"] += 1
+                else:
+                    yield run.cost
+
+        total = prices.total(costs())
         return RoomCost(
-            since=iso(start) if start else None,
-            runs=len(runs),
-            without_cost=sum(1 for r in runs if r.cost is None),
-            cost=prices.total(r.cost for r in runs if r.cost is not None),
+            since=iso(start) if start else None, runs=seen["runs"], without_cost=seen["without_cost"], cost=total
         )
 
     def get(self, who: Principal, run_id: str) -> tuple[RunRecord, list[ModelRequestRecord], list[ActionRecord]]:

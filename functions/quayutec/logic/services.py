@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from quayutec.deps import Deps
 from quayutec.logic.agents import Agents
 from quayutec.logic.approvals import Approvals
+from quayutec.logic.changes import Changes
 from quayutec.logic.companies import Companies
 from quayutec.logic.files import Files
 from quayutec.logic.memory import Memory
@@ -69,3 +70,7 @@ class Services:
     @property
     def replays(self) -> Replays:
         return Replays(self.deps)
+
+    @property
+    def changes(self) -> Changes:
+        return Changes(self.deps)

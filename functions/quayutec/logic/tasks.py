@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import NotFound
 from quayutec.logic.access import Principal, member_room
@@ -55,6 +56,15 @@ class Tasks:
             room_id, who.author(), task_id, kind, text, idempotency_key=idempotency_key
         )
 
-    def list(self, who: Principal, room_id: str, status: Literal["open", "closed", "all"] = "open") -> list[Task]:
+    def page(
+        self,
+        who: Principal,
+        room_id: str,
+        limit: int,
+        cursor: str | None = None,
+        status: Literal["open", "closed", "all"] = "open",
+    ) -> Page:
+        """One page of the room's tasks of ``status``, in creation order (part ``tasks``,
+        :meth:`quayutec.dal.tasks.TaskRecords.tasks_page`). Raises NotFound, InvalidInput."""
         member_room(self.store, room_id, who)
-        return [t for t in self.store.all_tasks(room_id) if status == "all" or t.status == status]
+        return self.store.tasks_page(room_id, limit, cursor, status)

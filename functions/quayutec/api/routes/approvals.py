@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import services
 from quayutec.api.context import caller
-from quayutec.api.routes._params import ApprovalId, RoomId
+from quayutec.api.pages import fit
+from quayutec.api.routes._params import ApprovalId, Cursor, Limit, RoomId
 from quayutec.api.schemas import ApprovalList
 from quayutec.models import ApprovalRequest
 
@@ -22,8 +23,16 @@ router = APIGatewayRouter()
     tags=["approvals"],
     summary="Approval requests of the caller's company's agents (pending ones by default)",
 )
-def list_approvals(room_id: RoomId, status: Annotated[Literal["pending", "all"], Query()] = "pending") -> ApprovalList:
-    return ApprovalList(approvals=services().approvals.list(caller(), room_id, status))
+def list_approvals(
+    room_id: RoomId,
+    status: Annotated[Literal["pending", "all"], Query()] = "pending",
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> ApprovalList:
+    """Oldest first, at most `limit` requests and about 1 MB of JSON a page (docs/design.md
+    §14); `next_cursor` continues with the same `status`."""
+    page = fit(services().approvals.page(caller(), room_id, limit, cursor, status))
+    return ApprovalList(approvals=page.parts["approvals"], next_cursor=page.next_cursor)
 
 
 @router.post(

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from quayutec import resources as R
 from quayutec.api.access import services
 from quayutec.api.context import caller
-from quayutec.api.routes._params import RoomId
+from quayutec.api.pages import fit
+from quayutec.api.routes._params import Cursor, Limit, RoomId
+from quayutec.api.schemas import Paged
 from quayutec.logic.files import URL_EXPIRES_S
 from quayutec.models import RoomFile
 
@@ -49,7 +51,7 @@ class FileUploadOut(BaseModel):
     upload: Upload
 
 
-class FileList(BaseModel):
+class FileList(Paged):
     files: list[RoomFile]
 
 
@@ -75,8 +77,10 @@ def add_file(room_id: RoomId, body: Annotated[FileIn, Body()]) -> FileUploadOut:
 
 
 @router.get("/rooms/<room_id>/files", tags=["files"], summary="The room's files (name, size, kind, status)")
-def list_files(room_id: RoomId) -> FileList:
-    return FileList(files=services().files.list(caller(), room_id))
+def list_files(room_id: RoomId, limit: Limit = 50, cursor: Cursor = None) -> FileList:
+    """In id order, at most `limit` files and about 1 MB of JSON a page (docs/design.md §14)."""
+    page = fit(services().files.page(caller(), room_id, limit, cursor))
+    return FileList(files=page.parts["files"], next_cursor=page.next_cursor)
 
 
 @router.get("/rooms/<room_id>/files/<file_id>", tags=["files"], summary="A file and a presigned download URL")

@@ -9,16 +9,25 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import services
 from quayutec.api.context import caller
-from quayutec.api.routes._params import RoomId
+from quayutec.api.pages import fit
+from quayutec.api.routes._params import Cursor, Limit, RoomId
 from quayutec.api.routes.rooms import room_out
-from quayutec.api.schemas import MemberIn, RoomAgentIn, RoomOut
+from quayutec.api.schemas import MemberIn, MembersPage, RoomAgentIn, RoomAgentOut, RoomOut
+from quayutec.logic import ids
+from quayutec.logic.rooms import RoomView
 
 router = APIGatewayRouter()
 
 
 @router.get("/rooms/<room_id>/members", tags=["members"], summary="Member companies and agents of a room")
-def list_members(room_id: RoomId) -> RoomOut:
-    return room_out(services().rooms.get(caller(), room_id))
+def list_members(room_id: RoomId, limit: Limit = 200, cursor: Cursor = None) -> MembersPage:
+    """The room with its member companies (at most the room's member limit) and a page of its
+    agents in id order, at most `limit` and about 1 MB of JSON (docs/design.md §14);
+    `next_cursor` continues the agents."""
+    room, agents = services().rooms.members_page(caller(), room_id, limit, cursor)
+    page = fit(agents.map(lambda a: RoomAgentOut(id=a[0], name=ids.agent_name(a[0]), company=a[1])))
+    out = room_out(RoomView(room=room, agents={}))
+    return MembersPage(**{**out.model_dump(), "agents": page.items}, next_cursor=page.next_cursor)
 
 
 @router.post(

@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import services
 from quayutec.api.context import caller, idempotency_key
+from quayutec.api.pages import fit
 from quayutec.api.routes._params import Cursor, Limit, RoomId
 from quayutec.api.schemas import MessageIn, MessagePage
 from quayutec.models import Message
@@ -35,5 +36,7 @@ def list_messages(
     cursor: Cursor = None,
     order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first")] = "asc",
 ) -> MessagePage:
-    messages, next_cursor = services().messages.page(caller(), room_id, limit, cursor, newest_first=order == "desc")
-    return MessagePage(messages=messages, next_cursor=next_cursor)
+    """At most `limit` messages and about 1 MB of JSON (docs/design.md §14); `next_cursor`
+    continues in the same order."""
+    page = fit(services().messages.page(caller(), room_id, limit, cursor, newest_first=order == "desc"))
+    return MessagePage(messages=page.parts["messages"], next_cursor=page.next_cursor)

@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import services
 from quayutec.api.context import caller, idempotency_key
-from quayutec.api.routes._params import RoomId
+from quayutec.api.pages import fit
+from quayutec.api.routes._params import Cursor, Limit, RoomId
 from quayutec.api.schemas import RoomAgentOut, RoomIn, RoomList, RoomOut
 from quayutec.logic import ids
 from quayutec.logic.rooms import RoomView
@@ -52,8 +53,10 @@ def create_room(body: Annotated[RoomIn, Body()]) -> RoomOut:
 
 
 @router.get("/rooms", tags=["rooms"], summary="The rooms the caller's company is a member of")
-def list_rooms() -> RoomList:
-    return RoomList(rooms=services().rooms.list(caller()))
+def list_rooms(limit: Limit = 50, cursor: Cursor = None) -> RoomList:
+    """In id order, at most `limit` room ids a page (docs/design.md §14)."""
+    page = fit(services().rooms.page(caller(), limit, cursor))
+    return RoomList(rooms=page.items, next_cursor=page.next_cursor)
 
 
 @router.get("/rooms/<room_id>", tags=["rooms"], summary="A room: members and agents")

@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import services
 from quayutec.api.context import caller
-from quayutec.api.routes._params import ChainId, Limit, RoomId, RunId
+from quayutec.api.pages import fit
+from quayutec.api.routes._params import ChainId, Cursor, Limit, RoomId, RunId
 from quayutec.api.schemas import (
     ChainStopped,
     ReplayDecision,
@@ -37,9 +38,11 @@ router = APIGatewayRouter()
 @router.get(
     "/rooms/<room_id>/runs", tags=["runs"], summary="Runs of the caller's company's agents in a room, newest first"
 )
-def list_runs(room_id: RoomId, limit: Limit = 50) -> RunList:
-    runs, refused = services().runs.in_room(caller(), room_id, limit)
-    return RunList(runs=runs, not_started=refused)
+def list_runs(room_id: RoomId, limit: Limit = 50, cursor: Cursor = None) -> RunList:
+    """A page of runs and of refused wakes, each newest first and at most `limit`, bounded in
+    bytes (docs/design.md §14); `next_cursor` continues both."""
+    page = fit(services().runs.page(caller(), room_id, limit, cursor))
+    return RunList(runs=page.parts["runs"], not_started=page.parts["not_started"], next_cursor=page.next_cursor)
 
 
 @router.get(

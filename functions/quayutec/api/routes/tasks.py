@@ -9,7 +9,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import services
 from quayutec.api.context import caller, idempotency_key
-from quayutec.api.routes._params import RoomId, TaskId
+from quayutec.api.pages import fit
+from quayutec.api.routes._params import Cursor, Limit, RoomId, TaskId
 from quayutec.api.schemas import TaskCloseIn, TaskIn, TaskList, TaskOut, TaskUpdateIn
 from quayutec.models import Task, TaskEvent
 
@@ -22,8 +23,16 @@ def create_task(room_id: RoomId, body: Annotated[TaskIn, Body()]) -> Task:
 
 
 @router.get("/rooms/<room_id>/tasks", tags=["tasks"], summary="The room's tasks (open ones by default)")
-def list_tasks(room_id: RoomId, status: Annotated[Literal["open", "closed", "all"], Query()] = "open") -> TaskList:
-    return TaskList(tasks=services().tasks.list(caller(), room_id, status))
+def list_tasks(
+    room_id: RoomId,
+    status: Annotated[Literal["open", "closed", "all"], Query()] = "open",
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> TaskList:
+    """Oldest first, at most `limit` tasks and about 1 MB of JSON a page (docs/design.md §14);
+    `next_cursor` continues with the same `status`."""
+    page = fit(services().tasks.page(caller(), room_id, limit, cursor, status))
+    return TaskList(tasks=page.parts["tasks"], next_cursor=page.next_cursor)
 
 
 @router.get("/rooms/<room_id>/tasks/<task_id>", tags=["tasks"], summary="A task and its events")

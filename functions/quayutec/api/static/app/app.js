@@ -4,23 +4,27 @@
  * - The bearer token is kept in sessionStorage (this tab only), sent as the Authorization header,
  *   never put in a URL; signing out removes it.
  * - Untrusted text (messages, names, memory, tasks, errors) is only ever set with textContent.
- * - The transcript is read with the API's page cursor and polled (short requests: quay dev serves
- *   one request at a time).
+ * - The room is read once when opened (each listing; the transcript with the API's page cursor),
+ *   then polled with one request, GET /rooms/{room}/changes since a cursor (design §9): new
+ *   messages are appended, a list whose items changed is read again. The poll backs off while
+ *   nothing changes (2 s after a change, doubling to 30 s) and stops while the tab is hidden,
+ *   resuming at once when it is shown.
  */
 "use strict";
 
 (function () {
   const TOKEN_KEY = "quayutec.token";
   const API = new URL("../", document.baseURI);
-  const FAST_MS = 1500; // transcript
-  const SLOW_EVERY = 2; // approvals, memory, runs every 2nd tick; tasks every 4th
+  const FAST_MS = 2000; // the poll's delay after a change...
+  const QUIET_MS = 30000; // ...doubling while nothing changes, up to this
+  const MORE_CALLS = 20; // changes answers read in one poll while the API says `more`
   const PAGE = 100;
 
   const $ = (id) => document.getElementById(id);
   const state = {
-    token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
-    timer: null, tick: 0, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
-    mine: new Map(), stoppedChains: new Set(), me: null,
+    token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null, changes: null,
+    timer: null, delay: FAST_MS, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
+    mine: new Map(), stoppedChains: new Set(), me: null, more: {},
     mention: { open: false, items: [], active: 0, start: 0 },
   };
 
@@ -148,7 +152,7 @@
       $("who").hidden = false;
       $("who").textContent = "Signed in as " + state.me.member + (state.me.company ? " of " + state.me.company : " (operator)")
         + " (the token stays in this tab).";
-      await showRooms(data.rooms || []);
+      await showRooms(data.rooms || [], data.next_cursor);
       $("room-list").querySelector("button") ? $("room-list").querySelector("button").focus() : $("main").focus();
     } catch (e) {
       state.token = null;
@@ -162,9 +166,9 @@
     stopPolling();
     state.me = null;
     sessionStorage.removeItem(TOKEN_KEY);
-    Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null,
+    Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null, changes: null,
                            approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map(),
-                           stoppedChains: new Set() });
+                           stoppedChains: new Set(), more: {} });
     clear($("room-list")); clear($("transcript"));
     $("workspace").hidden = true; $("room").hidden = true;
     $("sign-out").hidden = true; $("who").hidden = true;
@@ -175,12 +179,16 @@
   }
 
   // ------------------------------------------------------------------ rooms
-  async function showRooms(ids) {
+  async function showRooms(ids, cursor) {
     state.rooms = ids;
+    moreButton("room-list", cursor, async () => {
+      const page = await api("GET", "rooms?cursor=" + enc(cursor));
+      await showRooms(ids.concat(page.rooms || []), page.next_cursor);
+    });
     const list = $("room-list");
     clear(list);
     $("rooms-empty").hidden = ids.length > 0;
-    const names = await Promise.all(ids.slice(0, 100).map((id) =>
+    const names = await Promise.all(ids.map((id) =>
       api("GET", "rooms/" + enc(id)).then((r) => r.name || "", () => "")));
     ids.forEach((id, i) => {
       const label = names[i] ? names[i] + " (" + id + ")" : id;
@@ -191,8 +199,8 @@
 
   async function openRoom(id) {
     stopPolling();
-    Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, approvals: [], sig: {}, openRun: null,
-                           mine: new Map(), stoppedChains: new Set() });
+    Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, changes: null, approvals: [], sig: {}, openRun: null,
+                           mine: new Map(), stoppedChains: new Set(), more: {} });
     for (const b of $("room-list").querySelectorAll("button")) b.setAttribute("aria-current", String(b.dataset.room === id));
     clear($("transcript")); $("run-detail").hidden = true;
     $("room").hidden = false;
@@ -206,6 +214,7 @@
       const to = $("task-to");
       clear(to);
       for (const a of info.agents || []) to.append(el("option", { value: a.id, text: a.id + " (" + a.company + ")" }));
+      await startChanges(id); // before the listings: what changes while they are read comes in the first poll
     });
     if (!ok) return;
     await refresh(true);
@@ -213,39 +222,63 @@
   }
 
   // ------------------------------------------------------------------ polling
-  function startPolling() {
-    stopPolling();
-    const loop = async () => {
-      state.timer = null;
-      if (!state.room || !state.token) return;
-      if (!document.hidden) await refresh(false);
-      if (state.room && state.token) state.timer = setTimeout(loop, FAST_MS);
-    };
-    state.timer = setTimeout(loop, FAST_MS);
-  }
+  // One timer at most. A poll is one GET /rooms/{room}/changes (more only while the API says
+  // `more`, and a list's reload when its items changed); its delay doubles while nothing changes.
+  function startPolling() { state.delay = FAST_MS; schedule(); }
   function stopPolling() { if (state.timer) clearTimeout(state.timer); state.timer = null; }
+  function schedule() {
+    stopPolling();
+    if (state.room && state.token && !document.hidden) state.timer = setTimeout(tick, state.delay);
+  }
+  async function tick() {
+    state.timer = null;
+    if (!state.room || !state.token || document.hidden) return;
+    const active = await refresh(false);
+    state.delay = active ? FAST_MS : Math.min(state.delay * 2, QUIET_MS);
+    schedule();
+  }
+  // The tab hidden: no polling; shown again: a poll at once, then fast until it is quiet again.
+  function visibility() {
+    if (document.hidden) { stopPolling(); return; }
+    if (state.room && state.token) { stopPolling(); state.delay = FAST_MS; tick(); }
+  }
+  // After the person's own action: poll soon again (a reply may follow)
+  function nudge() { state.delay = FAST_MS; schedule(); }
   // After a click that makes the server post a notice: a whole refresh, once a poll under way is done
   async function refreshNow() {
     for (let i = 0; state.busy && i < 100; i++) await new Promise((r) => setTimeout(r, 100));
     await refresh(true);
+    nudge();
   }
 
+  async function startChanges(room) {
+    const c = await api("GET", "rooms/" + enc(room) + "/changes");
+    if (state.room === room) state.changes = c.cursor;
+  }
+
+  // all: read every listing (opening a room, after an action); else poll the changes. Returns
+  // whether anything changed.
   async function refresh(all) {
-    if (state.busy) return;
+    if (state.busy) return false;
     state.busy = true;
     const room = state.room;
+    let active = false;
     try {
-      state.tick += 1;
-      await pollMessages(room);
-      if (all || state.tick % SLOW_EVERY === 0) {
+      if (!state.changes) { await startChanges(room); all = true; } // the first cursor failed: read everything after it
+      if (all) {
+        await pollMessages(room);
         await loadApprovals(room);
         await loadMemory(room);
         await loadFiles(room);
         await loadRuns(room);
+        await loadTasks(room);
+        await loadAgents(room);
+      } else {
+        active = await pollChanges(room);
       }
-      if (all || state.tick % (SLOW_EVERY * 2) === 0) { await loadTasks(room); await loadAgents(room); }
       if (state.room === room) {
-        status("Up to date at " + new Date().toLocaleTimeString() + " (checks every " + FAST_MS / 1000 + " s).");
+        const every = (active || all ? FAST_MS : Math.min(state.delay * 2, QUIET_MS)) / 1000;
+        status("Up to date at " + new Date().toLocaleTimeString() + " (checks again in " + every + " s).");
         if (!$("error").hidden && $("error").dataset.poll === "1") showError(null);
       }
     } catch (e) {
@@ -254,6 +287,27 @@
     } finally {
       state.busy = false;
     }
+    return active;
+  }
+
+  // Apply what changed: new messages appended; a list with changed items read again (runs also
+  // move the agents' spend and may have written memory).
+  async function pollChanges(room) {
+    const touched = new Set();
+    let any = false;
+    for (let calls = 0; calls < MORE_CALLS; calls++) {
+      const c = await api("GET", "rooms/" + enc(room) + "/changes?since=" + encodeURIComponent(state.changes));
+      if (state.room !== room) return false;
+      state.changes = c.cursor;
+      if ((c.messages || []).length) { addMessages(c.messages); any = true; }
+      for (const kind of ["approvals", "tasks", "runs", "files"]) if ((c[kind] || []).length) { touched.add(kind); any = true; }
+      if (!c.more) break;
+    }
+    if (touched.has("approvals")) await loadApprovals(room);
+    if (touched.has("tasks")) await loadTasks(room);
+    if (touched.has("runs")) { await loadRuns(room); await loadMemory(room); await loadAgents(room); }
+    if (touched.has("files")) await loadFiles(room);
+    return any;
   }
 
   // ------------------------------------------------------------------ transcript
@@ -263,20 +317,25 @@
       if (state.cursor) q.set("cursor", state.cursor);
       const page = await api("GET", "rooms/" + enc(room) + "/messages?" + q.toString());
       if (state.room !== room) return;
-      const list = $("transcript");
-      const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
-      let added = false;
-      for (const m of page.messages || []) {
-        if (state.seen.has(m.id)) continue;
-        state.seen.add(m.id);
-        if (m.kind === "notice" && m.chain_id && String(m.id).startsWith("notice-chain-stop-")) state.stoppedChains.add(m.chain_id);
-        list.append(messageItem(m));
-        added = true;
-      }
-      if (added) { paintOutcomes(); if (atEnd) list.scrollTop = list.scrollHeight; }
+      addMessages(page.messages || []);
       if (!page.next_cursor) return; // keep the cursor of this (last) page: the next poll reads on from it
       state.cursor = page.next_cursor;
     }
+  }
+
+  // Append messages not shown yet (the listing and the changes poll may both bring one)
+  function addMessages(messages) {
+    const list = $("transcript");
+    const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+    let added = false;
+    for (const m of messages) {
+      if (state.seen.has(m.id)) continue;
+      state.seen.add(m.id);
+      if (m.kind === "notice" && m.chain_id && String(m.id).startsWith("notice-chain-stop-")) state.stoppedChains.add(m.chain_id);
+      list.append(messageItem(m));
+      added = true;
+    }
+    if (added) { paintOutcomes(); if (atEnd) list.scrollTop = list.scrollHeight; }
   }
 
   function messageItem(m) {
@@ -361,6 +420,7 @@
       closeMentions();
       status("Posted.");
       await refresh(false);
+      nudge();
     }
     box.focus();
   }
@@ -425,6 +485,47 @@
   }
 
   // ------------------------------------------------------------------ approvals
+  // ------------------------------------------------------------------ pages ("More")
+  // Every listing answers a page and a next_cursor (docs/api.md, paging). Each refresh reads the
+  // first page; "More" reads the next one and keeps it (state.more[name]) until the room or the
+  // listing's filter changes. paged() returns the first page joined with the pages kept (each
+  // item once, by id) and shows the list's More button while a next page exists.
+  function paged(name, path, data, fields, idOf, reload) {
+    let more = state.more[name];
+    if (!more || more.path !== path) more = state.more[name] = { path, kept: {}, cursor: undefined };
+    const out = {};
+    for (const field of fields) {
+      const first = data[field] || [];
+      const ids = new Set(first.map(idOf));
+      out[field] = first.concat((more.kept[field] || []).filter((x) => !ids.has(idOf(x))));
+    }
+    const cursor = more.cursor === undefined ? data.next_cursor : more.cursor;
+    moreButton(name, cursor, async () => {
+      const sep = path.includes("?") ? "&" : "?";
+      const page = await api("GET", path + sep + "cursor=" + enc(cursor));
+      if (state.more[name] !== more) return;
+      for (const field of fields) more.kept[field] = (more.kept[field] || []).concat(page[field] || []);
+      more.cursor = page.next_cursor || null;
+      state.sig[name] = null;  // draw again with the page kept
+      await reload();
+    });
+    return out;
+  }
+  function moreButton(name, cursor, load) {
+    const list = $(name);
+    let button = $(name + "-more");
+    if (!button) {
+      button = el("button", { type: "button", class: "secondary more", id: name + "-more", text: "More",
+                              "aria-label": "More: the next page of " + name });
+      list.after(button);
+    }
+    button.hidden = !cursor;
+    button.onclick = cursor ? async () => {
+      button.disabled = true;
+      try { await guarded(load); } finally { button.disabled = false; }
+    } : null;
+  }
+
   function changed(name, data) {
     const sig = JSON.stringify(data);
     if (state.sig[name] === sig) return false;
@@ -439,9 +540,10 @@
   }
 
   async function loadApprovals(room) {
-    const data = await api("GET", "rooms/" + enc(room) + "/approvals?status=all");
+    const path = "rooms/" + enc(room) + "/approvals?status=all";
+    const data = await api("GET", path);
     if (state.room !== room) return;
-    state.approvals = data.approvals || [];
+    state.approvals = paged("approvals", path, data, ["approvals"], (a) => a.id, () => loadApprovals(room)).approvals;
     paintOutcomes();
     if (!changed("approvals", state.approvals)) return;
     const list = $("approvals");
@@ -574,9 +676,10 @@
   // ------------------------------------------------------------------ tasks
   async function loadTasks(room, force) {
     const filter = $("task-filter").value;
-    const data = await api("GET", "rooms/" + enc(room) + "/tasks?status=" + enc(filter));
+    const path = "rooms/" + enc(room) + "/tasks?status=" + enc(filter);
+    const data = await api("GET", path);
     if (state.room !== room) return;
-    const tasks = data.tasks || [];
+    const tasks = paged("tasks", path, data, ["tasks"], (t) => t.id, () => loadTasks(room, true)).tasks;
     if (!changed("tasks", [filter, tasks]) && !force) return;
     const list = $("tasks");
     clear(list);
@@ -632,9 +735,10 @@
 
   // ------------------------------------------------------------------ memory
   async function loadMemory(room) {
-    const data = await api("GET", "rooms/" + enc(room) + "/memory");
+    const path = "rooms/" + enc(room) + "/memory";
+    const data = await api("GET", path);
     if (state.room !== room) return;
-    const lines = data.lines || [];
+    const lines = paged("memory", path, data, ["lines"], (m) => m.id, () => loadMemory(room)).lines;
     if (!changed("memory", lines)) return;
     const list = $("memory");
     clear(list);
@@ -661,9 +765,10 @@
   }
 
   async function loadFiles(room) {
-    const data = await api("GET", "rooms/" + enc(room) + "/files");
+    const path = "rooms/" + enc(room) + "/files";
+    const data = await api("GET", path);
     if (state.room !== room) return;
-    const files = data.files || [];
+    const files = paged("files", path, data, ["files"], (f) => f.id, () => loadFiles(room)).files;
     if (!changed("files", files)) return;
     const list = $("files");
     clear(list);
@@ -718,15 +823,18 @@
 
   // ------------------------------------------------------------------ runs
   async function loadRuns(room) {
-    const data = await api("GET", "rooms/" + enc(room) + "/runs");
+    const path = "rooms/" + enc(room) + "/runs";
+    const page = await api("GET", path);
     if (state.room !== room) return;
-    const runs = data.runs || [];
+    const data = paged("runs", path, page, ["runs", "not_started"], (r) => r.run_id || r.wake_id + "/" + r.agent_id,
+                       () => { state.sig["not-woken"] = null; return loadRuns(room); });
+    const runs = data.runs;
     if (changed("runs", [runs, [...state.stoppedChains]])) {
       const list = $("runs");
       clear(list);
       $("runs-empty").hidden = runs.length > 0;
       const offered = new Set(); // one Stop chain per chain: on its newest run in the list
-      for (const r of runs.slice(0, 50)) {
+      for (const r of runs) {
         const chain = r.chain_id;
         let stop = null;
         if (chain && !offered.has(chain)) {
@@ -750,7 +858,7 @@
       const list = $("not-woken");
       clear(list);
       $("not-woken-empty").hidden = refused.length > 0;
-      for (const n of refused.slice(0, 50)) {
+      for (const n of refused) {
         list.append(el("li", { "data-agent": n.agent_id, "data-reason": n.reason },
           el("p", { class: "line", text: "agent " + n.agent_id + " did not wake: " + (WHY_NOT_WOKEN[n.reason] || n.reason) }),
           el("p", { class: "meta", text: when(n.at) + " · chain " + n.chain_id + " · by " + (n.by_kind || "?") +
@@ -878,7 +986,7 @@
     $("run-close").addEventListener("click", () => { state.openRun = null; $("run-detail").hidden = true; $("runs-title").focus(); });
     $("runs-title").setAttribute("tabindex", "-1");
     $("agents-title").setAttribute("tabindex", "-1");
-    document.addEventListener("visibilitychange", () => { if (!document.hidden && state.room) refresh(false); });
+    document.addEventListener("visibilitychange", visibility);
 
     const saved = sessionStorage.getItem(TOKEN_KEY);
     if (saved) signIn(saved);
