@@ -38,8 +38,9 @@ def _most_at_once(runs: list[dict[str, Any]]) -> int:
 
 def test_one_company_backlog_takes_turns_and_the_other_company_goes_first() -> None:
     """xco may run 2 at once: one message wakes 12 of its agents and one of yco's, each reply 2 s
-    late (1 s is the bar; 2 s keeps a loaded machine's slower starts from deciding the order). Never more than 2 of xco's runs are active at once; yco's reply is among the first
-    three; every run completes once, and a run's wait is not its run time."""
+    late (1 s is the bar; 2 s keeps a loaded machine's slower starts from deciding the order).
+    Never more than 2 of xco's runs are active at once; yco's reply is among the first three;
+    every run completes once, and a run's wait is not its run time."""
     seen: dict[str, Any] = {}
 
     def inspect(stack: LocalStack, result: PlayResult) -> None:
