@@ -310,6 +310,18 @@ def grant_key(roles: Roles, grant: tuple[str, int, str, str]) -> tuple[str, str,
 UNUSED_GRANT_REASONS: dict[tuple[str, str, str], str] = {
     (
         "function:*",
+        "states:SendTaskSuccess",
+        "*:stateMachine:AgentRunStateMachine",
+    ): "Fair turns (design §12.3): every final path hands its turn to the oldest waiting run's task "
+    "token; a suite run only takes the hand-off through some of the functions that may do it.",
+    (
+        "function:*",
+        "dynamodb:PutItem",
+        "*:table/LedgerTable",
+    ): "Fair turns (design §12.3): a released turn is put back for the next run on paths a suite run "
+    "takes only in some of the functions that may release one.",
+    (
+        "function:*",
         "logs:*",
         "*",
     ): "The Lambda runtime writes the function's own log group with its role; no SDK call of "
