@@ -258,46 +258,27 @@ class RoomRecords(RoomTable):
         link = self._item(keys.room_agent_key(room_id, agent_id), True)
         if link is None:
             return False
-        name_key = keys.agent_name_key(room_id, agent_id)
-        failed = transact(
-            self.db,
-            [
-                {"Delete": {"TableName": self.table, "Key": keys.room_agent_key(room_id, agent_id)}},
-                {
-                    "Delete": {
-                        "TableName": self.table,
-                        "Key": {"pk": name_key["pk"], "sk": name_key["sk"]},
-                        "ConditionExpression": "attribute_not_exists(pk) OR agent_id = :me",
-                        "ExpressionAttributeValues": {":me": agent_id},
-                    }
-                },
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": keys.room_key(room_id),
-                        "UpdateExpression": "REMOVE agents.#a",
-                        "ConditionExpression": "attribute_exists(pk)",
-                        "ExpressionAttributeNames": {"#a": agent_id},
-                    }
-                },
-            ],
-        )
+        unlink = {"Delete": {"TableName": self.table, "Key": keys.room_agent_key(room_id, agent_id)}}
+        unlist = {
+            "Update": {
+                "TableName": self.table,
+                "Key": keys.room_key(room_id),
+                "UpdateExpression": "REMOVE agents.#a",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeNames": {"#a": agent_id},
+            }
+        }
+        unname = {
+            "Delete": {
+                "TableName": self.table,
+                "Key": keys.agent_name_key(room_id, agent_id),
+                "ConditionExpression": "attribute_not_exists(pk) OR agent_id = :me",
+                "ExpressionAttributeValues": {":me": agent_id},
+            }
+        }
+        failed = transact(self.db, [unlink, unname, unlist])
         if failed and failed[1]:  # the name names another agent: leave it, take out the rest
-            transact(
-                self.db,
-                [
-                    {"Delete": {"TableName": self.table, "Key": keys.room_agent_key(room_id, agent_id)}},
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": keys.room_key(room_id),
-                            "UpdateExpression": "REMOVE agents.#a",
-                            "ConditionExpression": "attribute_exists(pk)",
-                            "ExpressionAttributeNames": {"#a": agent_id},
-                        }
-                    },
-                ],
-            )
+            transact(self.db, [unlink, unlist])
         return True
 
     def named_room_agents(self, room_id: str, refs: list[str]) -> dict[str, str]:
