@@ -127,6 +127,20 @@ class Company(_Model):
     external_id: str | None = None
 
 
+class AuditEntry(_Model):
+    """One change to a company's people or tokens, or to its run cap, as its people read it
+    (docs/design.md §5): when (ISO-8601), who (``actor``: the operator token's member or the
+    person; ``actor_kind``), what and on whom."""
+
+    id: str
+    at: str
+    actor: str
+    actor_kind: Literal["operator", "person"]
+    action: Literal["company_created", "person_added", "token_issued", "token_revoked", "max_concurrent_runs_set"]
+    subject: str
+    detail: str = ""
+
+
 class BudgetLimits(_Model):
     """Spend limits per UTC day and month (docs/design.md §12.4): USD for models with a known price,
     tokens for the others. Each is optional (``None``: no limit)."""

@@ -208,6 +208,68 @@ def admin_revoke_token(
     _print(_run(lambda: _client(url, token).revoke_token(company, token_id)))
 
 
+token_app = typer.Typer(
+    no_args_is_help=True,
+    help="Your company's tokens: issue one for a person of your company, list them, revoke one.",
+)
+app.add_typer(token_app, name="token")
+
+
+@token_app.command("issue")
+def token_issue(
+    company: str, person: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "", as_json: AdminJsonOpt = False
+) -> None:
+    """Issue a token for a person of your company (printed once, as JSON: pipe it to jq -r .token)."""
+    _print(_run(lambda: _client(url, token).issue_token(company, person)))
+
+
+@token_app.command("list")
+def token_list(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Your company's tokens: ids, people, when issued, revoked or not (never a token)."""
+    tokens = _run(lambda: _client(url, token).tokens(company))
+    _show(
+        tokens,
+        as_json,
+        lambda ts: [
+            f"{t['token_id']}  {t['member']}  {t['created_at']}" + ("  revoked" if t.get("revoked") else "") for t in ts
+        ],
+        empty="no tokens",
+        listing="tokens",
+    )
+
+
+@token_app.command("revoke")
+def token_revoke(
+    company: str, token_id: str, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "", as_json: AdminJsonOpt = False
+) -> None:
+    """Revoke one of your company's tokens by its id."""
+    _print(_run(lambda: _client(url, token).revoke_token(company, token_id)))
+
+
+@app.command()
+def audit(
+    company: str,
+    limit: Annotated[int, typer.Option(help="How many entries, newest first (1 to 200).")] = 50,
+    as_json: JsonOpt = False,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """Your company's audit trail: who created it, added its people, issued and revoked its tokens
+    and set its run cap (an operator or one of you), and when."""
+    entries = _run(lambda: _client(url, token).audit(company, limit))
+    _show(
+        entries,
+        as_json,
+        lambda es: [
+            f"{e['at'][:19]}  {e['actor_kind']} {e['actor']}  {e['action']}  {e['subject']}"
+            + (f"  ({e['detail']})" if e.get("detail") else "")
+            for e in es
+        ],
+        empty="no entries",
+        listing="entries",
+    )
+
+
 @admin.command("bootstrap-token")
 def admin_bootstrap_token(
     stack: Annotated[str | None, typer.Option(help="A deployed stack's name (its RoomTableName output).")] = None,

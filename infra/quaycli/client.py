@@ -145,6 +145,14 @@ class QuayClient:
     def revoke_token(self, company: str, token_id: str) -> dict:
         return self.call("DELETE", f"/companies/{_seg(company)}/tokens/{_seg(token_id)}")
 
+    def tokens(self, company: str) -> list[dict]:
+        """``GET /companies/{company}/tokens``: its tokens' ids and metadata (never a token)."""
+        return self.call("GET", f"/companies/{_seg(company)}/tokens")["tokens"]
+
+    def audit(self, company: str, limit: int = 50) -> list[dict]:
+        """``GET /companies/{company}/audit``: its audit trail, newest first (docs/design.md §5)."""
+        return self.call("GET", f"/companies/{_seg(company)}/audit", query={"limit": limit})["entries"]
+
     # ------------------------------------------------------------------ company
     def me(self) -> dict:
         """``GET /me``: who the token is, ``{company, member, admin}``."""

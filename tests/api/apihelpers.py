@@ -84,8 +84,10 @@ def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
     adm = ADMIN_TOKEN
     for company, people in (("acme", ["ann", "amy"]), ("bolt", ["bob"]), ("cato", ["carl"])):
         api.ok("POST", "/companies", adm, {"id": company, "people": people})
-        for person in people:
-            w.tokens[person] = api.ok("POST", f"/companies/{company}/tokens", adm, {"member": person})["token"]
+        # the operator issues a company's first token only; its people issue the rest (design §5)
+        for i, person in enumerate(people):
+            issuer = adm if i == 0 else w.tokens[people[0]]
+            w.tokens[person] = api.ok("POST", f"/companies/{company}/tokens", issuer, {"member": person})["token"]
     w.tokens["admin"] = adm
     api.ok("PUT", "/companies/acme/policy", w.tokens["ann"], {"actions": {"remember": "ask"}})
     # The API generates room ids (design §5); the fixtures' rooms keep the fixed ids the tests

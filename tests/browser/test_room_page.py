@@ -252,6 +252,7 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             approve.click()
             expect(page.locator("#approvals .badge").first).to_have_text("approved", timeout=WAIT_MS)
             expect(page.locator("#memory")).to_contain_text(HELD, timeout=WAIT_MS)
+            expect(page.locator("#memory")).to_contain_text("by agent acme.a1 (acme)")
             expect(page.locator("#transcript .note.outcome")).to_contain_text("approved by ann", timeout=WAIT_MS)
 
             # one run's timeline: model requests with their outcome, actions with decision and outcome
@@ -471,6 +472,7 @@ def test_the_page_offers_task_actions_only_to_who_may_take_them(
                 _open_room(page, dev_url, locks[who], locks["room"], "locks")
                 item = page.locator(f"#tasks li[data-task='{task['id']}']")
                 expect(item).to_contain_text("Paint the bollards", timeout=WAIT_MS)
+                expect(item).to_contain_text("by ann (acme)")  # a person always with the company
                 expect(page.locator("#who")).to_contain_text(f"Signed in as {who} of ")
                 expect(item.get_by_role("button", name="Close task")).to_have_count(forms)
                 expect(item.get_by_role("button", name="Add update")).to_have_count(forms)

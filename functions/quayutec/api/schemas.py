@@ -21,6 +21,7 @@ from quayutec.models import (
     AgentId,
     AgentName,
     ApprovalRequest,
+    AuditEntry,
     CompanyId,
     MemoryLine,
     Message,
@@ -132,6 +133,12 @@ class TokenInfoOut(_Out):
 
 class TokenList(_Out):
     tokens: list[TokenInfoOut]
+
+
+class AuditList(_Out):
+    """A company's audit trail, newest first (docs/design.md §5)."""
+
+    entries: list[AuditEntry]
 
 
 # ----------------------------------------------------------------------------- rooms, members

@@ -89,11 +89,18 @@ class TokenStore:
         return self._client or dynamodb()
 
     def issue(
-        self, company: str | None, member: str, *, admin: bool = False, token: str | None = None
+        self,
+        company: str | None,
+        member: str,
+        *,
+        admin: bool = False,
+        token: str | None = None,
+        audit: dict[str, Any] | None = None,
     ) -> tuple[str, Principal]:
         """Create a token for ``member`` of ``company`` (or an operator token with ``admin``).
         Returns the token (shown once) and its principal. ``token``: use this value (local dev
-        stacks with a fixed operator token) instead of a fresh random one."""
+        stacks with a fixed operator token) instead of a fresh random one. ``audit``: an audit
+        entry's ``Put`` written in the same transaction (:func:`quayutec.dal.audit.audit_put`)."""
         if token is not None and (
             len(token) < 16 or len(token) > _MAX_TOKEN_LEN or not token.isprintable() or " " in token
         ):
@@ -125,6 +132,7 @@ class TokenStore:
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
                     },
+                    *([audit] if audit is not None else []),
                 ]
             )
         return token, principal
@@ -149,13 +157,16 @@ class TokenStore:
         )
         return [TokenInfo.model_validate(i) for i in items]
 
-    def revoke(self, company: str | None, token_id: str) -> bool:
-        """Revoke a token of ``company`` by id; ``False`` when there is no such token."""
+    def revoke(self, company: str | None, token_id: str, audit: dict[str, Any] | None = None) -> bool:
+        """Revoke a token of ``company`` by id (and write ``audit`` in the same transaction);
+        ``False`` when there is no such token, or it was revoked already."""
         key = keys.company_token_key(company or ADMIN_BUCKET, token_id)
         with transient_errors():
             item = self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         if not item:
             return False
+        if item.get("revoked"):
+            return True  # revoked before: nothing to write, nothing to audit again
         try:
             with transient_errors():
                 self.db.transact_write_items(
@@ -174,13 +185,17 @@ class TokenStore:
                                 "TableName": self.table,
                                 "Key": key,
                                 "UpdateExpression": "SET revoked = :t",
-                                "ExpressionAttributeValues": {":t": True},
+                                "ConditionExpression": "attribute_not_exists(revoked) OR revoked = :f",
+                                "ExpressionAttributeValues": {":t": True, ":f": False},
                             }
                         },
+                        *([audit] if audit is not None else []),
                     ]
                 )
         except ClientError as exc:
             if is_condition_failure(exc) or exc.response["Error"]["Code"] == "TransactionCanceledException":
-                return False
+                with transient_errors():  # revoked meanwhile by another request, or gone
+                    again = self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+                return bool(again and again.get("revoked"))
             raise
         return True

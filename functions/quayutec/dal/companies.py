@@ -49,9 +49,12 @@ class CompanyRecords(RoomTable):
         item = self._item(keys.company_key(company_id))
         return Company.model_validate(strip(item)) if item else None
 
-    def create_company(self, company: Company) -> bool:
-        """Write a new company; ``False`` when the id is taken."""
+    def create_company(self, company: Company, audit: dict[str, Any] | None = None) -> bool:
+        """Write a new company (and ``audit``, an entry's ``Put``, :func:`quayutec.dal.audit.audit_put`,
+        in the same transaction); ``False`` when the id is taken."""
         item = {**keys.company_key(company.id), "type": "company", **company.model_dump(mode="json")}
+        if audit is not None:
+            return transact_new(self.db, [self._put(item), audit])
         try:
             with transient_errors():
                 self.db.put_item(TableName=self.table, Item=item, ConditionExpression=NOT_EXISTS)
@@ -61,14 +64,28 @@ class CompanyRecords(RoomTable):
                 return False
             raise
 
-    def add_person(self, company_id: str, person: str, max_people: int | None = None) -> bool:
-        """Add a person to a company; ``False`` when already there (or no such company), also when
-        it holds ``max_people`` people already (the caller tells which: it read the company)."""
+    def add_person(
+        self, company_id: str, person: str, max_people: int | None = None, audit: dict[str, Any] | None = None
+    ) -> bool:
+        """Add a person to a company (and ``audit`` in the same transaction); ``False`` when
+        already there (or no such company), also when it holds ``max_people`` people already (the
+        caller tells which: it read the company)."""
         condition = "attribute_exists(pk) AND NOT contains(people, :one)"
         values: dict[str, Any] = {":p": [person], ":one": person}
         if max_people is not None:
             condition += " AND size(people) < :max"
             values[":max"] = max_people
+        if audit is not None:
+            update = {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": keys.company_key(company_id),
+                    "UpdateExpression": "SET people = list_append(people, :p)",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": values,
+                }
+            }
+            return transact_new(self.db, [update, audit])
         return update_if(
             self.db,
             TableName=self.table,
@@ -110,7 +127,9 @@ class CompanyRecords(RoomTable):
             ExpressionAttributeValues={":r": policy.model_dump(mode="json")},
         )
 
-    def set_max_concurrent_runs(self, company_id: str, value: int, cap_entry: dict[str, Any]) -> bool:
+    def set_max_concurrent_runs(
+        self, company_id: str, value: int, cap_entry: dict[str, Any], audit: dict[str, Any] | None = None
+    ) -> bool:
         """Set the company's ``max_concurrent_runs`` (design §12.3) and, in the same transaction,
         ``cap_entry`` (its turns counter's copy, :meth:`quayutec.dal.turns.TurnStore.set_cap_item`,
         which the runs' turn transactions compare against). ``False`` when no such company."""
@@ -123,7 +142,7 @@ class CompanyRecords(RoomTable):
                 "ExpressionAttributeValues": {":n": value},
             }
         }
-        return transact_new(self.db, [update, cap_entry])
+        return transact_new(self.db, [update, cap_entry, *([audit] if audit is not None else [])])
 
     def get_budget(self, company_id: str) -> CompanyBudget | None:
         """The company's budget (design §12.4), ``None`` when it set none."""

@@ -222,6 +222,14 @@ def index_pointer_key(room_id: str) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ tokens (quayutec.dal.auth)
+AUDIT_PREFIX = "AUDIT#"
+
+
+def audit_key(company_id: str, at: str, audit_id: str) -> dict[str, str]:
+    """An entry of a company's audit trail (design §5): in the company's partition, time-ordered."""
+    return {"pk": company_pk(company_id), "sk": f"{AUDIT_PREFIX}{at}#{audit_id}"}
+
+
 TOKEN_PREFIX = "TOKEN#"
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from quayutec.dal.agents import AgentRecords
 from quayutec.dal.approvals import ApprovalRecords
+from quayutec.dal.audit import AuditRecords
 from quayutec.dal.companies import CompanyRecords
 from quayutec.dal.memory import MemoryRecords
 from quayutec.dal.messages import MessageRecords
@@ -46,7 +47,9 @@ from quayutec.dal.rooms import RoomRecords
 from quayutec.dal.tasks import TaskRecords
 
 
-class RoomStore(CompanyRecords, AgentRecords, RoomRecords, MessageRecords, TaskRecords, MemoryRecords, ApprovalRecords):
+class RoomStore(
+    AuditRecords, CompanyRecords, AgentRecords, RoomRecords, MessageRecords, TaskRecords, MemoryRecords, ApprovalRecords
+):
     """Reads and conditional writes of the room table, by aggregate: companies
     (:mod:`~quayutec.dal.companies`), agents (:mod:`~quayutec.dal.agents`), rooms and placement
     (:mod:`~quayutec.dal.rooms`), messages (:mod:`~quayutec.dal.messages`), tasks

@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from quayutec.dal.audit import audit_put, new_entry
 from quayutec.dal.companies import budget_of
 from quayutec.dal.keys import budget_key
 from quayutec.deps import Deps
 from quayutec.errors import Conflict, Forbidden, InvalidInput, LimitReached, NotFound
 from quayutec.logic import budgets, rights
 from quayutec.logic.access import Principal, own_company, own_people
-from quayutec.models import MAX_CONCURRENT_RUNS_LIMIT, Company, CompanyBudget, RightsPolicy
+from quayutec.models import MAX_CONCURRENT_RUNS_LIMIT, AuditEntry, Company, CompanyBudget, RightsPolicy
 
 MIN_CONCURRENT_RUNS = 1
 
@@ -54,7 +55,8 @@ class Companies:
         most = self.deps.settings.max_company_people
         if len(company.people) > most:
             raise LimitReached(f"company {company_id!r} with {len(company.people)} people", most, "MAX_COMPANY_PEOPLE")
-        if not self.store.create_company(company):
+        created = new_entry(who.member, True, "company_created", company_id, f"people: {', '.join(company.people)}")
+        if not self.store.create_company(company, audit_put(self.store.table, company_id, created)):
             raise Conflict(f"company {company_id!r} exists already")
         if max_concurrent_runs is not None and max_concurrent_runs != company.max_concurrent_runs:
             return self.set_max_concurrent_runs(who, company_id, max_concurrent_runs)
@@ -69,7 +71,13 @@ class Companies:
             raise InvalidInput(
                 f"max_concurrent_runs must be {MIN_CONCURRENT_RUNS} to {MAX_CONCURRENT_RUNS_LIMIT}, not {value}"
             )
-        if not self.store.set_max_concurrent_runs(company_id, value, self.deps.turns.set_cap_item(company_id, value)):
+        entry = new_entry(who.member, True, "max_concurrent_runs_set", company_id, str(value))
+        if not self.store.set_max_concurrent_runs(
+            company_id,
+            value,
+            self.deps.turns.set_cap_item(company_id, value),
+            audit_put(self.store.table, company_id, entry),
+        ):
             raise NotFound(f"company {company_id!r} does not exist")
         return self.store.get_company(company_id)  # type: ignore[return-value]
 
@@ -78,13 +86,14 @@ class Companies:
         return own_company(self.store, company_id, who)
 
     def add_person(self, who: Principal, company_id: str, person: str) -> Company:
-        """Add a person (operator only). Raises Forbidden, NotFound, LimitReached, Conflict (a
+        """Add a person: an operator, or one of the company's own people. Audited (who, when).
+        Raises NotFound (no such company, or another company's), LimitReached, Conflict (a
         person of it already)."""
-        who.require_admin()
-        if self.store.get_company(company_id) is None:
+        if self.store.get_company(company_id) is None or not (who.admin or who.company == company_id):
             raise NotFound(f"company {company_id!r} does not exist")
         most = self.deps.settings.max_company_people
-        if not self.store.add_person(company_id, person, most):
+        entry = new_entry(who.member, who.admin, "person_added", person)
+        if not self.store.add_person(company_id, person, most, audit_put(self.store.table, company_id, entry)):
             company = self.store.get_company(company_id)
             if company is not None and person not in company.people and len(company.people) >= most:
                 raise LimitReached(
@@ -138,3 +147,11 @@ class Companies:
         key = budgets.periods(self.deps.clock())[period]
         item, counters = self.deps.ledger.spend_reads(company_id, [key], (self.store.table, budget_key(company_id)))
         return Spend(key=key, counter=counters.get(key, {}), budget=budget_of(item) or CompanyBudget())
+
+    # ------------------------------------------------------------------ audit trail
+    def audit(self, who: Principal, company_id: str, limit: int) -> list[AuditEntry]:
+        """The company's audit trail, newest first (its people, or an operator): who created it,
+        added its people, issued and revoked its tokens and set its run cap, and when
+        (design §5). Raises NotFound."""
+        own_company(self.store, company_id, who)
+        return self.store.audit_trail(company_id, limit)

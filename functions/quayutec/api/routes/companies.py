@@ -1,4 +1,5 @@
-"""Companies (operator only to create and staff; a company's people read their own)."""
+"""Companies: an operator creates one and sets its run cap; an operator or its own people add
+its people; its people read it and its audit trail (docs/design.md §5)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from quayutec.api.access import services
 from quayutec.api.context import caller
-from quayutec.api.routes._params import CompanyId
-from quayutec.api.schemas import CompanyIn, CompanyOut, CompanyPatch, PersonIn
+from quayutec.api.routes._params import CompanyId, Limit
+from quayutec.api.schemas import AuditList, CompanyIn, CompanyOut, CompanyPatch, PersonIn
 from quayutec.models import Company
 
 router = APIGatewayRouter()
@@ -47,7 +48,21 @@ def get_company(company_id: CompanyId) -> CompanyOut:
     "/companies/<company_id>/people",
     status_code=201,
     tags=["companies"],
-    summary="Add a person to a company (operator)",
+    summary="Add a person to a company (an operator, or one of its people)",
 )
 def add_person(company_id: CompanyId, body: Annotated[PersonIn, Body()]) -> CompanyOut:
+    """An operator, or a person of the company (anyone else: 404). An entry of the company's audit
+    trail says who added whom, and when (docs/design.md §5)."""
     return _out(services().companies.add_person(caller(), company_id, body.person))
+
+
+@router.get(
+    "/companies/<company_id>/audit",
+    tags=["companies"],
+    summary="The company's audit trail: who changed its people, tokens and run cap, and when",
+)
+def company_audit(company_id: CompanyId, limit: Limit = 50) -> AuditList:
+    """Its own people, or an operator (anyone else: 404); newest first, the last ``limit``
+    entries. Every operator act on the company is here: creating it, adding a person, issuing or
+    revoking a token, setting its run cap; and its own people's (docs/design.md §5)."""
+    return AuditList(entries=services().companies.audit(caller(), company_id, limit))

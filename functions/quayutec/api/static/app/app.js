@@ -69,7 +69,16 @@
   const clear = (node) => { while (node.firstChild) node.removeChild(node.firstChild); };
   const enc = encodeURIComponent;
   const badge = (word) => el("span", { class: "badge " + String(word).replace(/[^a-z_]/g, ""), text: word });
-  function when(iso) {
+  // Who wrote or did something, always with their company: a person's id is unique only within
+// its company (bolt's "ann" is not acme's "ann"; docs/design.md §5).
+function whoLabel(a) {
+  a = a || {};
+  if (a.kind === "system") return "quayutec";
+  const company = a.company ? " (" + a.company + ")" : "";
+  return (a.kind === "agent" ? "agent " : "") + (a.id || "?") + company;
+}
+
+function when(iso) {
     if (!iso) return "";
     const d = new Date(iso);
     return isNaN(d) ? String(iso) : d.toLocaleString([], { dateStyle: "short", timeStyle: "medium" });
@@ -339,9 +348,7 @@
   }
 
   function messageItem(m) {
-    const author = m.author || {};
-    const who = author.kind === "agent" ? "agent " + author.id + (author.company ? " (" + author.company + ")" : "")
-      : author.kind === "system" ? "quayutec" : author.id + (author.company ? " (" + author.company + ")" : "");
+    const who = whoLabel(m.author);
     const body = el("div", { class: "body" });
     const plain = [];
     const flush = () => { if (plain.length) { body.append(el("p", { class: "text", text: plain.join("\n") })); plain.length = 0; } };
@@ -687,7 +694,7 @@
     tasks.forEach((t, i) => {
       const item = el("li", { "data-task": t.id },
         el("p", { class: "line" }, badge(t.status), t.title),
-        el("p", { class: "meta", text: "for " + t.to + " · by " + ((t.created_by || {}).id || "?") + " · " + when(t.updated_at) }),
+        el("p", { class: "meta", text: "for " + t.to + " · by " + whoLabel(t.created_by) + " · " + when(t.updated_at) }),
         t.body ? el("p", { class: "line", text: t.body }) : null,
         t.result ? el("p", { class: "line", text: "Result: " + t.result }) : null);
       // A task is updated or closed only by its creator's or its assignee's company (design §5):
@@ -727,7 +734,7 @@
       const data = await api("GET", "rooms/" + enc(state.room) + "/tasks/" + enc(t.id));
       const list = el("ol", { class: "timeline" });
       for (const e of data.events || []) {
-        list.append(el("li", { text: when(e.created_at) + " · " + e.kind + " by " + ((e.by || {}).id || "?") + (e.text ? ": " + e.text : "") }));
+        list.append(el("li", { text: when(e.created_at) + " · " + e.kind + " by " + whoLabel(e.by) + (e.text ? ": " + e.text : "") }));
       }
       button.replaceWith(list);
     });
@@ -747,7 +754,7 @@
       list.append(el("li", { "data-memory": m.id },
         el("p", { class: "line", text: m.text }),
         el("p", { class: "meta" }, badge(m.visibility === "company" ? "company" : "room"),
-           "by " + ((m.author || {}).kind === "agent" ? "agent " : "") + ((m.author || {}).id || "?") + " · " + when(m.created_at))));
+           "by " + whoLabel(m.author) + " · " + when(m.created_at))));
     }
   }
 
