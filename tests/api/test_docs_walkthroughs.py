@@ -96,8 +96,13 @@ def test_readme_walkthroughs_get_a_reply(tmp_path: Path) -> None:
     blocks = _blocks(readme, "## The room API and `quay dev`", "sh")
     assert len(blocks) == 2
     admin = "qyt_admin_readme_walkthrough1"
-    with quay_dev(tmp_path, admin_token=admin) as url:
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "curl").mkdir()
+    # each block is played on a fresh `quay dev`, as the README says: the CLI block has issued
+    # acme's first token, and an operator issues only that one (design §5)
+    with quay_dev(tmp_path / "cli", admin_token=admin) as url:
         cli_out = _run(blocks[0], url, admin, tmp_path)
+    with quay_dev(tmp_path / "curl", admin_token=admin) as url:
         curl_out = _run(blocks[1], url, admin, tmp_path)
     assert "echo" in cli_out  # quay room shows a1's (echo) reply
     assert '"kind":"reply"' in curl_out.replace(" ", "")
