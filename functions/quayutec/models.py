@@ -577,7 +577,7 @@ class RunCost(_Model):
 
 
 class PhaseSpan(_Model):
-    """One phase invocation's span (design §2.8): its name and ISO-8601 UTC start and end."""
+    """One phase invocation's span (docs/design.md §2.8): its name and ISO-8601 UTC start and end."""
 
     phase: str
     start: str
