@@ -57,3 +57,32 @@ def test_a_finished_run_answers_its_timeline(stack_env, api) -> None:
     assert tl["duration_ms"] is not None and tl["parked_s"] == 0
     text = detail["cost_text"]
     assert text.startswith("$") and "tokens in" in text and "AWS calls (DynamoDB " in text, text
+    # `quay ledger RUN` prints the same timeline: each phase with its duration, the retry's Wait
+    # with its reason after the CallModel that got the 429, the cost in words
+    from quaycli.render import request_line, timeline_lines
+
+    lines = timeline_lines(tl, text)
+    assert lines[0].startswith("timeline (") and " in all):" in lines[0]
+    named = [line.split()[0] for line in lines[1:]]
+    assert named == ["ClaimAndRead", "CallModel", "Wait", "CallModel", "DecideAndPost", "cost"], lines
+    assert all(line.split()[2:3] and line.split()[-1].strip("█") == "" for line in lines[1:3]), lines
+    wait = lines[3]
+    assert "1 s" in wait and "retry-after" in wait, wait
+    assert lines[-1] == f"  cost {text}"
+    # a failed request's line carries the provider's own message
+    assert "provider said: Number of requests has exceeded your rate limit" in request_line(detail["requests"][0])
+
+
+def test_a_request_without_a_message_prints_the_body_the_provider_sent() -> None:
+    from quaycli.render import request_line
+
+    q = {
+        "n": 1,
+        "sent_at": "2026-12-03T10:42:07.000000Z",
+        "provider": "openai",
+        "status": 400,
+        "outcome": "error",
+        "category": "bad_request",
+        "body": '{"error": {"message": "max_tokens is too large"}}',
+    }
+    assert 'provider said: {"error": {"message": "max_tokens is too large"}}' in request_line(q)
