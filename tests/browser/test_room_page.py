@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -263,6 +264,19 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             expect(page.locator("#run-actions")).to_contain_text("remember")
             expect(page.locator("#run-actions")).to_contain_text("approval approved")
             expect(page.locator("#run-actions")).to_contain_text("outcome written")
+            # its phases as bars with their durations (the spans of design §2.8), the time parked on
+            # the approval, the cost line in words with its USD
+            phases = page.locator("#run-phases li.phase")
+            expect(phases).to_have_count(4)
+            assert [t.split("\n")[0] for t in phases.all_inner_texts()] == [
+                "ClaimAndRead",
+                "CallModel",
+                "DecideAndPost",
+                "ApplyAndFinish",
+            ], phases.all_inner_texts()
+            assert all(re.search(r"\d+(\.\d)? (ms|s)", t) for t in phases.all_inner_texts())
+            expect(page.locator("#run-phases")).to_contain_text("Parked on approvals")
+            expect(page.locator("#run-cost-text")).to_contain_text(re.compile(r"Cost \$[0-9.]+ · .* AWS calls"))
             # files: a small text file uploaded from the page (the presigned POST to quay dev's files
             # endpoint, on the page's own origin: connect-src 'self') is listed and becomes ready
             assert "connect-src 'self'" in csp

@@ -916,6 +916,39 @@ function when(iso) {
     return null;
   }
 
+  function durationText(ms) {
+    if (ms === null || ms === undefined) return "-";
+    return ms < 10000 ? ms + " ms" : (ms / 1000).toFixed(1) + " s";
+  }
+
+  // The run's phases as bars scaled to the longest, each retry's Wait after the CallModel that
+  // chose it (its reason), the time parked on approvals (GET /runs/{run}'s timeline, design §2.8).
+  function renderPhases(tl, costText) {
+    const list = $("run-phases");
+    clear(list);
+    const phases = (tl && tl.phases) || [];
+    const waits = ((tl && tl.requests) || []).filter((q) => q.wait_s !== null && q.wait_s !== undefined);
+    const longest = Math.max(1, ...phases.map((p) => p.duration_ms || 0), ...waits.map((q) => q.wait_s * 1000));
+    const row = (cls, name, ms, note) => {
+      // a bar as a <meter>: its length from its value (the page writes no style)
+      const bar = el("meter", { class: "phase-bar", min: 0, max: longest, value: ms || 0, "aria-hidden": "true" });
+      return el("li", { class: cls }, el("span", { class: "phase-name", text: name }), bar,
+        el("span", { text: durationText(ms) + (note ? " · " + note : "") }));
+    };
+    let calls = 0;
+    for (const p of phases) {
+      list.append(row("phase", p.phase, p.duration_ms, "from " + when(p.start)));
+      if (p.phase === "CallModel" && calls < waits.length) {
+        const q = waits[calls];
+        list.append(row("wait", "Wait", q.wait_s * 1000, "retry of request " + q.n + (q.decision ? ": " + q.decision : "")));
+      }
+      if (p.phase === "CallModel") calls += 1;
+    }
+    if (tl && tl.parked_s) list.append(row("wait", "Parked on approvals", Math.round(tl.parked_s * 1000), null));
+    if (!list.firstChild) list.append(el("li", { text: "No phase spans recorded." }));
+    $("run-cost-text").textContent = costText ? "Cost " + costText : "";
+  }
+
   async function showRun(runId, focus) {
     const ok = await guarded(async () => {
       const data = await api("GET", "runs/" + enc(runId));
@@ -931,6 +964,7 @@ function when(iso) {
       if (r.not_done && r.not_done.length) bits.push("not done: " + r.not_done.join(", "));
       const cost = costLine(r);
       $("run-summary").textContent = bits.join(" · ") + (cost ? "\n" + cost : "");
+      renderPhases(data.timeline, data.cost_text);
       const reqs = $("run-requests");
       clear(reqs);
       for (const q of data.requests || []) {
