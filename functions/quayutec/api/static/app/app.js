@@ -829,6 +829,20 @@ function when(iso) {
   }
 
   // ------------------------------------------------------------------ runs
+  // A runs-table row's facts: when it started, how long it took, its cost (when the caller's
+  // company may see it), what woke it (design §3: a message or a task event, by a person or an agent).
+  function runFacts(r) {
+    const bits = ["started " + when(r.started_at)];
+    if (r.ended_at) bits.push("took " + durationText(Math.max(0, Date.parse(r.ended_at) - Date.parse(r.started_at))));
+    if (r.cost && typeof r.cost.usd === "number") bits.push("$" + r.cost.usd.toFixed(6).replace(/0+$/, "").replace(/\.$/, ""));
+    const w = r.wake;
+    if (w) {
+      const what = w.cause_kind === "task_event" ? "a task event" : "a message";
+      bits.push("woken by " + what + " of " + (w.by_kind === "agent" ? "an agent" : "a person") + (w.by_company ? " (" + w.by_company + ")" : ""));
+    }
+    return bits.join(" · ");
+  }
+
   async function loadRuns(room) {
     const path = "rooms/" + enc(room) + "/runs";
     const page = await api("GET", path);
@@ -853,7 +867,7 @@ function when(iso) {
         }
         list.append(el("li", { "data-run": r.run_id, "data-chain": chain || null },
           el("p", { class: "line" }, badge(r.status), "agent " + r.agent_id + " · hop " + r.hop + " · chain " + (chain || "-")),
-          el("p", { class: "meta", text: "started " + when(r.started_at) + (r.ended_at ? " · ended " + when(r.ended_at) : "") }),
+          el("p", { class: "meta", text: runFacts(r) }),
           el("div", { class: "actions-row" },
             el("button", { type: "button", class: "secondary", text: "Timeline", "aria-label": "Timeline of run " + r.run_id,
                            on: { click: () => showRun(r.run_id, true) } }),
@@ -965,6 +979,17 @@ function when(iso) {
       const cost = costLine(r);
       $("run-summary").textContent = bits.join(" · ") + (cost ? "\n" + cost : "");
       renderPhases(data.timeline, data.cost_text);
+      // from the run to its reply in the transcript (when the reply is among the messages shown)
+      const replyId = (data.timeline && data.timeline.reply_message_id) || r.reply_message_id;
+      const goReply = $("run-reply");
+      goReply.hidden = !replyId;
+      goReply.onclick = () => {
+        const target = replyId && $("transcript").querySelector("li[data-id='" + CSS.escape(replyId) + "']");
+        if (!target) { status("Its reply is further back in the transcript: use More to load older messages."); return; }
+        target.setAttribute("tabindex", "-1");
+        target.scrollIntoView({ block: "center" });
+        target.focus();
+      };
       const reqs = $("run-requests");
       clear(reqs);
       for (const q of data.requests || []) {
