@@ -269,7 +269,9 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
 
             # the runs table: each run's start, duration, cost and what woke it
             a1_run = page.locator("#runs li").filter(has_text="a1").filter(has_text="completed").first
-            expect(a1_run).to_contain_text(re.compile(r"took \d+(\.\d)? (ms|s) · \$[0-9.]+ · woken by a message of a person \(acme\)"))
+            expect(a1_run).to_contain_text(
+                re.compile(r"took \d+(\.\d)? (ms|s) · \$[0-9.]+ · woken by a message of a person \(acme\)")
+            )
             # one run's timeline: model requests with their outcome, actions with decision and outcome
             page.locator("#runs li").filter(has_text="a1").filter(has_text="completed").first.get_by_role(
                 "button", name="Timeline"
@@ -514,7 +516,9 @@ def test_a_run_timeline_shows_the_wait_of_a_model_retry(chromium: str, dev_url: 
             expect(wait).to_have_count(1)
             expect(wait).to_contain_text(re.compile(r"\d+(\.\d)? (ms|s) · retry of request 1: retry"))
             names = [t.split("\n")[0] for t in rows.all_inner_texts()]
-            assert names[names.index("Wait") - 1] == "CallModel" and names[names.index("Wait") + 1] == "CallModel", names
+            assert names[names.index("Wait") - 1] == "CallModel" and names[names.index("Wait") + 1] == "CallModel", (
+                names
+            )
             expect(page.locator("#run-requests li")).to_have_count(2)
             expect(page.locator("#run-requests li").first).to_contain_text("HTTP 429")
             expect(page.locator("#run-cost-text")).to_contain_text(re.compile(r"Cost \$[0-9.]+ · "))
