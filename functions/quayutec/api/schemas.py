@@ -456,6 +456,9 @@ class RoomChanges(_Out):
     tasks: list[Task] = Field(description="Tasks created, updated or closed")
     runs: list[RunRecord] = Field(description="The caller's company's agents' runs, started or changed")
     files: list[RoomFile] = Field(description="Files declared, or ingested (ready or failed)")
+    deleted_files: list[str] = Field(
+        default_factory=list, description="Ids of the files deleted since the cursor (listed in `files` no more)"
+    )
 
 
 class RoomCost(_Out):

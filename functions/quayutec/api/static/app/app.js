@@ -310,6 +310,7 @@ function when(iso) {
       state.changes = c.cursor;
       if ((c.messages || []).length) { addMessages(c.messages); any = true; }
       for (const kind of ["approvals", "tasks", "runs", "files"]) if ((c[kind] || []).length) { touched.add(kind); any = true; }
+      if ((c.deleted_files || []).length) { touched.add("files"); any = true; } // a file deleted since
       if (!c.more) break;
     }
     if (touched.has("approvals")) await loadApprovals(room);
