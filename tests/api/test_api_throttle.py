@@ -144,3 +144,28 @@ def test_an_authorizer_answer_without_a_key_is_403_when_keys_are_required(stack_
 
     result = Gateway(no_key, company_rate_limit=(10, 20)).handle("GET", "/me", {"Authorization": "Bearer qyt_x"})
     assert result.status == 403 and json.loads(result.body)["error"] == "forbidden"
+
+
+def test_the_backfill_gives_each_keyless_company_its_key_once(stack_env, api: Api) -> None:
+    from quaycli.backfill import backfill
+
+    stack = stack_env[0]
+    legacy = Services(dataclasses.replace(default_deps(), api_keys=None)).companies
+    for company in ("old-a", "old-b"):
+        legacy.create(OPERATOR, company, ["otto"])
+    api.ok("POST", "/companies", ADMIN_TOKEN, {"id": "new-c", "people": ["nia"]})
+    token = _company_token(api, "old-a", "otto")
+    shared = _apigw(stack_env).get_api_key(apiKey=stack.shared_api_key_id, includeValue=True)["value"]
+    assert _authorize(stack_env, token)["usageIdentifierKey"] == shared
+
+    db, table = default_deps().room.db, default_deps().room.table
+    done = backfill(db, _apigw(stack_env), table=table, stage="dev")
+    assert {"old-a", "old-b"} <= set(done.given) and "new-c" in done.had
+    for company in ("old-a", "old-b"):
+        (key,) = _keys_named(stack_env, R.company_api_key_name("dev", company))
+        assert key["id"] in _plan_key_ids(stack_env)
+        assert default_deps().room.company_api_key(company) == key["value"]
+    assert _authorize(stack_env, token)["usageIdentifierKey"] == default_deps().room.company_api_key("old-a")
+    # again: nothing to give, no second key
+    assert backfill(db, _apigw(stack_env), table=table, stage="dev").given == []
+    assert len(_keys_named(stack_env, R.company_api_key_name("dev", "old-a"))) == 1
