@@ -169,3 +169,24 @@ def test_the_backfill_gives_each_keyless_company_its_key_once(stack_env, api: Ap
     # again: nothing to give, no second key
     assert backfill(db, _apigw(stack_env), table=table, stage="dev").given == []
     assert len(_keys_named(stack_env, R.company_api_key_name("dev", "old-a"))) == 1
+
+
+def test_quay_admin_backfill_api_keys_on_a_stack(stack_env) -> None:
+    from typer.testing import CliRunner
+
+    from quay.main import app as cli
+
+    stack = stack_env[0]
+    Services(dataclasses.replace(default_deps(), api_keys=None)).companies.create(OPERATOR, "old-cli", ["ola"])
+    # the deployed stack's one output the command reads (a stand-in stack on moto's CloudFormation)
+    template = {
+        "Resources": {"Nothing": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {"RoomTableName": {"Value": default_deps().room.table}},
+    }
+    stack.client("cloudformation").create_stack(StackName="Quayutec-dev", TemplateBody=json.dumps(template))
+    result = CliRunner().invoke(cli, ["admin", "backfill-api-keys", "--stack", "Quayutec-dev"])
+    assert result.exit_code == 0, result.output
+    assert "old-cli" in json.loads(result.output)["given"]
+    assert default_deps().room.company_api_key("old-cli")
+    bad = CliRunner().invoke(cli, ["admin", "backfill-api-keys", "--stack", "prod"])
+    assert bad.exit_code == 2 and "Quayutec-<stage>" in bad.output
