@@ -95,3 +95,40 @@ def test_the_deployed_signer_presigns_sigv4_for_the_regional_virtual_host(monkey
     post = s3.generate_presigned_post("quayutec-files-x1", "uploads/r/f", ExpiresIn=900)
     assert post["url"] == "https://quayutec-files-x1.s3.eu-west-1.amazonaws.com/"
     assert post["fields"]["x-amz-algorithm"] == "AWS4-HMAC-SHA256" and "signature" not in post["fields"]
+
+
+def test_a_delete_that_stopped_midway_is_finished_by_its_retry(stack_env, light_world, monkeypatch) -> None:
+    """Design §8: a DELETE whose record went but whose upload versions did not (S3 failed after
+    the transaction) is not a 404 on its retry: the retry finds the file's tombstone, deletes every
+    version left and answers the same file; another company still may not, and learns nothing."""
+    from quayutec.dal.files import FileStore
+    from quayutec.errors import TransientError
+
+    stack, _ = stack_env
+    w, api = light_world, light_world.api
+    f = api.ok(
+        "POST", "/rooms/r1/files", w.tokens["ann"], {"name": "half.md", "content_type": "text/markdown", "size": 9}
+    )["file"]
+    s3 = stack.client("s3")
+    bucket = default_deps().files.bucket
+    s3.put_object(Bucket=bucket, Key=upload_key("r1", f["id"]), Body=b"# half\nx\n")
+    stack.wait_quiet(60)
+    real = FileStore.delete_upload
+
+    def fails_once(self: FileStore, room_id: str, file_id: str) -> int:
+        monkeypatch.setattr(FileStore, "delete_upload", real)
+        raise TransientError("S3 throttled the delete")
+
+    monkeypatch.setattr(FileStore, "delete_upload", fails_once)
+    first = api.call("DELETE", f"/rooms/r1/files/{f['id']}", w.tokens["ann"])
+    assert first.status == 503, first.body
+    versions = s3.list_object_versions(Bucket=bucket, Prefix=upload_key("r1", f["id"])).get("Versions", [])
+    assert versions, "the failed delete left the upload (the situation under test)"
+    assert api.call("DELETE", f"/rooms/r1/files/{f['id']}", w.tokens["bob"]).status == 404  # bolt: not its file
+    again = api.ok("DELETE", f"/rooms/r1/files/{f['id']}", w.tokens["amy"])
+    assert again["file"]["id"] == f["id"] and again["file"]["name"] == "half.md"
+    left = s3.list_object_versions(Bucket=bucket, Prefix=upload_key("r1", f["id"]))
+    assert left.get("Versions", []) == [] and left.get("DeleteMarkers", []) == []
+    stack.wait_quiet(60)
+    assert f["id"] not in [x["id"] for x in api.ok("GET", "/rooms/r1/files", w.tokens["ann"])["files"]]
+    assert api.call("GET", f"/rooms/r1/files/{f['id']}", w.tokens["ann"]).status == 404

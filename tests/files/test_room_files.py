@@ -237,7 +237,9 @@ def test_statuses_redelivery_and_delete(stack: LocalStack) -> None:
     assert "Crane seven" in rf.passages(d, "r-st", "crane", 5)[1][0].text
     # delete: the S3 event takes the chunks out in a new version; the old version stays readable
     _, old_key = d.files.index_pointer("r-st")
-    d.files.delete_file("r-st", ok)
+    record = d.files.get_file("r-st", ok)
+    assert record is not None
+    d.files.delete_file(record)
     d.files.delete_upload("r-st", ok)
     stack.wait_quiet(60)
     assert d.files.index_pointer("r-st")[0] == version + 1

@@ -164,18 +164,19 @@ class FileStore:
         rows = query_rows(self.db, query, limit, start, ("pk", "sk"))
         return Page(listing, {"files": rows.map(lambda i: RoomFile.model_validate(_strip(i)))})
 
-    def delete_file(self, room_id: str, file_id: str) -> None:
+    def delete_file(self, f: RoomFile) -> None:
         """Delete the file's record and hide its chunks from the room's index pointer in one
         transaction (``hidden``: file ids whose chunks retrieval skips until an index version
         without them is written, design §8), so agents stop reading a file the moment people no
-        longer see it. A tombstone (:func:`quayutec.dal.keys.file_gone_key`) takes the file's
-        place in the room's changes feed in the same transaction, so a page polling the changes
-        learns of the delete (design §9)."""
+        longer see it. A tombstone (:func:`quayutec.dal.keys.file_gone_key`) with the record's
+        fields takes the file's place in the room's changes feed in the same transaction, so a
+        page polling the changes learns of the delete (design §9) and a retried delete finds
+        what it deletes (:meth:`deleted_file`)."""
+        room_id, file_id = f.room_id, f.id
         gone = {
             **keys.file_gone_key(room_id, file_id),
+            **f.model_dump(mode="json", exclude_none=True),
             "type": "file_deleted",
-            "id": file_id,
-            "room_id": room_id,
             "gsi4pk": keys.changes_pk(room_id, "files"),
             "gsi4sk": keys.change_sk(now_iso(), file_id),
         }
@@ -195,6 +196,17 @@ class FileStore:
                 },
             ],
         )
+
+    def deleted_file(self, room_id: str, file_id: str) -> RoomFile | None:
+        """A deleted file's record as it was (its tombstone), or None: never deleted, or deleted
+        before tombstones held the record."""
+        with transient_errors():
+            item = self.db.get_item(
+                TableName=self.table, Key=keys.file_gone_key(room_id, file_id), ConsistentRead=True
+            ).get("Item")
+        if not item or "uploader" not in item:
+            return None
+        return RoomFile.model_validate(_strip(item))
 
     def unhide(self, room_id: str, file_id: str) -> None:
         """Forget a hidden file id whose chunks no index version holds any more."""

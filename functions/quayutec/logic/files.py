@@ -381,11 +381,20 @@ class Files:
     def delete(self, who: Principal, room_id: str, file_id: str) -> RoomFile:
         """Delete a file (the uploader's company only): its record, then every version of its
         upload (a download URL issued before serves nothing; a form used after stores nothing
-        readable: ingest deletes it); their S3 events take its chunks out of the index. Raises
-        NotFound, Forbidden."""
-        f = self._file(who, room_id, file_id)
+        readable: ingest deletes it); their S3 events take its chunks out of the index. A
+        retried delete (the first ended after the record went, before every version did) finds
+        the file's tombstone, deletes what is left of its upload and answers the same file: the
+        uploader's company only, as the first. Raises NotFound, Forbidden."""
+        member_room(self.store, room_id, who)
+        f = self.deps.files.get_file(room_id, file_id)
+        gone = f is None
+        if f is None:
+            f = self.deps.files.deleted_file(room_id, file_id)
+            if f is None or f.uploader.company != who.require_company():
+                raise NotFound(f"file {file_id!r} is not in room {room_id!r}")
         if f.uploader.company != who.require_company():
             raise Forbidden(f"file {file_id!r} was uploaded by another company: only it may delete the file")
-        self.deps.files.delete_file(room_id, file_id)
+        if not gone:
+            self.deps.files.delete_file(f)
         self.deps.files.delete_upload(room_id, file_id)  # their S3 events take the chunks out of the index
         return f
