@@ -230,8 +230,8 @@ def merge(segments: list[Segment], drop: frozenset[str] = frozenset()) -> Segmen
         keep_file = np.array([f not in drop for f in s.files], dtype=bool)
         keep = keep_file[s.file_idx] if s.n else np.zeros(0, dtype=bool)
         kept = np.flatnonzero(keep)
-        new_doc = np.full(s.n, -1, dtype=np.int64)
-        new_doc[kept] = base_doc + np.arange(len(kept))
+        new_doc = np.full(s.n, -1, dtype=np.int32)
+        new_doc[kept] = base_doc + np.arange(len(kept), dtype=np.int32)
         remap_file = np.full(len(s.files), -1, dtype=np.int32)
         for i, f in enumerate(s.files):
             if keep_file[i]:
@@ -250,17 +250,25 @@ def merge(segments: list[Segment], drop: frozenset[str] = frozenset()) -> Segmen
         offs.append(base_text + np.cumsum(lens))
         base_text += int(lens.sum())
         base_doc += len(kept)
-        term_map = np.array([where[t] for t in s.terms], dtype=np.int64)
-        per_term = np.diff(s.indptr)
-        t = np.repeat(term_map, per_term)
-        d = new_doc[s.docs] if len(s.docs) else np.zeros(0, dtype=np.int64)
-        live = d >= 0
-        p_term.append(t[live])
-        p_doc.append(d[live])
-        p_tf.append(s.tfs[live])
-    term = np.concatenate(p_term) if p_term else np.zeros(0, dtype=np.int64)
+        term_map = np.array([where[t] for t in s.terms], dtype=np.int32)
+        t = np.repeat(term_map, np.diff(s.indptr))
+        d = new_doc[s.docs] if len(s.docs) else np.zeros(0, dtype=np.int32)
+        if len(kept) == s.n:
+            p_term.append(t)
+            p_doc.append(d)
+            p_tf.append(s.tfs)
+        else:
+            live = d >= 0
+            p_term.append(t[live])
+            p_doc.append(d[live])
+            p_tf.append(s.tfs[live])
+        del t, d, new_doc
+    del where
+    term = np.concatenate(p_term)
+    p_term.clear()
     order = np.argsort(term, kind="stable")  # segments in order: docs ascending within a term
     counts = np.bincount(term, minlength=len(vocab))
+    del term
     used = counts > 0  # a dropped file's only terms go
     cat = np.concatenate
     return Segment(
@@ -276,8 +284,8 @@ def merge(segments: list[Segment], drop: frozenset[str] = frozenset()) -> Segmen
         doc_len=cat(parts["doc_len"]).astype(np.int32),
         terms=[t for t, u in zip(vocab, used, strict=True) if u],
         indptr=np.concatenate(([0], np.cumsum(counts[used]))).astype(np.int64),
-        docs=cat(p_doc)[order].astype(np.int32),
-        tfs=cat(p_tf)[order].astype(np.uint16),
+        docs=cat(p_doc)[order],
+        tfs=cat(p_tf)[order],
     )
 
 
