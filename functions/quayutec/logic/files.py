@@ -101,7 +101,7 @@ def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
     * the upload read is the key's current version, and the file record names it
       (``version_id``); the download names that version;
     * the index pointer and the file record move in one conditional transaction: an ingest that
-      loses it deletes the index object it wrote and starts over from what won (a file record
+      loses it deletes the index objects it wrote and starts over from what won (a file record
       that changed: a later upload through the same form, still current, is ingested in place of
       the one before; a superseded or deleted one is skipped);
     * an object whose file record is gone (a form used after the file was deleted) is deleted,
@@ -231,7 +231,7 @@ def update_index(
 ) -> int:
     """Write the room's next index version with ``add`` and without ``remove``'s chunks;
     returns the version written (the current one when nothing changed). An attempt that loses
-    the pointer deletes the object it wrote. ``unhide``: ``remove`` is a deleted file, no longer
+    the pointer deletes every object it wrote. ``unhide``: ``remove`` is a deleted file, no longer
     hidden once no version holds it."""
     files = deps.files
     adding = retrieval.build_segment(add) if add else None
