@@ -9,8 +9,9 @@ event notification is switched off so that the measured call is the only ingest.
 
     PYTHONPATH=functions:infra python -m quaylab.ingest_memory --mib 25 --files 4 --json
 
-Slow at 25 MB (each ingest rebuilds the room's index: minutes per file on 2 cores, under
-tracemalloc more); ``--mib 2`` for a quick look.
+Slow at 25 MB (each ingest extracts, chunks and indexes its 25 MB: a few minutes per file on 2
+cores under tracemalloc); ``--mib 2`` for a quick look (its 4th file merges a size tier, design
+§8: files of 6 MB or more are final segments and never merge).
 """
 
 from __future__ import annotations

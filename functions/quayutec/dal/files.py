@@ -14,7 +14,9 @@ Room table items (pk ``ROOM#{room}#FILES``):
 Files bucket keys (the bucket is versioned): ``uploads/{room}/{file_id}`` (the upload, as sent;
 each upload through the form is a version of the key, and the file record names the version it
 was ingested from) and ``index/{room}/{version:08d}-{nonce}`` (an index version: written once,
-never overwritten; a run keeps reading the version it started with).
+never overwritten; a run keeps reading the version it started with: the manifest naming the
+version's segments) and ``index/{room}/s-{nonce}`` (a segment, written once, named by one or
+more manifests).
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def upload_key(room_id: str, file_id: str) -> str:
 def index_key(room_id: str, version: int) -> str:
     """A new S3 key for version ``version`` of the room's index (one immutable object each)."""
     return f"{R.INDEX_PREFIX}{room_id}/{version:08d}-{secrets.token_hex(6)}"
+
+
+def segment_key(room_id: str) -> str:
+    """A new S3 key for an index segment of the room (written once, never overwritten)."""
+    return f"{R.INDEX_PREFIX}{room_id}/s-{secrets.token_hex(8)}"
 
 
 def parse_upload_key(key: str) -> tuple[str, str] | None:
@@ -363,12 +370,18 @@ class FileStore:
 
     # ------------------------------------------------------------------ objects
     def new_index_key(self, room_id: str, version: int) -> str:
+        """A new key for version ``version``'s manifest (the object the pointer names)."""
         return index_key(room_id, version)
 
+    def new_segment_key(self, room_id: str) -> str:
+        """A new key for one of the room's index segments (design §8)."""
+        return segment_key(room_id)
+
     def put_index(self, key: str, blob: bytes) -> str | None:
-        """Write an index object; its S3 version id (``None`` unversioned)."""
+        """Write an index object (a manifest or a segment); its S3 version id (``None``
+        unversioned)."""
         with transient_errors():
-            out = self.s3.put_object(Bucket=self.bucket, Key=key, Body=blob, ContentType="application/gzip")
+            out = self.s3.put_object(Bucket=self.bucket, Key=key, Body=blob, ContentType="application/octet-stream")
         return out.get("VersionId")
 
     def delete_index(self, key: str, version_id: str | None) -> None:

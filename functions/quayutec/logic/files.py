@@ -1,11 +1,12 @@
 """Room files (design §8): declaring an upload, ingesting it into the room's retrieval index,
 removing it, and reading the passages a run sees.
 
-Index updates: read the pointer (version N), merge the change into version N's chunks, write
-version N+1 as a new object, then move the pointer N → N+1 conditionally. When another ingest
-moved it first, delete the object written and start over from the version it wrote: nobody's
-chunks are lost, and a run that read version N keeps reading version N's object (retired once
-superseded: a delete marker, its S3 version readable a day more).
+Index updates: read the pointer (version N) and its manifest, write the file's own segment (and
+any tier merge or rewrite it causes, :func:`quayutec.logic.segments.next_version`) and version
+N+1's manifest as new objects, then move the pointer N → N+1 conditionally. When another ingest
+moved it first, delete every object written and start over from the version that won: nobody's
+chunks are lost, and a run that read version N keeps reading version N's objects (retired once
+superseded: a delete marker, their S3 versions readable a day more).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any
 from urllib.parse import quote
 
 from quayutec import resources as R
-from quayutec.dal.files import IndexView, UploadHead, index_ref, signer, upload_id, upload_key
+from quayutec.dal.files import IndexView, UploadHead, index_ref, signer, split_index_ref, upload_id, upload_key
 from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from quayutec.logic import retrieval
+from quayutec.logic import segments as seg
 from quayutec.logic.access import Principal, member_room
 from quayutec.logic.extract import Unreadable, extract, kind_of
 from quayutec.models import Author, FileChunk, RoomFile, iso, parse_iso
@@ -99,7 +101,7 @@ def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
     * the upload read is the key's current version, and the file record names it
       (``version_id``); the download names that version;
     * the index pointer and the file record move in one conditional transaction: an ingest that
-      loses it deletes the index object it wrote and starts over from what won (a file record
+      loses it deletes the index objects it wrote and starts over from what won (a file record
       that changed: a later upload through the same form, still current, is ingested in place of
       the one before; a superseded or deleted one is skipped);
     * an object whose file record is gone (a form used after the file was deleted) is deleted,
@@ -138,7 +140,9 @@ def ingest(deps: Any, room_id: str, file_id: str, at: str) -> str:
         chunks += retrieval.chunk_text(room_id, meta.name, text, file_id=file_id, page=page, start_index=len(chunks))
     if not chunks:
         return _finish(deps, meta, head, at, chunks=None, reason="no text")
-    return _finish(deps, meta, head, at, chunks=chunks, reason=None)
+    segment = retrieval.build_segment(chunks)  # the file's own segment: memory bounded by the file
+    del chunks, parts
+    return _finish(deps, meta, head, at, chunks=segment, reason=None)
 
 
 def _ingested_from(f: RoomFile) -> str:
@@ -146,11 +150,11 @@ def _ingested_from(f: RoomFile) -> str:
 
 
 def _finish(
-    deps: Any, meta: RoomFile, head: UploadHead, at: str, *, chunks: list[FileChunk] | None, reason: str | None
+    deps: Any, meta: RoomFile, head: UploadHead, at: str, *, chunks: seg.Segment | None, reason: str | None
 ) -> str:
-    """Commit an ingest's outcome (``chunks``: ready; None: failed with ``reason``): the file
-    record, and the room's index when it changes (the file's chunks in or out), in one
-    transaction; retried from what won when either moved meanwhile."""
+    """Commit an ingest's outcome (``chunks``: the file's segment, ready; None: failed with
+    ``reason``): the file record, and the room's index when it changes (the file's chunks in or
+    out), in one transaction; retried from what won when either moved meanwhile."""
     files = deps.files
     room_id, file_id = meta.room_id, meta.id
     this = upload_id(head.version_id, head.etag)
@@ -162,7 +166,7 @@ def _finish(
         finish: dict[str, Any] = {
             "status": status,
             "reason": reason,
-            "chunks": len(chunks or []),
+            "chunks": chunks.n if chunks is not None else 0,
             "size": head.size,
             "at": at,
             "etag": head.etag,
@@ -174,26 +178,26 @@ def _finish(
                 return f"failed: {reason}"
         else:
             version, key = files.index_pointer(room_id)
-            current = retrieval.chunks_of(files.get_index(key)) if key else []
-            merged = [c for c in current if c.file_id != file_id] + (chunks or [])
-            if len(merged) > limit:
-                reason = f"too large: the room's index would hold {len(merged)} chunks (limit {limit})"
+            current = _current(files, key, file_id)
+            total = current.chunks - current.chunks_of(file_id) + (chunks.n if chunks is not None else 0)
+            if total > limit:
+                reason = f"too large: the room's index would hold {total} chunks (limit {limit})"
                 chunks = None
                 continue  # failed instead (its earlier chunks, if any, go out)
+            nxt = seg.next_version(current.manifest, [*current.adds, *([chunks] if chunks else [])], file_id,
+                                   current.read, _writer(files, room_id))  # fmt: skip
             new_key = files.new_index_key(room_id, version + 1)
-            new_version = files.put_index(new_key, retrieval.build_index(merged))
+            new_version = files.put_index(new_key, nxt.manifest.dump())
             refused = files.commit_ingest(
                 room_id,
                 version,
                 index_ref(new_key, new_version),
-                len(merged),
+                nxt.manifest.chunks,
                 files.finish_update(room_id, file_id, **finish),
             )
+            _settle(files, key, nxt, committed=refused is None, manifest=(new_key, new_version))
             if refused is None:
-                if key:
-                    files.retire_index(key)  # superseded: readable by its version for a day more
                 return "ready" if chunks is not None else f"failed: {reason}"
-            files.delete_index(new_key, new_version)  # lost: nothing of this ingest stays in the index
             if not refused[1]:
                 continue  # only the pointer moved (another file's ingest): merge again
         # the file record changed under this ingest: start over from what won
@@ -227,50 +231,154 @@ def update_index(
 ) -> int:
     """Write the room's next index version with ``add`` and without ``remove``'s chunks;
     returns the version written (the current one when nothing changed). An attempt that loses
-    the pointer deletes the object it wrote. ``unhide``: ``remove`` is a deleted file, no longer
+    the pointer deletes every object it wrote. ``unhide``: ``remove`` is a deleted file, no longer
     hidden once no version holds it."""
     files = deps.files
+    adding = retrieval.build_segment(add) if add else None
     for _ in range(INDEX_ATTEMPTS):
         version, key = files.index_pointer(room_id)
-        current = retrieval.chunks_of(files.get_index(key)) if key else []
-        kept = [c for c in current if not remove or c.file_id != remove]
-        if not add and len(kept) == len(current):
+        current = _current(files, key, remove)
+        out = current.chunks_of(remove) if remove else 0
+        if adding is None and not out:
             if remove and unhide:
                 files.unhide(room_id, remove)
             return version  # nothing to take out: no new version
-        merged = kept + add
-        if len(merged) > limit:
-            raise TooManyChunks(f"too large: the room's index would hold {len(merged)} chunks (limit {limit})")
+        total = current.chunks - out + len(add)
+        if total > limit:
+            raise TooManyChunks(f"too large: the room's index would hold {total} chunks (limit {limit})")
+        nxt = seg.next_version(current.manifest, [*current.adds, *([adding] if adding else [])], remove,
+                               current.read, _writer(files, room_id))  # fmt: skip
         new_key = files.new_index_key(room_id, version + 1)
-        new_version = files.put_index(new_key, retrieval.build_index(merged))
-        if files.advance_index(
-            room_id, version, index_ref(new_key, new_version), len(merged), unhide=remove if unhide else None
-        ):
-            if key:
-                files.retire_index(key)  # superseded: readable by its version for a day more
+        new_version = files.put_index(new_key, nxt.manifest.dump())
+        moved = files.advance_index(
+            room_id, version, index_ref(new_key, new_version), nxt.manifest.chunks, unhide=remove if unhide else None
+        )
+        _settle(files, key, nxt, committed=moved, manifest=(new_key, new_version))
+        if moved:
             return version + 1
-        files.delete_index(new_key, new_version)
     raise IndexConflict(f"room {room_id}: the index moved {INDEX_ATTEMPTS} times under this ingest")
+
+
+class _Current:
+    """The room's current index version as an ingest starts from it: its manifest (segments as
+    named), and for a format-1 index (one ``bm25s`` index over the room, before segments) no
+    segment yet but its files' chunks as segments to add (``adds``, the given file left out:
+    converted once, in memory of the room's size)."""
+
+    def __init__(self, files: Any, manifest: seg.Manifest, adds: list[seg.Segment]) -> None:
+        self.files = files
+        self.manifest = manifest
+        self.adds = adds
+
+    @property
+    def chunks(self) -> int:
+        return self.manifest.chunks + sum(a.n for a in self.adds) + self.legacy_dropped
+
+    legacy_dropped = 0
+
+    def chunks_of(self, file_id: str | None) -> int:
+        """The chunks ``file_id`` has in this version."""
+        if file_id is None:
+            return 0
+        holder = self.manifest.holding(file_id)
+        return holder.files[file_id] if holder else self.legacy_dropped
+
+    def read(self, ref: str) -> seg.Segment:
+        return seg.load(self.files.get_index(ref))
+
+
+def _current(files: Any, key: str | None, file_id: str | None) -> _Current:
+    if key is None:
+        return _Current(files, seg.Manifest(), [])
+    blob = files.get_index(key)
+    if seg.is_manifest(blob):
+        return _Current(files, seg.load_manifest(blob), [])
+    chunks = retrieval.chunks_of(blob)  # format 1: converted to segments, one per file
+    del blob
+    by_file: dict[str, list[FileChunk]] = {}
+    for c in chunks:
+        by_file.setdefault(c.file_id, []).append(c)
+    del chunks
+    out = _Current(files, seg.Manifest(), [retrieval.build_segment(cs) for f, cs in by_file.items() if f != file_id])
+    out.legacy_dropped = len(by_file.get(file_id or "", []))
+    return out
+
+
+def _writer(files: Any, room_id: str) -> Any:
+    def write(segment: seg.Segment) -> str:
+        key = files.new_segment_key(room_id)
+        return index_ref(key, files.put_index(key, seg.dump(segment)))
+
+    return write
+
+
+def _settle(
+    files: Any, old: str | None, nxt: seg.NextVersion, *, committed: bool, manifest: tuple[str, str | None]
+) -> None:
+    """After the pointer's conditional write: committed, retire what the new version superseded
+    (the old manifest, the segments merged or rewritten: readable by their S3 versions for a day
+    more, design §8) and delete what this ingest wrote but no manifest names; lost, delete every
+    object this ingest wrote (by version): nothing of it stays in what agents read."""
+    drop = nxt.unnamed() if committed else [*nxt.wrote, index_ref(*manifest)]
+    for ref in drop:
+        files.delete_index(*split_index_ref(ref))
+    if committed:
+        for ref in [*([old] if old else []), *nxt.superseded]:
+            files.retire_index(ref)
 
 
 # ----------------------------------------------------------------------------- runs
 def passages(
     deps: Any, room_id: str, query: str, k: int, pointer: IndexView | None = None
 ) -> tuple[int, list[FileChunk]]:
-    """The room's index version and its top ``k`` passages for ``query``: one pointer read (none
-    when the caller read ``pointer``, ``(version, object key)``, with its other reads) and,
-    unless this Lambda holds that version already (a cache bounded in bytes:
-    :data:`quayutec.logic.retrieval.INDEX_CACHE_BYTES`), one object read."""
+    """The room's index version and its top ``k`` passages for ``query``, BM25 over the whole
+    room: one pointer read (none when the caller read ``pointer``, ``(version, object key)``,
+    with its other reads), then the version's manifest and each of its segments (at most
+    :data:`quayutec.logic.segments.MAX_SEGMENTS`) unless this Lambda holds them already (a cache
+    bounded in bytes, :data:`quayutec.logic.retrieval.INDEX_CACHE_BYTES`; a segment that a newer
+    version still names stays a hit)."""
     if k <= 0:
         return 0, []
     version, key, hidden = pointer if pointer is not None else deps.files.index_view(room_id, consistent=False)
     if key is None:
         return version, []
-    index = retrieval.CACHE.get(room_id, key)
-    if index is None:
-        index = retrieval.load_index(deps.files.get_index(key))
-        retrieval.CACHE.put(room_id, key, index)
+    index: Any = _cached(deps, room_id, key, top=True)
+    if isinstance(index, seg.Manifest):
+        index = retrieval.SegmentedIndex([_cached(deps, room_id, s.ref) for s in index.segments])
     return version, index.top(query, k, hidden)  # a deleted file's chunks: hidden at once
+
+
+def version_chunks(files: Any, ref: str) -> list[FileChunk]:
+    """Every chunk of the index version ``ref`` names (a manifest: its segments' chunks in order;
+    a format-1 index: its chunks), read without the cache: tests and tools."""
+    blob = files.get_index(ref)
+    if not seg.is_manifest(blob):
+        return retrieval.chunks_of(blob)
+    return [c for s in seg.load_manifest(blob).segments for c in seg.load(files.get_index(s.ref)).chunks()]
+
+
+def version_objects(files: Any, ref: str) -> list[str]:
+    """The object references of the index version ``ref`` names: the manifest (or format-1
+    index) and its segments."""
+    blob = files.get_index(ref)
+    return [ref, *([s.ref for s in seg.load_manifest(blob).segments] if seg.is_manifest(blob) else [])]
+
+
+def _cached(deps: Any, room_id: str, ref: str, top: bool = False) -> Any:
+    """An index object by reference from the warm cache, else read and kept: with ``top``, the
+    pointer's object (a manifest, or a format-1 index); else a segment."""
+    got = retrieval.CACHE.get(room_id, ref)
+    if got is None:
+        blob = deps.files.get_index(ref)
+        if not top:
+            got = seg.load(blob)
+        elif seg.is_manifest(blob):
+            got = seg.load_manifest(blob)
+        else:
+            got = retrieval.load_index(blob)
+        del blob
+        retrieval.CACHE.put(room_id, ref, got)
+    return got
 
 
 #: How long a presigned upload or download URL is valid (seconds).

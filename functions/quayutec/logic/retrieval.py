@@ -1,23 +1,23 @@
 """Passages of the room's files relevant to a wake (design §2.2, §8).
 
-The room's retrieval index is built when a file is ingested, never at a run: one immutable
-object per index version (the chunks, their places and the BM25 score matrix), named by a
-conditional version pointer in the room table (:mod:`quayutec.dal.files`). A run reads the
-pointer and, unless this warm Lambda already holds that version, the one object: a constant
-number of reads however many and however large the room's files are, and every chunk of every
-ready file can be found.
+The room's retrieval index is built when a file is ingested, never at a run: a few immutable,
+size-tiered segments (:mod:`quayutec.logic.segments`: each some whole files' chunks and their
+posting lists), named by a small manifest object that a conditional version pointer in the room
+table names (:mod:`quayutec.dal.files`). A run reads the pointer, the manifest and the segments
+this warm Lambda does not hold yet: at most :data:`quayutec.logic.segments.MAX_SEGMENTS` objects
+however many and however large the room's files are, and every chunk of every ready file can be
+found. Scores are BM25 over the whole room (Lucene's variant): the segments hold term
+frequencies, and the room's statistics are summed over them at query time.
 
-BM25 library: ``bm25s`` (Lucene's BM25 variant), with its numpy backend only. Why not
-``rank-bm25`` (what the runs used before): it has no index to save, it re-scores from token
-lists at every query (so the index would be rebuilt in every run), and it is unmaintained since
-2022. Why not ``tantivy``: a native wheel per platform for the Lambda layer and an on-disk
-directory index for what is here a small in-memory matrix. ``bm25s`` is maintained, precomputes
-the score matrix at index time (a run only sums the query tokens' columns), saves and loads
-plain ``.npy`` arrays and JSON (no pickle), and needs only numpy: scipy (~100 MB unzipped) is an
-optional extra it does not import when absent, so the Lambda layer does not carry it.
+BM25: our own numpy scoring over the posting lists (:func:`quayutec.logic.segments.scores`),
+the formula and parameters of ``bm25s``'s Lucene variant (k1 = 1.5, b = 0.75), which built the
+single index before: ``bm25s`` precomputes a score matrix with one index's statistics, so it
+cannot score segments with the room's; a test holds the two rankings equal on random corpora.
+``bm25s`` is still read for an index version of format 1 (one ``bm25s`` index over the whole
+room, before segments): runs read it, the next ingest converts it.
 
-Only the phases that build or rank (ingest, ClaimAndRead) import ``bm25s``, inside the
-functions below, never at module import.
+Only the phases that build or rank (ingest, ClaimAndRead) import ``numpy`` and ``bm25s``, inside
+the functions below, never at module import.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quayutec.logic import segments as seg
 from quayutec.models import FileChunk
 
 if TYPE_CHECKING:  # tarfile and tempfile only where an index is built or read
@@ -133,6 +134,41 @@ class RoomIndex:
         return [chunks[i] for i in top if scores[i] > 0] or [chunks[i] for i in top]
 
 
+@dataclass
+class SegmentedIndex:
+    """A loaded index version of segments (in the manifest's order): BM25 over all of them with
+    the room's statistics (:func:`quayutec.logic.segments.scores`)."""
+
+    segments: list[seg.Segment]
+
+    @property
+    def chunks(self) -> list[FileChunk]:
+        """Every chunk, in ranking order (made on demand: tests and tools)."""
+        return [c for s in self.segments for c in s.chunks()]
+
+    def top(self, query: str, k: int, hidden: frozenset[str] = frozenset()) -> list[FileChunk]:
+        """As :meth:`RoomIndex.top`: the ``k`` chunks ranked highest (ties keep the manifest's
+        order), none of the ``hidden`` file ids; chunks with no query term left out unless
+        there are at most ``k`` chunks in all."""
+        import numpy as np
+
+        segs = [s for s in self.segments if s.n]
+        if not segs or k <= 0:
+            return []
+        scores = np.concatenate(seg.scores(segs, tokenize(query)))
+        where = np.concatenate([np.full(s.n, i, dtype=np.int32) for i, s in enumerate(segs)])
+        local = np.concatenate([np.arange(s.n, dtype=np.int64) for s in segs])
+        order = np.lexsort((np.arange(len(scores)), -scores))  # score desc, then order
+        if hidden:
+            shown = np.concatenate([np.array([f not in hidden for f in s.files], dtype=bool)[s.file_idx] for s in segs])
+            order = order[shown[order]]
+        if len(order) > k:
+            top = order[:k]
+            hits = top[scores[top] > 0]
+            order = hits if len(hits) else top
+        return [segs[int(where[i])].chunk(int(local[i])) for i in order]
+
+
 def build_index(chunks: list[FileChunk]) -> bytes:
     """The index object of ``chunks`` (in the order given): a gzipped tar of the chunks (JSON)
     and bm25s's saved index (``.npy`` arrays and JSON)."""
@@ -216,9 +252,16 @@ CHUNK_OVERHEAD_BYTES = 2560
 TERM_OVERHEAD_BYTES = 120
 
 
-def index_nbytes(index: RoomIndex) -> int:
-    """An estimate of the memory ``index`` holds (bytes): its chunks' text and models, the BM25
-    score matrix's arrays and vocabulary. Counted once, at load."""
+def index_nbytes(index: Any) -> int:
+    """An estimate of the memory ``index`` holds (bytes): a segment's arrays and vocabulary
+    (:attr:`quayutec.logic.segments.Segment.nbytes`); a format-1 index's chunks' text and
+    models, its BM25 score matrix's arrays and vocabulary. Counted once, at load."""
+    if isinstance(index, seg.Segment):
+        return index.nbytes
+    if isinstance(index, SegmentedIndex):
+        return sum(s.nbytes for s in index.segments)
+    if isinstance(index, seg.Manifest):
+        return 200 * (1 + len(index.segments)) + sum(40 * len(s.files) for s in index.segments)
     total = sum(len(c.text) + len(c.name) + CHUNK_OVERHEAD_BYTES for c in index.chunks)
     r = index.retriever
     if r is not None:
@@ -229,14 +272,15 @@ def index_nbytes(index: RoomIndex) -> int:
 
 
 class IndexCache:
-    """Loaded index versions of this (warm) Lambda, by ``(room, version key)``, least recently
-    used first out, bounded in bytes (:func:`index_nbytes`, at most ``max_bytes``); an index
-    larger than the bound alone is used by its run and not kept. Versions are immutable, so a
-    hit never needs a read."""
+    """Loaded index objects of this (warm) Lambda (manifests, segments, format-1 indexes), by
+    ``(room, object reference)``, least recently used first out, bounded in bytes
+    (:func:`index_nbytes`, at most ``max_bytes``); an object larger than the bound alone is used
+    by its run and not kept. Objects are immutable, so a hit never needs a read, and a segment
+    that a newer version still names stays a hit."""
 
     def __init__(self, max_bytes: int = INDEX_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[str, str], tuple[RoomIndex, int]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -245,7 +289,7 @@ class IndexCache:
         """The bytes the cached indexes hold (estimated)."""
         return self._bytes
 
-    def get(self, room_id: str, key: str) -> RoomIndex | None:
+    def get(self, room_id: str, key: str) -> Any:
         with self._lock:
             hit = self._items.get((room_id, key))
             if hit is not None:
@@ -253,7 +297,7 @@ class IndexCache:
                 return hit[0]
             return None
 
-    def put(self, room_id: str, key: str, index: RoomIndex, nbytes: int | None = None) -> bool:
+    def put(self, room_id: str, key: str, index: Any, nbytes: int | None = None) -> bool:
         """Keep ``index`` (``nbytes``: its size, :func:`index_nbytes` when None), dropping the
         least recently used ones past the bound; False when it alone is over the bound."""
         size = index_nbytes(index) if nbytes is None else nbytes
@@ -281,4 +325,9 @@ CACHE = IndexCache()
 
 def top_passages(chunks: list[FileChunk], query: str, k: int) -> list[FileChunk]:
     """Rank ``chunks`` for ``query`` directly (tests and tools; runs read the stored index)."""
-    return load_index(build_index(chunks)).top(query, k)
+    return SegmentedIndex([seg.load(seg.dump(seg.build(chunks, tokenize)))]).top(query, k)
+
+
+def build_segment(chunks: list[FileChunk]) -> seg.Segment:
+    """The segment of ``chunks`` (whole files), tokenized as retrieval tokenizes."""
+    return seg.build(chunks, tokenize)
