@@ -258,14 +258,14 @@ class NotWoken(_Model):
 
 
 class MessageNotWoken(NotWoken):
-    """A wake the claim refused, in the room's changes (design §9): the message it was of
+    """A wake the claim refused, in the room's changes (docs/design.md §9): the message it was of
     (``message_id``), the agent and why."""
 
     message_id: str
 
 
 class AskAgain(_Model):
-    """What the "ask again" of a failed run's notice re-asks (design §9): ``agent`` (its id) and
+    """What the "ask again" of a failed run's notice re-asks (docs/design.md §9): ``agent`` (its id) and
     ``message_id``, the message whose wake started the run (``None``: a task's wake)."""
 
     agent: str
@@ -277,8 +277,8 @@ class Message(_Model):
     may read it (a system notice, :mod:`quayutec.logic.notices`; docs/design.md §12.5), ``None`` for the
     whole room; stored only when set. ``run_id``: the run that wrote a reply, or that a notice is
     about. ``not_woken``: the agents it addressed whose wake the claim refused, and why (written
-    with each refusal, design §12.1). ``ask_again``: on the room's notice of a run that ended
-    without its reply, whom and what to ask again (design §9)."""
+    with each refusal, docs/design.md §12.1). ``ask_again``: on the room's notice of a run that ended
+    without its reply, whom and what to ask again (docs/design.md §9)."""
 
     id: str
     room_id: str
