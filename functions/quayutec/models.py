@@ -608,6 +608,14 @@ class RunCost(_Model):
     estimated: list[str] = Field(default_factory=list)
 
 
+class PhaseSpan(_Model):
+    """One phase invocation's span (docs/design.md §2.8): its name and ISO-8601 UTC start and end."""
+
+    phase: str
+    start: str
+    end: str
+
+
 class RunState(_Model):
     """The Step Functions state between phases: ids and small fields only (design §5: never room
     content or keys; budget 32 KiB)."""
@@ -626,6 +634,7 @@ class RunState(_Model):
     stopped: bool | None = None  # the run was stopped (design §12.2): its final status is recorded
     cost: RunCost | None = None  # counters of the phases so far (design §10)
     context: ContextFit | None = None  # how the context was fitted (design §2.2): counts only
+    spans: list[PhaseSpan] | None = None  # each phase's start and end so far (design §2.8)
     error: dict[str, Any] | None = None
 
     def dump(self) -> dict[str, Any]:
@@ -693,6 +702,7 @@ class RunRecord(_Model):
     ended_at: str | None = None
     cost: RunCost | None = None  # the cost line, written with the final status
     context: ContextFit | None = None  # how the prompt was fitted (design §2.2), with the final status
+    spans: list[PhaseSpan] | None = None  # its phases' spans (design §2.8), with the final status
     # While the run has no final status: its agent and its room's chain, keys of the ledger's
     # active-runs indexes (sparse: the final write removes them; design §12.2).
     active_agent: str | None = None

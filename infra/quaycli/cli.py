@@ -1189,8 +1189,10 @@ def ledger(
             print(f"  error {r['error_class']}: {r.get('error_message') or ''}")
         if r.get("context"):
             print("  " + context_line(r["context"]))
-        from quaycli.render import action_line, request_line
+        from quaycli.render import action_line, request_line, timeline_lines
 
+        for line in timeline_lines(detail.get("timeline") or {}, detail.get("cost_text") or ""):
+            print("  " + line)
         for q in detail["requests"]:
             print("  " + request_line(q))
         for a in detail["actions"]:

@@ -45,5 +45,45 @@ def request_line(q: dict[str, Any]) -> str:
     kind = "retryable" if q.get("retryable") else "final"
     wait = f"wait {q['wait_s']} s" if q.get("wait_s") is not None else "no wait"
     why = f"  why: {q['decision']}" if q.get("decision") else ""
-    said = f"  provider said: {' '.join(str(q['message']).split())}" if q.get("message") else ""
+    # the provider's own words: its message, else the error body it sent (as stored)
+    told = q.get("message") or q.get("body")
+    said = f"  provider said: {' '.join(str(told).split())[:1000]}" if told else ""
     return visible(f"{head}  {marker}  → {q.get('category') or outcome}, {kind}, {wait}{why}{said}")
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+def timeline_lines(timeline: dict[str, Any], cost_text: str = "") -> list[str]:
+    """A run's timeline (``GET /runs/{run}``'s ``timeline``, docs/design.md §2.8) as ``quay ledger
+    RUN`` prints it: each phase's span and duration, a bar scaled to the longest, the model
+    retries' waits with their reason between them, the time parked on approvals, the cost in words.
+
+    ``ClaimAndRead   16:42:07.120  +   85 ms  ████``
+    """
+    phases = timeline.get("phases") or []
+    if not phases:
+        lines = ["timeline: no phase spans recorded (a run recorded before spans, or one that failed early)"]
+    else:
+        longest = max((p.get("duration_ms") or 0) for p in phases) or 1
+        lines = [f"timeline ({_duration(timeline.get('duration_ms'))} in all):"]
+        waits = [q for q in timeline.get("requests") or [] if q.get("wait_s") is not None]
+        calls = 0
+        for p in phases:
+            bar = "█" * max(1, round(20 * (p.get("duration_ms") or 0) / longest))
+            lines.append(
+                f"  {p['phase']:<15} {(p.get('start') or '')[11:23]}  {_duration(p.get('duration_ms')):>9}  {bar}"
+            )
+            if p["phase"] == "CallModel":
+                if calls < len(waits):
+                    q = waits[calls]
+                    lines.append(f"  {'Wait':<15} {'':12}  {q['wait_s']:>7} s  {q.get('decision') or ''}")
+                calls += 1
+    if timeline.get("parked_s"):
+        lines.append(f"  parked on approvals {timeline['parked_s']:.1f} s")
+    if cost_text:
+        lines.append(f"  cost {cost_text}")
+    return [visible(line) for line in lines]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +72,17 @@ SCRIPTS = {
             }
         },
         {"delay_s": SLOW_REPLY_S, "reply": {"text": "Back with the plan: stalls first."}},
+    ],
+    # a4's first request is refused with a retry-after of 1 s: its run waits, then its retry answers
+    "a4": [
+        {
+            "error": {
+                "status": 429,
+                "headers": {"retry-after": "1"},
+                "body": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+            }
+        },
+        {"reply": {"text": "Tide tables sent."}},
     ],
 }
 CHROMIUM_ARGS = [
@@ -273,6 +285,11 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             expect(page.locator("#memory")).to_contain_text("by agent acme.a1 (acme)")
             expect(page.locator("#transcript .note.outcome")).to_contain_text("approved by ann", timeout=WAIT_MS)
 
+            # the runs table: each run's start, duration, cost and what woke it
+            a1_run = page.locator("#runs li").filter(has_text="a1").filter(has_text="completed").first
+            expect(a1_run).to_contain_text(
+                re.compile(r"took \d+(\.\d)? (ms|s) · \$[0-9.]+ · woken by a message of a person \(acme\)")
+            )
             # one run's timeline: model requests with their outcome, actions with decision and outcome
             page.locator("#runs li").filter(has_text="a1").filter(has_text="completed").first.get_by_role(
                 "button", name="Timeline"
@@ -281,6 +298,24 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             expect(page.locator("#run-actions")).to_contain_text("remember")
             expect(page.locator("#run-actions")).to_contain_text("approval approved")
             expect(page.locator("#run-actions")).to_contain_text("outcome written")
+            # its phases as bars with their durations (the spans of design §2.8), the time parked on
+            # the approval, the cost line in words with its USD
+            phases = page.locator("#run-phases li.phase")
+            expect(phases).to_have_count(4)
+            assert [t.split("\n")[0] for t in phases.all_inner_texts()] == [
+                "ClaimAndRead",
+                "CallModel",
+                "DecideAndPost",
+                "ApplyAndFinish",
+            ], phases.all_inner_texts()
+            assert all(re.search(r"\d+(\.\d)? (ms|s)", t) for t in phases.all_inner_texts())
+            expect(page.locator("#run-phases")).to_contain_text("Parked on approvals")
+            expect(page.locator("#run-cost-text")).to_contain_text(re.compile(r"Cost \$[0-9.]+ · .* AWS calls"))
+            # from the run to its reply in the transcript
+            page.get_by_role("button", name="Go to its reply").click()
+            focused = page.locator("#transcript li:focus")
+            expect(focused).to_have_count(1)
+            expect(focused).to_contain_text("Will remember once acme agrees.")
             # files: a small text file uploaded from the page (the presigned POST to quay dev's files
             # endpoint, on the page's own origin: connect-src 'self') is listed and becomes ready
             assert "connect-src 'self'" in csp
@@ -470,6 +505,44 @@ def test_the_page_shows_the_company_spend_against_its_budget(chromium: str, dev_
             expect(page.locator("#spend li[data-period='day']")).to_be_visible()
             assert "987654" not in page.locator("#spend").inner_text(), "bolt's page shows acme's budget"
             assert bob.request("GET", "/companies/acme/spend?period=day").status == 404
+        finally:
+            browser.close()
+
+
+def test_a_run_timeline_shows_the_wait_of_a_model_retry(chromium: str, dev_url: str, room: dict[str, str]) -> None:
+    """Design §2.8: a run whose first model request was refused with ``retry-after: 1`` shows,
+    in its timeline, two CallModel spans with the Wait between them and its reason, each phase
+    with its duration, and the cost line in USD."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ann = QuayClient(dev_url, room["ann"])
+    ann.register_agent("a4", "anthropic", "claude-local")
+    ann.add_agent(room["room"], "a4")
+    ann.post(room["room"], "@a4 the tide tables, please")
+    done = wait_for(
+        lambda: [r for r in ann.runs(room["room"]) if r["agent_id"] == "acme.a4" and r["status"] == "completed"],
+        90,
+        "a4's run, completed after its retry",
+    )
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+            page.set_default_timeout(WAIT_MS)
+            _open_room(page, dev_url, room["ann"], room["room"], "harbour")
+            page.locator(f"#runs li[data-run='{done[0]['run_id']}']").get_by_role("button", name="Timeline").click()
+            rows = page.locator("#run-phases li")
+            expect(rows.filter(has_text="CallModel")).to_have_count(2)
+            wait = rows.filter(has_text="Wait")
+            expect(wait).to_have_count(1)
+            expect(wait).to_contain_text(re.compile(r"\d+(\.\d)? (ms|s) · retry of request 1: retry"))
+            names = [t.split("\n")[0] for t in rows.all_inner_texts()]
+            assert names[names.index("Wait") - 1] == "CallModel" and names[names.index("Wait") + 1] == "CallModel", (
+                names
+            )
+            expect(page.locator("#run-requests li")).to_have_count(2)
+            expect(page.locator("#run-requests li").first).to_contain_text("HTTP 429")
+            expect(page.locator("#run-cost-text")).to_contain_text(re.compile(r"Cost \$[0-9.]+ · "))
         finally:
             browser.close()
 

@@ -117,7 +117,9 @@ def test_every_write_phase_twice_writes_once(env: Env) -> None:
             second = phase.handler(_event(state, run_id), CTX)
             after_second = _snapshot(env)
             assert after_second == after_first, f"{phase.__name__} wrote again on a repeat"
-            ignore = {"budget", "claim", "cost"}  # the budget shrinks; a repeated claim says "resumed"; a repeat costs
+            # the budget shrinks; a repeated claim says "resumed"; a repeat costs, and its span is its own
+            ignore = {"budget", "claim", "cost", "spans"}
+            assert [s["phase"] for s in second["spans"]] == [s["phase"] for s in first["spans"]], phase.__name__
             assert {k: v for k, v in second.items() if k not in ignore} == {
                 k: v for k, v in first.items() if k not in ignore
             }, phase.__name__

@@ -137,3 +137,16 @@ def test_a_run_queries_only_the_memory_partitions_the_room_holds(env: Env) -> No
     context = d.rundata.get(run.run_id, "context")
     assert context is not None
     assert sorted(m["id"] for m in context["memory"]) == ["m-company-acme", "m-room-bolt"]
+
+
+def test_a_plain_run_records_its_phase_spans_in_its_final_write(env: Env) -> None:
+    """design §2.8: each phase's span travels in the run state and lands on the final write the
+    run makes anyway (the calls above are pinned with it): its three phases, in order, each
+    ending at or after its start, the last ending by the run's end."""
+    plain_runs(env.stack, env.server, 1)
+    run = sorted(env.deps.ledger.runs_in_room("r1"), key=lambda x: x.started_at)[-1]
+    assert run.spans is not None
+    assert [s.phase for s in run.spans] == ["ClaimAndRead", "CallModel", "DecideAndPost"]
+    for earlier, later in zip(run.spans, run.spans[1:], strict=False):
+        assert earlier.start <= earlier.end <= later.start
+    assert run.ended_at is not None and run.spans[-1].end <= run.ended_at

@@ -49,6 +49,11 @@ REQUIRED = {
     "context.max_context_tokens",
     "context.budget",
     "context.prompt_tokens",
+    # A span is written whole by the version that records spans; states without ``spans`` (the
+    # versions before) validate, as ``spans`` itself is optional.
+    "spans.phase",
+    "spans.start",
+    "spans.end",
 }
 
 

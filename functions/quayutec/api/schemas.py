@@ -412,6 +412,16 @@ class RunDetail(_Out):
     run: RunRecord
     requests: list[ModelRequestRecord]
     actions: list[ActionRecord]
+    timeline: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The run's timeline (docs/design.md §2.8): `phases` [{phase, start, end, duration_ms}], "
+        "`requests` [{n, sent_at, finished_at, duration_ms, status, outcome, input_tokens, output_tokens, "
+        "wait_s, decision, message}], `actions` [{index, kind, target, decision, approval, outcome}], "
+        "`parked_s`, `duration_ms`, `reply_message_id`",
+    )
+    cost_text: str = Field(
+        default="", description="The cost line in words: USD (an estimate), tokens, AWS calls by service"
+    )
 
 
 class ReplayDecision(_Out):

@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
+from quayutec import spans as phase_spans
 from quayutec.dal import keys
 from quayutec.dal.aws import (
     Guard,
@@ -615,6 +616,7 @@ class LedgerStore:
         cost: dict[str, Any] | None,
         context: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        spans = phase_spans.so_far()  # before ended_at: the last span ends by the run's end
         fields: dict[str, Any] = {"status": status, "ended_at": now_iso(), "updated_at": now_iso()}
         if context:
             fields["context"] = context  # how the prompt was fitted (design §2.2): written once, here
@@ -622,6 +624,8 @@ class LedgerStore:
             fields["reply_message_id"] = reply_message_id
         if cost:
             fields["cost"] = cost  # the run's cost line (design §10): written once, here
+        if spans:
+            fields["spans"] = spans  # its phases' spans (design §2.8), the writing phase's ending now
         if error_class:
             fields["error_class"] = error_class
         if error_message:

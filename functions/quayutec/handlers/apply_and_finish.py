@@ -5,5 +5,7 @@ from quayutec.handlers._phase import phase_handler
 from quayutec.logic.phases import apply_and_finish as phase
 
 handler = phase_handler(
-    lambda deps, state, event: phase.apply_and_finish(deps, state), states=phase.apply_and_finish_states
+    lambda deps, state, event: phase.apply_and_finish(deps, state),
+    states=phase.apply_and_finish_states,
+    name="ApplyAndFinish",
 )

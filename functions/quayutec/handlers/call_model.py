@@ -26,4 +26,5 @@ if sdks_at_init():
 handler = phase_handler(
     lambda deps, state, event: phase.call_model(deps, state),
     states=lambda out: 3 if out.model is not None and out.model.outcome in ("wait", "not_started", "turn") else 2,
+    name="CallModel",
 )

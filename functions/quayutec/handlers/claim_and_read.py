@@ -11,5 +11,6 @@ from quayutec.logic.phases import claim_and_read as phase
 handler = phase_handler(
     lambda deps, state, event: phase.claim_and_read(
         deps, state, event["run_id"], event["execution_arn"], event.get("execution_start")
-    )
+    ),
+    name="ClaimAndRead",
 )

@@ -7,5 +7,7 @@ from quayutec.logic.phases import decide_and_post as phase
 
 # States entered: DecideAndPost, Finished? and, when the run ended here, Done.
 handler = phase_handler(
-    lambda deps, state, event: phase.decide_and_post(deps, state), states=lambda out: 3 if out.finished else 2
+    lambda deps, state, event: phase.decide_and_post(deps, state),
+    states=lambda out: 3 if out.finished else 2,
+    name="DecideAndPost",
 )

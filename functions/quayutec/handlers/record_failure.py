@@ -9,4 +9,5 @@ from quayutec.logic.phases import record_failure as phase
 handler = phase_handler(
     lambda deps, state, event: phase.record_failure(deps, state, event["run_id"], event.get("execution_arn")),
     states=lambda out: phase.RECORD_FAILURE_STATES,
+    name="RecordFailure",
 )

@@ -21,6 +21,7 @@ from quayutec.api.schemas import (
     RunDetail,
     RunList,
 )
+from quayutec.logic import timeline
 
 Since = Annotated[
     str | None,
@@ -58,7 +59,13 @@ def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
 @router.get("/runs/<run_id>", tags=["runs"], summary="One run: wake, model requests, actions, outcome")
 def get_run(run_id: RunId) -> RunDetail:
     run, requests, actions = services().runs.get(caller(), run_id)  # operators read no run (403, whatever the id)
-    return RunDetail(run=run, requests=requests, actions=actions)
+    return RunDetail(
+        run=run,
+        requests=requests,
+        actions=actions,
+        timeline=timeline.timeline(run, requests, actions),
+        cost_text=timeline.cost_text(run.cost),
+    )
 
 
 @router.get(

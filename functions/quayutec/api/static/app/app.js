@@ -920,6 +920,20 @@ function when(iso) {
   }
 
   // ------------------------------------------------------------------ runs
+  // A runs-table row's facts: when it started, how long it took, its cost (when the caller's
+  // company may see it), what woke it (design §3: a message or a task event, by a person or an agent).
+  function runFacts(r) {
+    const bits = ["started " + when(r.started_at)];
+    if (r.ended_at) bits.push("took " + durationText(Math.max(0, Date.parse(r.ended_at) - Date.parse(r.started_at))));
+    if (r.cost && typeof r.cost.usd === "number") bits.push("$" + r.cost.usd.toFixed(6).replace(/0+$/, "").replace(/\.$/, ""));
+    const w = r.wake;
+    if (w) {
+      const what = w.cause_kind === "task_event" ? "a task event" : "a message";
+      bits.push("woken by " + what + " of " + (w.by_kind === "agent" ? "an agent" : "a person") + (w.by_company ? " (" + w.by_company + ")" : ""));
+    }
+    return bits.join(" · ");
+  }
+
   async function loadRuns(room) {
     const path = "rooms/" + enc(room) + "/runs";
     const page = await api("GET", path);
@@ -944,7 +958,7 @@ function when(iso) {
         }
         list.append(el("li", { "data-run": r.run_id, "data-chain": chain || null },
           el("p", { class: "line" }, badge(r.status), "agent " + r.agent_id + " · hop " + r.hop + " · chain " + (chain || "-")),
-          el("p", { class: "meta", text: "started " + when(r.started_at) + (r.ended_at ? " · ended " + when(r.ended_at) : "") }),
+          el("p", { class: "meta", text: runFacts(r) }),
           el("div", { class: "actions-row" },
             el("button", { type: "button", class: "secondary", text: "Timeline", "aria-label": "Timeline of run " + r.run_id,
                            on: { click: () => showRun(r.run_id, true) } }),
@@ -1007,6 +1021,39 @@ function when(iso) {
     return null;
   }
 
+  function durationText(ms) {
+    if (ms === null || ms === undefined) return "-";
+    return ms < 10000 ? ms + " ms" : (ms / 1000).toFixed(1) + " s";
+  }
+
+  // The run's phases as bars scaled to the longest, each retry's Wait after the CallModel that
+  // chose it (its reason), the time parked on approvals (GET /runs/{run}'s timeline, design §2.8).
+  function renderPhases(tl, costText) {
+    const list = $("run-phases");
+    clear(list);
+    const phases = (tl && tl.phases) || [];
+    const waits = ((tl && tl.requests) || []).filter((q) => q.wait_s !== null && q.wait_s !== undefined);
+    const longest = Math.max(1, ...phases.map((p) => p.duration_ms || 0), ...waits.map((q) => q.wait_s * 1000));
+    const row = (cls, name, ms, note) => {
+      // a bar as a <meter>: its length from its value (the page writes no style)
+      const bar = el("meter", { class: "phase-bar", min: 0, max: longest, value: ms || 0, "aria-hidden": "true" });
+      return el("li", { class: cls }, el("span", { class: "phase-name", text: name }), bar,
+        el("span", { text: durationText(ms) + (note ? " · " + note : "") }));
+    };
+    let calls = 0;
+    for (const p of phases) {
+      list.append(row("phase", p.phase, p.duration_ms, "from " + when(p.start)));
+      if (p.phase === "CallModel" && calls < waits.length) {
+        const q = waits[calls];
+        list.append(row("wait", "Wait", q.wait_s * 1000, "retry of request " + q.n + (q.decision ? ": " + q.decision : "")));
+      }
+      if (p.phase === "CallModel") calls += 1;
+    }
+    if (tl && tl.parked_s) list.append(row("wait", "Parked on approvals", Math.round(tl.parked_s * 1000), null));
+    if (!list.firstChild) list.append(el("li", { text: "No phase spans recorded." }));
+    $("run-cost-text").textContent = costText ? "Cost " + costText : "";
+  }
+
   async function showRun(runId, focus) {
     const ok = await guarded(async () => {
       const data = await api("GET", "runs/" + enc(runId));
@@ -1022,6 +1069,18 @@ function when(iso) {
       if (r.not_done && r.not_done.length) bits.push("not done: " + r.not_done.join(", "));
       const cost = costLine(r);
       $("run-summary").textContent = bits.join(" · ") + (cost ? "\n" + cost : "");
+      renderPhases(data.timeline, data.cost_text);
+      // from the run to its reply in the transcript (when the reply is among the messages shown)
+      const replyId = (data.timeline && data.timeline.reply_message_id) || r.reply_message_id;
+      const goReply = $("run-reply");
+      goReply.hidden = !replyId;
+      goReply.onclick = () => {
+        const target = replyId && $("transcript").querySelector("li[data-id='" + CSS.escape(replyId) + "']");
+        if (!target) { status("Its reply is further back in the transcript: use More to load older messages."); return; }
+        target.setAttribute("tabindex", "-1");
+        target.scrollIntoView({ block: "center" });
+        target.focus();
+      };
       const reqs = $("run-requests");
       clear(reqs);
       for (const q of data.requests || []) {
