@@ -14,6 +14,7 @@ from typing import Any
 from quayutec import resources as r
 from quayutec import seams
 from quayutec.dal import aws
+from quayutec.dal.api_keys import ApiKeys
 from quayutec.dal.files import FileStore
 from quayutec.dal.ledger import LedgerStore
 from quayutec.dal.rundata import RunDataStore
@@ -70,6 +71,9 @@ class Deps:
     #: seams.hook_deps) for its local provider server on 127.0.0.1. No setting of a deployed
     #: function turns it on: there it is always off (design §5).
     allow_loopback_model_urls: bool = False
+    #: The companies' API keys in the stage's usage plan (docs/design.md §5): set when the
+    #: function reads USAGE_PLAN_NAME; ``None``: companies get no key of their own.
+    api_keys: ApiKeys | None = None
 
     def get_api_key(self, company: str, provider: str) -> str:
         if self.api_key is not None:
@@ -122,8 +126,10 @@ def build_deps(settings: Settings | None = None) -> Deps:
         value = name(field)
         return make(value) if value else _Undeclared(what, env_var, s)
 
+    plan = name("usage_plan_name")
     return Deps(
         settings=s,
+        api_keys=ApiKeys(str(getattr(s, "stage", r.DEFAULT_STAGE)), plan) if plan else None,
         room=store("room_table", r.ROOM_TABLE.env_var, "room table", RoomStore),
         ledger=store(
             "ledger_table",

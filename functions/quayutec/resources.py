@@ -249,8 +249,43 @@ FILES_ENDPOINT_ENV = "FILES_ENDPOINT_URL"
 # Set ("true") by the CDK app on CallModel when SnapStart is on (the snapStart context): the
 # handler imports every provider SDK at init, where the snapshot holds them (docs/design.md §10).
 PROVIDER_SDKS_AT_INIT_ENV = "PROVIDER_SDKS_AT_INIT"
+# Per-company API throttling (docs/design.md §5): the stage's one usage plan (its name, set on the
+# ApiFunction, which puts each new company's API key in it) and the shared key of operators and
+# companies created before per-company keys (its id, set on the AuthorizerFunction). Set by the
+# CDK app (infra/quayinfra/api.py) and the local stack; unset, companies get no key of their own
+# and the authorizer answers no usageIdentifierKey (a stack without a usage plan).
+USAGE_PLAN_NAME_ENV = "USAGE_PLAN_NAME"
+SHARED_API_KEY_ID_ENV = "SHARED_API_KEY_ID"
+API_KEY_ENVS = (USAGE_PLAN_NAME_ENV, SHARED_API_KEY_ID_ENV)
 # FILES_ENDPOINT_ENV and PROVIDER_SDKS_AT_INIT_ENV are optional too: off unless set.
-OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, FILES_ENDPOINT_ENV, PROVIDER_SDKS_AT_INIT_ENV})
+OPTIONAL_ENVS = frozenset({*ENDPOINT_OVERRIDE_ENVS, FILES_ENDPOINT_ENV, PROVIDER_SDKS_AT_INIT_ENV, *API_KEY_ENVS})
+
+#: The stage's throttle (API Gateway stage settings): every caller together, the overall cap.
+STAGE_THROTTLE_RATE = 50  # requests per second, steady
+STAGE_THROTTLE_BURST = 100
+#: Each company's own throttle (the usage plan's, applied per API key; CDK context
+#: ``companyThrottleRate`` / ``companyThrottleBurst``; docs/design.md §5, docs/deploy.md).
+DEFAULT_COMPANY_THROTTLE_RATE = 10  # requests per second, steady
+DEFAULT_COMPANY_THROTTLE_BURST = 20
+#: The CDK logical ids of the usage plan and the shared key (the IAM check's canonical names).
+USAGE_PLAN_LOGICAL_ID = "ApiUsagePlan"
+SHARED_API_KEY_LOGICAL_ID = "SharedApiKey"
+
+
+def usage_plan_name(stage: str) -> str:
+    """The stage's usage plan: ``quayutec-{stage}`` (one stack per stage and account)."""
+    return f"quayutec-{stage}"
+
+
+def company_api_key_name(stage: str, company: str) -> str:
+    """A company's API key (its throttle identity, never shown to callers): ``quay-{stage}-{company}``."""
+    return f"quay-{stage}-{company}"
+
+
+def shared_api_key_name(stage: str) -> str:
+    """The key operators and companies without a key of their own share: ``quay-{stage}--shared``
+    (two dashes: no company id gives this name)."""
+    return f"quay-{stage}--shared"
 
 
 #: Lambda gives a function CPU in proportion to its memory: 1,769 MB is one whole vCPU, and no
@@ -286,6 +321,9 @@ class FunctionDef:
     #                            (StartExecution | SendTaskSuccess/SendTaskFailure)
     #   "states:handoff"         SendTaskSuccess only: a company turn handed to a waiting run
     #                            (design §12.3)
+    #   "apikeys:create"         a company's API key in the stage's usage plan (API Gateway GetUsagePlans,
+    #                            GetApiKeys, CreateApiKey, CreateUsagePlanKey; docs/design.md §5)
+    #   "apikeys:read"           the shared API key's value (GetApiKey on that one key)
     touches: tuple[str, ...] = field(default_factory=tuple)
     # The environment variables its code reads (resource names and settings): it gets only these
     # (plus ALWAYS_ENVS), validated at cold start by its own model (quayutec.settings).
@@ -506,6 +544,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "files:delete",
             "room:delete",
             "rundata:get",  # a replay reads a reply too large for the ledger (design §5)
+            "apikeys:create",  # a new company's API key, its own throttle (docs/design.md §5)
         ),
         reads=(
             ROOM_TABLE.env_var,
@@ -516,6 +555,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             *_SECRET_NAMES,
             FILES_ENDPOINT_ENV,
             *LIMIT_ENVS,
+            USAGE_PLAN_NAME_ENV,
         ),
     ),
     # Room files (design §8): S3 events of uploads/ through the ingest queue. Extracts the text,
@@ -543,8 +583,9 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
         "quayutec.handlers.authorizer.handler",
         timeout_s=10,
         memory_mb=ONE_VCPU_MB,  # in series before a cold API: the same vCPU (docs/design.md §10)
-        touches=("room:get",),
-        reads=(ROOM_TABLE.env_var,),
+        # room:get: the token, then its company's API key; apikeys:read: the shared key's value
+        touches=("room:get", "apikeys:read"),
+        reads=(ROOM_TABLE.env_var, SHARED_API_KEY_ID_ENV),
     ),
 )
 

@@ -114,6 +114,10 @@ class Settings(BaseModel):
     provider_sdks_at_init: bool = Field(default=False, alias=r.PROVIDER_SDKS_AT_INIT_ENV)
     # Local stack only (quay dev): where presigned file URLs point (the dev server).
     files_endpoint_url: str | None = Field(default=None, alias=r.FILES_ENDPOINT_ENV)
+    # Per-company API throttling (docs/design.md §5): the usage plan new companies' keys join
+    # (ApiFunction) and the shared key's id (AuthorizerFunction); unset: no per-company keys.
+    usage_plan_name: str | None = Field(default=None, min_length=1, max_length=1024, alias=r.USAGE_PLAN_NAME_ENV)
+    shared_api_key_id: str | None = Field(default=None, min_length=1, max_length=128, alias=r.SHARED_API_KEY_ID_ENV)
 
     # defer_build: on Lambda a function validates its own model (settings_model), never this one
     model_config = {"populate_by_name": True, "extra": "ignore", "defer_build": True}

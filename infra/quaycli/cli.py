@@ -308,6 +308,43 @@ def _bootstrap(session, stack: str | None, table: str | None) -> dict:
     return {"token": secret, "token_id": principal.token_id, "admin": True, "url": api_url}
 
 
+@admin.command("backfill-api-keys")
+def admin_backfill_api_keys(
+    stack: Annotated[str, typer.Option(help="A deployed stack's name, Quayutec-<stage> (its RoomTableName output).")],
+    region: Annotated[str | None, typer.Option(help="AWS region (default: your AWS configuration's).")] = None,
+) -> None:
+    """Give each company created before companies had API keys its own key, so the stage throttles
+    it on its own (docs/design.md §5), with your AWS credentials; safe to run again."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from quaycli.backfill import backfill
+    from quayutec.errors import Misconfigured
+
+    if not stack.startswith("Quayutec-"):
+        raise _fail("quay admin backfill-api-keys: --stack is a stack name, Quayutec-<stage>", 2)
+    try:
+        session = boto3.session.Session(region_name=region)
+        outputs = {
+            o["OutputKey"]: o["OutputValue"]
+            for o in session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+        }
+        table = outputs.get("RoomTableName")
+        if not table:
+            raise _fail(f"quay admin backfill-api-keys: stack {stack} has no RoomTableName output", 2)
+        done = backfill(
+            session.resource("dynamodb").meta.client,
+            session.client("apigateway"),
+            table=table,
+            stage=stack.removeprefix("Quayutec-"),
+        )
+    except (BotoCoreError, ClientError) as exc:  # no region, no credentials, no such stack or table
+        raise _fail(f"quay admin backfill-api-keys: {exc}", 1) from None
+    except Misconfigured as exc:  # a stage deployed before the usage plan: deploy it first
+        raise _fail(f"quay admin backfill-api-keys: {exc} (deploy this version first)", 1) from None
+    _print(done.as_json())
+
+
 @app.command()
 def post(
     room: str,

@@ -1,9 +1,12 @@
 """The room API (issue 4): API Gateway REST API -> the ApiFunction (Lambda proxy integration),
 behind a TOKEN Lambda authorizer (the AuthorizerFunction: bearer tokens stored hashed, design §5),
-one stage with JSON access logs, X-Ray tracing, metrics and throttling.
+one stage with JSON access logs, X-Ray tracing, metrics and throttling: the stage's throttle is
+the overall cap, and one usage plan throttles each company on its own (docs/design.md §5).
 
 * ``ANY /{proxy+}``: every API route, authorizer required (the handler trusts only the
-  authorizer's context ``{company, member, admin}``).
+  authorizer's context ``{company, member, admin}``) and an API key required: the REST API takes
+  keys from the authorizer (``apiKeySource: AUTHORIZER``), which answers the caller's company's
+  key as ``usageIdentifierKey``; the usage plan's throttle applies per key.
 * The public routes of :data:`quayutec.api.public.PUBLIC_ROUTES` (the OpenAPI document, Swagger
   UI and the room page's static files at ``/app/``), no authorizer: defined once, for this app
   and ``quay dev``. Every data call of the page carries the bearer token.
@@ -15,8 +18,11 @@ machine. (Setting/rotating provider keys is its "secrets:write" touch.)
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy
+from typing import cast
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -30,8 +36,8 @@ from .functions import LOG_GROUP_CMK_REASON, Functions
 from .storage import Storage
 
 AUTHORIZER_CACHE_TTL = Duration.minutes(5)  # a revoked token stops working within this
-THROTTLE_RATE = 50  # requests per second, steady
-THROTTLE_BURST = 100
+THROTTLE_RATE = R.STAGE_THROTTLE_RATE  # requests per second, steady: every caller together
+THROTTLE_BURST = R.STAGE_THROTTLE_BURST
 
 # API Gateway's own answers (no Lambda reached) in the API's error shape
 # ({"error": code, "message": text, "fields": []}, quayutec/api/errors.py): response type ->
@@ -68,6 +74,63 @@ def gateway_response_template(code: str) -> str:
 
 
 class Api(Construct):
+    def _usage_plan(self, settings: Settings, functions: Functions) -> None:
+        """The stage's one usage plan, throttling each API key (each company) on its own
+        (``companyThrottleRate`` / ``companyThrottleBurst``), and the shared key of operators and
+        of companies created before companies had keys. The ApiFunction finds the plan by its
+        name (an id in its environment would make it depend on the stage, which depends on it)
+        and puts each new company's key in it; the authorizer reads the shared key's value."""
+        self.usage_plan = self.rest_api.add_usage_plan(
+            "UsagePlan",
+            name=R.usage_plan_name(settings.stage),
+            description="quayutec: each company's API key throttled on its own (docs/design.md §5)",
+            throttle=apigw.ThrottleSettings(
+                rate_limit=settings.company_throttle_rate, burst_limit=settings.company_throttle_burst
+            ),
+            api_stages=[apigw.UsagePlanPerApiStage(api=self.rest_api, stage=self.rest_api.deployment_stage)],
+        )
+        cast(apigw.CfnUsagePlan, self.usage_plan.node.default_child).override_logical_id(R.USAGE_PLAN_LOGICAL_ID)
+        self.shared_key = apigw.ApiKey(
+            self,
+            "SharedKey",
+            api_key_name=R.shared_api_key_name(settings.stage),
+            description="quayutec: operators and companies without a key of their own (docs/design.md §5)",
+            enabled=True,
+        )
+        cast(apigw.CfnApiKey, self.shared_key.node.default_child).override_logical_id(R.SHARED_API_KEY_LOGICAL_ID)
+        self.usage_plan.add_api_key(self.shared_key)
+
+        stack = Stack.of(self)
+
+        def arn(path: str) -> str:
+            return f"arn:{stack.partition}:apigateway:{stack.region}::{path}"
+
+        api_fn, authorizer_fn = functions["ApiFunction"], functions["AuthorizerFunction"]
+        api_fn.add_environment(R.USAGE_PLAN_NAME_ENV, R.usage_plan_name(settings.stage))
+        authorizer_fn.add_environment(R.SHARED_API_KEY_ID_ENV, self.shared_key.key_id)
+        # Policies of their own: on a function's default policy the plan's id would make the
+        # function depend on the stage that invokes it.
+        iam.Policy(
+            self,
+            "CompanyKeysPolicy",
+            roles=[functions.roles["ApiFunction"]],
+            statements=[
+                iam.PolicyStatement(actions=["apigateway:GET"], resources=[arn("/usageplans"), arn("/apikeys")]),
+                iam.PolicyStatement(
+                    actions=["apigateway:POST"],
+                    resources=[arn("/apikeys"), arn(f"/usageplans/{self.usage_plan.usage_plan_id}/keys")],
+                ),
+            ],
+        )
+        iam.Policy(
+            self,
+            "SharedKeyPolicy",
+            roles=[functions.roles["AuthorizerFunction"]],
+            statements=[
+                iam.PolicyStatement(actions=["apigateway:GET"], resources=[arn(f"/apikeys/{self.shared_key.key_id}")])
+            ],
+        )
+
     def __init__(
         self,
         scope: Construct,
@@ -137,6 +200,8 @@ class Api(Construct):
             default_method_options=apigw.MethodOptions(
                 authorization_type=apigw.AuthorizationType.CUSTOM, authorizer=self.authorizer
             ),
+            # Each company's requests carry its own API key, from the authorizer (design §5)
+            api_key_source_type=apigw.ApiKeySourceType.AUTHORIZER,
         )
         checkov.acknowledge(self.access_logs, "CKV_AWS_158", LOG_GROUP_CMK_REASON)
         checkov.acknowledge(
@@ -157,7 +222,9 @@ class Api(Construct):
             authorizer=self.authorizer,
             request_validator=self.validator,
             request_parameters={"method.request.header.Authorization": True},
+            api_key_required=True,  # the authorizer's usageIdentifierKey: the usage plan's throttle
         )
+        self._usage_plan(settings, functions)
         for http_method, path in PUBLIC_ROUTES:
             method = self.rest_api.root.resource_for_path(path).add_method(
                 http_method, integration, authorization_type=apigw.AuthorizationType.NONE, authorizer=None

@@ -18,6 +18,11 @@ runDataExpiryDays      30         run data objects (``runs/`` in the run-data bu
                                   expire after this many days (a lifecycle rule)
 alarmEmail             (none)     an address subscribed (by email) to the alarm topic; AWS
                                   sends a confirmation mail that must be accepted
+companyThrottleRate    10         each company's own API throttle, requests per second
+                                  (the usage plan's, per API key; docs/design.md §5); at
+                                  most the stage's 50
+companyThrottleBurst   20         ... and its burst (requests at once), at most the
+                                  stage's 100
 snapStart              false      Lambda SnapStart on every function: a published version
                                   and a ``live`` alias each, invoked (and granted) through
                                   the alias; CallModel imports the provider SDKs at init
@@ -134,6 +139,8 @@ class Settings:
     run_data_expiry_days: int = DEFAULT_RUN_DATA_EXPIRY_DAYS
     alarm_email: str | None = None
     snap_start: bool = False
+    company_throttle_rate: int = R.DEFAULT_COMPANY_THROTTLE_RATE
+    company_throttle_burst: int = R.DEFAULT_COMPANY_THROTTLE_BURST
 
     @property
     def stack_name(self) -> str:
@@ -177,6 +184,18 @@ class Settings:
         email = str(get("alarmEmail", "")).strip() or None
         if email is not None and ("@" not in email or any(c.isspace() for c in email)):
             raise SettingsError(f"context alarmEmail={email!r}: an email address")
+        rate = _as_int(
+            "companyThrottleRate",
+            get("companyThrottleRate", R.DEFAULT_COMPANY_THROTTLE_RATE),
+            minimum=1,
+            maximum=R.STAGE_THROTTLE_RATE,
+        )
+        burst = _as_int(
+            "companyThrottleBurst",
+            get("companyThrottleBurst", R.DEFAULT_COMPANY_THROTTLE_BURST),
+            minimum=1,
+            maximum=R.STAGE_THROTTLE_BURST,
+        )
         return cls(
             stage=stage,
             removal_policy=policies[policy_name.lower()],
@@ -186,6 +205,8 @@ class Settings:
             run_data_expiry_days=expiry,
             alarm_email=email,
             snap_start=_as_bool("snapStart", get("snapStart", False)),
+            company_throttle_rate=rate,
+            company_throttle_burst=burst,
         )
 
     @staticmethod

@@ -69,8 +69,13 @@ KNOWN_TOUCHES = frozenset(
         "index:put",
         "index:delete",
         "ingest:consume",
+        "apikeys:create",
+        "apikeys:read",
     }
 )
+#: Granted by the Api construct (infra/quayinfra/api.py), which makes the usage plan and the
+#: shared key they name.
+API_KEY_TOUCHES = frozenset({"apikeys:create", "apikeys:read"})
 # Room files (design §8): uploads and index versions are keyed by room and file/version, unknown
 # at deploy time; each touch is one object action on one prefix of the files bucket, and the
 # bucket action it needs (on that prefix only), if any. The bucket is versioned (design §8).
@@ -437,6 +442,8 @@ class Functions(Construct):
             )
         elif touch in (STATE_MACHINE_TOUCH, TASK_ANSWER_TOUCH, TURN_HANDOFF_TOUCH):
             pass  # bind_state_machine(), once the state machine exists
+        elif touch in API_KEY_TOUCHES:
+            pass  # the Api construct, once the usage plan and the shared key exist
         else:  # pragma: no cover - KNOWN_TOUCHES guards this
             raise ValueError(f"{fdef.logical_id}: no grant for {touch!r}")
 

@@ -122,6 +122,8 @@ class Resolver:
             "AWS::Logs::LogGroup",
             "AWS::IAM::Role",
             "AWS::SNS::Topic",
+            "AWS::ApiGateway::UsagePlan",  # its id (the local stack registers the name)
+            "AWS::ApiGateway::ApiKey",
         ):
             if rtype == "AWS::SNS::Topic":
                 return f"arn:{C.PARTITION}:sns:{C.REGION}:{C.ACCOUNT}:{name}"

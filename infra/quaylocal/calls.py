@@ -213,6 +213,11 @@ def _task_token(action: str) -> Callable[[dict], Pairs]:
     return lambda p: [(f"states:{action}", state_machine_arn(TOKEN_STATE_MACHINE[-1]))]
 
 
+def _apigw(path: str) -> str:
+    """An API Gateway resource ARN: ``arn:aws:apigateway:<region>::<path>`` (no account)."""
+    return f"arn:{PARTITION}:apigateway:{REGION}::{path}"
+
+
 #: (service id as botocore hyphenizes it, operation) -> the IAM (action, resource) pairs.
 #: Sources: the Service Authorization Reference of each service; HeadObject needs s3:GetObject,
 #: ListObjectsV2 needs s3:ListBucket, the *Batch SQS calls need their single-message action.
@@ -265,6 +270,15 @@ OPERATIONS: dict[tuple[str, str], Callable[[dict], Pairs]] = {
     ("secrets-manager", "PutSecretValue"): _secret("PutSecretValue"),
     ("secrets-manager", "UpdateSecret"): _secret("UpdateSecret"),
     ("lambda", "Invoke"): lambda p: [("lambda:InvokeFunction", lambda_arn(p["FunctionName"]))],
+    # API keys and usage plans (API Gateway's management API: apigateway:<HTTP verb> on the
+    # resource path, Service Authorization Reference "Amazon API Gateway Management").
+    ("api-gateway", "GetUsagePlans"): lambda p: [("apigateway:GET", _apigw("/usageplans"))],
+    ("api-gateway", "GetApiKeys"): lambda p: [("apigateway:GET", _apigw("/apikeys"))],
+    ("api-gateway", "GetApiKey"): lambda p: [("apigateway:GET", _apigw(f"/apikeys/{canonical(p['apiKey'])}"))],
+    ("api-gateway", "CreateApiKey"): lambda p: [("apigateway:POST", _apigw("/apikeys"))],
+    ("api-gateway", "CreateUsagePlanKey"): lambda p: [
+        ("apigateway:POST", _apigw(f"/usageplans/{canonical(p['usagePlanId'])}/keys"))
+    ],
     # A company's Bedrock role (docs/design.md §5): the role is the resource.
     ("sts", "AssumeRole"): lambda p: [("sts:AssumeRole", p["RoleArn"])],
     # Needs no permission (STS GetCallerIdentity: "No permissions are required").

@@ -82,6 +82,14 @@ def dev(
     quiet: Annotated[
         bool, typer.Option("--quiet", help="Print only the banner: no line per wake, run start and end.")
     ] = False,
+    throttle: Annotated[
+        bool,
+        typer.Option(
+            "--throttle",
+            help="Throttle as a deployed stage does: 50 requests/s (burst 100) in all and 10/s (burst 20) "
+            "per company, answered 429 with Retry-After (docs/api.md, Throttles).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the room API on the local stack (moto in-process: no AWS account, no Docker). Wakes and
     runs happen in the background; the model provider is the local provider server."""
@@ -95,7 +103,7 @@ def dev(
     except (OSError, ValueError, yaml.YAMLError) as exc:  # unreadable, not JSON/YAML, wrong shape
         raise _fail(f"quay dev: --scripts {scripts}: {exc}", 2) from None
     try:
-        server = DevServer(host, port, admin_token=admin_token, scripts=loaded, settings=settings)
+        server = DevServer(host, port, admin_token=admin_token, scripts=loaded, settings=settings, throttle=throttle)
         server.serve_forever(banner=lambda line: print(visible(line), flush=True), quiet=quiet)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:

@@ -33,6 +33,12 @@ from quaylocal import calls, files_endpoint
 from quaylocal.stack import ACCOUNT, DEV_BACKGROUND_INVOCATIONS, DEV_RETENTION, REGION, LocalStack, foreground
 from quayutec.api.errors import ERRORS, error_payload
 from quayutec.api.public import is_public
+from quayutec.resources import (
+    DEFAULT_COMPANY_THROTTLE_BURST,
+    DEFAULT_COMPANY_THROTTLE_RATE,
+    STAGE_THROTTLE_BURST,
+    STAGE_THROTTLE_RATE,
+)
 from quayutec.words import count
 
 DEFAULT_HOST = "127.0.0.1"
@@ -58,6 +64,7 @@ UNAUTHORIZED = gateway_error("unauthenticated", "Unauthorized")
 ACCESS_DENIED = gateway_error("forbidden", "User is not authorized to access this resource")
 TOO_LARGE = gateway_error("payload_too_large", "Request Too Long")
 THROTTLED = gateway_error("throttled", "Too Many Requests")
+INVALID_API_KEY = gateway_error("forbidden", "Forbidden")
 AUTHORIZER_FAILED = gateway_error("internal_error", "Internal server error")
 FUNCTION_FAILED = gateway_error("bad_gateway", "Internal server error")
 
@@ -196,10 +203,17 @@ class Gateway:
         api_id: str = "quaylocal",
         stage: str = "dev",
         rate_limit: tuple[float, int] | None = None,
+        company_rate_limit: tuple[float, int] | None = None,
     ) -> None:
         self.invoke = invoke
         #: (requests per second, burst): API Gateway's stage throttling, answered 429 (off: None).
         self._limiter = _TokenBucket(*rate_limit) if rate_limit else None
+        #: (requests per second, burst) of each API key the authorizer answers (its
+        #: ``usageIdentifierKey``: one per company, docs/design.md §5): the usage plan's throttle,
+        #: a token bucket per key after the authorizer, answered 429 as the stage's (off: None).
+        self.company_rate_limit = company_rate_limit
+        self._key_limiters: dict[str, _TokenBucket] = {}
+        self._key_lock = threading.Lock()
         self.api_id = api_id
         self.stage = stage
         # One invocation at a time per function, as in one Lambda sandbox (the handlers keep
@@ -209,6 +223,14 @@ class Gateway:
         self._locks = {AUTHORIZER_FUNCTION: threading.Lock(), API_FUNCTION: threading.Lock()}
         #: The local stack whose room files the gateway serves (files_endpoint; quay dev sets it).
         self.stack: LocalStack | None = None
+
+    def _key_limiter(self, key: str) -> _TokenBucket:
+        assert self.company_rate_limit is not None
+        with self._key_lock:
+            found = self._key_limiters.get(key)
+            if found is None:
+                found = self._key_limiters[key] = _TokenBucket(*self.company_rate_limit)
+            return found
 
     def method_arn(self, method: str, path: str) -> str:
         return f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{self.api_id}/{self.stage}/{method}{path}"
@@ -245,6 +267,13 @@ class Gateway:
                 return _json_result(500, AUTHORIZER_FAILED, {"x-amzn-ErrorType": "AuthorizerConfigurationException"})
             if not isinstance(result, dict) or not _policy_allows(result.get("policyDocument"), method_arn):
                 return _json_result(403, ACCESS_DENIED)
+            if self.company_rate_limit is not None:
+                # apiKeyRequired with the key from the authorizer: none (or not a string) is 403
+                key = result.get("usageIdentifierKey")
+                if not isinstance(key, str) or not key:
+                    return _json_result(403, INVALID_API_KEY)
+                if not self._key_limiter(key).take():
+                    return _json_result(429, THROTTLED, {"Retry-After": "1"})
             authorizer_ctx = {**(result.get("context") or {}), "principalId": result.get("principalId")}
         event = self.proxy_event(method, path, url.query, pairs, body, authorizer_ctx, source_ip)
         with self._locks[API_FUNCTION]:
@@ -458,9 +487,13 @@ class DevServer:
         scripts: dict[str, list[dict[str, Any]]] | None = None,
         settings: dict[str, str] | None = None,
         time_scale: float | None = None,
+        throttle: bool = False,
     ) -> None:
         from quaylocal.provider_server import ProviderServer
 
+        #: As the deployed stage throttles (``quay dev --throttle``): the stage's overall limit and
+        #: each company's own (the defaults, docs/design.md §5); off by default.
+        self.throttle = throttle
         self.host = host
         self.port = port
         self.admin_token = admin_token or f"qyt_admin_{secrets.token_urlsafe(24)}"
@@ -494,7 +527,13 @@ class DevServer:
         self.stack.start()
         try:
             TokenStore(default_deps().room.table).issue(None, "admin", admin=True, token=self.admin_token)
-            self.gateway = Gateway(stack_invoke(self.stack))
+            limits: dict[str, Any] = {}
+            if self.throttle:
+                limits = {
+                    "rate_limit": (STAGE_THROTTLE_RATE, STAGE_THROTTLE_BURST),
+                    "company_rate_limit": (DEFAULT_COMPANY_THROTTLE_RATE, DEFAULT_COMPANY_THROTTLE_BURST),
+                }
+            self.gateway = Gateway(stack_invoke(self.stack), **limits)
             self.gateway.stack = self.stack  # serves the files endpoint
             self._httpd = _HttpServer((self.host, self.port), _handler_class(self.gateway))
             self._point_files_at(f"http://{self.host}:{self._httpd.server_address[1]}")

@@ -675,6 +675,7 @@ class LocalStack:
         self._saved_env: dict[str, str | None] = {}
         self.env: dict[str, str] = {}
         self.function_arns: dict[str, str] = {}
+        self.usage_plan_id = self.shared_api_key_id = ""  # start(): _usage_plan
         self.stats = PumpStats()
         self._stop = threading.Event()
         self._pump: threading.Thread | None = None
@@ -865,7 +866,7 @@ class LocalStack:
         zipped = io.BytesIO()
         with zipfile.ZipFile(zipped, "w") as z:
             z.writestr("README.txt", "local stack: handlers run in-process from the quayutec package")
-        env = {**self.env, r.WAKE_QUEUE_ENV: self.queue_urls[r.WAKE_QUEUE.logical_id]}
+        env = {**self.env, r.WAKE_QUEUE_ENV: self.queue_urls[r.WAKE_QUEUE.logical_id], **self._usage_plan()}
         for f in r.FUNCTIONS:
             resp = lam.create_function(
                 FunctionName=f"quayutec-{f.logical_id}",
@@ -922,10 +923,13 @@ class LocalStack:
         mappings = remove_event_source_mappings(lam, account=account, region=REGION)
 
         envs: dict[str, dict[str, str]] = {}
+        # moto's CloudFormation skips the usage plan and the shared key (AWS::ApiGateway::UsagePlan,
+        # ApiKey, UsagePlanKey): made here, as the template has them, and named in the functions.
+        plan_env = self._usage_plan()
         for f in r.FUNCTIONS:
             conf = lam.get_function_configuration(FunctionName=ids[f.logical_id])
             variables = dict(conf.get("Environment", {}).get("Variables", {}))
-            overrides = {k: v for k, v in self.settings.items() if k in r.environment_of(f)}
+            overrides = {k: v for k, v in {**plan_env, **self.settings}.items() if k in r.environment_of(f)}
             if overrides:  # only what the function reads, as a deployment would set it
                 variables.update(overrides)
                 conf = lam.update_function_configuration(
@@ -956,6 +960,26 @@ class LocalStack:
             os.environ[k] = self.env[k] = v
         for k in (r.WAKE_QUEUE_ENV, r.STATE_MACHINE_ENV):  # start() sets them next
             self._saved_env.setdefault(k, os.environ.get(k))
+
+    def _usage_plan(self) -> dict[str, str]:
+        """The stage's usage plan with its per-key throttle and the shared API key in it, as
+        infra/quayinfra/api.py deploys them (docs/design.md §5); returns the variables that name
+        them (USAGE_PLAN_NAME, SHARED_API_KEY_ID), also set on this process."""
+        stage = self.env.get(r.STAGE_ENV, r.DEFAULT_STAGE)
+        api = self.client("apigateway")
+        with calls.owner(calls.SETUP):
+            plan = api.create_usage_plan(
+                name=r.usage_plan_name(stage),
+                throttle={"rateLimit": r.DEFAULT_COMPANY_THROTTLE_RATE, "burstLimit": r.DEFAULT_COMPANY_THROTTLE_BURST},
+            )
+            key = api.create_api_key(name=r.shared_api_key_name(stage), enabled=True)
+            api.create_usage_plan_key(usagePlanId=plan["id"], keyId=key["id"], keyType="API_KEY")
+        self.usage_plan_id, self.shared_api_key_id = plan["id"], key["id"]
+        env = {r.USAGE_PLAN_NAME_ENV: r.usage_plan_name(stage), r.SHARED_API_KEY_ID_ENV: key["id"]}
+        for k, v in env.items():
+            self._saved_env.setdefault(k, os.environ.get(k))
+            os.environ[k] = self.env[k] = v
+        return env
 
     def notify_ingest(self) -> None:
         """The files bucket's S3 event notification: objects created or removed under uploads/
@@ -1013,6 +1037,11 @@ class LocalStack:
                 **self.function_arns,
                 r.STATE_MACHINE_LOGICAL_ID: self.state_machine_arn,
             }
+        physical = {
+            **physical,
+            r.USAGE_PLAN_LOGICAL_ID: self.usage_plan_id,
+            r.SHARED_API_KEY_LOGICAL_ID: self.shared_api_key_id,
+        }
         out = {}
         for logical, phys in physical.items():
             name = phys.rstrip("/").rsplit("/", 1)[-1] if phys.startswith("https://") else phys

@@ -158,3 +158,23 @@ def test_bounded_in_bytes_and_reads_whatever_the_content(world: World) -> None:
     # a quiet poll: one query per kind and the live one, no more
     _, quiet = counted_reads(d.room.db, lambda: service.since(Caller("acme", "ann"), "r-big", cursor))
     assert quiet["queries"] == len(KINDS) + 1, quiet
+
+
+def test_a_deleted_file_is_reported_by_its_id(stack_env, world: World) -> None:
+    """Design §9: a file deleted since the cursor comes in ``deleted_files`` (its record is gone,
+    a tombstone holds its place in the changes feed); the files listing does not list it."""
+    w, (stack, _) = world, stack_env
+    up = w.api.ok(
+        "POST", "/rooms/r1/files", w.tokens["ann"], {"name": "gone.md", "content_type": "text/markdown", "size": 9}
+    )
+    file_id = up["file"]["id"]
+    cursor = drain(w, "r1", "bob", changes(w, "r1", "bob", None)["cursor"])[1]
+    w.api.ok("DELETE", f"/rooms/r1/files/{file_id}", w.tokens["ann"])
+    stack.wait_quiet(60)
+    answers, cursor, _ = drain(w, "r1", "bob", cursor)
+    assert [i for a in answers for i in a["deleted_files"]] == [file_id]
+    assert file_id not in ids(answers, "files")
+    listed = w.api.ok("GET", "/rooms/r1/files", w.tokens["bob"])
+    assert file_id not in [f["id"] for f in listed["files"]]
+    # once reported, not again
+    assert changes(w, "r1", "bob", cursor)["deleted_files"] == []

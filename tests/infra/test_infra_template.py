@@ -280,8 +280,9 @@ def test_function_from_the_factory(resources, fdef: R.FunctionDef):
     group = props["LoggingConfig"]["LogGroup"]["Ref"]
     assert resources[group]["Properties"]["RetentionInDays"] == 30
     env = props["Environment"]["Variables"]
-    # Only what the function reads (no endpoint override is set by default).
-    assert set(env) == set(R.environment_of(fdef)) - R.OPTIONAL_ENVS
+    # Only what the function reads (no endpoint override is set by default; the usage plan's
+    # and the shared key's names are, by the Api construct).
+    assert set(env) == set(R.environment_of(fdef)) - (R.OPTIONAL_ENVS - set(R.API_KEY_ENVS))
     for tdef in R.TABLES:
         if tdef.env_var in env:
             assert env[tdef.env_var] == {"Ref": tdef.logical_id}

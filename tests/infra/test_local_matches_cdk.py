@@ -177,14 +177,15 @@ def test_function_matches(local, resources, fdef):
     got_env = got["Environment"]["Variables"]
     local_only = {k for k in got_env if k in LOCAL_ONLY or k.startswith(LOCAL_ONLY_PREFIXES)}
     # (locally, optional variables may be set too, e.g. FILES_ENDPOINT_URL)
-    assert set(want_env) == set(got_env) - local_only - R.OPTIONAL_ENVS
-    assert set(want_env) == set(R.environment_of(fdef)) - R.OPTIONAL_ENVS
+    assert set(want_env) == set(got_env) - local_only - (R.OPTIONAL_ENVS - set(R.API_KEY_ENVS))
+    assert set(want_env) == set(R.environment_of(fdef)) - (R.OPTIONAL_ENVS - set(R.API_KEY_ENVS))
     # Values: the same settings; resources by the same logical id.
     stack = local["stack"]
     local_physical = {
         **{t.logical_id: t.default_name for t in R.TABLES},
         **{b.logical_id: b.default_name for b in R.BUCKETS},
         **stack.queue_urls,
+        R.SHARED_API_KEY_LOGICAL_ID: stack.shared_api_key_id,
     }
     for name, value in want_env.items():
         if name == R.STATE_MACHINE_ENV:

@@ -472,6 +472,9 @@ class RoomChanges(_Out):
         description="Since the cursor: messages whose wake of an agent the claim refused, and why "
         "(docs/design.md §9); the message's own `not_woken` holds them too",
     )
+    deleted_files: list[str] = Field(
+        default_factory=list, description="Ids of the files deleted since the cursor (listed in `files` no more)"
+    )
 
 
 class RoomCost(_Out):

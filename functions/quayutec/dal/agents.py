@@ -10,6 +10,7 @@ from quayutec.dal.aws import (
     update_if,
 )
 from quayutec.dal.table import RoomTable, strip
+from quayutec.logic.ids import agent_name
 from quayutec.models import (
     Agent,
 )
@@ -41,7 +42,7 @@ class AgentRecords(RoomTable):
             [
                 self._put(
                     {
-                        **keys.company_agent_name_key(agent.company, agent.id.rsplit(".", 1)[-1]),
+                        **keys.company_agent_name_key(agent.company, agent_name(agent.id)),
                         "type": "company_agent_name",
                         "agent_id": agent.id,
                     }

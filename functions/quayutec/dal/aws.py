@@ -33,6 +33,7 @@ TRANSIENT_CODES = frozenset(
         # (DynamoDB API reference, TransactWriteItems): the first attempt's outcome is not known.
         "TransactionInProgressException",
         "SlowDown",
+        "TooManyRequestsException",  # API Gateway's management API (a company's API key)
     }
 )
 

@@ -31,6 +31,13 @@ _CHANGES = ("changes", "gsi4pk", "gsi4sk")
 _RUN_CHANGES = ("run_changes", "chg_pk", "chg_sk")
 
 
+@dataclass(frozen=True)
+class DeletedFile:
+    """A file deleted since the position: its id only (its record is gone)."""
+
+    id: str
+
+
 @dataclass
 class KindPage:
     """Up to ``limit`` changed items of one kind, oldest change first, each with its position
@@ -75,8 +82,21 @@ class ChangeReads:
         return _page([(str(i["gsi4sk"]), ApprovalRequest.model_validate(strip(i))) for i in items], more)
 
     def files(self, room_id: str, after: str, limit: int) -> KindPage:
+        """Files declared or ingested past ``after``, and deleted ones (:class:`DeletedFile`:
+        the tombstone a delete writes, :meth:`quayutec.dal.files.FileStore.delete_file`)."""
         items, more = self._range(self.room, _CHANGES, keys.changes_pk(room_id, "files"), after, limit)
-        return _page([(str(i["gsi4sk"]), RoomFile.model_validate(file_fields(i))) for i in items], more)
+        return _page(
+            [
+                (
+                    str(i["gsi4sk"]),
+                    DeletedFile(str(i["id"]))
+                    if i.get("type") == "file_deleted"
+                    else RoomFile.model_validate(file_fields(i)),
+                )
+                for i in items
+            ],
+            more,
+        )
 
     def runs(self, room_id: str, company: str, after: str, limit: int) -> KindPage:
         pk = keys.changes_pk(room_id, "runs", company)

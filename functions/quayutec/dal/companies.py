@@ -11,6 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from quayutec.dal import keys
+from quayutec.dal.api_keys import ApiKey
 from quayutec.dal.aws import (
     is_condition_failure,
     transact_new,
@@ -24,6 +25,10 @@ from quayutec.models import (
     CompanyBudget,
     RightsPolicy,
 )
+
+#: The company item's attributes holding its API key (never part of :class:`Company`).
+API_KEY_ID_ATTR = "api_key_id"
+API_KEY_VALUE_ATTR = "api_key_value"
 
 
 def budget_of(item: dict[str, Any] | None) -> CompanyBudget | None:
@@ -49,10 +54,16 @@ class CompanyRecords(RoomTable):
         item = self._item(keys.company_key(company_id))
         return Company.model_validate(strip(item)) if item else None
 
-    def create_company(self, company: Company, audit: dict[str, Any] | None = None) -> bool:
+    def create_company(
+        self, company: Company, audit: dict[str, Any] | None = None, api_key: ApiKey | None = None
+    ) -> bool:
         """Write a new company (and ``audit``, an entry's ``Put``, :func:`quayutec.dal.audit.audit_put`,
-        in the same transaction); ``False`` when the id is taken."""
+        in the same transaction); ``False`` when the id is taken. ``api_key``: its API Gateway key
+        (docs/design.md §5), kept on the item as ``api_key_id`` / ``api_key_value`` (outside the
+        :class:`Company` model: never answered to a caller)."""
         item = {**keys.company_key(company.id), "type": "company", **company.model_dump(mode="json")}
+        if api_key is not None:
+            item.update({API_KEY_ID_ATTR: api_key.id, API_KEY_VALUE_ATTR: api_key.value})
         if audit is not None:
             return transact_new(self.db, [self._put(item), audit])
         try:
@@ -93,6 +104,26 @@ class CompanyRecords(RoomTable):
             UpdateExpression="SET people = list_append(people, :p)",
             ConditionExpression=condition,
             ExpressionAttributeValues=values,
+        )
+
+    def company_api_key(self, company_id: str) -> str | None:
+        """The value of the company's API key (its throttle identity, docs/design.md §5); ``None``
+        for an unknown company or one created before companies had keys."""
+        item = self._item(keys.company_key(company_id))
+        value = (item or {}).get(API_KEY_VALUE_ATTR)
+        return str(value) if value else None
+
+    def set_company_api_key(self, company_id: str, api_key: ApiKey) -> bool:
+        """Give an existing company without one its API key (the backfill, docs/deploy.md);
+        ``False`` when there is no such company or it has a key already."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.company_key(company_id),
+            UpdateExpression="SET #i = :i, #v = :v",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#v)",
+            ExpressionAttributeNames={"#i": API_KEY_ID_ATTR, "#v": API_KEY_VALUE_ATTR},
+            ExpressionAttributeValues={":i": api_key.id, ":v": api_key.value},
         )
 
     def external_id(self, company_id: str, candidate: str) -> str:

@@ -168,11 +168,22 @@ class FileStore:
         """Delete the file's record and hide its chunks from the room's index pointer in one
         transaction (``hidden``: file ids whose chunks retrieval skips until an index version
         without them is written, design §8), so agents stop reading a file the moment people no
-        longer see it."""
+        longer see it. A tombstone (:func:`quayutec.dal.keys.file_gone_key`) takes the file's
+        place in the room's changes feed in the same transaction, so a page polling the changes
+        learns of the delete (design §9)."""
+        gone = {
+            **keys.file_gone_key(room_id, file_id),
+            "type": "file_deleted",
+            "id": file_id,
+            "room_id": room_id,
+            "gsi4pk": keys.changes_pk(room_id, "files"),
+            "gsi4sk": keys.change_sk(now_iso(), file_id),
+        }
         transact_refusals(
             self.db,
             [
                 {"Delete": {"TableName": self.table, "Key": keys.file_key(room_id, file_id)}},
+                {"Put": {"TableName": self.table, "Item": gone}},
                 {
                     "Update": {
                         "TableName": self.table,

@@ -228,6 +228,12 @@ def file_key(room_id: str, file_id: str) -> dict[str, str]:
     return {"pk": files_pk(room_id), "sk": f"{FILE_PREFIX}{file_id}"}
 
 
+def file_gone_key(room_id: str, file_id: str) -> dict[str, str]:
+    """A deleted file's tombstone, next to the file records (``GONE#``: no ``FILE#`` listing
+    reads it): it holds the file's place in the room's changes feed (design §9, §14)."""
+    return {"pk": files_pk(room_id), "sk": f"GONE#{file_id}"}
+
+
 def index_pointer_key(room_id: str) -> dict[str, str]:
     """The room's retrieval index pointer (its version and object key)."""
     return {"pk": files_pk(room_id), "sk": "INDEX"}

@@ -3,6 +3,12 @@ token is looked up by its sha256 (design §5). A known token gets an Allow polic
 methods and the context ``{company, member, admin}`` that the API handler trusts; anything else
 raises ``Unauthorized`` (API Gateway answers 401).
 
+The answer's ``usageIdentifierKey`` (the REST API's ``apiKeySource`` is ``AUTHORIZER``) is the
+caller's company's API key, so the stage's usage plan throttles each company on its own
+(docs/design.md §5); an operator, or a company created before companies had keys, gets the
+shared key (``SHARED_API_KEY_ID``, its value read once per cold start). Without either (a stack
+with no usage plan) the answer has no ``usageIdentifierKey``.
+
 The policy covers every method of the stage (``{api}/{stage}/*``) so API Gateway's authorizer
 cache (keyed by the token) serves any route; revoking a token takes effect within the cache TTL.
 """
@@ -14,7 +20,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from quayutec.dal.auth import TokenStore, bearer_token
+from quayutec.dal.api_keys import shared_key_value
+from quayutec.dal.auth import Principal, TokenStore, bearer_token
 from quayutec.deps import Deps, default_deps
 
 logger = Logger()
@@ -43,6 +50,17 @@ def _token_of(event: dict[str, Any]) -> str | None:
     return bearer_token(event.get("authorizationToken"))
 
 
+def usage_identifier_key(d: Deps, principal: Principal) -> str | None:
+    """The API key value the usage plan throttles ``principal``'s requests by: its company's own
+    key, else the shared one (operators; companies without a key yet), else ``None``."""
+    if principal.company:
+        own = d.room.company_api_key(principal.company)
+        if own:
+            return own
+    shared = getattr(d.settings, "shared_api_key_id", None)
+    return shared_key_value(shared) if shared else None
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = None) -> dict[str, Any]:
     token = _token_of(event if isinstance(event, dict) else {})
@@ -54,7 +72,9 @@ def handler(event: dict[str, Any], context: LambdaContext, deps: Deps | None = N
         logger.debug("token refused")
         raise Unauthorized()
     logger.debug("token accepted", extra={"token_id": principal.token_id, "company": principal.company})
+    key = usage_identifier_key(d, principal)
     return {
+        **({"usageIdentifierKey": key} if key else {}),
         "principalId": f"{principal.company or '_admin'}/{principal.member}",
         "policyDocument": {
             "Version": "2012-10-17",

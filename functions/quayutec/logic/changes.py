@@ -22,7 +22,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from quayutec.dal.changes import ChangeReads, KindPage
+from quayutec.dal.changes import ChangeReads, DeletedFile, KindPage
 from quayutec.deps import Deps
 from quayutec.errors import InvalidInput
 from quayutec.logic.access import Principal, member_room
@@ -104,6 +104,7 @@ class RoomChanges:
     files: list[RoomFile] = field(default_factory=list)
     busy_agents: list[str] = field(default_factory=list)
     not_woken: list[MessageNotWoken] = field(default_factory=list)
+    deleted_files: list[str] = field(default_factory=list)  # ids of files deleted since
 
 
 class Changes:
@@ -138,9 +139,14 @@ class Changes:
             page = self._read(kind, room_id, company, at[kind], limit)
             taken: list[Any] = []
             for position, item in page.items:
+                if isinstance(item, DeletedFile):  # an id: a few bytes, within any budget left
+                    out.deleted_files.append(item.id)
+                    budget -= len(item.id) + 3
+                    at[kind] = position
+                    continue
                 shown = as_seen(item, self.deps.clock()) if kind == "files" else item
                 size = json_size(shown)
-                if size > budget and (taken or any(getattr(out, k) for k in KINDS)):
+                if size > budget and (taken or out.deleted_files or any(getattr(out, k) for k in KINDS)):
                     page.more, budget = True, 0  # the rest of this kind waits for the next call
                     break
                 budget -= size

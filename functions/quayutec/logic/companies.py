@@ -49,14 +49,22 @@ class Companies:
         LimitReached (more than ``max_company_people``), Conflict (the id is taken).
         ``rights_policy``: its policy from the start (set-up; the API sets it with
         :meth:`set_policy`). ``max_concurrent_runs``: its runs active at once (design §12.3;
-        ``None``: the default, 10)."""
+        ``None``: the default, 10). With the stage's usage plan configured (``deps.api_keys``) the
+        company gets its API key first (:meth:`quayutec.dal.api_keys.ApiKeys.ensure`: found by name
+        on a retry, so a crash between the key and the company item makes no second key)."""
         who.require_admin()
         company = Company(id=company_id, people=list(dict.fromkeys(people)), rights=rights_policy or RightsPolicy())
         most = self.deps.settings.max_company_people
         if len(company.people) > most:
             raise LimitReached(f"company {company_id!r} with {len(company.people)} people", most, "MAX_COMPANY_PEOPLE")
         created = new_entry(who.member, True, "company_created", company_id, f"people: {', '.join(company.people)}")
-        if not self.store.create_company(company, audit_put(self.store.table, company_id, created)):
+        api_key = None
+        if self.deps.api_keys is not None:  # its own API throttle (docs/design.md §5)
+            if self.store.get_company(company_id) is not None:  # no key made for a taken id
+                raise Conflict(f"company {company_id!r} exists already")
+            # Found by name when a create before this one made it and failed before the write
+            api_key = self.deps.api_keys.ensure(company_id)
+        if not self.store.create_company(company, audit_put(self.store.table, company_id, created), api_key):
             raise Conflict(f"company {company_id!r} exists already")
         if max_concurrent_runs is not None and max_concurrent_runs != company.max_concurrent_runs:
             return self.set_max_concurrent_runs(who, company_id, max_concurrent_runs)

@@ -40,8 +40,8 @@ def room_changes(room_id: RoomId, since: Since = None, limit: PerKind = 50) -> R
     no items, only a cursor at the present), then read the listings, then poll with the cursor:
     nothing that changes after the first call is missed. An item that changes again appears
     again, with its new state. At most `limit` items of each kind and 1 MiB of JSON in all:
-    `more` is true when something waits, and the client calls again at once. Deleted files are
-    not reported. Members only: 404 for a room the caller's company is not in (as for an unknown
+    `more` is true when something waits, and the client calls again at once. A deleted file's
+    id is in `deleted_files`. Members only: 404 for a room the caller's company is not in (as for an unknown
     one), 403 for an operator token; 400 for a `since` this API did not return for this room."""
     found = services().changes.since(caller(), room_id, since, limit)
     return RoomChanges(
@@ -54,4 +54,5 @@ def room_changes(room_id: RoomId, since: Since = None, limit: PerKind = 50) -> R
         files=found.files,
         busy_agents=found.busy_agents,
         not_woken=found.not_woken,
+        deleted_files=found.deleted_files,
     )

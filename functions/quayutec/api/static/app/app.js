@@ -314,6 +314,7 @@ function when(iso) {
       if ((c.not_woken || []).length) { for (const n of c.not_woken) noteNotWoken(n.message_id, [n]); any = true; }
       if (!c.more) showBusy(c.busy_agents || []);
       for (const kind of ["approvals", "tasks", "runs", "files"]) if ((c[kind] || []).length) { touched.add(kind); any = true; }
+      if ((c.deleted_files || []).length) { touched.add("files"); any = true; } // a file deleted since
       if (!c.more) break;
     }
     if (touched.has("approvals")) await loadApprovals(room);
