@@ -245,10 +245,40 @@ class Wake(_Model):
     task_id: str | None = None  # the task of a task event
 
 
+#: Why a wake a message caused started no run, as every member of the room may read it (design
+#: §9, §12.1): the claim's reasons, never a company's private cause.
+NotWokenWhy = Literal["paused", "deleted", "wake_from", "chain_full", "chain_stopped"]
+
+
+class NotWoken(_Model):
+    """An agent a message addressed that did not wake, and why (``why``: :data:`NotWokenWhy`)."""
+
+    agent: str
+    why: NotWokenWhy
+
+
+class MessageNotWoken(NotWoken):
+    """A wake the claim refused, in the room's changes (docs/design.md §9): the message it was of
+    (``message_id``), the agent and why."""
+
+    message_id: str
+
+
+class AskAgain(_Model):
+    """What the "ask again" of a failed run's notice re-asks (docs/design.md §9): ``agent`` (its id) and
+    ``message_id``, the message whose wake started the run (``None``: a task's wake)."""
+
+    agent: str
+    message_id: str | None = None
+
+
 class Message(_Model):
     """A room message. ``visible_to``: a company id when only that company's people and agents
     may read it (a system notice, :mod:`quayutec.logic.notices`; docs/design.md §12.5), ``None`` for the
-    whole room; stored only when set."""
+    whole room; stored only when set. ``run_id``: the run that wrote a reply, or that a notice is
+    about. ``not_woken``: the agents it addressed whose wake the claim refused, and why (written
+    with each refusal, docs/design.md §12.1). ``ask_again``: on the room's notice of a run that ended
+    without its reply, whom and what to ask again (docs/design.md §9)."""
 
     id: str
     room_id: str
@@ -260,6 +290,8 @@ class Message(_Model):
     run_id: str | None = None
     chain_id: str | None = None  # what a run wrote (or a chain's notice) carries its chain
     visible_to: Id | None = None
+    not_woken: list[NotWoken] = Field(default_factory=list)
+    ask_again: AskAgain | None = None
     created_at: str
 
     @model_validator(mode="after")

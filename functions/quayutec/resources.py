@@ -95,6 +95,9 @@ CLAIM_TABLE = TableDef(
 #: What the active-runs indexes hold of a run: what the stop path needs (design §12.2).
 ACTIVE_RUN_FIELDS = ("run_id", "room_id", "agent_id", "chain_id", "status")
 
+#: What ``live_by_room`` holds of an item: the agent and, of a refused wake, why and its cause.
+LIVE_FIELDS = ("agent_id", "reason", "cause_kind", "cause_id")
+
 LEDGER_TABLE = TableDef(
     logical_id="LedgerTable",
     env_var="LEDGER_TABLE_NAME",
@@ -112,6 +115,11 @@ LEDGER_TABLE = TableDef(
         # A company's runs in a room by the time of their last change (design §9, §14): chg_pk =
         # "CHANGES#{room}#runs#{company}", chg_sk = "{changed_at}#{run}" (run entries only).
         IndexDef("run_changes", KeyAttr("chg_pk"), KeyAttr("chg_sk")),
+        # Sparse: what every member of a room may know is going on (design §9, §14): live_room =
+        # the room, live_sk = "~run#{started_at}#{run}" for a run in flight (removed by its final
+        # write) or "{at}#{agent}#{wake}" for a refused wake: the room's busy agents and why a
+        # message woke no one, in the changes poll's one range.
+        IndexDef("live_by_room", KeyAttr("live_room"), KeyAttr("live_sk"), include=LIVE_FIELDS),
     ),
 )
 
@@ -341,6 +349,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "ledger:batchget",  # the chain's counter, in the run's key reads
             "room:batchget",
             "room:put",  # a full chain's one notice
+            "room:update",  # a refused wake noted on its message (not_woken), in the refusal's transaction
             "room:check",  # the agent not paused, in the claim's transaction
             "room:query@by_time",
             "room:query@open_tasks",
@@ -521,6 +530,7 @@ FUNCTIONS: tuple[FunctionDef, ...] = (
             "room:batchget",
             "ledger:query@active_by_agent",  # a pause and a chain's stop reach the runs they stop
             "ledger:query@active_by_chain",
+            "ledger:query@live_by_room",  # a room's busy agents and refused wakes (design §9)
             "ledger:update",  # a chain's stop flag (its counter item)
             "idempotency:get",
             "idempotency:put",

@@ -12,6 +12,7 @@ from apihelpers import World
 
 from quaylab.costs import counted_reads
 from quayutec.dal.files import upload_key
+from quayutec.dal.ledger import LIVE_READ_LIMIT
 from quayutec.deps import default_deps
 from quayutec.logic.access import Caller
 from quayutec.logic.changes import KINDS, MAX_CHANGES_BYTES, Changes, encode_cursor
@@ -146,12 +147,17 @@ def test_bounded_in_bytes_and_reads_whatever_the_content(world: World) -> None:
             break
     assert seen == posted
 
-    # the reads of one answer: one query per kind, at most `limit` items each, whatever came before
+    # the reads of one answer: one query per kind, at most `limit` items each, and one of the
+    # room's live items (busy agents, refused wakes: design §9), whatever came before
     service = Changes(d)
     start = encode_cursor("r-big", dict.fromkeys(KINDS, "2000-01-01T00:00:00.000000Z"))
     got, reads = counted_reads(d.room.db, lambda: service.since(Caller("acme", "ann"), "r-big", start, limit=10))
     assert len(got.messages) <= 10 and got.more
-    assert reads["queries"] <= len(KINDS) and reads["items_read"] <= 10 * len(KINDS), reads
+    assert reads["queries"] <= len(KINDS) + 1, reads
+    assert reads["items_read"] <= 10 * len(KINDS) + LIVE_READ_LIMIT, reads
+    # a quiet poll: one query per kind and the live one, no more
+    _, quiet = counted_reads(d.room.db, lambda: service.since(Caller("acme", "ann"), "r-big", cursor))
+    assert quiet["queries"] == len(KINDS) + 1, quiet
 
 
 def test_a_deleted_file_is_reported_by_its_id(stack_env, world: World) -> None:

@@ -12,9 +12,14 @@ never appears in a URL.
 
 The stop switch (design §12.2), in a second room: ann pauses and resumes her company's a2 with the
 Agents panel's button (the API reads it back paused, then not; the room shows each notice), bolt's
-b2 has no button; ann stops a chain from the runs view while a2's delayed reply is under way (the
+b2 has no button; a message for the paused a2 says under it that a2 did not wake, and why;
+ann stops a chain from the runs view while a2's delayed reply is under way (the
 room shows the stop notice, the API holds the chain stopped, and a3, whom a2's reply names, never
 runs in it, while it does in an earlier chain). An error the API answers is shown in its words.
+
+A failed run (a5, in a third room): its notice offers Ask again, which wakes a5 again; the line
+under the transcript says a5 is working while its slow reply runs; replies and notices link to
+their run for the run's company's people only.
 
 Without chromium (or Playwright) the test skips with a message, except under ``CI=true``, where it
 fails. ``.ci/run`` installs ``chromium`` and ``chromium-driver`` with apt when it runs as root.
@@ -42,6 +47,8 @@ HELD = "launch on the 12th"
 XSS = "<img src=x onerror=alert(1)>"
 #: a2's reply, held back ``STOP_DELAY_S`` the second time: long enough to stop its chain meanwhile
 STOP_DELAY_S = 15
+#: a5's second answer, held back long enough for a poll to see it working
+SLOW_REPLY_S = 8
 SCRIPTS = {
     "a1": [
         {
@@ -54,6 +61,17 @@ SCRIPTS = {
     "a2": [
         {"reply": {"text": "Over to @a3 for the stalls."}},
         {"delay_s": STOP_DELAY_S, "reply": {"text": "Over to @a3 for the quay."}},
+    ],
+    # fails once (its notice offers Ask again), then answers slowly (the page shows it working)
+    "a5": [
+        {
+            "error": {
+                "status": 400,
+                "headers": {},
+                "body": {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}},
+            }
+        },
+        {"delay_s": SLOW_REPLY_S, "reply": {"text": "Back with the plan: stalls first."}},
     ],
     # a4's first request is refused with a retry-after of 1 s: its run waits, then its retry answers
     "a4": [
@@ -388,8 +406,11 @@ def test_pause_and_resume_an_own_agent_from_the_page(chromium: str, dev_url: str
             paused = "acme.a2 was paused by ann (acme): no run of it starts until it is resumed."
             expect(page.locator("#transcript .msg.notice").filter(has_text=paused)).to_have_count(1)
             assert paused in _notices(bob, room_id), "the room's other company reads the notice too"
-            # a message for the paused agent: it does not wake, and the runs view says why
+            # a message for the paused agent: it does not wake; the message says so, the runs view why
             bob.post(room_id, "@a2 are you there?")
+            asked = page.locator("#transcript .msg").filter(has_text="@a2 are you there?")
+            note = asked.locator(".note.not-woken[data-agent='acme.a2'][data-why='paused']")
+            expect(note).to_have_text("@a2 did not wake: paused", timeout=WAIT_MS)
             why = page.locator("#not-woken li[data-agent='acme.a2'][data-reason='paused']")
             expect(why).to_have_count(1)
             expect(why).to_contain_text("agent acme.a2 did not wake: it is paused")
@@ -634,5 +655,65 @@ def test_a_new_message_appears_through_the_changes_poll(chromium: str, dev_url: 
             meter.run_for(page, 30_000)
             expect(line).to_have_count(1)
             assert meter.requests and all("/changes?since=" in u for u in meter.requests), meter.requests
+        finally:
+            browser.close()
+
+
+def test_ask_again_on_a_failed_run_and_the_busy_line_while_it_answers(
+    chromium: str, dev_url: str, room: dict[str, str]
+) -> None:
+    """Design §9: a5's run fails; its notice (everyone's) offers Ask again to the room's people;
+    the click posts a new message as the signed-in person, re-mentioning a5 with the request
+    quoted, which wakes a5 again; while its slow reply runs, the line under the transcript says
+    "acme.a5 is working…", for bolt's person too; the reply links to its run for acme's person
+    only."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ann = QuayClient(dev_url, room["ann"])
+    room_id = ann.create_room("quay", ["bolt"])["id"]
+    ann.register_agent("a5", "anthropic", "claude-local")
+    ann.add_agent(room_id, "a5")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+            page.set_default_timeout(WAIT_MS)
+            other = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+            other.set_default_timeout(WAIT_MS)
+            _open_room(page, dev_url, room["ann"], room_id, "quay")
+            _open_room(other, dev_url, room["bob"], room_id, "quay")
+            page.locator("#post-text").fill("What is the plan, @a5?")
+            page.locator("#post-form button[type=submit]").click()
+
+            failed = page.locator("#transcript .msg.notice").filter(has_text="acme.a5 could not answer")
+            expect(failed).to_have_count(1, timeout=WAIT_MS)
+            [run] = [r for r in ann.runs(room_id) if r["agent_id"] == "acme.a5"]
+            assert run["status"] == "failed_before_reply", run
+            expect(failed.locator(".run-link")).to_have_text(f"run {run['run_id']}")  # acme's run: acme opens it
+            bolt_failed = other.locator("#transcript .msg.notice").filter(has_text="acme.a5 could not answer")
+            expect(bolt_failed.get_by_role("button", name="Ask acme.a5 again")).to_have_count(1, timeout=WAIT_MS)
+            assert bolt_failed.locator(".run-link").count() == 0, "bolt is offered acme's run"
+
+            failed.get_by_role("button", name="Ask acme.a5 again").click()
+            expect(page.locator("#busy-agents")).to_have_text("acme.a5 is working\u2026", timeout=WAIT_MS)
+            expect(other.locator("#busy-agents")).to_have_text("acme.a5 is working\u2026", timeout=WAIT_MS)
+            reply = page.locator("#transcript .msg.reply").filter(has_text="Back with the plan: stalls first.")
+            expect(reply).to_have_count(1, timeout=WAIT_MS)
+            expect(page.locator("#busy-agents")).to_be_hidden(timeout=WAIT_MS)
+            page.screenshot(path=str(ARTIFACTS / "room-page-asked-again.png"), full_page=True)
+
+            texts = [m for m in ann.transcript(room_id) if m["kind"] == "message"]
+            again = texts[-1]
+            assert again["author"]["id"] == "ann" and again["text"] == "@a5 asking again:\n> What is the plan, a5?"
+            runs = sorted((r for r in ann.runs(room_id) if r["agent_id"] == "acme.a5"), key=lambda r: r["started_at"])
+            assert [r["status"] for r in runs] == ["failed_before_reply", "completed"], runs
+            assert runs[1]["wake_id"].endswith(again["id"])
+            link = reply.locator(".run-link")
+            expect(link).to_have_text(f"run {runs[1]['run_id']}")
+            link.click()
+            expect(page.locator("#run-detail-title")).to_have_text(f"Run {runs[1]['run_id']}")
+            bolt_reply = other.locator("#transcript .msg.reply").filter(has_text="Back with the plan")
+            expect(bolt_reply).to_have_count(1, timeout=WAIT_MS)
+            assert bolt_reply.locator(".run-link").count() == 0, "bolt is offered acme's run"
         finally:
             browser.close()

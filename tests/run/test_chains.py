@@ -63,10 +63,19 @@ def test_one_message_in_a_room_of_mutual_mentions_makes_at_most_24_runs_and_one_
 
 
 def test_a_room_sets_its_own_bound() -> None:
+    seen: dict[str, Any] = {}
+
+    def inspect(stack: LocalStack, result: PlayResult) -> None:
+        seen["refused"] = default_deps().ledger.not_started_in_room(result.runs[0]["room_id"])
+
     result = Player(
         _room_of_three(steps=[{"post": {"as": "ann", "text": "@a1 start"}}], max_runs=5), time_scale=0.01
-    ).play()
+    ).play(inspect)
     assert len(result.runs) == 5 and sum(result.model_requests.values()) == 5
+    # the replies whose wakes the full chain refused say so (design §9): each refusal on its message
+    noted = sorted((m["id"], n["agent"], n["why"]) for m in result.transcript for n in m.get("not_woken", []))
+    refused = sorted((r.cause_id, r.agent_id, r.reason) for r in seen["refused"])
+    assert noted and noted == refused and {why for _, _, why in noted} == {"chain_full"}
 
 
 @pytest.mark.parametrize(

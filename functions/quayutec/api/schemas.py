@@ -25,6 +25,7 @@ from quayutec.models import (
     CompanyId,
     MemoryLine,
     Message,
+    MessageNotWoken,
     ModelRequestRecord,
     NotStartedRecord,
     ProviderKind,
@@ -180,6 +181,11 @@ class RoomOut(_Out):
     max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN
     created_by: str | None = Field(default=None, description="The company that created the room")
     agents: list[RoomAgentOut] = Field(default_factory=list)
+    busy_agents: list[str] = Field(
+        default_factory=list,
+        description="`GET /rooms/{room}` only: the agents with a run in flight in the room now "
+        "(docs/design.md §9), whichever company's: their ids, nothing more",
+    )
 
 
 class MembersPage(RoomOut):
@@ -456,6 +462,16 @@ class RoomChanges(_Out):
     tasks: list[Task] = Field(description="Tasks created, updated or closed")
     runs: list[RunRecord] = Field(description="The caller's company's agents' runs, started or changed")
     files: list[RoomFile] = Field(description="Files declared, or ingested (ready or failed)")
+    busy_agents: list[str] = Field(
+        default_factory=list,
+        description="The room's agents with a run in flight now, whichever company's (docs/design.md §9): "
+        "their ids, nothing more; in every answer, the first included",
+    )
+    not_woken: list[MessageNotWoken] = Field(
+        default_factory=list,
+        description="Since the cursor: messages whose wake of an agent the claim refused, and why "
+        "(docs/design.md §9); the message's own `not_woken` holds them too",
+    )
     deleted_files: list[str] = Field(
         default_factory=list, description="Ids of the files deleted since the cursor (listed in `files` no more)"
     )

@@ -305,6 +305,26 @@ def not_started_by_room_pk(room_id: str) -> str:
     return f"NOT_STARTED#{room_id}"
 
 
+#: The ledger's ``live_by_room`` index (design §9, §14): what every member of a room may know is
+#: going on in it, in one partition per room. A run without a final status carries
+#: ``live_room`` = its room and ``live_sk`` = ``~run#{started_at}#{run}`` (the final write
+#: removes both); a refused wake, ``live_sk`` = ``{at}#{agent}#{wake}``. ``~`` sorts after every
+#: ISO-8601 time, so one range ``live_sk > {time}`` holds the refusals since then and then every
+#: run in flight.
+LIVE_ATTRS = ("live_room", "live_sk")
+LIVE_RUN_PREFIX = "~run#"
+
+
+def live_run_attrs(room_id: str, started_at: str, run_id: str) -> dict[str, str]:
+    """A run in flight's keys on ``live_by_room``."""
+    return {"live_room": room_id, "live_sk": f"{LIVE_RUN_PREFIX}{started_at}#{run_id}"}
+
+
+def live_refusal_attrs(room_id: str, at: str, agent_id: str, wake_id: str) -> dict[str, str]:
+    """A refused wake's keys on ``live_by_room`` (``at``: when the claim refused it)."""
+    return {"live_room": room_id, "live_sk": f"{at}#{agent_id}#{wake_id}"}
+
+
 def by_company_sk(company: str, at: str, item_id: str) -> str:
     """A run's (or a refused wake's) sort key on ``runs_by_room``: the company first, so its
     items of a room are one key range, newest last (design §14)."""

@@ -40,7 +40,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -191,8 +191,13 @@ class ActiveRun:
 #: The sparse GSIs of the runs without a final status (design §12.2), by agent and by chain.
 ACTIVE_BY_AGENT = "active_by_agent"
 ACTIVE_BY_CHAIN = "active_by_chain"
+#: The sparse GSI of a room's runs in flight and refused wakes (design §9, keys.LIVE_ATTRS).
+LIVE_BY_ROOM = "live_by_room"
+#: Items of ``live_by_room`` one read takes at most: more runs in flight than a room has agents
+#: (each agent runs one wake at a time, design §12.3), and the refusals of a poll's interval.
+LIVE_READ_LIMIT = 100
 #: The attributes the final write removes (the active-runs indexes' partition keys).
-_ACTIVE_KEYS = ("active_agent", "active_chain")
+_ACTIVE_KEYS = ("active_agent", "active_chain", *keys.LIVE_ATTRS)
 
 
 def pause_condition(pauses: int) -> tuple[str, dict[str, Any]]:
@@ -205,6 +210,30 @@ def pause_condition(pauses: int) -> tuple[str, dict[str, Any]]:
             {":pauses": 0},
         )
     return "attribute_not_exists(paused_at) AND pauses = :pauses", {":pauses": pauses}
+
+
+class LiveRefusal(NamedTuple):
+    """A refused wake as ``live_by_room`` holds it (resources.LIVE_FIELDS)."""
+
+    agent_id: str
+    reason: str
+    cause_kind: str
+    cause_id: str
+
+
+def _not_woken_update(message_item: tuple[str, dict[str, str]], agent_id: str, reason: str) -> dict[str, Any]:
+    """The ``TransactWriteItems`` entry that adds ``{"agent", "why"}`` to an existing message's
+    ``not_woken`` (design §9): in the refusal's transaction, so it is written once."""
+    table, key = message_item
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": key,
+            "UpdateExpression": "SET not_woken = list_append(if_not_exists(not_woken, :none), :one)",
+            "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeValues": {":none": [], ":one": [{"agent": agent_id, "why": reason}]},
+        }
+    }
 
 
 def stop_guard(
@@ -349,12 +378,22 @@ class LedgerStore:
                 raise
             return "already" if plain_item(exc.response.get("Item")) else "unknown"
 
-    def refuse(self, run: RunRecord, execution_start: str, reason: str) -> Claim:
+    def refuse(
+        self,
+        run: RunRecord,
+        execution_start: str,
+        reason: str,
+        *,
+        message_item: tuple[str, dict[str, str]] | None = None,
+    ) -> Claim:
         """Claim ``(agent_id, wake_id)`` as not started (``reason``: models.NotStartedReason),
         with no run entry and nothing counted: the wake is done for good. The same transaction
-        records why (:meth:`not_started_in_room` lists it: why an agent did not wake). Another
-        holder decides as in :meth:`claim`. Raises TransientError on throttling or a
-        conflicting transaction, ClientError otherwise."""
+        records why (:meth:`not_started_in_room` lists it: why an agent did not wake; the
+        ``live_by_room`` index holds it for the room's changes, design §9) and, with
+        ``message_item`` (``(table, key)`` of the message whose wake this is), adds
+        ``{"agent", "why"}`` to that message's ``not_woken``. Another holder decides as in
+        :meth:`claim`. Raises TransientError on throttling or a conflicting transaction,
+        ClientError otherwise."""
         w = run.wake
         record = NotStartedRecord(
             agent_id=run.agent_id,
@@ -387,17 +426,63 @@ class LedgerStore:
                             **keys.not_started_key(run.agent_id, run.wake_id),
                             "gsi1pk": keys.not_started_by_room_pk(run.room_id),
                             "gsi1sk": by_company_sk(run.company, run.started_at, run.wake_id),
+                            **keys.live_refusal_attrs(run.room_id, run.started_at, run.agent_id, run.wake_id),
                             **record.model_dump(mode="json", exclude_none=True),
                         },
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
-            ],
+            ]
+            + ([_not_woken_update(message_item, run.agent_id, reason)] if message_item else []),
         )
         if refusals is None:
             return Claim(ClaimOutcome.REFUSED, reason)
         held = refusals[0]
+        if held is None and message_item is not None and refusals[-1] is not None:
+            # the message is gone (never so for a wake's cause): the refusal stands without it
+            return self.refuse(run, execution_start, reason)
         return self._held(run, execution_start, held.item if held is not None else None)
+
+    def busy_agents(self, room_id: str) -> list[str]:
+        """The agents of ``room_id`` with a run in flight (no final status), in id order: one
+        bounded Query of the ``live_by_room`` index's run range (design §9; eventually
+        consistent: a run claimed a moment ago may be missing, one just ended still listed).
+        Raises TransientError on throttling."""
+        with transient_errors():
+            page = self.db.query(
+                TableName=self.table,
+                IndexName=LIVE_BY_ROOM,
+                KeyConditionExpression="live_room = :r AND begins_with(live_sk, :run)",
+                ExpressionAttributeValues={":r": room_id, ":run": keys.LIVE_RUN_PREFIX},
+                Limit=LIVE_READ_LIMIT,
+            )
+        return sorted({str(i["agent_id"]) for i in page.get("Items", []) if i.get("sk") == "RUN"})
+
+    def live_since(self, room_id: str, after: str) -> tuple[list[tuple[str, LiveRefusal]], list[str], bool]:
+        """What the room's changes poll reads of ``live_by_room`` (design §9): one bounded Query
+        of ``live_sk > after`` (an index sort key or an ISO-8601 time). Returns ``(refusals,
+        busy, more)``: the wakes refused since ``after``, oldest first, each with its position;
+        the agents with a run in flight (in id order); ``more``: the range held more than one
+        read (the busy list may then be short: the next call, from the last position, reads on).
+        Raises TransientError on throttling."""
+        with transient_errors():
+            page = self.db.query(
+                TableName=self.table,
+                IndexName=LIVE_BY_ROOM,
+                KeyConditionExpression="live_room = :r AND live_sk > :after",
+                ExpressionAttributeValues={":r": room_id, ":after": after},
+                Limit=LIVE_READ_LIMIT,
+            )
+        refusals: list[tuple[str, LiveRefusal]] = []
+        busy: set[str] = set()
+        for item in page.get("Items", []):
+            plain = _plain(item)
+            if plain.get("sk") == "RUN":
+                busy.add(str(plain["agent_id"]))
+            elif plain.get("sk") == "NOT_STARTED":
+                refusal = LiveRefusal(*(str(plain.get(f, "")) for f in LiveRefusal._fields))
+                refusals.append((str(plain["live_sk"]), refusal))
+        return refusals, sorted(busy), "LastEvaluatedKey" in page
 
     def not_started_in_room(
         self, room_id: str, company: str | None = None, limit: int | None = None
@@ -457,7 +542,11 @@ class LedgerStore:
                 **(
                     {}
                     if run.status in FINAL_STATUSES
-                    else {"active_agent": run.agent_id, "active_chain": f"{run.room_id}#{run.chain_id}"}
+                    else {
+                        "active_agent": run.agent_id,
+                        "active_chain": f"{run.room_id}#{run.chain_id}",
+                        **keys.live_run_attrs(run.room_id, run.started_at, run.run_id),
+                    }
                 ),
             }
         )

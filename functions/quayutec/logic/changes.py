@@ -18,7 +18,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,7 +27,16 @@ from quayutec.deps import Deps
 from quayutec.errors import InvalidInput
 from quayutec.logic.access import Principal, member_room
 from quayutec.logic.files import as_seen
-from quayutec.models import ApprovalRequest, Message, RoomFile, RunRecord, Task, now_iso
+from quayutec.models import (
+    ApprovalRequest,
+    Message,
+    MessageNotWoken,
+    NotWokenWhy,
+    RoomFile,
+    RunRecord,
+    Task,
+    now_iso,
+)
 
 #: The kinds of a changes answer, in the order they are filled (messages first: the transcript).
 KINDS = ("messages", "approvals", "tasks", "runs", "files")
@@ -38,6 +47,11 @@ MAX_CHANGES_BYTES = 1024 * 1024
 #: Items of one kind in one answer, by default and at most.
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 100
+#: The cursor's position on the ledger's ``live_by_room`` index (refused wakes; absent from a
+#: cursor of before it: read from the messages' position).
+LIVE = "live"
+#: The reasons a member reads of a refused wake (models.NotWokenWhy): every claim refusal.
+_NOT_WOKEN_WHY = frozenset(get_args(NotWokenWhy))
 _BAD_CURSOR = "since: not a cursor this API returned for this room (omit it to start from now)"
 
 
@@ -47,7 +61,7 @@ class _Cursor(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     v: int = Field(ge=1, le=1)
     room: str = Field(max_length=128)
-    at: dict[str, str] = Field(max_length=len(KINDS))
+    at: dict[str, str] = Field(max_length=len(KINDS) + 1)
 
 
 def encode_cursor(room_id: str, positions: dict[str, str]) -> str:
@@ -63,8 +77,9 @@ def decode_cursor(cursor: str, room_id: str) -> dict[str, str]:
     except (binascii.Error, ValueError):  # pydantic's ValidationError is a ValueError
         raise InvalidInput(_BAD_CURSOR) from None
     at = parsed.at
-    if parsed.room != room_id or set(at) != set(KINDS) or any(not p or len(p) > 512 for p in at.values()):
+    if parsed.room != room_id or set(at) - {LIVE} != set(KINDS) or any(not p or len(p) > 512 for p in at.values()):
         raise InvalidInput(_BAD_CURSOR)
+    at.setdefault(LIVE, at["messages"])
     return at
 
 
@@ -76,7 +91,9 @@ def json_size(item: BaseModel) -> int:
 @dataclass
 class RoomChanges:
     """What changed since the cursor, oldest change first per kind; ``cursor``: where the next
-    call starts; ``more``: some kind was cut short (by ``limit`` or bytes): call again now."""
+    call starts; ``more``: some kind was cut short (by ``limit`` or bytes): call again now.
+    ``busy_agents``: the room's agents with a run in flight now; ``not_woken``: the wakes of
+    messages the claim refused since the cursor (what every member may know, design §9)."""
 
     cursor: str
     more: bool = False
@@ -85,6 +102,8 @@ class RoomChanges:
     approvals: list[ApprovalRequest] = field(default_factory=list)
     runs: list[RunRecord] = field(default_factory=list)
     files: list[RoomFile] = field(default_factory=list)
+    busy_agents: list[str] = field(default_factory=list)
+    not_woken: list[MessageNotWoken] = field(default_factory=list)
     deleted_files: list[str] = field(default_factory=list)  # ids of files deleted since
 
 
@@ -107,9 +126,11 @@ class Changes:
         company = who.require_company()
         if cursor is None:
             now = now_iso()
-            return RoomChanges(cursor=encode_cursor(room_id, dict.fromkeys(KINDS, now)))
+            _, busy, _ = self.deps.ledger.live_since(room_id, now)
+            return RoomChanges(cursor=encode_cursor(room_id, dict.fromkeys((*KINDS, LIVE), now)), busy_agents=busy)
         at = decode_cursor(cursor, room_id)
         out = RoomChanges(cursor="")
+        self._live(room_id, at, out)
         budget = MAX_CHANGES_BYTES
         for kind in KINDS:
             if budget <= 0:
@@ -138,6 +159,19 @@ class Changes:
             out.more = out.more or page.more
         out.cursor = encode_cursor(room_id, at)
         return out
+
+    def _live(self, room_id: str, at: dict[str, str], out: RoomChanges) -> None:
+        """The room's busy agents and the refused wakes of messages past ``at[LIVE]`` (one
+        bounded Query, :meth:`quayutec.dal.ledger.LedgerStore.live_since`): into ``out``,
+        moving ``at[LIVE]`` past what was read."""
+        refusals, out.busy_agents, more = self.deps.ledger.live_since(room_id, at[LIVE])
+        for position, r in refusals:
+            at[LIVE] = position
+            if r.cause_kind == "message" and r.reason in _NOT_WOKEN_WHY:
+                out.not_woken.append(
+                    MessageNotWoken.model_validate({"message_id": r.cause_id, "agent": r.agent_id, "why": r.reason})
+                )
+        out.more = out.more or more
 
     def _read(self, kind: str, room_id: str, company: str, after: str, limit: int) -> KindPage:
         if kind == "messages":

@@ -10,7 +10,7 @@ A notice wakes no one (design §3): it is written with no wakes, e.g.
 from __future__ import annotations
 
 from quayutec.logic import ids
-from quayutec.models import Author, Message, now_iso
+from quayutec.models import AskAgain, Author, Message, now_iso
 
 #: Where every notice id starts: never an id a person's message (``msg-…``) or a reply (``reply-…``) has.
 NOTICE_PREFIX = "notice-"
@@ -55,7 +55,15 @@ CAUSE_CHARS = 500
 
 
 def unanswered_notices(
-    *, run_id: str, room_id: str, agent_id: str, company: str, status: str, error: str, message: str
+    *,
+    run_id: str,
+    room_id: str,
+    agent_id: str,
+    company: str,
+    status: str,
+    error: str,
+    message: str,
+    asked: str | None = None,
 ) -> list[Message]:
     """The notices of a run that ended without its reply (``status``: ``failed_before_reply`` or
     ``timed_out``; any other: none), so no one waits for an answer that will not come (design
@@ -63,7 +71,9 @@ def unanswered_notices(
     retry"), and one that only the agent's ``company`` sees, with the cause (``error``, the error
     name, and the first :data:`CAUSE_CHARS` characters of ``message``). Both are keyed from the
     run (:func:`quayutec.logic.ids.run_end_notice_ids`), so a retried or concurrent close writes
-    each once; they wake no one."""
+    each once; they wake no one. The room's notice carries ``ask_again`` (the agent, and
+    ``asked``: the id of the message whose wake started the run, ``None`` for a task's): what the
+    room page's "Ask again" re-asks (design §9)."""
     what = _UNANSWERED.get(status)
     if what is None:
         return []
@@ -75,6 +85,7 @@ def unanswered_notices(
         kind="notice",
         text=f"{agent_id} {what} (run {run_id}); ask again to retry.",
         run_id=run_id,
+        ask_again=AskAgain(agent=agent_id, message_id=asked),
         created_at=now_iso(),
     )
     cause = " ".join(message.split())[:CAUSE_CHARS]

@@ -6,7 +6,7 @@ player, the chaos lab and the test fixtures create rooms and place agents throug
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from quayutec.dal.pages import Page
 from quayutec.deps import Deps
@@ -22,6 +22,7 @@ class RoomView:
 
     room: Room
     agents: dict[str, str]
+    busy_agents: list[str] = field(default_factory=list)  # read by get() only: design §9
 
 
 class Rooms:
@@ -94,8 +95,11 @@ class Rooms:
         return room, self.store.room_agents_page(room_id, limit, cursor)
 
     def get(self, who: Principal, room_id: str) -> RoomView:
-        """A room of the caller's company; NotFound otherwise."""
-        return self.view(member_room(self.store, room_id, who))
+        """A room of the caller's company, with the agents that have a run in flight now
+        (``busy_agents``, any company's: design §9); NotFound otherwise."""
+        return replace(
+            self.view(member_room(self.store, room_id, who)), busy_agents=self.deps.ledger.busy_agents(room_id)
+        )
 
     def add_member(self, who: Principal, room_id: str, company: str) -> RoomView:
         """Add a company to a room (by a person of a member company). Raises NotFound,

@@ -35,7 +35,8 @@ def room_changes(room_id: RoomId, since: Since = None, limit: PerKind = 50) -> R
     """One request for everything the room page shows that changed since `since` (docs/design.md
     §9): new messages (without other companies' company-only notices), the tasks and files of
     the room and the caller's company's approvals and runs that were created or changed, each list
-    oldest change first, and the `cursor` to pass next. Start without `since` (the answer holds
+    oldest change first, the agents with a run in flight (`busy_agents`) and the wakes of messages
+    that were refused since (`not_woken`), and the `cursor` to pass next. Start without `since` (the answer holds
     no items, only a cursor at the present), then read the listings, then poll with the cursor:
     nothing that changes after the first call is missed. An item that changes again appears
     again, with its new state. At most `limit` items of each kind and 1 MiB of JSON in all:
@@ -51,5 +52,7 @@ def room_changes(room_id: RoomId, since: Since = None, limit: PerKind = 50) -> R
         tasks=found.tasks,
         runs=found.runs,
         files=found.files,
+        busy_agents=found.busy_agents,
+        not_woken=found.not_woken,
         deleted_files=found.deleted_files,
     )

@@ -34,6 +34,7 @@ def room_out(view: RoomView) -> RoomOut:
         max_runs_per_chain=room.max_runs_per_chain,
         created_by=room.created_by,
         agents=agents,
+        busy_agents=view.busy_agents,
     )
 
 
@@ -59,6 +60,8 @@ def list_rooms(limit: Limit = 50, cursor: Cursor = None) -> RoomList:
     return RoomList(rooms=page.items, next_cursor=page.next_cursor)
 
 
-@router.get("/rooms/<room_id>", tags=["rooms"], summary="A room: members and agents")
+@router.get("/rooms/<room_id>", tags=["rooms"], summary="A room: members, agents and which are busy")
 def get_room(room_id: RoomId) -> RoomOut:
+    """Its member companies, its agents and `busy_agents`: those with a run in flight now, of
+    any company (their ids only: docs/design.md §9)."""
     return room_out(services().rooms.get(caller(), room_id))

@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec.dal.keys import agent_key, chain_key, files_pk, memory_partition
+from quayutec.dal.keys import agent_key, chain_key, files_pk, memory_partition, message_key
 from quayutec.dal.ledger import ClaimOutcome
 from quayutec.dal.rooms import RunReads
 from quayutec.deps import Deps
@@ -86,12 +86,14 @@ def claim(
     )
     start = execution_start or ""
     max_runs = reads.room.max_runs_per_chain if reads.room is not None else DEFAULT_MAX_RUNS_PER_CHAIN
+    # a refused wake of a message is noted on it: why it woke no one (design §9)
+    cause = (deps.room.table, message_key(wake.room_id, wake.cause_id)) if wake.cause_kind == "message" else None
     if agent is not None and agent.deleted_at is not None:
-        found = deps.ledger.refuse(record, start, "deleted")
+        found = deps.ledger.refuse(record, start, "deleted", message_item=cause)
     elif agent is not None and agent.paused_at is not None:
-        found = deps.ledger.refuse(record, start, "paused")
+        found = deps.ledger.refuse(record, start, "paused", message_item=cause)
     elif agent is not None and not wake_rules.may_wake(agent.wake_from, agent.company, wake.by_kind, wake.by_company):
-        found = deps.ledger.refuse(record, start, "wake_from")
+        found = deps.ledger.refuse(record, start, "wake_from", message_item=cause)
     else:
         agent_item = (deps.room.table, agent_key(wake.agent_id)) if agent is not None else None
         found = deps.ledger.claim(
@@ -105,7 +107,7 @@ def claim(
         if found.not_started == "chain_full":
             deps.room.put_message(wake_rules.chain_notice(wake.room_id, wake.chain_id, max_runs))
             notice_posted = True
-        found = deps.ledger.refuse(record, start, found.not_started or "chain_full")
+        found = deps.ledger.refuse(record, start, found.not_started or "chain_full", message_item=cause)
     if found.outcome == ClaimOutcome.OTHER:
         logger.warning(
             "wake already claimed by another execution", extra={"agent_id": wake.agent_id, "wake_id": wake.wake_id}

@@ -210,6 +210,7 @@ def close_failed_run(
             status=status,
             error=error_name,
             message=_cause(message, requests),
+            asked=run.wake.cause_id if run.wake.cause_kind == "message" else None,
         ):
             deps.room.put_message(notice)
     if deps.ledger.finish_run(

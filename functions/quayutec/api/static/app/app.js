@@ -24,7 +24,7 @@
   const state = {
     token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null, changes: null,
     timer: null, delay: FAST_MS, busy: false, approvals: [], sig: {}, openRun: null, postKey: null,
-    mine: new Map(), stoppedChains: new Set(), me: null, more: {},
+    mine: new Map(), stoppedChains: new Set(), me: null, more: {}, texts: new Map(), notWoken: new Map(),
     mention: { open: false, items: [], active: 0, start: 0 },
   };
 
@@ -177,7 +177,7 @@ function when(iso) {
     sessionStorage.removeItem(TOKEN_KEY);
     Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null, changes: null,
                            approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map(),
-                           stoppedChains: new Set(), more: {} });
+                           stoppedChains: new Set(), more: {}, texts: new Map(), notWoken: new Map() });
     clear($("room-list")); clear($("transcript"));
     $("workspace").hidden = true; $("room").hidden = true;
     $("sign-out").hidden = true; $("who").hidden = true;
@@ -209,7 +209,8 @@ function when(iso) {
   async function openRoom(id) {
     stopPolling();
     Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, changes: null, approvals: [], sig: {}, openRun: null,
-                           mine: new Map(), stoppedChains: new Set(), more: {} });
+                           mine: new Map(), stoppedChains: new Set(), more: {}, texts: new Map(), notWoken: new Map() });
+    showBusy([]);
     for (const b of $("room-list").querySelectorAll("button")) b.setAttribute("aria-current", String(b.dataset.room === id));
     clear($("transcript")); $("run-detail").hidden = true;
     $("room").hidden = false;
@@ -223,6 +224,7 @@ function when(iso) {
       const to = $("task-to");
       clear(to);
       for (const a of info.agents || []) to.append(el("option", { value: a.id, text: a.id + " (" + a.company + ")" }));
+      showBusy(info.busy_agents || []);
       await startChanges(id); // before the listings: what changes while they are read comes in the first poll
     });
     if (!ok) return;
@@ -262,7 +264,7 @@ function when(iso) {
 
   async function startChanges(room) {
     const c = await api("GET", "rooms/" + enc(room) + "/changes");
-    if (state.room === room) state.changes = c.cursor;
+    if (state.room === room) { state.changes = c.cursor; showBusy(c.busy_agents || []); }
   }
 
   // all: read every listing (opening a room, after an action); else poll the changes. Returns
@@ -309,6 +311,8 @@ function when(iso) {
       if (state.room !== room) return false;
       state.changes = c.cursor;
       if ((c.messages || []).length) { addMessages(c.messages); any = true; }
+      if ((c.not_woken || []).length) { for (const n of c.not_woken) noteNotWoken(n.message_id, [n]); any = true; }
+      if (!c.more) showBusy(c.busy_agents || []);
       for (const kind of ["approvals", "tasks", "runs", "files"]) if ((c[kind] || []).length) { touched.add(kind); any = true; }
       if ((c.deleted_files || []).length) { touched.add("files"); any = true; } // a file deleted since
       if (!c.more) break;
@@ -341,8 +345,10 @@ function when(iso) {
     for (const m of messages) {
       if (state.seen.has(m.id)) continue;
       state.seen.add(m.id);
+      state.texts.set(m.id, String(m.text || ""));
       if (m.kind === "notice" && m.chain_id && String(m.id).startsWith("notice-chain-stop-")) state.stoppedChains.add(m.chain_id);
       list.append(messageItem(m));
+      if ((m.not_woken || []).length || state.notWoken.has(m.id)) noteNotWoken(m.id, m.not_woken);
       added = true;
     }
     if (added) { paintOutcomes(); if (atEnd) list.scrollTop = list.scrollHeight; }
@@ -378,13 +384,98 @@ function when(iso) {
       el("div", { class: "meta" }, el("span", { class: "author", text: who }), " · ", when(m.created_at),
          m.to && m.to.length ? " · to " + m.to.join(", ") : "",
          // A company-only notice (design §12.5): the API shows it only to that company's people
-         m.visible_to ? " · only " + m.visible_to + " sees this" : ""),
+         m.visible_to ? " · only " + m.visible_to + " sees this" : "",
+         runLink(m)),
       body);
     if (m.run_id) {
       const outcomes = el("div", { class: "outcomes", "data-run": m.run_id });
       item.append(outcomes);
     }
+    item.append(el("div", { class: "not-woken-notes" }));
+    const ask = askAgainButton(m);
+    if (ask) item.append(el("div", { class: "actions-row" }, ask));
     return item;
+  }
+
+  // The company whose run a reply or notice names, when the page can tell (design §9): a reply's
+  // agent's, a company-only notice's, a failed run's notice's agent's.
+  function runCompany(m) {
+    if (m.kind === "reply" && m.author && m.author.company) return m.author.company;
+    if (m.visible_to) return m.visible_to;
+    const agent = m.ask_again && m.ask_again.agent;
+    const found = agent && ((state.info && state.info.agents) || []).find((a) => a.id === agent);
+    return found ? found.company : null;
+  }
+
+  // A reply or notice links to its run (the run view, as the runs list's Timeline opens it) for
+  // people whose company may see that run: its agent's company (other companies' runs are not
+  // theirs to open, design §14).
+  function runLink(m) {
+    const mine = state.me && state.me.company;
+    if (!m.run_id || !mine || runCompany(m) !== mine) return null;
+    return el("button", { type: "button", class: "run-link", text: "run " + m.run_id, "data-run": m.run_id,
+                          "aria-label": "Open run " + m.run_id, on: { click: () => showRun(m.run_id, true) } });
+  }
+
+  // Why an agent a message addressed did not wake (design §9), in a member's words.
+  const NOT_WOKEN_WORDS = {
+    paused: "paused",
+    deleted: "deleted",
+    wake_from: "its wake_from setting does not admit the writer",
+    chain_full: "past the chain's bound",
+    chain_stopped: "its chain was stopped",
+  };
+  const agentName = (id) => String(id).includes(".") ? String(id).slice(String(id).indexOf(".") + 1) : String(id);
+
+  // Add refused wakes of a message (from the listing or the changes poll, each once) under it.
+  function noteNotWoken(messageId, list) {
+    const known = state.notWoken.get(messageId) || [];
+    for (const n of list || []) if (!known.some((k) => k.agent === n.agent)) known.push({ agent: n.agent, why: n.why });
+    state.notWoken.set(messageId, known);
+    const item = $("transcript").querySelector("li[data-id='" + CSS.escape(messageId) + "']");
+    const box = item && item.querySelector(".not-woken-notes");
+    if (!box) return;
+    clear(box);
+    for (const n of known) {
+      box.append(el("p", { class: "note not-woken", "data-agent": n.agent, "data-why": n.why,
+                           text: "@" + agentName(n.agent) + " did not wake: " + (NOT_WOKEN_WORDS[n.why] || n.why) }));
+    }
+  }
+
+  // "Ask again" on a failed run's notice (design §9), for people who may post in the room: a new
+  // message as the signed-in person, re-mentioning the agent and quoting what it was asked.
+  function askAgainButton(m) {
+    const again = m.ask_again;
+    const mine = state.me && state.me.company;
+    if (!again || !again.agent || !mine || !state.info || !(state.info.members || []).includes(mine)) return null;
+    return el("button", { type: "button", class: "secondary ask-again", text: "Ask again",
+                          "aria-label": "Ask " + again.agent + " again", on: { click: (e) => askAgain(e.currentTarget, again) } });
+  }
+
+  async function askAgain(button, again) {
+    const room = state.room;
+    const asked = again.message_id ? state.texts.get(again.message_id) : null;
+    // the quote mentions no one: only the agent asked again wakes
+    const quote = asked ? "\n" + asked.split("\n").map((l) => "> " + l.replace(/@(?=[A-Za-z0-9])/g, "")).join("\n") : "";
+    const text = "@" + agentName(again.agent) + " asking again:" + quote;
+    button.disabled = true;
+    const ok = await guarded(async () => {
+      await api("POST", "rooms/" + enc(room) + "/messages", { text }, newKey()); // a key per click
+    });
+    button.disabled = false;
+    if (ok && state.room === room) {
+      status("Asked " + again.agent + " again.");
+      await refresh(false);
+      nudge();
+    }
+  }
+
+  // The agents with a run in flight (design §9): a line under the transcript, for every member.
+  function showBusy(agents) {
+    const line = $("busy-agents");
+    const text = (agents || []).map((a) => a + " is working\u2026").join(" · ");
+    if (line.textContent !== text) line.textContent = text;
+    line.hidden = !text;
   }
 
   function paintOutcomes() {
