@@ -153,6 +153,62 @@ class RoomRecords(RoomTable):
             ]
         )
 
+    def put_invitation(self, room_id: str, company: str, invited_by: str, invited_at: str) -> bool:
+        """Invite a company to a room (design §5): the room's ``INVITE#`` item and the company's
+        index entry, in one transaction; ``False`` when it is invited already."""
+        fields = {"type": "invitation", "room_id": room_id, "company": company}
+        fields |= {"invited_by": invited_by, "invited_at": invited_at}
+        return self._transact(
+            [
+                self._put({**keys.invitation_key(room_id, company), **fields}),
+                self._put({**keys.company_invitation_key(company, room_id), **fields}, None),
+            ]
+        )
+
+    def get_invitation(self, room_id: str, company: str) -> dict[str, Any] | None:
+        """A company's pending invitation to a room (``room_id``, ``company``, ``invited_by``,
+        ``invited_at``), ``None`` when there is none."""
+        item = self._item(keys.invitation_key(room_id, company))
+        return strip(item) if item else None
+
+    def delete_invitation(self, room_id: str, company: str) -> None:
+        """Remove a pending invitation (accepted or declined) and its index entry."""
+        with transient_errors():
+            self.db.delete_item(TableName=self.table, Key=keys.invitation_key(room_id, company))
+            self.db.delete_item(TableName=self.table, Key=keys.company_invitation_key(company, room_id))
+
+    def invitations_of(self, company: str) -> list[dict[str, Any]]:
+        """A company's pending invitations, in room id order."""
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": keys.company_pk(company), ":p": keys.INVITE_PREFIX},
+        )
+        return [strip(i) for i in items]
+
+    def remove_member(self, room_id: str, company: str, members: list[str]) -> bool:
+        """A company leaves a room: out of its ``members`` (``members`` as the caller read them),
+        its member item and its index entry gone; ``False`` when the room changed meanwhile."""
+        if company not in members:
+            return False
+        at = members.index(company)
+        return self._transact(
+            [
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": keys.room_key(room_id),
+                        "UpdateExpression": f"REMOVE members[{at}]",
+                        "ConditionExpression": f"members[{at}] = :c",
+                        "ExpressionAttributeValues": {":c": company},
+                    }
+                },
+                {"Delete": {"TableName": self.table, "Key": keys.member_key(room_id, company)}},
+                {"Delete": {"TableName": self.table, "Key": keys.company_room_key(company, room_id)}},
+            ]
+        )
+
     def rooms_of(self, company: str) -> list[str]:
         items = paginate_query(
             self.db.query,

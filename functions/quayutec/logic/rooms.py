@@ -7,13 +7,14 @@ player, the chaos lab and the test fixtures create rooms and place agents throug
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from quayutec.dal.pages import Page
 from quayutec.deps import Deps
-from quayutec.errors import Conflict, InvalidInput, LimitReached
+from quayutec.errors import Conflict, InvalidInput, LimitReached, NotFound
 from quayutec.logic import ids
 from quayutec.logic.access import Principal, member_room, own_agent
-from quayutec.models import DEFAULT_MAX_RUNS_PER_CHAIN, Room
+from quayutec.models import DEFAULT_MAX_RUNS_PER_CHAIN, Room, now_iso
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,57 @@ class Rooms:
                 )
             raise Conflict(f"company {company!r} is a member of room {room_id!r} already")
         return self.view(member_room(self.store, room_id, who))
+
+    def invite(self, who: Principal, room_id: str, company: str) -> dict[str, Any]:
+        """Invite a company to a room (by a person of a member company; design §5): until a
+        person of it accepts, the company sees only the invitation, not the room. Raises NotFound,
+        InvalidInput (no such company), Conflict (a member or invited already)."""
+        room = member_room(self.store, room_id, who)
+        if self.store.get_company(company) is None:
+            raise InvalidInput(f"company: no such company {company!r}")
+        if company in room.members:
+            raise Conflict(f"company {company!r} is a member of room {room_id!r} already")
+        if not self.store.put_invitation(room_id, company, who.require_company(), now_iso()):
+            raise Conflict(f"company {company!r} is invited to room {room_id!r} already")
+        return {"room_id": room_id, "company": company, "invited_by": who.require_company()}
+
+    def invitations(self, who: Principal) -> list[dict[str, Any]]:
+        """The caller's company's pending invitations (``room_id``, ``company``, ``invited_by``,
+        ``invited_at``), in room id order."""
+        return self.store.invitations_of(who.require_company())
+
+    def accept(self, who: Principal, room_id: str) -> RoomView:
+        """A person of the invited company accepts: the company becomes a member. Raises
+        NotFound (no pending invitation), LimitReached, Conflict."""
+        company = who.require_company()
+        if self.store.get_invitation(room_id, company) is None:
+            raise NotFound(f"no invitation of company {company!r} to room {room_id!r}")
+        most = self.deps.settings.max_room_members
+        if not self.store.add_member(room_id, company, most):
+            room = self.store.get_room(room_id)
+            if room is None:
+                self.store.delete_invitation(room_id, company)
+                raise NotFound(f"no room {room_id!r}")
+            if company not in room.members:
+                raise LimitReached(
+                    f"room {room_id!r} has {len(room.members)} member companies", most, "MAX_ROOM_MEMBERS"
+                )
+        self.store.delete_invitation(room_id, company)
+        return self.view(member_room(self.store, room_id, who))
+
+    def decline(self, who: Principal, room_id: str) -> None:
+        """A person of the invited company declines: the invitation is gone. Raises NotFound."""
+        company = who.require_company()
+        if self.store.get_invitation(room_id, company) is None:
+            raise NotFound(f"no invitation of company {company!r} to room {room_id!r}")
+        self.store.delete_invitation(room_id, company)
+
+    def leave(self, who: Principal, room_id: str) -> None:
+        """The caller's company leaves a room: it no longer sees it. Raises NotFound, Conflict
+        (the room changed meanwhile: retry)."""
+        room = member_room(self.store, room_id, who)
+        if not self.store.remove_member(room_id, who.require_company(), room.members):
+            raise Conflict(f"room {room_id!r} changed meanwhile: retry")
 
     def place_agent(self, who: Principal, room_id: str, agent_ref: str) -> RoomView:
         """Place one of the caller's company's agents (id or name) in a room of its company.
