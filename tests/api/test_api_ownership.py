@@ -157,3 +157,20 @@ def test_a_room_name_item_refuses_a_second_agent_of_a_name_even_past_the_api_che
     assert room.add_room_agent(rid, "acme.twin", "acme")  # the same agent again: a no-op
     assert not room.add_room_agent(rid, "bolt.twin", "bolt")
     assert "bolt.twin" not in room.room_agent_ids(rid) and "bolt.twin" not in room.room_agents(rid)
+
+
+def test_a_company_name_item_refuses_a_second_agent_of_a_name_even_past_the_check(light_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two registrations at once ("Scout" and "scout") both pass the look at the company's
+    holder of the name; the holder (one conditional put in the create transaction) lets only one
+    in, and a lookup in another letter case reads that one item, not the company's agents."""
+    from quayutec.deps import default_deps
+    from quayutec.logic.access import Caller, own_agent
+    from quayutec.models import Agent
+
+    store = default_deps().room
+    assert store.create_agent(Agent(id="acme.Scout", company="acme", provider="anthropic", model="m"))
+    assert not store.create_agent(Agent(id="acme.scout", company="acme", provider="anthropic", model="m"))
+    assert store.get_agent("acme.scout") is None and "acme.scout" not in store.agents_of("acme")
+    assert store.company_agent_named("acme", "SCOUT") == "acme.Scout"
+    monkeypatch.setattr(store, "agents_of", None)  # no listing of the company's agents
+    assert own_agent(store, "sCoUt", Caller(company="acme", member="ann")).id == "acme.Scout"

@@ -34,9 +34,18 @@ class AgentRecords(RoomTable):
         return Agent.model_validate(strip(item)) if item else None
 
     def create_agent(self, agent: Agent) -> bool:
-        """Write a new agent and the company's agent index; ``False`` when the id is taken."""
+        """Write a new agent, the company's agent index and its holder of the agent's name, in
+        one transaction; ``False`` when the id is taken or the company has an agent of that name
+        in another letter case (also when two registrations race)."""
         return self._transact(
             [
+                self._put(
+                    {
+                        **keys.company_agent_name_key(agent.company, agent.id.rsplit(".", 1)[-1]),
+                        "type": "company_agent_name",
+                        "agent_id": agent.id,
+                    }
+                ),
                 self._put(
                     {
                         **keys.agent_key(agent.id),
@@ -54,6 +63,14 @@ class AgentRecords(RoomTable):
                 ),
             ]
         )
+
+    def company_agent_named(self, company: str, name: str) -> str | None:
+        """The id of the company's agent named ``name`` (letter case aside), deleted ones
+        included, from its name item: one read whatever the company's size. ``None`` when no
+        agent registered since name items were written holds it (docs/deploy.md: the backfill
+        for older agents)."""
+        item = self._item(keys.company_agent_name_key(company, name))
+        return str(item["agent_id"]) if item else None
 
     def agents_of(self, company: str) -> list[str]:
         items = paginate_query(

@@ -102,6 +102,13 @@ def room_agent_key(room_id: str, agent_id: str) -> dict[str, str]:
     return {"pk": room_pk(room_id), "sk": f"{AGENT_PREFIX}{agent_id}"}
 
 
+def company_agent_name_key(company_id: str, name: str) -> dict[str, str]:
+    """The company's holder of an agent name (letter case aside: one agent per name in a
+    company, written in the agent's create transaction, kept after its delete: a name is never
+    given to another agent)."""
+    return {"pk": company_pk(company_id), "sk": f"NAME#agent#{name_key(name)}"}
+
+
 def room_agent_name_key(room_id: str, name: str) -> dict[str, str]:
     """The room's holder of an agent name (letter case aside: one agent per name in a room)."""
     return {"pk": room_pk(room_id), "sk": f"NAME#agent#{name_key(name)}"}

@@ -82,7 +82,11 @@ def own_agent(store: RoomStore, agent_ref: str, who: Principal, *, deleted: bool
             yield agent_ref
             return
         yield agent_id(who.company, agent_ref)  # a name first
-        yield from (
+        named = store.company_agent_named(who.company, agent_ref)  # the name in another letter case
+        if named:
+            yield named
+            return
+        yield from (  # an agent registered before name items (docs/deploy.md: the backfill)
             a
             for a in store.agents_of(who.company)  # the name in another letter case
             if name_key(agent_name(a)) == name_key(agent_ref)

@@ -163,8 +163,10 @@ class Agents:
             wake_from=wake_from,
             role_arn=role_arn,
         )
-        mine = [a for a in self.store.agents_of(company) if ids.name_key(ids.agent_name(a)) == ids.name_key(name)]
-        taken = [self.store.get_agent(a) for a in mine] or [self.store.get_agent(agent.id)]
+        # one read of the company's holder of the name, whatever its count of agents; the create
+        # transaction's condition on that item settles two registrations that race
+        holder = self.store.company_agent_named(company, name) or agent.id
+        taken = [self.store.get_agent(holder)]
         if taken[0] is not None:  # a name is one name, letter case aside (@Planner and @planner are one agent)
             if taken[0].deleted_at is not None:
                 raise Conflict(
