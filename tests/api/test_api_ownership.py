@@ -159,7 +159,9 @@ def test_a_room_name_item_refuses_a_second_agent_of_a_name_even_past_the_api_che
     assert "bolt.twin" not in room.room_agent_ids(rid) and "bolt.twin" not in room.room_agents(rid)
 
 
-def test_a_company_name_item_refuses_a_second_agent_of_a_name_even_past_the_check(light_world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_company_name_item_refuses_a_second_agent_of_a_name_even_past_the_check(
+    light_world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two registrations at once ("Scout" and "scout") both pass the look at the company's
     holder of the name; the holder (one conditional put in the create transaction) lets only one
     in, and a lookup in another letter case reads that one item, not the company's agents."""

@@ -196,6 +196,29 @@ class MemberIn(_In):
     company: CompanyId
 
 
+class InvitationOut(_Out):
+    """A company's pending invitation to a room (docs/design.md §5)."""
+
+    room_id: str
+    company: str = Field(description="The invited company")
+    invited_by: str = Field(description="The member company whose person invited it")
+    invited_at: str | None = Field(default=None, description="When (ISO 8601, UTC)")
+
+
+class InvitationList(_Out):
+    invitations: list[InvitationOut]
+
+
+class Declined(_Out):
+    room_id: str
+    declined: str = Field(description="The company that declined the invitation")
+
+
+class Left(_Out):
+    room_id: str
+    left: str = Field(description="The company that left the room")
+
+
 class RoomAgentIn(_In):
     agent: AgentId = Field(description="An agent of the caller's company")
 

@@ -6,6 +6,7 @@ player, the chaos lab and the test fixtures create rooms and place agents throug
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +128,7 @@ class Rooms:
             raise Conflict(f"company {company!r} is invited to room {room_id!r} already")
         return {"room_id": room_id, "company": company, "invited_by": who.require_company()}
 
-    def invitations(self, who: Principal) -> list[dict[str, Any]]:
+    def invitations(self, who: Principal) -> builtins.list[dict[str, Any]]:
         """The caller's company's pending invitations (``room_id``, ``company``, ``invited_by``,
         ``invited_at``), in room id order."""
         return self.store.invitations_of(who.require_company())
