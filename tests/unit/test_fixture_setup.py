@@ -27,6 +27,10 @@ STORE_NAMES = {"room", "store", "directory", "room_store", "RoomStore"}
 
 #: (file, test function) → what of the data layer it tests.
 ALLOWED = {
+    (
+        "tests/api/test_api_ownership.py",
+        "test_a_company_name_item_refuses_a_second_agent_of_a_name_even_past_the_check",
+    ): ("the store's conditional write of the company's name item, past the service's check (a race)"),
     ("tests/run/test_item_limits.py", "test_the_room_item_at_its_limits"): (
         "the room item's size with 100 members and 1,500 agents (the store's item, not the rules)"
     ),

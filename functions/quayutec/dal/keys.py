@@ -106,12 +106,17 @@ def company_agent_name_key(company_id: str, name: str) -> dict[str, str]:
     """The company's holder of an agent name (letter case aside: one agent per name in a
     company, written in the agent's create transaction, kept after its delete: a name is never
     given to another agent)."""
-    return {"pk": company_pk(company_id), "sk": f"NAME#agent#{name_key(name)}"}
+    return {"pk": company_pk(company_id), "sk": agent_name_sk(name)}
 
 
 def room_agent_name_key(room_id: str, name: str) -> dict[str, str]:
     """The room's holder of an agent name (letter case aside: one agent per name in a room)."""
-    return {"pk": room_pk(room_id), "sk": f"NAME#agent#{name_key(name)}"}
+    return {"pk": room_pk(room_id), "sk": agent_name_sk(name)}
+
+
+def agent_name_sk(name: str) -> str:
+    """The sort key of a holder of an agent name, in a company's partition or a room's."""
+    return f"NAME#agent#{name_key(name)}"
 
 
 def room_ref_key(room_id: str, ref: str) -> dict[str, str]:

@@ -87,9 +87,7 @@ def own_agent(store: RoomStore, agent_ref: str, who: Principal, *, deleted: bool
             yield named
             return
         yield from (  # an agent registered before name items (docs/deploy.md: the backfill)
-            a
-            for a in store.agents_of(who.company)  # the name in another letter case
-            if name_key(agent_name(a)) == name_key(agent_ref)
+            a for a in store.agents_of(who.company) if name_key(agent_name(a)) == name_key(agent_ref)
         )
 
     for candidate in candidates():

@@ -166,14 +166,14 @@ class Agents:
         # one read of the company's holder of the name, whatever its count of agents; the create
         # transaction's condition on that item settles two registrations that race
         holder = self.store.company_agent_named(company, name) or agent.id
-        taken = [self.store.get_agent(holder)]
-        if taken[0] is not None:  # a name is one name, letter case aside (@Planner and @planner are one agent)
-            if taken[0].deleted_at is not None:
+        taken = self.store.get_agent(holder)
+        if taken is not None:  # a name is one name, letter case aside (@Planner and @planner are one agent)
+            if taken.deleted_at is not None:
                 raise Conflict(
-                    f"your company's agent {taken[0].id} was deleted at {taken[0].deleted_at}: an agent's id is "
+                    f"your company's agent {taken.id} was deleted at {taken.deleted_at}: an agent's id is "
                     "never given to another (its runs in the ledger name it); choose another name"
                 )
-            raise Conflict(f"your company has an agent named {ids.agent_name(taken[0].id)!r} already ({taken[0].id})")
+            raise Conflict(f"your company has an agent named {ids.agent_name(taken.id)!r} already ({taken.id})")
         if api_key is not None:  # first the key: an agent is never left registered without it
             self._store_key(company, provider, api_key)
         if role_arn is not None:  # the company's external id, generated on its first role
