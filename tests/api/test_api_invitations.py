@@ -77,3 +77,65 @@ def test_the_openapi_document_has_the_invitation_routes() -> None:
         "/rooms/{room_id}/leave",
     ):
         assert "post" in paths[path], path
+
+
+def test_adding_a_company_invites_it_and_its_agents_wait_for_its_yes(light_world: World) -> None:
+    """``POST /rooms`` with ``members`` and ``POST /rooms/{room}/members`` invite (design §5): the
+    answer says ``invited``, the room lists the company under ``invited``, its person sees only
+    the invitation, and placing its agent is a 403 saying it has not accepted; after accepting
+    it is a member and places its agent."""
+    api, ann, bob, carl = (light_world.api, *(light_world.tokens[p] for p in ("ann", "bob", "carl")))
+    made = api.call("POST", "/rooms", ann, {"name": "r-invites", "members": ["cato"]})
+    assert made.status == 201 and (made.body["members"], made.body["invited"]) == (["acme"], ["cato"])
+    room = made.body["id"]
+    assert room not in api.ok("GET", "/rooms", carl)["rooms"]
+    assert api.call("GET", f"/rooms/{room}", carl).status == 404
+    assert [i["invited_by"] for i in api.ok("GET", "/invitations", carl)["invitations"] if i["room_id"] == room] == [
+        "acme"
+    ]
+    api.ok("POST", "/agents", carl, {"name": "c1", "provider": "openai", "model": "m", "api_key": "sk-cato-test-0001"})
+    refused = api.call("POST", f"/rooms/{room}/agents", carl, {"agent": "c1"})
+    assert refused.status == 403 and "has not accepted the invitation" in refused.body["message"], refused.body
+    again = api.call("POST", f"/rooms/{room}/members", ann, {"company": "cato"})
+    assert again.status == 409 and "invited" in again.body["message"]
+    invited = api.call("POST", f"/rooms/{room}/members", ann, {"company": "bolt"})
+    assert invited.status == 201
+    assert {k: invited.body[k] for k in ("room_id", "company", "invited_by", "status")} == {
+        "room_id": room,
+        "company": "bolt",
+        "invited_by": "acme",
+        "status": "invited",
+    }
+    assert invited.body["invited_at"]
+    assert api.ok("GET", f"/rooms/{room}", ann)["members"] == ["acme"]
+    assert api.call("POST", f"/rooms/{room}/members", carl, {"company": "bolt"}).status == 404  # cato is no member
+    assert api.ok("POST", f"/rooms/{room}/invitations/accept", carl)["invited"] == ["bolt"]
+    assert api.call("POST", f"/rooms/{room}/agents", carl, {"agent": "c1"}).status == 201
+    joined = api.ok("POST", f"/rooms/{room}/invitations/accept", bob)
+    assert (joined["members"], joined["invited"]) == (["acme", "cato", "bolt"], [])
+    assert api.call("POST", f"/rooms/{room}/agents", bob, {"agent": "b1"}).status == 201
+
+
+def test_accepting_is_one_transaction(light_world: World) -> None:
+    """The invitation's end and the membership are written together (design §5): accepting
+    makes exactly one DynamoDB write call, a ``TransactWriteItems``, so no crash leaves a member
+    with a pending invitation or an invitation gone without the membership."""
+    rooms = Services(default_deps()).rooms
+    ann, bob = Caller(company="acme", member="ann"), Caller(company="bolt", member="bob")
+    room = rooms.create(ann, name="r-one-write", members=["bolt"]).room.id
+    writes: list[str] = []
+    events = rooms.store.db.meta.events
+
+    def seen(model, **_: object) -> None:
+        if not model.name.startswith(("Get", "Query", "BatchGet", "Scan", "Describe")):
+            writes.append(model.name)
+
+    events.register("before-call.dynamodb", seen)
+    try:
+        view = rooms.accept(bob, room)
+    finally:
+        events.unregister("before-call.dynamodb", seen)
+    assert writes == ["TransactWriteItems"]
+    assert view.room.members == ["acme", "bolt"] and view.room.invited == {}
+    assert rooms.store.get_invitation(room, "bolt") is None
+    assert not [i for i in rooms.invitations(bob) if i["room_id"] == room]

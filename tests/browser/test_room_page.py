@@ -116,6 +116,7 @@ def room(dev_url: str) -> dict[str, str]:
     bob = QuayClient(dev_url, admin.issue_token("bolt", "bob")["token"])
     ann.set_policy("acme", {"actions": {"remember": "ask"}})
     room_id = ann.create_room("harbour", ["bolt"])["id"]
+    bob.accept(room_id)  # bolt is invited (design §5): bob accepts
     ann.register_agent("a1", "anthropic", "claude-local", api_key="sk-acme-local", instructions="Be brief.")
     bob.register_agent("b1", "openai", "gpt-local", api_key="sk-bolt-local")
     ann.add_agent(room_id, "a1")
@@ -129,6 +130,7 @@ def locks(dev_url: str, room: dict[str, str]) -> dict[str, str]:
     (echoes), bolt's b2."""
     ann, bob = QuayClient(dev_url, room["ann"]), QuayClient(dev_url, room["bob"])
     room_id = ann.create_room("locks", ["bolt"])["id"]
+    bob.accept(room_id)  # bolt is invited (design §5): bob accepts
     for name in ("a2", "a3"):
         ann.register_agent(name, "anthropic", "claude-local")
         ann.add_agent(room_id, name)
@@ -489,6 +491,7 @@ def test_more_shows_the_next_page_of_a_list(chromium: str, dev_url: str, room: d
 
     ann = QuayClient(dev_url, room["ann"])
     room_id = ann.create_room("ledger-hall", ["bolt"])["id"]
+    QuayClient(dev_url, room["bob"]).accept(room_id)  # bolt is invited (design §5): bob accepts
     for i in range(120):
         ann.remember(room_id, f"line {i:03d}", "room")
     with sync_playwright() as p:

@@ -179,6 +179,10 @@ class RoomOut(_Out):
     hop_limit: int | None = None
     max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN
     created_by: str | None = Field(default=None, description="The company that created the room")
+    invited: list[str] = Field(
+        default_factory=list,
+        description="Companies invited and not yet accepted (docs/design.md §5): each holds a seat, none sees the room",
+    )
     agents: list[RoomAgentOut] = Field(default_factory=list)
 
 
@@ -203,6 +207,15 @@ class InvitationOut(_Out):
     company: str = Field(description="The invited company")
     invited_by: str = Field(description="The member company whose person invited it")
     invited_at: str | None = Field(default=None, description="When (ISO 8601, UTC)")
+
+
+class Invited(InvitationOut):
+    """The answer of ``POST /rooms/{room}/members``: the company is invited, not yet a member
+    (docs/design.md §5)."""
+
+    status: Literal["invited"] = Field(
+        default="invited", description="Always `invited`: a person of the company accepts or declines"
+    )
 
 
 class InvitationList(_Out):
