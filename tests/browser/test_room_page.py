@@ -566,3 +566,42 @@ def test_a_new_message_appears_through_the_changes_poll(chromium: str, dev_url: 
             assert meter.requests and all("/changes?since=" in u for u in meter.requests), meter.requests
         finally:
             browser.close()
+
+
+def test_an_invitation_is_accepted_or_declined_and_a_room_left_from_the_page(
+    chromium: str, dev_url: str, room: dict[str, str]
+) -> None:
+    """Rooms by consent (design §5) on the page: bob of bolt sees acme's invitation (not the room)
+    with Accept and Decline; Decline drops it; after a second invitation Accept opens the room,
+    now in his list; Leave room takes bolt out (the API reads bolt gone) and the room off his list."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ann, bob = QuayClient(dev_url, room["ann"]), QuayClient(dev_url, room["bob"])
+    room_id = ann.create_room("consent-quay", ["bolt"])["id"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context().new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.goto(f"{dev_url}/app/")
+            page.get_by_label("Your bearer token").fill(room["bob"])
+            page.keyboard.press("Enter")
+            invite = page.locator(f"#invitation-list li[data-room='{room_id}']")
+            expect(invite).to_contain_text("invited by acme")
+            expect(page.locator(f"#room-list button[data-room='{room_id}']")).to_have_count(0)
+            invite.get_by_role("button", name="Decline").click()
+            expect(invite).to_have_count(0)
+            assert not [i for i in bob.invitations() if i["room_id"] == room_id]
+            ann.add_member(room_id, "bolt")
+            page.reload()  # the token stays in the tab: signed in again at once
+            invite.get_by_role("button", name="Accept").click()
+            expect(page.locator("#room-title")).to_have_text("consent-quay")
+            expect(page.locator(f"#room-list button[data-room='{room_id}']")).to_have_count(1)
+            expect(page.locator("#room-meta")).to_contain_text("companies: acme, bolt")
+            assert ann.room(room_id)["members"] == ["acme", "bolt"]
+            page.get_by_role("button", name="Leave room").click()
+            expect(page.locator("#room")).to_be_hidden()
+            expect(page.locator(f"#room-list button[data-room='{room_id}']")).to_have_count(0)
+            assert ann.room(room_id)["members"] == ["acme"]
+        finally:
+            browser.close()
