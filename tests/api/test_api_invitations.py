@@ -139,3 +139,20 @@ def test_accepting_is_one_transaction(light_world: World) -> None:
     assert view.room.members == ["acme", "bolt"] and view.room.invited == {}
     assert rooms.store.get_invitation(room, "bolt") is None
     assert not [i for i in rooms.invitations(bob) if i["room_id"] == room]
+
+
+def test_a_room_item_from_before_invitations_takes_one(light_world: World) -> None:
+    """A room item written before invitations has no ``invited`` map: inviting to it still works
+    (the data layer gives it an empty map, then holds the seat)."""
+    from quayutec.dal import keys
+
+    rooms = Services(default_deps()).rooms
+    ann = Caller(company="acme", member="ann")
+    room = rooms.create(ann, name="r-old").room.id
+    store = rooms.store
+    store.db.update_item(TableName=store.table, Key=keys.room_key(room), UpdateExpression="REMOVE invited")
+    assert "invited" not in store.db.get_item(TableName=store.table, Key=keys.room_key(room))["Item"]
+    assert rooms.invite(ann, room, "bolt")["status"] == "invited"
+    assert rooms.get(ann, room).room.invited == {"bolt": "acme"}
+    rooms.accept(Caller(company="bolt", member="bob"), room)
+    assert rooms.get(ann, room).room.members == ["acme", "bolt"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from quayutec.dal import keys
 from quayutec.dal.aws import (
     Guard,
@@ -15,6 +17,7 @@ from quayutec.dal.aws import (
     put_new,
     transact,
     transient_errors,
+    update_if,
 )
 from quayutec.dal.files import IndexView, pointer_of
 from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
@@ -165,7 +168,8 @@ class RoomRecords(RoomTable):
         company: a pending invitation holds a seat, so ``members`` and ``invited`` together stay
         within the room's member limit). ``seen``: the room as the caller read it (and checked
         the limit on); ``False`` when the company is a member or invited already, or the room
-        gained members or invitations since (nothing written: read again)."""
+        gained members or invitations since (nothing written: read again; a room item without an
+        ``invited`` map, written before invitations, gets an empty one for the next attempt)."""
         fields = {"type": "invitation", "room_id": room_id, "company": company}
         fields |= {"invited_by": invited_by, "invited_at": invited_at}
         room = {
@@ -184,13 +188,28 @@ class RoomRecords(RoomTable):
                 },
             }
         }
-        return self._transact(
-            [
-                room,
-                self._put({**keys.invitation_key(room_id, company), **fields}, None),
-                self._put({**keys.company_invitation_key(company, room_id), **fields}, None),
-            ]
+        items = [
+            room,
+            self._put({**keys.invitation_key(room_id, company), **fields}, None),
+            self._put({**keys.company_invitation_key(company, room_id), **fields}, None),
+        ]
+        try:
+            return self._transact(items)
+        except ClientError:
+            item = self._item(keys.room_key(room_id))
+            if item is None or "invited" in item:
+                raise
+        # a room item written before invitations has no ``invited`` map (DynamoDB refuses a path
+        # into it): give it an empty one, once and conditionally; the caller's next attempt holds the seat
+        update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.room_key(room_id),
+            UpdateExpression="SET invited = :none",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(invited)",
+            ExpressionAttributeValues={":none": {}},
         )
+        return False
 
     def get_invitation(self, room_id: str, company: str) -> dict[str, Any] | None:
         """A company's pending invitation to a room (``room_id``, ``company``, ``invited_by``,
