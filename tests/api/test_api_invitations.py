@@ -114,6 +114,12 @@ def test_adding_a_company_invites_it_and_its_agents_wait_for_its_yes(light_world
     joined = api.ok("POST", f"/rooms/{room}/invitations/accept", bob)
     assert (joined["members"], joined["invited"]) == (["acme", "cato", "bolt"], [])
     assert api.call("POST", f"/rooms/{room}/agents", bob, {"agent": "b1"}).status == 201
+    # leaving takes the company's agents out with it: none of them is woken there again
+    api.ok("POST", f"/rooms/{room}/leave", bob)
+    left = api.ok("GET", f"/rooms/{room}", ann)
+    assert left["members"] == ["acme", "cato"] and [a["id"] for a in left["agents"]] == ["cato.c1"]
+    posted = api.ok("POST", f"/rooms/{room}/messages", ann, {"text": "@b1 still there?"})
+    assert posted["mentions"] == []
 
 
 def test_accepting_is_one_transaction(light_world: World) -> None:

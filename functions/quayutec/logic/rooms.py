@@ -164,10 +164,15 @@ class Rooms:
             raise NotFound(f"no invitation of company {company!r} to room {room_id!r}")
 
     def leave(self, who: Principal, room_id: str) -> None:
-        """The caller's company leaves a room: it no longer sees it. Raises NotFound, Conflict
-        (the room changed meanwhile: retry)."""
+        """The caller's company leaves a room: its agents are taken out of it first (no message
+        wakes them there again), then the company: it no longer sees the room (design §5).
+        Raises NotFound, Conflict (the room changed meanwhile: retry)."""
         room = member_room(self.store, room_id, who)
-        if not self.store.remove_member(room_id, who.require_company(), room.members):
+        company = who.require_company()
+        for agent_id, owner in self.store.room_agents(room_id).items():
+            if owner == company:
+                self.store.remove_room_agent(room_id, agent_id)
+        if not self.store.remove_member(room_id, company, room.members):
             raise Conflict(f"room {room_id!r} changed meanwhile: retry")
 
     def place_agent(self, who: Principal, room_id: str, agent_ref: str) -> RoomView:
