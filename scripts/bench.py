@@ -535,6 +535,7 @@ def state_bytes_by_room_size(stack: LocalStack, server: ProviderServer, sizes: t
     svc = Services(quay_deps.default_deps())  # the room and its agents as the API sets them up
     with calls.owner(calls.SETUP):
         svc.rooms.create(ANN, name="r-big", members=["bolt"], room_id="r-big")
+        svc.rooms.accept(BOB, "r-big")  # bolt is invited (design §5): bob accepts it
         svc.rooms.place_agent(ANN, "r-big", "a1")
     placed, out = 1, {}
     for size in sizes:

@@ -520,7 +520,8 @@ class _RoomGroup(typer.core.TyperGroup):
 room_app = typer.Typer(
     cls=_RoomGroup,
     no_args_is_help=True,
-    help="Rooms: create one, list yours, show one (members, agents, transcript, approvals).",
+    help="Rooms: create one, list yours, show one (members, agents, transcript, approvals); accept, "
+    "decline an invitation; leave one.",
 )
 app.add_typer(room_app, name="room")
 
@@ -530,9 +531,11 @@ def _room_head(r: dict) -> list[str]:
     hop = f"  hop limit {r['hop_limit']}" if r.get("hop_limit") is not None else ""
     if r.get("max_runs_per_chain") is not None:
         hop += f"  at most {_count(r['max_runs_per_chain'], 'run')} a chain"
+    invited = f"  invited: {', '.join(r['invited'])} (not yet accepted)" if r.get("invited") else None
     return [
         f"room {r['id']}" + (f'  "{r["name"]}"' if r.get("name") else "") + hop,
         f"  members: {', '.join(r.get('members') or []) or 'none'}",
+        *([invited] if invited else []),
         f"  agents: {agents}",
     ]
 
@@ -575,6 +578,52 @@ def room_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenO
         empty="no rooms",
         listing="rooms",
     )
+
+
+def _invitation_line(i: dict) -> str:
+    at = f" at {i['invited_at'][:19]}" if i.get("invited_at") else ""
+    return f"{i['room_id']}  invited by {i['invited_by']}{at}: quay room accept|decline {i['room_id']}"
+
+
+@app.command()
+def invitations(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Your company's pending room invitations: a room you are invited to stays unseen until a
+    person of your company accepts (quay room accept ROOM) or declines (quay room decline ROOM)."""
+    found = _run(lambda: _client(url, token).invitations())
+    _show(
+        found,
+        as_json,
+        lambda found: [_invitation_line(i) for i in found],
+        empty="no invitations",
+        listing="invitations",
+    )
+
+
+@room_app.command("accept")
+def room_accept(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Accept your company's invitation to a room: your company becomes a member (prints the room)."""
+    r = _run(
+        lambda: _client(url, token).accept(room),
+        not_found="no pending invitation of your company to that room: `quay invitations` lists them",
+    )
+    _show(r, as_json, _room_head)
+
+
+@room_app.command("decline")
+def room_decline(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Decline your company's invitation to a room: the room stays unseen."""
+    r = _run(
+        lambda: _client(url, token).decline(room),
+        not_found="no pending invitation of your company to that room: `quay invitations` lists them",
+    )
+    _show(r, as_json, lambda r: [f"declined the invitation to room {r['room_id']}"])
+
+
+@room_app.command("leave")
+def room_leave(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+    """Your company leaves a room: it no longer sees it (a member invites it again to return)."""
+    r = _run(lambda: _client(url, token).leave(room), not_found="your company is not a member of that room")
+    _show(r, as_json, lambda r: [f"{r['left']} left room {r['room_id']}"])
 
 
 def _approval_line(a: dict) -> str:
@@ -633,7 +682,7 @@ app.add_typer(member_app, name="member")
 @member_app.command("add")
 def member_add(
     room: str,
-    company: Annotated[list[str] | None, typer.Option("--company", help="A company to add; repeatable.")] = None,
+    company: Annotated[list[str] | None, typer.Option("--company", help="A company to invite; repeatable.")] = None,
     agent: Annotated[
         list[str] | None, typer.Option("--agent", help="One of your agents to place in the room; repeatable.")
     ] = None,
@@ -641,16 +690,27 @@ def member_add(
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
-    """Add member companies and place your agents in a room."""
+    """Invite companies to a room (each becomes a member once a person of it accepts: quay room
+    accept ROOM) and place your agents in it. Prints one line per invitation, then the room;
+    --json: {"invitations": [...], "room": {...}}."""
     if not company and not agent:
         raise _fail("quay member add: give --company COMPANY or --agent AGENT", 2)
     client = _client(url, token)
-    info: dict = {}
-    for c in company or []:
-        info = _run(lambda c=c: client.add_member(room, c))
+    invited = [_run(lambda c=c: client.add_member(room, c)) for c in company or []]
+    info: dict | None = None
     for a in agent or []:
         info = _run(lambda a=a: client.add_agent(room, a))
-    _show(info, as_json, _room_head)
+    if info is None:
+        info = _run(lambda: client.room(room))
+    out = {"invitations": invited, "room": info}
+    _show(
+        out,
+        as_json,
+        lambda out: [
+            *(f"invited {i['company']}: a person of it accepts with quay room accept {i['room_id']}" for i in invited),
+            *_room_head(out["room"]),
+        ],
+    )
 
 
 @member_app.command("list")

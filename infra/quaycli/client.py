@@ -273,7 +273,26 @@ class QuayClient:
         return self.call("GET", f"/rooms/{_seg(room)}")
 
     def add_member(self, room: str, company: str) -> dict:
+        """Invite a company to a room (docs/design.md §5): ``{room_id, company, invited_by,
+        invited_at, status: "invited"}``; it is a member once a person of it accepts."""
         return self.call("POST", f"/rooms/{_seg(room)}/members", {"company": company})
+
+    def invitations(self) -> list[dict]:
+        """Your company's pending room invitations (``room_id``, ``company``, ``invited_by``,
+        ``invited_at``)."""
+        return list(self.call("GET", "/invitations")["invitations"])
+
+    def accept(self, room: str) -> dict:
+        """Accept your company's invitation to a room: the room, your company a member."""
+        return self.call("POST", f"/rooms/{_seg(room)}/invitations/accept")
+
+    def decline(self, room: str) -> dict:
+        """Decline your company's invitation to a room: ``{room_id, declined}``."""
+        return self.call("POST", f"/rooms/{_seg(room)}/invitations/decline")
+
+    def leave(self, room: str) -> dict:
+        """Your company leaves a room: ``{room_id, left}``."""
+        return self.call("POST", f"/rooms/{_seg(room)}/leave")
 
     def add_agent(self, room: str, agent: str) -> dict:
         return self.call("POST", f"/rooms/{_seg(room)}/agents", {"agent": agent})

@@ -173,10 +173,11 @@ def big_room_figures(
     from quayutec.logic.services import Services
 
     small, large = rooms
-    ann, services = Caller(company="acme", member="ann"), Services(deps)
+    ann, bob, services = Caller(company="acme", member="ann"), Caller(company="bolt", member="bob"), Services(deps)
     with C.owner(C.SETUP):  # as POST /rooms and POST /rooms/{room}/agents make them
         for room in rooms:
             services.rooms.create(ann, name=room, members=["acme", "bolt"], room_id=room)
+            services.rooms.accept(bob, room)  # bolt is invited (design §5): bob accepts it
             services.rooms.place_agent(ann, room, "a1")
     seed_history(deps, small, 1)
     seed_history(deps, large, scale)

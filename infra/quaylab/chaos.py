@@ -732,6 +732,8 @@ class ChaosLab:
             idempotency_key=_case_key(case.n),
         ).room
         assert room.id == case.room, (room.id, case.room)
+        if "bolt" in room.invited:  # bolt is invited (design §5): bob accepts, as POST …/invitations/accept does
+            svc.rooms.accept(bob, case.room)
         svc.rooms.place_agent(ann, case.room, case.a)
         svc.rooms.place_agent(bob, case.room, case.b)
         for tid, title in ((case.t1, "Draft the plan"), (case.t2, "Book the hall")):

@@ -385,13 +385,16 @@ class Player:
                 max_context_tokens=a.max_context_tokens,
             )
         creator = self.sc.room.members[0]
-        svc.rooms.create(
+        made = svc.rooms.create(
             self._person_of(creator),
             name=self.sc.room.id,
             members=self.sc.room.members,
             max_runs_per_chain=self.sc.room.max_runs_per_chain,
             idempotency_key=self._room_key,
         )
+        # the other companies are invited (design §5): the player accepts as a person of each
+        for company in sorted(made.room.invited):
+            svc.rooms.accept(self._person_of(company), self.room_id)
         for a in self.sc.agents:
             svc.rooms.place_agent(self._person_of(a.company), self.room_id, a.id)
         self._upload_files(stack, d)

@@ -95,6 +95,8 @@ def seed(api: Api, stack: Any, *, with_run: bool = True) -> World:
     # ``room_id``). test_api_ownership creates rooms through the API.
     rooms = Services(default_deps()).rooms
     rooms.create(Caller(company="acme", member="ann"), name="r1", members=["bolt"], room_id="r1")
+    # bolt is invited (design §5): bob accepts through the API, as a person of bolt does
+    api.ok("POST", "/rooms/r1/invitations/accept", w.tokens["bob"])
     rooms.create(Caller(company="cato", member="carl"), name="r-cato", room_id="r-cato")
     w.ids["room"] = "r1"
     api.ok(

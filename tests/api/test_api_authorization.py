@@ -33,6 +33,9 @@ MATRIX = [
     ("GET", "/rooms/r1/members", None, 200, 404, 403),
     ("POST", "/rooms/r1/members", {"company": "bolt"}, 409, 404, 403),
     ("POST", "/rooms/r1/agents", {"agent": "a1"}, 404, 404, 403),
+    ("POST", "/rooms/r1/invitations/accept", None, 404, 404, 403),  # bob: no invitation, a member
+    ("POST", "/rooms/r1/invitations/decline", None, 404, 404, 403),
+    ("POST", "/rooms/r1/leave", None, None, 404, 403),  # bob would take bolt out of r1
     ("GET", "/agents/a1", None, 404, 404, 403),
     ("POST", "/rooms/r1/messages", {"text": "hello from outside?"}, 201, 404, 403),
     ("GET", "/rooms/r1/messages", None, 200, 404, 403),
@@ -51,6 +54,7 @@ MATRIX = [
     ("GET", "/rooms/r1/cost", None, 200, 404, 403),  # exactly the runs listing's visibility
     ("GET", "/runs/{run}", None, 404, 404, 403),
     ("GET", "/rooms", None, 200, 200, 403),
+    ("GET", "/invitations", None, 200, 200, 403),
     ("GET", "/agents", None, 200, 200, 403),
 ]
 CALLERS = {"other": ("bob", 3), "outsider": ("carl", 4), "admin": ("admin", 5)}

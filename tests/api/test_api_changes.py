@@ -133,6 +133,7 @@ def test_bounded_in_bytes_and_reads_whatever_the_content(world: World) -> None:
     d = default_deps()
     ann = Caller(company="acme", member="ann")  # the room made as POST /rooms makes one
     Services(d).rooms.create(ann, name="r-big", members=["acme", "bolt"], room_id="r-big")
+    w.api.ok("POST", "/rooms/r-big/invitations/accept", w.tokens["bob"])  # bolt accepts (design §5)
     cursor = changes(w, "r-big", "ann", None)["cursor"]
     hostile = "\x01" * 10_920
     posted = [w.api.ok("POST", "/rooms/r-big/messages", w.tokens["bob"], {"text": hostile})["id"] for _ in range(100)]

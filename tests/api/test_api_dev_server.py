@@ -55,6 +55,7 @@ def test_quay_dev_over_http(dev_url: str) -> None:
 
     ann.set_policy("acme", {"actions": {"remember": "ask"}})
     r1 = ann.create_room("r1", ["bolt"])["id"]  # the service generates the id; "r1" is its name
+    bob.accept(r1)  # bolt is invited (design §5): bob accepts
     ann.register_agent("a1", "anthropic", "claude-local", api_key="sk-acme-local", instructions="Be brief.")
     bob.register_agent("b1", "openai", "gpt-local", api_key="sk-bolt-local")
     ann.add_agent(r1, "a1")

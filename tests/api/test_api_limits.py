@@ -24,11 +24,20 @@ def test_past_each_limit_is_a_409_naming_it_and_nothing_is_written(light_world: 
     api.ok("POST", "/agents", ann, {"name": "a2", "provider": "anthropic", "model": "claude-test"})
     _limit(api.call("POST", "/rooms/r1/agents", ann, {"agent": "a2"}), "MAX_ROOM_AGENTS", 2)
     assert sorted(a["name"] for a in api.ok("GET", "/rooms/r1", ann)["agents"]) == ["a1", "b1"]
-    # a room's member companies: r1 has acme and bolt; cato makes 3; one more is past it
+    # a room's member companies: r1 has acme and bolt; cato's pending invitation makes 3 (an
+    # invitation holds a seat, design §5); one more is past it, until cato declines
     api.ok("POST", "/companies", ADMIN_TOKEN, {"id": "dune", "people": ["dan"]})
     api.ok("POST", "/rooms/r1/members", ann, {"company": "cato"})
     _limit(api.call("POST", "/rooms/r1/members", ann, {"company": "dune"}), "MAX_ROOM_MEMBERS", 3)
-    assert api.ok("GET", "/rooms/r1", ann)["members"] == ["acme", "bolt", "cato"]
+    r1 = api.ok("GET", "/rooms/r1", ann)
+    assert (r1["members"], r1["invited"]) == (["acme", "bolt"], ["cato"])
+    dan = api.ok("POST", "/companies/dune/tokens", ADMIN_TOKEN, {"member": "dan"})["token"]
+    assert api.call("GET", "/invitations", dan).body["invitations"] == []  # nothing written for dune
+    api.ok("POST", "/rooms/r1/invitations/decline", light_world.tokens["carl"])
+    assert api.ok("POST", "/rooms/r1/members", ann, {"company": "dune"})["status"] == "invited"
+    _limit(api.call("POST", "/rooms/r1/members", ann, {"company": "cato"}), "MAX_ROOM_MEMBERS", 3)
+    api.ok("POST", "/rooms/r1/invitations/accept", dan)  # the seat it held: no limit at acceptance
+    assert api.ok("GET", "/rooms/r1", ann)["members"] == ["acme", "bolt", "dune"]
     created = api.call("POST", "/rooms", ann, {"name": "big", "members": ["bolt", "cato", "dune"]})
     _limit(created, "MAX_ROOM_MEMBERS", 3)
     # a company's people: acme has ann and amy; a third fits, a fourth does not

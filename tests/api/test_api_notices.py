@@ -70,6 +70,7 @@ def _room_with_notices(room: str) -> tuple[list[str], list[str]]:
 
     acme = Caller(company="acme", member="ann")
     Services(default_deps()).rooms.create(acme, name=room, members=["bolt"], room_id=room)
+    Services(default_deps()).rooms.accept(Caller(company="bolt", member="bob"), room)  # design §5
     rooms = RoomService(default_deps().room)
     bob = Author(kind="person", id="bob", company="bolt")
     texts, hidden = [], []

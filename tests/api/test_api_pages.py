@@ -49,8 +49,11 @@ def _ids(pages: list[dict[str, Any]], field: str, key: str) -> list[str]:
 
 def _room(room: str, members: list[str] | None = None) -> str:
     """A room of acme's, with ``members`` (acme and bolt by default), made as POST /rooms makes one."""
-    ann = Caller(company="acme", member="ann")
-    Services(default_deps()).rooms.create(ann, name=room, members=members or ["acme", "bolt"], room_id=room)
+    ann, rooms = Caller(company="acme", member="ann"), Services(default_deps()).rooms
+    made = rooms.create(ann, name=room, members=members or ["acme", "bolt"], room_id=room).room
+    people = {"bolt": "bob", "cato": "carl"}
+    for company in made.invited:  # each invited company's person accepts (design §5)
+        rooms.accept(Caller(company=company, member=people[company]), room)
     return room
 
 

@@ -21,7 +21,9 @@ ROOM = "r-runs"
 def crowded(light_world: World) -> World:
     """Room r-runs of acme and bolt: acme's agent ran 12 times, bolt's 120 (10x)."""
     d = default_deps()
-    Services(d).rooms.create(Caller(company="acme", member="ann"), name=ROOM, members=["bolt"], room_id=ROOM)
+    rooms = Services(d).rooms
+    rooms.create(Caller(company="acme", member="ann"), name=ROOM, members=["bolt"], room_id=ROOM)
+    rooms.accept(Caller(company="bolt", member="bob"), ROOM)  # bolt accepts its invitation (design §5)
     seed_room_runs(d.ledger, ROOM, {"acme": 12, "bolt": 120})
     return light_world
 

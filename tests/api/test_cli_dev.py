@@ -92,7 +92,18 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     # rooms: the service generates the id; the name is a label
     room = _json(url, carl, "room", "create", "Harbour → launch", "--member", "dune")
     rid = room["id"]
-    assert room["name"] == "Harbour → launch" and room["members"] == ["cato", "dune"]
+    assert room["name"] == "Harbour → launch" and room["members"] == ["cato"] and room["invited"] == ["dune"]
+    # dune is invited (design §5): it sees the invitation, not the room, until dora accepts
+    assert _quay(url, dora, "room", "list").stdout.strip() == "no rooms"
+    pending = _json(url, dora, "invitations")["invitations"]
+    assert [(i["room_id"], i["company"], i["invited_by"]) for i in pending] == [(rid, "dune", "cato")]
+    assert f"{rid}  invited by cato" in _quay(url, dora, "invitations").stdout
+    assert "not accepted the invitation" in _quay(url, dora, "member", "add", rid, "--agent", "d1", code=1).stderr
+    assert "members: cato, dune" in _quay(url, dora, "room", "accept", rid).stdout
+    _one_line_error(
+        CliRunner().invoke(cli, ["room", "accept", rid, "--url", url, "--token", dora]), "HTTP 404", "quay invitations"
+    )
+    assert _quay(url, dora, "invitations").stdout.strip() == "no invitations"
     listed = _quay(url, dora, "room", "list").stdout
     assert f"{rid}  Harbour → launch  members: cato, dune" in listed and "\\u" not in listed
     # a room asked for by its label is a 404 that says how rooms are named
@@ -258,3 +269,32 @@ def test_quay_agent_update_and_delete(dev_url: str) -> None:
         cli, ["agent", "register", "g1", "--provider", "openai", "--model", "m", "--url", url, "--token", gus]
     )
     _one_line_error(again, "HTTP 409", "never given to another")
+
+
+def test_quay_member_add_invites_and_the_invited_accepts_declines_or_leaves(dev_url: str) -> None:
+    """`quay member add --company` invites (design §5): the answer says so; `quay room decline`,
+    `quay room accept` and `quay room leave` act for the invited company."""
+    url = dev_url
+    for company, person in (("hull", "hugo"), ("isle", "ivy")):
+        _json(url, ADMIN, "admin", "create-company", company, "--person", person)
+    hugo = _json(url, ADMIN, "admin", "issue-token", "hull", "hugo")["token"]
+    ivy = _json(url, ADMIN, "admin", "issue-token", "isle", "ivy")["token"]
+    rid = _json(url, hugo, "room", "create", "hull-room")["id"]
+    added = _json(url, hugo, "member", "add", rid, "--company", "isle")
+    assert [(i["room_id"], i["company"], i["invited_by"], i["status"]) for i in added["invitations"]] == [
+        (rid, "isle", "hull", "invited")
+    ]
+    assert added["room"]["members"] == ["hull"] and added["room"]["invited"] == ["isle"]
+    shown = _quay(url, hugo, "member", "list", rid).stdout
+    assert "members: hull" in shown and "invited: isle (not yet accepted)" in shown
+    _one_line_error(CliRunner().invoke(cli, ["room", "show", rid, "--url", url, "--token", ivy]), "HTTP 404")
+    assert _quay(url, ivy, "room", "decline", rid).stdout.strip() == f"declined the invitation to room {rid}"
+    assert _quay(url, ivy, "invitations").stdout.strip() == "no invitations"
+    again = _quay(url, hugo, "member", "add", rid, "--company", "isle").stdout
+    assert f"invited isle: a person of it accepts with quay room accept {rid}" in again
+    assert _json(url, ivy, "room", "accept", rid)["members"] == ["hull", "isle"]
+    assert _json(url, ivy, "room", "leave", rid) == {"room_id": rid, "left": "isle"}
+    assert _quay(url, ivy, "room", "list").stdout.strip() == "no rooms"
+    _one_line_error(
+        CliRunner().invoke(cli, ["room", "leave", rid, "--url", url, "--token", ivy]), "HTTP 404", "not a member"
+    )

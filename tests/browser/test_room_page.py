@@ -146,6 +146,7 @@ def room(dev_url: str) -> dict[str, str]:
     bob = QuayClient(dev_url, admin.issue_token("bolt", "bob")["token"])
     ann.set_policy("acme", {"actions": {"remember": "ask"}})
     room_id = ann.create_room("harbour", ["bolt"])["id"]
+    bob.accept(room_id)  # bolt is invited (design §5): bob accepts
     ann.register_agent("a1", "anthropic", "claude-local", api_key="sk-acme-local", instructions="Be brief.")
     bob.register_agent("b1", "openai", "gpt-local", api_key="sk-bolt-local")
     ann.add_agent(room_id, "a1")
@@ -159,6 +160,7 @@ def locks(dev_url: str, room: dict[str, str]) -> dict[str, str]:
     (echoes), bolt's b2."""
     ann, bob = QuayClient(dev_url, room["ann"]), QuayClient(dev_url, room["bob"])
     room_id = ann.create_room("locks", ["bolt"])["id"]
+    bob.accept(room_id)  # bolt is invited (design §5): bob accepts
     for name in ("a2", "a3"):
         ann.register_agent(name, "anthropic", "claude-local")
         ann.add_agent(room_id, name)
@@ -583,6 +585,7 @@ def test_more_shows_the_next_page_of_a_list(chromium: str, dev_url: str, room: d
 
     ann = QuayClient(dev_url, room["ann"])
     room_id = ann.create_room("ledger-hall", ["bolt"])["id"]
+    QuayClient(dev_url, room["bob"]).accept(room_id)  # bolt is invited (design §5): bob accepts
     for i in range(120):
         ann.remember(room_id, f"line {i:03d}", "room")
     with sync_playwright() as p:
@@ -671,6 +674,7 @@ def test_ask_again_on_a_failed_run_and_the_busy_line_while_it_answers(
 
     ann = QuayClient(dev_url, room["ann"])
     room_id = ann.create_room("quay", ["bolt"])["id"]
+    QuayClient(dev_url, room["bob"]).accept(room_id)  # bolt is invited (design §5): bob accepts
     ann.register_agent("a5", "anthropic", "claude-local")
     ann.add_agent(room_id, "a5")
     with sync_playwright() as p:
@@ -715,5 +719,44 @@ def test_ask_again_on_a_failed_run_and_the_busy_line_while_it_answers(
             bolt_reply = other.locator("#transcript .msg.reply").filter(has_text="Back with the plan")
             expect(bolt_reply).to_have_count(1, timeout=WAIT_MS)
             assert bolt_reply.locator(".run-link").count() == 0, "bolt is offered acme's run"
+        finally:
+            browser.close()
+
+
+def test_an_invitation_is_accepted_or_declined_and_a_room_left_from_the_page(
+    chromium: str, dev_url: str, room: dict[str, str]
+) -> None:
+    """Rooms by consent (design §5) on the page: bob of bolt sees acme's invitation (not the room)
+    with Accept and Decline; Decline drops it; after a second invitation Accept opens the room,
+    now in his list; Leave room takes bolt out (the API reads bolt gone) and the room off his list."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ann, bob = QuayClient(dev_url, room["ann"]), QuayClient(dev_url, room["bob"])
+    room_id = ann.create_room("consent-quay", ["bolt"])["id"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context().new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.goto(f"{dev_url}/app/")
+            page.get_by_label("Your bearer token").fill(room["bob"])
+            page.keyboard.press("Enter")
+            invite = page.locator(f"#invitation-list li[data-room='{room_id}']")
+            expect(invite).to_contain_text("invited by acme")
+            expect(page.locator(f"#room-list button[data-room='{room_id}']")).to_have_count(0)
+            invite.get_by_role("button", name="Decline").click()
+            expect(invite).to_have_count(0)
+            assert not [i for i in bob.invitations() if i["room_id"] == room_id]
+            ann.add_member(room_id, "bolt")
+            page.reload()  # the token stays in the tab: signed in again at once
+            invite.get_by_role("button", name="Accept").click()
+            expect(page.locator("#room-title")).to_have_text("consent-quay")
+            expect(page.locator(f"#room-list button[data-room='{room_id}']")).to_have_count(1)
+            expect(page.locator("#room-meta")).to_contain_text("companies: acme, bolt")
+            assert ann.room(room_id)["members"] == ["acme", "bolt"]
+            page.get_by_role("button", name="Leave room").click()
+            expect(page.locator("#room")).to_be_hidden()
+            expect(page.locator(f"#room-list button[data-room='{room_id}']")).to_have_count(0)
+            assert ann.room(room_id)["members"] == ["acme"]
         finally:
             browser.close()

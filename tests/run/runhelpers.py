@@ -52,6 +52,7 @@ def make_room(
     svc.agents.register(ANN, name="a1", provider="anthropic", model=a1_model, instructions="Be brief.")
     svc.agents.register(BOB, name="b1", provider="openai", model="gpt-test", instructions="Be brief.")
     svc.rooms.create(ANN, name="r1", members=["bolt"], room_id="r1")
+    svc.rooms.accept(BOB, "r1")  # bolt is invited (design §5): bob accepts, as POST …/invitations/accept does
     svc.rooms.place_agent(ANN, "r1", A1)
     svc.rooms.place_agent(BOB, "r1", B1)
     server.keys.update({"a1": keys["acme"], "b1": keys["bolt"]})

@@ -77,6 +77,7 @@ def world() -> Iterator[World]:
             Services(default_deps()).rooms.create(  # POST /rooms's service, keeping the fixed id r1
                 Caller(company="acme", member="ann"), name="r1", members=["bolt"], room_id="r1"
             )
+            w.ok("POST", "/rooms/r1/invitations/accept", "bob")  # bolt accepts its invitation (design §5)
             yield w
     finally:
         server.stop()

@@ -88,6 +88,7 @@ def test_a_plain_reply_with_more_notices_than_a_transaction_holds_still_lands(en
     with C.owner(C.SETUP):
         svc = Services(d)  # as through the API: the room, acme's a1 and bolt's 100 agents
         svc.rooms.create(ACME_ANN, name="crowd", members=["bolt"], hop_limit=0, room_id="crowd")
+        svc.rooms.accept(BOB, "crowd")  # bolt accepts its invitation (design §5)
         svc.rooms.place_agent(ACME_ANN, "crowd", "a1")
         for name in names:
             svc.agents.register(BOB, name=name, provider="openai", model="m")

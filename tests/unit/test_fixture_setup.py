@@ -136,7 +136,7 @@ def test_a_planted_data_layer_setup_is_found(planted: str) -> None:
     [
         'svc.agents.register(ann, name="a1", provider="openai", model="m")',
         'svc.rooms.create(ann, name="r1", members=["bolt"], room_id="r1")',
-        'svc.rooms.add_member(ann, "r1", "bolt")',
+        'svc.rooms.invite(ann, "r1", "bolt")',
         'svc.companies.add_person(OPERATOR, "acme", "amy")',
         'ann.create_room("harbour", ["bolt"])',  # the HTTP client: through the API
         'admin.create_company("acme", ["ann"])',

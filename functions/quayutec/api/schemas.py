@@ -180,6 +180,10 @@ class RoomOut(_Out):
     hop_limit: int | None = None
     max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN
     created_by: str | None = Field(default=None, description="The company that created the room")
+    invited: list[str] = Field(
+        default_factory=list,
+        description="Companies invited and not yet accepted (docs/design.md §5): each holds a seat, none sees the room",
+    )
     agents: list[RoomAgentOut] = Field(default_factory=list)
     busy_agents: list[str] = Field(
         default_factory=list,
@@ -200,6 +204,38 @@ class RoomList(Paged):
 
 class MemberIn(_In):
     company: CompanyId
+
+
+class InvitationOut(_Out):
+    """A company's pending invitation to a room (docs/design.md §5)."""
+
+    room_id: str
+    company: str = Field(description="The invited company")
+    invited_by: str = Field(description="The member company whose person invited it")
+    invited_at: str | None = Field(default=None, description="When (ISO 8601, UTC)")
+
+
+class Invited(InvitationOut):
+    """The answer of ``POST /rooms/{room}/members``: the company is invited, not yet a member
+    (docs/design.md §5)."""
+
+    status: Literal["invited"] = Field(
+        default="invited", description="Always `invited`: a person of the company accepts or declines"
+    )
+
+
+class InvitationList(_Out):
+    invitations: list[InvitationOut]
+
+
+class Declined(_Out):
+    room_id: str
+    declined: str = Field(description="The company that declined the invitation")
+
+
+class Left(_Out):
+    room_id: str
+    left: str = Field(description="The company that left the room")
 
 
 class RoomAgentIn(_In):

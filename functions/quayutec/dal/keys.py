@@ -34,6 +34,7 @@ MESSAGE_KEY = ("pk", "sk", "gsi2pk", "gsi2sk")
 
 # Sort-key prefixes (the ``begins_with`` of a range query).
 ROOM_PREFIX = "ROOM#"
+INVITE_PREFIX = "INVITE#"
 AGENT_PREFIX = "AGENT#"
 TASK_PREFIX = "TASK#"
 MESSAGE_PREFIX = "MSG#"
@@ -84,6 +85,16 @@ def room_key(room_id: str) -> dict[str, str]:
 
 def member_key(room_id: str, company_id: str) -> dict[str, str]:
     return {"pk": room_pk(room_id), "sk": f"MEMBER#{company_id}"}
+
+
+def invitation_key(room_id: str, company_id: str) -> dict[str, str]:
+    """A company's pending invitation to a room (design §5): who invited it, when."""
+    return {"pk": room_pk(room_id), "sk": f"{INVITE_PREFIX}{company_id}"}
+
+
+def company_invitation_key(company_id: str, room_id: str) -> dict[str, str]:
+    """The company's index entry of a pending invitation (its ``GET`` list of invitations)."""
+    return {"pk": company_pk(company_id), "sk": f"{INVITE_PREFIX}{room_id}"}
 
 
 def room_agent_key(room_id: str, agent_id: str) -> dict[str, str]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from quayutec.dal import keys
 from quayutec.dal.aws import (
     Guard,
@@ -15,6 +17,7 @@ from quayutec.dal.aws import (
     put_new,
     transact,
     transient_errors,
+    update_if,
 )
 from quayutec.dal.files import IndexView, pointer_of
 from quayutec.dal.pages import KeySpec, Page, decode_cursor, query_rows
@@ -96,9 +99,10 @@ class RoomRecords(RoomTable):
                     },
                 )
 
-    def create_room(self, room: Room) -> bool:
-        """Write a new room with its member items and the companies' room index, in one
-        transaction; ``False`` when the room id is taken."""
+    def create_room(self, room: Room, invited_at: str | None = None) -> bool:
+        """Write a new room with its member items and the companies' room index, and an
+        invitation (:meth:`invite`; ``invited_at``: ISO 8601) of each company of ``room.invited``,
+        in one transaction; ``False`` when the room id is taken."""
         items = [
             self._put(
                 {
@@ -118,6 +122,11 @@ class RoomRecords(RoomTable):
                     None,
                 )
             )
+        for company, by in room.invited.items():
+            fields = {"type": "invitation", "room_id": room.id, "company": company, "invited_by": by}
+            fields["invited_at"] = invited_at or ""
+            items.append(self._put({**keys.invitation_key(room.id, company), **fields}, None))
+            items.append(self._put({**keys.company_invitation_key(company, room.id), **fields}, None))
         return self._transact(items)
 
     def get_room(self, room_id: str, consistent: bool = True) -> Room | None:
@@ -150,6 +159,158 @@ class RoomRecords(RoomTable):
                     {**keys.company_room_key(company, room_id), "type": "company_room", "room_id": room_id},
                     None,
                 ),
+            ]
+        )
+
+    def invite(self, room_id: str, company: str, invited_by: str, invited_at: str, seen: Room) -> bool:
+        """Invite a company to a room (design §5), in one transaction: the room's ``INVITE#`` item,
+        the company's index entry and the room item's ``invited`` map (company → inviting
+        company: a pending invitation holds a seat, so ``members`` and ``invited`` together stay
+        within the room's member limit). ``seen``: the room as the caller read it (and checked
+        the limit on); ``False`` when the company is a member or invited already, or the room
+        gained members or invitations since (nothing written: read again; a room item without an
+        ``invited`` map, written before invitations, gets an empty one for the next attempt)."""
+        fields = {"type": "invitation", "room_id": room_id, "company": company}
+        fields |= {"invited_by": invited_by, "invited_at": invited_at}
+        room = {
+            "Update": {
+                "TableName": self.table,
+                "Key": keys.room_key(room_id),
+                "UpdateExpression": "SET invited.#c = :by",
+                "ConditionExpression": "attribute_exists(pk) AND NOT contains(members, :one) "
+                "AND attribute_not_exists(invited.#c) AND size(members) <= :m AND size(invited) <= :i",
+                "ExpressionAttributeNames": {"#c": company},
+                "ExpressionAttributeValues": {
+                    ":by": invited_by,
+                    ":one": company,
+                    ":m": len(seen.members),
+                    ":i": len(seen.invited),
+                },
+            }
+        }
+        items = [
+            room,
+            self._put({**keys.invitation_key(room_id, company), **fields}, None),
+            self._put({**keys.company_invitation_key(company, room_id), **fields}, None),
+        ]
+        try:
+            return self._transact(items)
+        except ClientError:
+            item = self._item(keys.room_key(room_id))
+            if item is None or "invited" in item:
+                raise
+        # a room item written before invitations has no ``invited`` map (DynamoDB refuses a path
+        # into it): give it an empty one, once and conditionally; the caller's next attempt holds the seat
+        update_if(
+            self.db,
+            TableName=self.table,
+            Key=keys.room_key(room_id),
+            UpdateExpression="SET invited = :none",
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(invited)",
+            ExpressionAttributeValues={":none": {}},
+        )
+        return False
+
+    def get_invitation(self, room_id: str, company: str) -> dict[str, Any] | None:
+        """A company's pending invitation to a room (``room_id``, ``company``, ``invited_by``,
+        ``invited_at``), ``None`` when there is none."""
+        item = self._item(keys.invitation_key(room_id, company))
+        return strip(item) if item else None
+
+    def accept_invitation(self, room_id: str, company: str, max_members: int | None = None) -> bool:
+        """A company accepts its invitation (design §5), in ONE transaction (no half state after a
+        crash): its ``INVITE#`` item and index entry gone, out of the room item's ``invited`` map
+        into its ``members``, its member item and its index entry of its rooms written. ``False``
+        (nothing written) when there is no pending invitation, it is a member already, or the
+        room holds ``max_members`` members already."""
+        condition = "attribute_exists(pk) AND attribute_exists(invited.#c) AND NOT contains(members, :one)"
+        values: dict[str, Any] = {":c": [company], ":one": company}
+        if max_members is not None:
+            condition += " AND size(members) < :max"
+            values[":max"] = max_members
+        return self._transact(
+            [
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": keys.invitation_key(room_id, company),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+                {"Delete": {"TableName": self.table, "Key": keys.company_invitation_key(company, room_id)}},
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": keys.room_key(room_id),
+                        "UpdateExpression": "SET members = list_append(members, :c) REMOVE invited.#c",
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeNames": {"#c": company},
+                        "ExpressionAttributeValues": values,
+                    }
+                },
+                self._put({**keys.member_key(room_id, company), "type": "member", "company": company}, None),
+                self._put(
+                    {**keys.company_room_key(company, room_id), "type": "company_room", "room_id": room_id},
+                    None,
+                ),
+            ]
+        )
+
+    def decline_invitation(self, room_id: str, company: str) -> bool:
+        """Drop a pending invitation (declined), in one transaction: its ``INVITE#`` item, its
+        index entry and its entry in the room item's ``invited`` map (the seat it held is free).
+        ``False`` (nothing written) when there is none."""
+        return self._transact(
+            [
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": keys.invitation_key(room_id, company),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+                {"Delete": {"TableName": self.table, "Key": keys.company_invitation_key(company, room_id)}},
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": keys.room_key(room_id),
+                        "UpdateExpression": "REMOVE invited.#c",
+                        "ConditionExpression": "attribute_exists(pk)",
+                        "ExpressionAttributeNames": {"#c": company},
+                    }
+                },
+            ]
+        )
+
+    def invitations_of(self, company: str) -> list[dict[str, Any]]:
+        """A company's pending invitations, in room id order."""
+        items = paginate_query(
+            self.db.query,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": keys.company_pk(company), ":p": keys.INVITE_PREFIX},
+        )
+        return [strip(i) for i in items]
+
+    def remove_member(self, room_id: str, company: str, members: list[str]) -> bool:
+        """A company leaves a room: out of its ``members`` (``members`` as the caller read them),
+        its member item and its index entry gone; ``False`` when the room changed meanwhile."""
+        if company not in members:
+            return False
+        at = members.index(company)
+        return self._transact(
+            [
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": keys.room_key(room_id),
+                        "UpdateExpression": f"REMOVE members[{at}]",
+                        "ConditionExpression": f"members[{at}] = :c",
+                        "ExpressionAttributeValues": {":c": company},
+                    }
+                },
+                {"Delete": {"TableName": self.table, "Key": keys.member_key(room_id, company)}},
+                {"Delete": {"TableName": self.table, "Key": keys.company_room_key(company, room_id)}},
             ]
         )
 

@@ -1,19 +1,22 @@
 """Rooms and who is in them (docs/design.md §3, §5): a company's person creates a room (the
-service picks its id; the caller's company is always a member), a member adds another company,
-and a company places its own agents (one agent per name in a room, so ``@name`` names one
-agent). The domain service of ``/rooms`` and ``/rooms/{id}/members|agents``; the scenario
-player, the chaos lab and the test fixtures create rooms and place agents through it too."""
+service picks its id; the caller's company is always a member), a member invites another company
+(a person of it accepts or declines; a company leaves a room), and a company places its own
+agents (one agent per name in a room, so ``@name`` names one agent). The domain service of
+``/rooms``, ``/rooms/{id}/members|agents`` and the invitations; the scenario player, the chaos lab
+and the test fixtures create rooms and place agents through it too."""
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from quayutec.dal.pages import Page
 from quayutec.deps import Deps
-from quayutec.errors import Conflict, InvalidInput, LimitReached
+from quayutec.errors import Conflict, Forbidden, InvalidInput, LimitReached, NotFound
 from quayutec.logic import ids
 from quayutec.logic.access import Principal, member_room, own_agent
-from quayutec.models import DEFAULT_MAX_RUNS_PER_CHAIN, Room
+from quayutec.models import DEFAULT_MAX_RUNS_PER_CHAIN, Room, now_iso
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ class Rooms:
         idempotency_key: str | None = None,
         room_id: str | None = None,
     ) -> RoomView:
-        """A new room of the caller's company and ``members``. Its id is the service's
+        """A new room of the caller's company, ``members`` invited to it (design §5: each becomes a
+        member once a person of it accepts, :meth:`accept`; until then it sees only the
+        invitation; the caller's company is a member at once). Its id is the service's
         (:func:`quayutec.logic.ids.new_room_id`): a caller never learns that an id is taken,
         since it never chooses one; a repeat with the same Idempotency-Key gets the same room.
         ``room_id``: set-up only (the test fixtures' fixed ids, as ``Companies.create``'s
@@ -64,12 +69,13 @@ class Rooms:
         room = Room(
             id=room_id or ids.new_room_id(idempotency_key),
             name=name,
-            members=all_members,
+            members=[company],
+            invited=dict.fromkeys(all_members[1:], company),
             hop_limit=hop_limit,
             max_runs_per_chain=max_runs_per_chain,
             created_by=company,
         )
-        if not self.store.create_room(room):
+        if not self.store.create_room(room, now_iso()):
             existing = self.store.get_room(room.id)
             if existing is None or company not in existing.members:
                 raise Conflict("room id collision: retry")
@@ -101,27 +107,93 @@ class Rooms:
             self.view(member_room(self.store, room_id, who)), busy_agents=self.deps.ledger.busy_agents(room_id)
         )
 
-    def add_member(self, who: Principal, room_id: str, company: str) -> RoomView:
-        """Add a company to a room (by a person of a member company). Raises NotFound,
-        InvalidInput (no such company), LimitReached, Conflict (a member already)."""
-        member_room(self.store, room_id, who)
+    def invite(self, who: Principal, room_id: str, company: str) -> dict[str, Any]:
+        """Invite a company to a room (by a person of a member company; design §5): until a
+        person of it accepts (:meth:`accept`), the company sees only the invitation, not the room,
+        and cannot place its agents in it. A pending invitation holds a seat: members and
+        invitations together stay within ``MAX_ROOM_MEMBERS``. Returns ``room_id``, ``company``,
+        ``invited_by``, ``invited_at`` (ISO 8601), ``status`` (``"invited"``). Raises NotFound,
+        InvalidInput (no such company), LimitReached, Conflict (a member or invited already; the
+        room kept changing: retry)."""
+        by = who.require_company()
         if self.store.get_company(company) is None:
             raise InvalidInput(f"company: no such company {company!r}")
         most = self.deps.settings.max_room_members
-        if not self.store.add_member(room_id, company, most):
+        for _ in range(3):
             room = member_room(self.store, room_id, who)
-            if company not in room.members and len(room.members) >= most:
+            if company in room.members:
+                raise Conflict(f"company {company!r} is a member of room {room_id!r} already")
+            if company in room.invited:
+                raise Conflict(f"company {company!r} is invited to room {room_id!r} already")
+            seats = len(room.members) + len(room.invited)
+            if seats >= most:
+                raise LimitReached(
+                    f"room {room_id!r} has {len(room.members)} member companies and {len(room.invited)} "
+                    "pending invitations",
+                    most,
+                    "MAX_ROOM_MEMBERS",
+                )
+            at = now_iso()
+            if self.store.invite(room_id, company, by, at, room):
+                return {"room_id": room_id, "company": company, "invited_by": by, "invited_at": at, "status": "invited"}
+        raise Conflict(f"room {room_id!r} changed meanwhile: retry")
+
+    def invitations(self, who: Principal) -> builtins.list[dict[str, Any]]:
+        """The caller's company's pending invitations (``room_id``, ``company``, ``invited_by``,
+        ``invited_at``), in room id order."""
+        return self.store.invitations_of(who.require_company())
+
+    def accept(self, who: Principal, room_id: str) -> RoomView:
+        """A person of the invited company accepts: in one transaction the invitation is gone and
+        the company is a member (design §5). Raises NotFound (no pending invitation),
+        LimitReached (the room's member limit was lowered since), Conflict."""
+        company = who.require_company()
+        most = self.deps.settings.max_room_members
+        if not self.store.accept_invitation(room_id, company, most):
+            room = self.store.get_room(room_id)
+            if self.store.get_invitation(room_id, company) is None or room is None:
+                raise NotFound(f"no invitation of company {company!r} to room {room_id!r}")
+            if len(room.members) >= most:
                 raise LimitReached(
                     f"room {room_id!r} has {len(room.members)} member companies", most, "MAX_ROOM_MEMBERS"
                 )
-            raise Conflict(f"company {company!r} is a member of room {room_id!r} already")
+            raise Conflict(f"room {room_id!r} changed meanwhile: retry")
         return self.view(member_room(self.store, room_id, who))
+
+    def decline(self, who: Principal, room_id: str) -> None:
+        """A person of the invited company declines: the invitation is gone, its seat free.
+        Raises NotFound."""
+        company = who.require_company()
+        if not self.store.decline_invitation(room_id, company):
+            raise NotFound(f"no invitation of company {company!r} to room {room_id!r}")
+
+    def leave(self, who: Principal, room_id: str) -> None:
+        """The caller's company leaves a room: its agents are taken out of it first (no message
+        wakes them there again), then the company: it no longer sees the room (design §5).
+        Raises NotFound, Conflict (the room changed meanwhile: retry)."""
+        room = member_room(self.store, room_id, who)
+        company = who.require_company()
+        for agent_id, owner in self.store.room_agents(room_id).items():
+            if owner == company:
+                self.store.remove_room_agent(room_id, agent_id)
+        if not self.store.remove_member(room_id, company, room.members):
+            raise Conflict(f"room {room_id!r} changed meanwhile: retry")
 
     def place_agent(self, who: Principal, room_id: str, agent_ref: str) -> RoomView:
         """Place one of the caller's company's agents (id or name) in a room of its company.
-        Raises NotFound, LimitReached (``max_room_agents``), Conflict (in the room already, or
-        the room has an agent of that name)."""
-        room = member_room(self.store, room_id, who)
+        Raises NotFound, Forbidden (the caller's company is invited and has not accepted the
+        invitation, design §5), LimitReached (``max_room_agents``), Conflict (in the room
+        already, or the room has an agent of that name)."""
+        try:
+            room = member_room(self.store, room_id, who)
+        except NotFound:
+            company = who.require_company()
+            if self.store.get_invitation(room_id, company) is None:
+                raise
+            raise Forbidden(
+                f"company {company!r} has not accepted the invitation to room {room_id!r}: a person of it "
+                "accepts it first (POST /rooms/{room}/invitations/accept)"
+            ) from None
         agent = own_agent(self.store, agent_ref, who)
         # the agent's own link and the room's holder of its name: one read, whatever the room's size
         name = ids.agent_name(agent.id)

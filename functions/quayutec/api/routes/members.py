@@ -12,7 +12,7 @@ from quayutec.api.context import caller
 from quayutec.api.pages import fit
 from quayutec.api.routes._params import Cursor, Limit, RoomId
 from quayutec.api.routes.rooms import room_out
-from quayutec.api.schemas import MemberIn, MembersPage, RoomAgentIn, RoomAgentOut, RoomOut
+from quayutec.api.schemas import Invited, MemberIn, MembersPage, RoomAgentIn, RoomAgentOut, RoomOut
 from quayutec.logic import ids
 from quayutec.logic.rooms import RoomView
 
@@ -34,10 +34,15 @@ def list_members(room_id: RoomId, limit: Limit = 200, cursor: Cursor = None) -> 
     "/rooms/<room_id>/members",
     status_code=201,
     tags=["members"],
-    summary="Add a company to the room (by a person of a member company)",
+    summary="Invite a company to the room (by a person of a member company)",
 )
-def add_member(room_id: RoomId, body: Annotated[MemberIn, Body()]) -> RoomOut:
-    return room_out(services().rooms.add_member(caller(), room_id, body.company))
+def add_member(room_id: RoomId, body: Annotated[MemberIn, Body()]) -> Invited:
+    """The company is invited, not yet a member (docs/design.md §5): it sees the invitation
+    (`GET /invitations`), not the room, until a person of it accepts
+    (`POST /rooms/{room}/invitations/accept`). A pending invitation holds a seat: 409
+    `limit_reached` when members and invitations fill the room; 409 when it is a member or
+    invited already; 400 for no such company."""
+    return Invited(**services().rooms.invite(caller(), room_id, body.company))
 
 
 @router.post(

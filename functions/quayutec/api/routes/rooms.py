@@ -33,6 +33,7 @@ def room_out(view: RoomView) -> RoomOut:
         hop_limit=room.hop_limit,
         max_runs_per_chain=room.max_runs_per_chain,
         created_by=room.created_by,
+        invited=sorted(room.invited),
         agents=agents,
         busy_agents=view.busy_agents,
     )

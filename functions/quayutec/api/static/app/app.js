@@ -162,6 +162,7 @@ function when(iso) {
       $("who").textContent = "Signed in as " + state.me.member + (state.me.company ? " of " + state.me.company : " (operator)")
         + " (the token stays in this tab).";
       await showRooms(data.rooms || [], data.next_cursor);
+      await loadInvitations();
       $("room-list").querySelector("button") ? $("room-list").querySelector("button").focus() : $("main").focus();
     } catch (e) {
       state.token = null;
@@ -178,7 +179,8 @@ function when(iso) {
     Object.assign(state, { token: null, rooms: [], room: null, info: null, seen: new Set(), cursor: null, changes: null,
                            approvals: [], sig: {}, openRun: null, postKey: null, mine: new Map(),
                            stoppedChains: new Set(), more: {}, texts: new Map(), notWoken: new Map() });
-    clear($("room-list")); clear($("transcript"));
+    clear($("room-list")); clear($("transcript")); clear($("invitation-list"));
+    $("invitations").hidden = true;
     $("workspace").hidden = true; $("room").hidden = true;
     $("sign-out").hidden = true; $("who").hidden = true;
     $("sign-in").hidden = false;
@@ -206,6 +208,58 @@ function when(iso) {
     });
   }
 
+  // Rooms by consent (design §5): the caller's company's pending invitations (GET /invitations),
+  // each with Accept (it becomes a member: the room opens) and Decline; Leave room in a room.
+  async function loadInvitations() {
+    const found = (await api("GET", "invitations")).invitations || [];
+    const list = $("invitation-list");
+    clear(list);
+    $("invitations").hidden = found.length === 0;
+    for (const inv of found) {
+      const label = "Room " + inv.room_id + " · invited by " + inv.invited_by;
+      list.append(el("li", { "data-room": inv.room_id }, el("span", { text: label }), " ",
+        el("button", { type: "button", text: "Accept", "aria-label": "Accept the invitation to room " + inv.room_id,
+                       on: { click: (ev) => answerInvitation(ev.currentTarget, inv.room_id, "accept") } }), " ",
+        el("button", { type: "button", class: "secondary", text: "Decline",
+                       "aria-label": "Decline the invitation to room " + inv.room_id,
+                       on: { click: (ev) => answerInvitation(ev.currentTarget, inv.room_id, "decline") } })));
+    }
+  }
+
+  async function reloadRooms() {
+    const data = await api("GET", "rooms");
+    await showRooms(data.rooms || [], data.next_cursor);
+    await loadInvitations();
+  }
+
+  async function answerInvitation(button, room, verb) {
+    button.disabled = true;
+    const ok = await guarded(async () => {
+      await api("POST", "rooms/" + enc(room) + "/invitations/" + verb);
+      await reloadRooms();
+    });
+    if (!ok) { button.disabled = false; return; }
+    status(verb === "accept" ? "Invitation accepted: your company is a member of room " + room + "."
+                             : "Invitation declined: room " + room + " stays unseen.");
+    if (verb === "accept") await openRoom(room);
+  }
+
+  async function leaveRoom() {
+    const room = state.room;
+    if (!room) return;
+    const button = $("leave-room");
+    button.disabled = true;
+    const ok = await guarded(async () => {
+      await api("POST", "rooms/" + enc(room) + "/leave");
+      stopPolling();
+      Object.assign(state, { room: null, info: null });
+      $("room").hidden = true;
+      await reloadRooms();
+    });
+    button.disabled = false;
+    if (ok) { status("Your company left room " + room + "."); $("main").focus(); }
+  }
+
   async function openRoom(id) {
     stopPolling();
     Object.assign(state, { room: id, info: null, seen: new Set(), cursor: null, changes: null, approvals: [], sig: {}, openRun: null,
@@ -220,7 +274,9 @@ function when(iso) {
       state.info = info;
       $("room-title").textContent = info.name ? info.name : "Room " + info.id;
       const agents = (info.agents || []).map((a) => a.id + " (" + a.company + ")").join(", ") || "none yet";
-      $("room-meta").textContent = "Room " + info.id + " · companies: " + (info.members || []).join(", ") + " · agents: " + agents;
+      const invited = (info.invited || []).length ? " · invited: " + info.invited.join(", ") : "";
+      $("room-meta").textContent = "Room " + info.id + " · companies: " + (info.members || []).join(", ") + invited
+        + " · agents: " + agents;
       const to = $("task-to");
       clear(to);
       for (const a of info.agents || []) to.append(el("option", { value: a.id, text: a.id + " (" + a.company + ")" }));
@@ -1117,6 +1173,7 @@ function when(iso) {
       if (token) signIn(token);
     });
     $("sign-out").addEventListener("click", () => signOut(false));
+    $("leave-room").addEventListener("click", leaveRoom);
     $("post-form").addEventListener("submit", post);
     const box = $("post-text");
     box.addEventListener("input", () => { state.postKey = null; updateMentions(); });
