@@ -672,6 +672,7 @@ class ModelRequestRecord(_Model):
     reserve_tokens: int = 0
     spend_day: str | None = None
     spend_month: str | None = None
+    spend_room: str | None = None  # the room counted (None: recorded before rooms were counted)
     company: str | None = None
     agent_id: str | None = None
     settled: bool = False

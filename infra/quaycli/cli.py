@@ -1429,25 +1429,23 @@ def cost_lines(cost: dict | None) -> list[str]:
 
 @app.command()
 def cost(
-    room: Annotated[str, typer.Option(help="The room whose runs to sum.")],
-    since: Annotated[str | None, typer.Option(help="Only runs started at or after this ISO-8601 instant.")] = None,
+    room: Annotated[str, typer.Option(help="The room whose spend to show.")],
+    day: Annotated[str | None, typer.Option(help="A UTC day YYYY-MM-DD (default: today) and its month.")] = None,
     as_json: JsonOpt = False,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
-    """Sum the cost lines of your company's runs in a room: runs, counted operations,
-    tokens, estimated USD (model excluded and included)."""
-    out = _run(lambda: _client(url, token).room_cost(room, since))
+    """Your company's model spend in a room on a UTC day and in its month, from the spend
+    counters the budgets keep: USD for models with a known price, tokens for the others. A
+    run's whole cost line (AWS included) is `quay ledger RUN`."""
+    out = _run(lambda: _client(url, token).room_cost(room, day))
     if as_json:
         _print(out)
         return
-    _say(
-        f"room {out['room_id']}: {_count(out['runs'], 'run', 'runs')}"
-        + (f" since {out['since']}" if out.get("since") else "")
-        + (f", {out['without_cost']} without a cost line" if out.get("without_cost") else "")
-    )
-    for line in cost_lines(out["cost"]):
-        _say("  " + line)
+    _say(f"room {out['room_id']}, {out['company']}'s agents:")
+    for period in ("day", "month"):
+        f = out[period]
+        _say(f"  {f['key']}: ${f['spent_usd']:.6f} and {f['spent_tokens']:,} tokens")
 
 
 @app.command()

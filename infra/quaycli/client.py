@@ -376,9 +376,10 @@ class QuayClient:
         """``GET /runs/{run}/replay``: the run's actions decided then and now (docs/design.md §5)."""
         return self.call("GET", f"/runs/{_seg(run_id)}/replay")
 
-    def room_cost(self, room: str, since: str | None = None) -> dict:
-        """The summed cost lines of your company's runs in ``room`` (``since``: ISO-8601)."""
-        return self.call("GET", f"/rooms/{_seg(room)}/cost", query={"since": since} if since else None)
+    def room_cost(self, room: str, day: str | None = None) -> dict:
+        """Your company's model spend in ``room`` on UTC ``day`` (``YYYY-MM-DD``; today when
+        ``None``) and in its month: ``GET /rooms/{room}/cost``."""
+        return self.call("GET", f"/rooms/{_seg(room)}/cost", query={"day": day} if day else None)
 
     # ------------------------------------------------------------------ files
     def add_file(self, room: str, name: str, content_type: str, size: int) -> dict:

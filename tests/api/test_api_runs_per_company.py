@@ -51,12 +51,15 @@ def test_a_runs_page_reads_only_the_callers_runs_and_fills_exactly(crowded: Worl
     assert len(every) == 132 and [r.started_at for r in every] == sorted(r.started_at for r in every)
 
 
-def test_room_cost_since_counts_the_callers_runs_from_then_on(crowded: World) -> None:
+def test_room_cost_reads_no_run_however_many_the_room_holds(crowded: World) -> None:
+    """Design §12.4, §14: a room's cost comes from the spend counters (one BatchGetItem), never
+    from its runs: no Query, whatever the 132 runs of the room."""
     w = crowded
-    cost = w.api.ok("GET", f"/rooms/{ROOM}/cost?since=2026-11-30T00:00:05Z", w.tokens["ann"])
-    assert cost["runs"] == 7  # acme's runs 5..11, none of bolt's
-    assert w.api.ok("GET", f"/rooms/{ROOM}/cost?since=2026-11-30T00:00:05.000001Z", w.tokens["ann"])["runs"] == 6
-    assert w.api.ok("GET", f"/rooms/{ROOM}/cost", w.tokens["bob"])["runs"] == 120
+    cost, reads = counted_reads(
+        default_deps().ledger.db, lambda: w.api.ok("GET", f"/rooms/{ROOM}/cost", w.tokens["ann"])
+    )
+    assert reads == {"queries": 0, "items_read": 0}, reads
+    assert cost["company"] == "acme" and set(cost) == {"room_id", "company", "day", "month"}
 
 
 def test_a_companys_approvals_listing_reads_only_its_own_rows(crowded: World) -> None:

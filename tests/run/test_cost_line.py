@@ -328,78 +328,111 @@ def _token(company: str, person: str) -> str:
     return TokenStore(quay_deps.default_deps().room.table).issue(company, person)[0]
 
 
-def test_room_cost_sums_the_runs_of_the_callers_company_like_the_runs_listing(env: Env) -> None:
-    """`GET /rooms/{room}/cost` sums exactly the runs `GET /rooms/{room}/runs` lists to the same
-    caller (its company's agents'), since an instant; a non-member gets the same 404."""
+def _post_in(room_id: str, person: str, company: str, text: str, env: Env) -> None:
+    from quayutec.logic.room_service import RoomService
+
+    def post() -> None:
+        with C.owner(C.SETUP):
+            RoomService(quay_deps.default_deps().room).post_message(
+                room_id, Author(kind="person", id=person, company=company), text, []
+            )
+
+    env.stack.wait_quiet()
+    contextvars.copy_context().run(post)
+    env.stack.wait_quiet()
+
+
+def test_room_cost_is_the_rooms_share_of_the_companys_spend_counters(env: Env) -> None:
+    """`GET /rooms/{room}/cost` (design §12.4): the caller's company's model spend in the room,
+    from the same spend counters its budgets read: with all of acme's requests in r1, r1's day
+    and month are acme's spend; a run in another room counts there and not in r1; bolt sees its
+    own; one BatchGetItem however many runs; a bad day, `since` and a non-member are refused."""
     for agent in ("a1", "b1"):
-        env.server.set_script(agent, [{"reply": {"text": "listed", "actions": []}}])
+        env.server.set_script(agent, [{"reply": {"text": "counted", "actions": []}}])
     _post(env, "ann", "acme", "@a1 @b1 one run each")
     tokens = {p: _token(c, p) for p, c in (("ann", "acme"), ("bob", "bolt"))}
     api = _Api()
     for person, company in (("ann", "acme"), ("bob", "bolt")):
-        listed = api.ok("GET", "/rooms/r1/runs?limit=200", tokens[person])["runs"]
-        body = api.ok("GET", "/rooms/r1/cost", tokens[person])
-        assert body["runs"] == len(listed) >= 1 and all(r["company"] == company for r in listed)
-        mine = [RunCost.model_validate(r["cost"]) for r in listed if r.get("cost")]
-        total = prices.total(mine)
-        assert body["without_cost"] == len(listed) - len(mine)
-        assert body["cost"]["aws_requests"] == total.aws_requests
-        assert body["cost"]["lambda_invocations"] == sum(c.lambda_invocations for c in mine)
-        assert body["cost"]["usd"] == pytest.approx(sum(c.usd for c in mine))
-        assert body["cost"]["usd_model_excluded"] == pytest.approx(sum(c.usd_model_excluded for c in mine))
-        assert body["cost"]["tokens"] == {m: t.model_dump() for m, t in total.tokens.items()}
-    newest = max(r["started_at"] for r in api.ok("GET", "/rooms/r1/runs", tokens["ann"])["runs"])
-    since = api.ok("GET", f"/rooms/r1/cost?since={newest}", tokens["ann"])
-    assert since["runs"] == 1 and since["since"] == newest
-    assert api.ok("GET", "/rooms/r1/cost?since=2999-01-01", tokens["ann"])["runs"] == 0
-    early = api.ok("GET", "/rooms/r1/cost?since=0001-01-01T00:00:00Z", tokens["ann"])  # echoed as ISO-8601
-    assert early["since"] == "0001-01-01T00:00:00.000000Z"
-    assert early["runs"] == api.ok("GET", "/rooms/r1/cost", tokens["ann"])["runs"]
-    bad = api.call("GET", "/rooms/r1/cost?since=yesterday", tokens["ann"])
-    assert bad.status == 400 and bad.body["error"] == "invalid_input" and "since" in bad.body["message"]
+        room = api.ok("GET", "/rooms/r1/cost", tokens[person])
+        assert room["room_id"] == "r1" and room["company"] == company
+        for period in ("day", "month"):
+            spend = api.ok("GET", f"/companies/{company}/spend?period={period}", tokens[person])
+            assert spend["reserved_usd"] == 0 and spend["reserved_tokens"] == 0  # nothing in flight
+            assert room[period]["key"] == spend["key"]
+            assert room[period]["spent_usd"] == pytest.approx(spend["spent_usd"])
+            assert room[period]["spent_tokens"] == spend["spent_tokens"]
+        assert room["day"]["spent_usd"] > 0 or room["day"]["spent_tokens"] > 0, room
+    # a run of acme's a1 in a room of its own: counted there, r1 unchanged
+    d = quay_deps.default_deps()
+    with C.owner(C.SETUP):
+        Services(d).rooms.create(ANN, name="r-cost-2", members=[], room_id="r-cost-2")
+        Services(d).rooms.place_agent(ANN, "r-cost-2", "a1")
+    before = api.ok("GET", "/rooms/r1/cost", tokens["ann"])
+    company_before = api.ok("GET", "/companies/acme/spend?period=day", tokens["ann"])
+    env.server.set_script("a1", [{"reply": {"text": "elsewhere", "actions": []}}])
+    _post_in("r-cost-2", "ann", "acme", "@a1 in the other room", env)
+    other = api.ok("GET", "/rooms/r-cost-2/cost", tokens["ann"])
+    company_after = api.ok("GET", "/companies/acme/spend?period=day", tokens["ann"])
+    assert api.ok("GET", "/rooms/r1/cost", tokens["ann"]) == before
+    assert other["day"]["spent_usd"] == pytest.approx(company_after["spent_usd"] - company_before["spent_usd"])
+    assert other["day"]["spent_tokens"] == company_after["spent_tokens"] - company_before["spent_tokens"]
+    assert other["day"]["spent_usd"] > 0 or other["day"]["spent_tokens"] > 0, other
+    # one read of the counters, whatever the room's history
+    calls: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    db = d.ledger.db
+    db.meta.events.register("before-call.dynamodb", count, unique_id="test-room-cost-calls")
+    try:
+        with C.owner(C.SETUP):
+            Services(d).runs.cost(ANN, "r1")
+    finally:
+        db.meta.events.unregister("before-call.dynamodb", unique_id="test-room-cost-calls")
+    assert calls.count("BatchGetItem") == 1 and "Query" not in calls, calls
+    # another day: nothing then; no day, `since`, a non-member: refused
+    empty = api.ok("GET", "/rooms/r1/cost?day=2001-02-03", tokens["ann"])
+    assert empty["day"] == {"key": "2001-02-03", "spent_usd": 0.0, "spent_tokens": 0}
+    assert empty["month"]["key"] == "2001-02"
+    for query, word in (("day=yesterday", "day"), ("since=2026-11-30T00:00:00Z", "since")):
+        bad = api.call("GET", f"/rooms/r1/cost?{query}", tokens["ann"])
+        assert bad.status == 400 and bad.body["error"] == "invalid_input" and word in bad.body["message"], bad.body
     from quayutec.logic.access import OPERATOR
 
-    Services(quay_deps.default_deps()).companies.create(OPERATOR, "cato", ["carl"])
+    Services(d).companies.create(OPERATOR, "cato", ["carl"])
     carl = _token("cato", "carl")
     for path in ("/rooms/r1/runs", "/rooms/r1/cost", "/rooms/no-such-room/cost"):
         r = api.call("GET", path, carl)
         assert (r.status, r.body["error"]) == (404, "not_found"), (path, r.body)
 
 
-def test_quay_cost_sums_two_runs(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
-    """`quay cost --room R --since T` over HTTP-shaped calls: two fresh runs of acme's agents."""
+def test_quay_cost_prints_the_rooms_spend(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """`quay cost --room R [--day D]` over HTTP-shaped calls: the room's spend of the day and month."""
     from quaycli import cli
-    from quayutec.models import now_iso
 
-    start = now_iso()
-    for agent in ("a1", "c1"):
-        env.server.set_script(agent, [{"reply": {"text": "counted", "actions": []}}])
-    _post(env, "ann", "acme", "@a1 @c1 two runs to sum")
-    runs = [r for r in env.deps.ledger.runs_in_room("r1") if r.company == "acme" and r.started_at >= start]
-    assert len(runs) == 2 and all(r.cost for r in runs)
+    env.server.set_script("a1", [{"reply": {"text": "counted", "actions": []}}])
+    _post(env, "ann", "acme", "@a1 one more")
     token = _token("acme", "ann")
     api = _Api()
 
     class Client:  # the CLI's client, answered by the in-process gateway
-        def room_cost(self, room: str, since: str | None = None) -> dict:
-            return api.ok("GET", f"/rooms/{room}/cost" + (f"?since={since}" if since else ""), token)
+        def room_cost(self, room: str, day: str | None = None) -> dict:
+            return api.ok("GET", f"/rooms/{room}/cost" + (f"?day={day}" if day else ""), token)
 
     orig = cli._client
     cli._client = lambda url, tok: Client()  # type: ignore[assignment]
     try:
-        cli.cost(room="r1", since=start, as_json=True, url="-", token="-")
+        cli.cost(room="r1", day=None, as_json=True, url="-", token="-")
         body = json.loads(capsys.readouterr().out)
-        cli.cost(room="r1", since=start, as_json=False, url="-", token="-")
+        cli.cost(room="r1", day=None, as_json=False, url="-", token="-")
         text = capsys.readouterr().out
+        cli.cost(room="r1", day="2001-02-03", as_json=False, url="-", token="-")
+        old = capsys.readouterr().out
     finally:
         cli._client = orig
-    a, b = (r.cost for r in runs)
-    assert body["runs"] == 2 and body["without_cost"] == 0
-    assert body["cost"]["lambda_invocations"] == a.lambda_invocations + b.lambda_invocations
-    assert body["cost"]["transitions"] == a.transitions + b.transitions
-    assert body["cost"]["usd"] == pytest.approx(a.usd + b.usd)
-    assert body["cost"]["model_usd"] == pytest.approx(a.model_usd + b.model_usd)
-    assert set(body["cost"]["tokens"]) == {"claude-test", BEDROCK_MODEL}
-    assert body["cost"]["capacity"]["read_units"] == pytest.approx(a.capacity["read_units"] + b.capacity["read_units"])
-    assert "room r1: 2 runs since" in text and f"{a.lambda_invocations + b.lambda_invocations} Lambda" in text
-    assert "by service: dynamodb" in text
+    assert body == api.ok("GET", "/rooms/r1/cost", token)
+    day = body["day"]
+    assert f"room r1, acme's agents:\n  {day['key']}: " in text
+    assert f"${day['spent_usd']:.6f}" in text and f"{day['spent_tokens']:,} tokens" in text
+    assert "2001-02-03: $0.000000 and 0 tokens" in old

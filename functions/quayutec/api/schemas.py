@@ -31,7 +31,6 @@ from quayutec.models import (
     ProviderKind,
     RightsPolicy,
     RoomFile,
-    RunCost,
     RunRecord,
     Task,
     TaskEvent,
@@ -513,14 +512,21 @@ class RoomChanges(_Out):
     )
 
 
+class RoomSpendFigures(_Out):
+    key: str = Field(description="The UTC day (2026-12-03) or month (2026-12) counted")
+    spent_usd: float = Field(description="USD of requests to models with a known price")
+    spent_tokens: int = Field(description="Tokens of requests to models without a known price")
+
+
 class RoomCost(_Out):
-    """The summed cost lines of the caller's company's runs in a room (``quay cost``)."""
+    """The caller's company's model spend in a room (``quay cost``), from its spend counters
+    (docs/design.md §12.4): a UTC day and its month; requests not answered yet count at their
+    reserve. A run's whole cost line (AWS included) is in ``GET /runs/{run}``."""
 
     room_id: str
-    since: str | None = None  # runs started at or after this instant (UTC, ISO-8601), None: all
-    runs: int  # the runs counted (the caller's company's agents', since ``since``)
-    without_cost: int  # of them, runs with no cost line (still running, or ended outside the run's Catch)
-    cost: RunCost  # the sum of their cost lines (USD as each run recorded it)
+    company: str
+    day: RoomSpendFigures
+    month: RoomSpendFigures
 
 
 class Me(_Out):

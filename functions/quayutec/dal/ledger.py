@@ -37,7 +37,6 @@ them, so each index holds the runs a pause or a chain's stop has to reach.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -111,9 +110,10 @@ def _request_item(run_id: str, req: ModelRequestRecord) -> dict[str, Any]:
 @dataclass(frozen=True)
 class SpendCount:
     """One request's count in its company's spend counters: ``unit`` ``usd`` (micro-USD) or
-    ``tokens``; ``amount`` added to the company's, the agent's and the model's counters and, as
-    a reserve, to ``reserved_*`` (``reserved`` negative: a settlement takes it off again);
-    ``checks``: ``(attribute, most it may hold before)`` per limit, on that period's item."""
+    ``tokens``; ``amount`` added to the company's, the agent's, the model's and the room's
+    (``room_{unit}:{room}``, when ``room_id`` is set) counters and, as a reserve, to
+    ``reserved_*`` (``reserved`` negative: a settlement takes it off again); ``checks``:
+    ``(attribute, most it may hold before)`` per limit, on that period's item."""
 
     company: str
     agent_id: str
@@ -123,6 +123,7 @@ class SpendCount:
     amount: int
     reserved: int
     checks: tuple[tuple[str, int], ...] = ()
+    room_id: str = ""
 
     def entry(self, table: str) -> dict[str, Any]:
         names = {
@@ -132,10 +133,14 @@ class SpendCount:
             "#m": f"model_{self.unit}:{self.model}",
         }
         values: dict[str, Any] = {":n": self.amount, ":r": self.reserved, ":co": self.company}
+        room = ""
+        if self.room_id:  # the room's spend (design §12.4): what GET /rooms/{room}/cost reads
+            names["#o"] = f"room_{self.unit}:{self.room_id}"
+            room = ", #o :n"
         update: dict[str, Any] = {
             "TableName": table,
             "Key": spend_key(self.company, self.period),
-            "UpdateExpression": "ADD #c :n, #r :r, #a :n, #m :n SET company = :co",
+            "UpdateExpression": f"ADD #c :n, #r :r, #a :n, #m :n{room} SET company = :co",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
@@ -710,26 +715,6 @@ class LedgerStore:
         items = self._by_room(keys.runs_by_room_pk(room_id), company, limit, since)
         runs = [RunRecord.model_validate(_plain(i)) for i in items]
         return runs if company is not None else sorted(runs, key=lambda r: (r.started_at, r.run_id))
-
-    def runs_since(self, room_id: str, company: str, since: str | None = None) -> Iterator[RunRecord]:
-        """``company``'s runs in ``room_id`` started at or after ``since`` (ISO-8601 UTC, or all),
-        newest first, one DynamoDB page at a time in memory (its key range on ``runs_by_room``,
-        design §14): what ``GET /rooms/{room}/cost`` sums. Its reads grow with the runs it
-        yields. Raises TransientError on throttling."""
-        query = {
-            "TableName": self.table,
-            "IndexName": "runs_by_room",
-            "KeyConditionExpression": "gsi1pk = :pk AND gsi1sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": {
-                ":pk": keys.runs_by_room_pk(room_id),
-                ":lo": f"{company}#{since or ''}",
-                ":hi": f"{company}$",
-            },
-            "ScanIndexForward": False,
-        }
-        with transient_errors():
-            for item in paginate_query(self.db.query, **query):
-                yield RunRecord.model_validate(_plain(item))
 
     def runs_page(self, room_id: str, company: str, limit: int, cursor: str | None = None) -> Page:
         """One page of ``company``'s runs in ``room_id`` and of its wakes the claim refused, each

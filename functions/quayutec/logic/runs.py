@@ -5,39 +5,40 @@ its model requests and actions, and stopping a chain of agent wakes. The domain 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from quayutec.cost import prices
+from quayutec.dal.keys import budget_key
 from quayutec.dal.pages import Page
 from quayutec.deps import Deps
 from quayutec.errors import InvalidInput, NotFound
+from quayutec.logic import budgets
 from quayutec.logic.access import Principal, member_room
 from quayutec.logic.stops import Stops
-from quayutec.models import ActionRecord, ModelRequestRecord, RunCost, RunRecord, iso
+from quayutec.models import ActionRecord, ModelRequestRecord, RunRecord
 
 
 @dataclass(frozen=True)
 class RoomCost:
-    """The summed cost lines of a company's runs in a room since ``since`` (ISO-8601, or all)."""
+    """A company's model spend in a room for one UTC day and its month, from its spend counters
+    (design §12.4): micro-USD for models with a known price, tokens for the others; requests
+    not answered yet count at their reserve."""
 
-    since: str | None
-    runs: int
-    without_cost: int
-    cost: RunCost
+    company: str
+    day: str  # "2026-12-03"
+    month: str  # "2026-12"
+    day_micro_usd: int
+    day_tokens: int
+    month_micro_usd: int
+    month_tokens: int
 
 
-def instant(text: str) -> datetime:
-    """An ISO-8601 timestamp or date as a UTC instant (UTC when it names no zone). Raises
-    InvalidInput."""
+def utc_day(text: str) -> datetime:
+    """A UTC day ``YYYY-MM-DD`` as midnight UTC. Raises InvalidInput."""
     try:
-        value = datetime.fromisoformat(text.strip())
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise InvalidInput(
-            f"since: {text[:64]!r} is not an ISO-8601 timestamp or date (e.g. 2026-11-30T12:00:00Z)"
-        ) from None
+        return datetime.strptime(text.strip(), "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        raise InvalidInput(f"day: {text[:64]!r} is not a UTC day YYYY-MM-DD (e.g. 2026-12-03)") from None
 
 
 class Runs:
@@ -58,27 +59,34 @@ class Runs:
         # (design §14), however many runs other companies or the room's history hold.
         return self.ledger.runs_page(room_id, who.require_company(), limit, cursor)
 
-    def cost(self, who: Principal, room_id: str, since: str | None = None) -> RoomCost:
-        """The summed cost lines of the caller's company's runs in the room since ``since``.
-        Raises InvalidInput (``since`` no instant), NotFound."""
-        start = instant(since) if since is not None else None
+    def cost(self, who: Principal, room_id: str, day: str | None = None, *, since: str | None = None) -> RoomCost:
+        """The caller's company's model spend in the room on UTC ``day`` (``YYYY-MM-DD``; today
+        when ``None``) and in that day's month, from the company's spend counters: one
+        BatchGetItem whatever the room's history (design §12.4, §14). Raises InvalidInput (no
+        such day; ``since``, which the cost no longer takes), NotFound, TransientError."""
+        if since is not None:
+            raise InvalidInput(
+                "since: no longer taken; the room's cost is counted per UTC day and month: pass day=YYYY-MM-DD"
+            )
+        at = utc_day(day) if day is not None else self.deps.clock()
         member_room(self.store, room_id, who)
-        # The company's own runs since `start` only: one key range (design §14), summed as they
-        # are read, a page at a time. Its reads still grow with the runs summed (a later issue
-        # brings per-room spend counters).
-        seen = {"runs": 0, "without_cost": 0}
+        company = who.require_company()
+        periods = budgets.periods(at)
+        _, counters = self.ledger.spend_reads(
+            company, [periods["day"], periods["month"]], (self.store.table, budget_key(company))
+        )
 
-        def costs() -> Iterator[RunCost]:
-            for run in self.ledger.runs_since(room_id, who.require_company(), iso(start) if start else None):
-                seen["runs"] += 1
-                if run.cost is None:
-                    seen["without_cost"] += 1
-                else:
-                    yield run.cost
+        def figure(period: str, unit: str) -> int:
+            return int(counters.get(periods[period], {}).get(f"room_{unit}:{room_id}", 0))
 
-        total = prices.total(costs())
         return RoomCost(
-            since=iso(start) if start else None, runs=seen["runs"], without_cost=seen["without_cost"], cost=total
+            company=company,
+            day=periods["day"].split("#", 1)[1],
+            month=periods["month"].split("#", 1)[1],
+            day_micro_usd=figure("day", "usd"),
+            day_tokens=figure("day", "tokens"),
+            month_micro_usd=figure("month", "usd"),
+            month_tokens=figure("month", "tokens"),
         )
 
     def get(self, who: Principal, run_id: str) -> tuple[RunRecord, list[ModelRequestRecord], list[ActionRecord]]:

@@ -18,19 +18,19 @@ from quayutec.api.schemas import (
     ReplayOut,
     ReplaySection,
     RoomCost,
+    RoomSpendFigures,
     RunDetail,
     RunList,
 )
 from quayutec.logic import timeline
 
+Day = Annotated[
+    str | None,
+    Query(min_length=1, max_length=64, description="A UTC day YYYY-MM-DD (default: today) and its month"),
+]
 Since = Annotated[
     str | None,
-    Query(
-        min_length=1,
-        max_length=64,
-        description="Only runs started at or after this instant: an ISO-8601 "
-        "timestamp or date (UTC when it names no zone)",
-    ),
+    Query(max_length=64, description="No longer taken (400): the cost is counted per UTC day and month"),
 ]
 
 router = APIGatewayRouter()
@@ -49,11 +49,20 @@ def list_runs(room_id: RoomId, limit: Limit = 50, cursor: Cursor = None) -> RunL
 @router.get(
     "/rooms/<room_id>/cost",
     tags=["runs"],
-    summary="The summed cost lines of the caller's company's agents' runs in a room",
+    summary="The caller's company's model spend in a room, by UTC day and month",
 )
-def room_cost(room_id: RoomId, since: Since = None) -> RoomCost:
-    cost = services().runs.cost(caller(), room_id, since)
-    return RoomCost(room_id=room_id, since=cost.since, runs=cost.runs, without_cost=cost.without_cost, cost=cost.cost)
+def room_cost(room_id: RoomId, day: Day = None, since: Since = None) -> RoomCost:
+    """What the caller's company's agents spent on model requests in the room on a UTC day and
+    in its month, from the spend counters the budgets keep (docs/design.md §12.4): one read
+    however many runs the room holds. 400 for a `day` that is no day, or for `since`."""
+    cost = services().runs.cost(caller(), room_id, day, since=since)
+    micro = 1_000_000
+    return RoomCost(
+        room_id=room_id,
+        company=cost.company,
+        day=RoomSpendFigures(key=cost.day, spent_usd=cost.day_micro_usd / micro, spent_tokens=cost.day_tokens),
+        month=RoomSpendFigures(key=cost.month, spent_usd=cost.month_micro_usd / micro, spent_tokens=cost.month_tokens),
+    )
 
 
 @router.get("/runs/<run_id>", tags=["runs"], summary="One run: wake, model requests, actions, outcome")

@@ -105,7 +105,7 @@ def call_model(deps: Deps, state: RunState) -> RunState:
     system, user = prompt.system_prompt(ctx), prompt.user_text(ctx)
     max_tokens = ModelCall.model_fields["max_tokens"].default
     try:  # the request's reserve against its company's budgets (design §12.4)
-        reservation = spend.reserve(deps, agent.company, record, system + user, max_tokens, deps.clock())
+        reservation = spend.reserve(deps, agent.company, record, system + user, max_tokens, deps.clock(), ref.room_id)
     except spend.BudgetReached as reached:
         raise BudgetExhausted(spend.refuse(deps, ref, agent.company, reached.limit, deps.clock())) from None
     record = reservation.record

@@ -42,11 +42,18 @@ class Reservation:
 
 
 def reserve(
-    deps: Deps, company: str, record: ModelRequestRecord, prompt: str, max_tokens: int, now: datetime
+    deps: Deps,
+    company: str,
+    record: ModelRequestRecord,
+    prompt: str,
+    max_tokens: int,
+    now: datetime,
+    room_id: str = "",
 ) -> Reservation:
-    """The reserve of request ``record`` (of ``record.agent_id``'s company ``company``) with
-    ``prompt`` and at most ``max_tokens`` out, against its budgets as one read finds them.
-    Raises BudgetReached when the reserve would pass a budget, TransientError on throttling."""
+    """The reserve of request ``record`` (of ``record.agent_id``'s company ``company``, in room
+    ``room_id``, counted in the room's spend too) with ``prompt`` and at most ``max_tokens`` out,
+    against its budgets as one read finds them. Raises BudgetReached when the reserve would pass
+    a budget, TransientError on throttling."""
     agent_id = record.agent_id or ""
     periods = budgets.periods(now)
     item, counters = deps.ledger.spend_reads(
@@ -73,6 +80,7 @@ def reserve(
             unit=unit,
             amount=amount,
             reserved=amount,
+            room_id=room_id,
             checks=tuple(
                 (budgets.counter_attr(lim.scope, unit), lim.amount - amount) for lim in limits if lim.period == p
             ),
@@ -85,6 +93,7 @@ def reserve(
             "reserve_tokens": r.tokens,
             "spend_day": periods["day"],
             "spend_month": periods["month"],
+            "spend_room": room_id or None,
             "company": company,
         }
     )
@@ -166,6 +175,7 @@ def settlement(deps: Deps, outcome: ModelRequestRecord) -> list[SpendCount] | No
             unit=unit,
             amount=actual - reserved,
             reserved=-reserved,
+            room_id=pending.spend_room or "",
         )
         for period in (pending.spend_day, pending.spend_month)
     ]
