@@ -56,6 +56,8 @@ def test_the_invitation_routes_accept_decline_and_leave(light_world: World) -> N
     assert api.ok("POST", f"/rooms/{room}/leave", bob) == {"room_id": room, "left": "bolt"}
     assert room not in api.ok("GET", "/rooms", bob)["rooms"]
     assert "bolt" not in api.ok("GET", f"/rooms/{room}", ann)["members"]
+    notices = [m["text"] for m in api.ok("GET", f"/rooms/{room}/messages", ann)["messages"] if m["kind"] == "notice"]
+    assert notices == ["bolt left the room (bob)."], notices  # the companies that stay are told
     assert api.call("POST", f"/rooms/{room}/leave", bob).status == 404
     rooms.invite(Caller(company="acme", member="ann"), room, "bolt")
     assert api.ok("POST", f"/rooms/{room}/invitations/decline", bob) == {"room_id": room, "declined": "bolt"}

@@ -8,6 +8,7 @@ and the test fixtures create rooms and place agents through it too."""
 from __future__ import annotations
 
 import builtins
+import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,7 +17,7 @@ from quayutec.deps import Deps
 from quayutec.errors import Conflict, Forbidden, InvalidInput, LimitReached, NotFound
 from quayutec.logic import ids
 from quayutec.logic.access import Principal, member_room, own_agent
-from quayutec.models import DEFAULT_MAX_RUNS_PER_CHAIN, Room, now_iso
+from quayutec.models import DEFAULT_MAX_RUNS_PER_CHAIN, Author, Message, Room, now_iso
 
 
 @dataclass(frozen=True)
@@ -169,8 +170,9 @@ class Rooms:
 
     def leave(self, who: Principal, room_id: str) -> None:
         """The caller's company leaves a room: its agents are taken out of it first (no message
-        wakes them there again), then the company: it no longer sees the room (design §5).
-        Raises NotFound, Conflict (the room changed meanwhile: retry)."""
+        wakes them there again), then the company: it no longer sees the room (design §5); a
+        system notice tells the companies that stay ("bolt left the room (bob)"). Raises
+        NotFound, Conflict (the room changed meanwhile: retry)."""
         room = member_room(self.store, room_id, who)
         company = who.require_company()
         for agent_id, owner in self.store.room_agents(room_id).items():
@@ -178,6 +180,18 @@ class Rooms:
                 self.store.remove_room_agent(room_id, agent_id)
         if not self.store.remove_member(room_id, company, room.members):
             raise Conflict(f"room {room_id!r} changed meanwhile: retry")
+        at = now_iso()
+        digest = hashlib.sha256(f"{company}\x00{at}".encode()).hexdigest()[:24]
+        self.store.put_message(
+            Message(
+                id=f"notice-leave-{digest}",
+                room_id=room_id,
+                author=Author(kind="system", id="quayutec"),
+                kind="notice",
+                created_at=at,
+                text=f"{company} left the room ({who.member}).",
+            )
+        )
 
     def place_agent(self, who: Principal, room_id: str, agent_ref: str) -> RoomView:
         """Place one of the caller's company's agents (id or name) in a room of its company.
@@ -192,7 +206,7 @@ class Rooms:
                 raise
             raise Forbidden(
                 f"company {company!r} has not accepted the invitation to room {room_id!r}: a person of it "
-                "accepts it first (POST /rooms/{room}/invitations/accept)"
+                "accepts it first (POST /rooms/{room}/invitations/accept, quay room accept ROOM)"
             ) from None
         agent = own_agent(self.store, agent_ref, who)
         # the agent's own link and the room's holder of its name: one read, whatever the room's size
