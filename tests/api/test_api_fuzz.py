@@ -183,6 +183,7 @@ def requests(draw: st.DrawFn, world: World) -> dict[str, Any]:
 def test_no_request_gets_a_5xx(light_world: World, stack_env) -> None:
     stack = stack_env[0]
     seen: dict[int, int] = {}
+    succeeded: set[str] = set()  # methods with a 2xx answer
 
     @settings(
         max_examples=CASES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
@@ -192,15 +193,21 @@ def test_no_request_gets_a_5xx(light_world: World, stack_env) -> None:
         token = light_world.tokens.get(req["caller"], "qyt_junk_token") if req["caller"] else None
         r = light_world.api.call(req["method"], req["path"], token, raw=req["raw"], headers=req["headers"])
         seen[r.status] = seen.get(r.status, 0) + 1
+        if r.status < 300:
+            succeeded.add(req["method"])
         assert r.status < 500, (req, r.status, r.body)
         if r.status >= 400:
             assert isinstance(r.body, dict) and (r.body.get("error") or r.body.get("message")), (req, r.body)
 
     with stack.paused():  # runs are not what is tested here: keep moto to the requests
         check()
-    print("statuses", sorted(seen.items()))
+    print("statuses", sorted(seen.items()), "2xx methods", sorted(succeeded))
     assert sum(seen.values()) >= CASES
-    assert len([s for s in seen if s < 300]) >= 2 and len([s for s in seen if s >= 400]) >= 4, seen
+    # The requests get past validation to the handlers' success paths, reads and writes alike, and
+    # to several distinct errors. (Which 2xx codes show up depends on the draws, which change with
+    # every new operation in the document: the methods are what matters.)
+    assert "GET" in succeeded and len(succeeded - {"GET"}) >= 2, (succeeded, seen)
+    assert len([s for s in seen if s >= 400]) >= 4, seen
 
 
 # ----------------------------------------------------------------------------- schemathesis (issue 10)
