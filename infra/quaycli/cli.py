@@ -1393,7 +1393,7 @@ def cost_lines(cost: dict | None) -> list[str]:
         if unknown
         else f"model ${float(cost.get('model_usd') or 0):.6f}{mark('model_usd')}"
     )
-    lines.append(f"  model excluded ${float(cost['usd_model_excluded']):.6f}{mark('usd_model_excluded')}; " + model)
+    lines.append(f"  AWS side ${float(cost['usd_model_excluded']):.6f}{mark('usd_model_excluded')}; " + model)
     for m, t in sorted(tokens.items()):
         lines.append(
             f"  tokens {m} ({t.get('provider') or '?'}): {t.get('input', 0)} input, {t.get('output', 0)} "

@@ -117,6 +117,7 @@ def test_tokens_are_what_the_provider_server_sent_for_each_wire_format(env: Env)
     assert b1.model_usd is None and b1.model_price_unknown == ["gpt-test"] and b1.usd == b1.usd_model_excluded
     lines = cost_lines(b1.model_dump(mode="json"))
     assert any("model price unknown (gpt-test)" in line for line in lines), lines
+    assert any(line.startswith(f"  AWS side ${b1.usd_model_excluded:.6f} (estimated); ") for line in lines), lines
     assert any(f"tokens gpt-test (openai): {b1.tokens['gpt-test'].input} input" in line for line in lines)
     assert {"usd", "usd_model_excluded", "model_usd", "billed_ms", "transitions"} == set(b1.estimated)
 
