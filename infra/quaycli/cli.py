@@ -582,7 +582,8 @@ def room_list(as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenO
 
 def _invitation_line(i: dict) -> str:
     at = f" at {i['invited_at'][:19]}" if i.get("invited_at") else ""
-    return f"{i['room_id']}  invited by {i['invited_by']}{at}: quay room accept|decline {i['room_id']}"
+    name = f" ({i['room_name']})" if i.get("room_name") else ""
+    return f"{i['room_id']}{name}  invited by {i['invited_by']}{at}: quay room accept|decline {i['room_id']}"
 
 
 @app.command()

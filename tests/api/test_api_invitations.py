@@ -44,8 +44,8 @@ def test_the_invitation_routes_accept_decline_and_leave(light_world: World) -> N
     rooms = Services(default_deps()).rooms
     rooms.invite(Caller(company="acme", member="ann"), room, "bolt")
     pending = api.ok("GET", "/invitations", bob)["invitations"]
-    assert [(i["room_id"], i["company"], i["invited_by"]) for i in pending if i["room_id"] == room] == [
-        (room, "bolt", "acme")
+    assert [(i["room_id"], i["room_name"], i["company"], i["invited_by"]) for i in pending if i["room_id"] == room] == [
+        (room, "r-consent-api", "bolt", "acme")  # the name too: the invited company cannot read the room yet
     ]
     assert room not in api.ok("GET", "/rooms", bob)["rooms"]
     assert api.call("GET", f"/rooms/{room}", bob).status == 404
@@ -92,9 +92,11 @@ def test_adding_a_company_invites_it_and_its_agents_wait_for_its_yes(light_world
     room = made.body["id"]
     assert room not in api.ok("GET", "/rooms", carl)["rooms"]
     assert api.call("GET", f"/rooms/{room}", carl).status == 404
-    assert [i["invited_by"] for i in api.ok("GET", "/invitations", carl)["invitations"] if i["room_id"] == room] == [
-        "acme"
-    ]
+    assert [
+        (i["invited_by"], i["room_name"])
+        for i in api.ok("GET", "/invitations", carl)["invitations"]
+        if i["room_id"] == room
+    ] == [("acme", "r-invites")]
     api.ok("POST", "/agents", carl, {"name": "c1", "provider": "openai", "model": "m", "api_key": "sk-cato-test-0001"})
     refused = api.call("POST", f"/rooms/{room}/agents", carl, {"agent": "c1"})
     assert refused.status == 403 and "has not accepted the invitation" in refused.body["message"], refused.body

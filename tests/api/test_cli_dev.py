@@ -97,7 +97,7 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     assert _quay(url, dora, "room", "list").stdout.strip() == "no rooms"
     pending = _json(url, dora, "invitations")["invitations"]
     assert [(i["room_id"], i["company"], i["invited_by"]) for i in pending] == [(rid, "dune", "cato")]
-    assert f"{rid}  invited by cato" in _quay(url, dora, "invitations").stdout
+    assert f"{rid} (Harbour → launch)  invited by cato" in _quay(url, dora, "invitations").stdout
     assert "not accepted the invitation" in _quay(url, dora, "member", "add", rid, "--agent", "d1", code=1).stderr
     assert "members: cato, dune" in _quay(url, dora, "room", "accept", rid).stdout
     _one_line_error(

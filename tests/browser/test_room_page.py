@@ -742,7 +742,7 @@ def test_an_invitation_is_accepted_or_declined_and_a_room_left_from_the_page(
             page.get_by_label("Your bearer token").fill(room["bob"])
             page.keyboard.press("Enter")
             invite = page.locator(f"#invitation-list li[data-room='{room_id}']")
-            expect(invite).to_contain_text("invited by acme")
+            expect(invite).to_contain_text(f"Room consent-quay ({room_id}) · invited by acme")
             expect(page.locator(f"#room-list button[data-room='{room_id}']")).to_have_count(0)
             invite.get_by_role("button", name="Decline").click()
             expect(invite).to_have_count(0)

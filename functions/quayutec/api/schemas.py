@@ -209,6 +209,9 @@ class InvitationOut(_Out):
     """A company's pending invitation to a room (docs/design.md §5)."""
 
     room_id: str
+    room_name: str | None = Field(
+        default=None, description="The room's name when the company was invited (it cannot read the room yet)"
+    )
     company: str = Field(description="The invited company")
     invited_by: str = Field(description="The member company whose person invited it")
     invited_at: str | None = Field(default=None, description="When (ISO 8601, UTC)")

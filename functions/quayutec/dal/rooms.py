@@ -125,6 +125,8 @@ class RoomRecords(RoomTable):
         for company, by in room.invited.items():
             fields = {"type": "invitation", "room_id": room.id, "company": company, "invited_by": by}
             fields["invited_at"] = invited_at or ""
+            if room.name:
+                fields["room_name"] = room.name
             items.append(self._put({**keys.invitation_key(room.id, company), **fields}, None))
             items.append(self._put({**keys.company_invitation_key(company, room.id), **fields}, None))
         return self._transact(items)
@@ -172,6 +174,8 @@ class RoomRecords(RoomTable):
         ``invited`` map, written before invitations, gets an empty one for the next attempt)."""
         fields = {"type": "invitation", "room_id": room_id, "company": company}
         fields |= {"invited_by": invited_by, "invited_at": invited_at}
+        if seen.name:
+            fields["room_name"] = seen.name  # the invited company cannot read the room: show its name
         room = {
             "Update": {
                 "TableName": self.table,
@@ -212,8 +216,8 @@ class RoomRecords(RoomTable):
         return False
 
     def get_invitation(self, room_id: str, company: str) -> dict[str, Any] | None:
-        """A company's pending invitation to a room (``room_id``, ``company``, ``invited_by``,
-        ``invited_at``), ``None`` when there is none."""
+        """A company's pending invitation to a room (``room_id``, ``room_name`` when the room has
+        one, ``company``, ``invited_by``, ``invited_at``), ``None`` when there is none."""
         item = self._item(keys.invitation_key(room_id, company))
         return strip(item) if item else None
 

@@ -113,7 +113,8 @@ class Rooms:
         person of it accepts (:meth:`accept`), the company sees only the invitation, not the room,
         and cannot place its agents in it. A pending invitation holds a seat: members and
         invitations together stay within ``MAX_ROOM_MEMBERS``. Returns ``room_id``, ``company``,
-        ``invited_by``, ``invited_at`` (ISO 8601), ``status`` (``"invited"``). Raises NotFound,
+        ``room_name`` (``None`` for an unnamed room), ``invited_by``, ``invited_at`` (ISO 8601),
+        ``status`` (``"invited"``). Raises NotFound,
         InvalidInput (no such company), LimitReached, Conflict (a member or invited already; the
         room kept changing: retry)."""
         by = who.require_company()
@@ -136,12 +137,13 @@ class Rooms:
                 )
             at = now_iso()
             if self.store.invite(room_id, company, by, at, room):
-                return {"room_id": room_id, "company": company, "invited_by": by, "invited_at": at, "status": "invited"}
+                found = {"room_id": room_id, "room_name": room.name, "company": company, "invited_by": by}
+                return found | {"invited_at": at, "status": "invited"}
         raise Conflict(f"room {room_id!r} changed meanwhile: retry")
 
     def invitations(self, who: Principal) -> builtins.list[dict[str, Any]]:
-        """The caller's company's pending invitations (``room_id``, ``company``, ``invited_by``,
-        ``invited_at``), in room id order."""
+        """The caller's company's pending invitations (``room_id``, ``room_name``: the room's name
+        when it was invited, ``company``, ``invited_by``, ``invited_at``), in room id order."""
         return self.store.invitations_of(who.require_company())
 
     def accept(self, who: Principal, room_id: str) -> RoomView:

@@ -216,7 +216,8 @@ function when(iso) {
     clear(list);
     $("invitations").hidden = found.length === 0;
     for (const inv of found) {
-      const label = "Room " + inv.room_id + " · invited by " + inv.invited_by;
+      const label = (inv.room_name ? "Room " + inv.room_name + " (" + inv.room_id + ")" : "Room " + inv.room_id)
+        + " · invited by " + inv.invited_by;
       list.append(el("li", { "data-room": inv.room_id }, el("span", { text: label }), " ",
         el("button", { type: "button", text: "Accept", "aria-label": "Accept the invitation to room " + inv.room_id,
                        on: { click: (ev) => answerInvitation(ev.currentTarget, inv.room_id, "accept") } }), " ",
