@@ -648,8 +648,9 @@ def room_show(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, to
     client = _client(url, token)
     info = _run(
         lambda: client.room(room),
-        not_found="a room is named by its id, not its label: `quay room list` "
-        "shows yours; `quay room --help` the commands",
+        not_found="a room is named by its id, not its label: `quay room list` shows yours, "
+        "`quay invitations` the rooms your company is invited to (readable once accepted: "
+        "`quay room accept ROOM`); `quay room --help` the commands",
     )
     messages = _run(lambda: client.transcript(room))
     approvals = _run(lambda: client.approvals(room, "all"))

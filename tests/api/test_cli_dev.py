@@ -98,6 +98,8 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
     pending = _json(url, dora, "invitations")["invitations"]
     assert [(i["room_id"], i["company"], i["invited_by"]) for i in pending] == [(rid, "dune", "cato")]
     assert f"{rid} (Harbour → launch)  invited by cato" in _quay(url, dora, "invitations").stdout
+    unseen = _quay(url, dora, "room", "show", rid, code=1).stderr  # not readable before accepting
+    assert "`quay invitations` the rooms your company is invited to" in unseen, unseen
     assert "not accepted the invitation" in _quay(url, dora, "member", "add", rid, "--agent", "d1", code=1).stderr
     assert "members: cato, dune" in _quay(url, dora, "room", "accept", rid).stdout
     _one_line_error(
