@@ -5,6 +5,7 @@ its model requests and actions, and stopping a chain of agent wakes. The domain 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -33,9 +34,15 @@ class RoomCost:
     month_tokens: int
 
 
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
 def utc_day(text: str) -> datetime:
-    """A UTC day ``YYYY-MM-DD`` as midnight UTC. Raises InvalidInput."""
+    """A UTC day ``YYYY-MM-DD`` (ASCII digits, each part at its full width: ``strptime`` alone
+    takes ``2026-1-1`` and any Unicode digits) as midnight UTC. Raises InvalidInput."""
     try:
+        if not _DAY.fullmatch(text.strip()):
+            raise ValueError(text)
         return datetime.strptime(text.strip(), "%Y-%m-%d").replace(tzinfo=UTC)
     except ValueError:
         raise InvalidInput(f"day: {text[:64]!r} is not a UTC day YYYY-MM-DD (e.g. 2026-12-03)") from None
