@@ -774,7 +774,7 @@ def agent_register(
     max_context_tokens: Annotated[
         int | None,
         typer.Option(
-            help="The most tokens a run's prompt and reply may take (default 60,000; at least 4,000, at "
+            help="The most tokens a run's prompt and reply may take (default 60,000; at least 8,000, at "
             "most the model's context window): the oldest room context is left out to fit."
         ),
     ] = None,

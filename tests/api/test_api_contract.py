@@ -297,7 +297,7 @@ def test_a_new_key_rotates_the_company_s_secret(light_world: World) -> None:
 
 
 def test_max_context_tokens_is_bounded_with_a_clear_400(light_world: World) -> None:
-    """design §2.2: at least 4,000 tokens; at most the model's own window when it is known
+    """design §2.2: at least 8,000 tokens; at most the model's own window when it is known
     (gpt-4o: 128,000), else 2,000,000. Out of range is a 400 naming the bound; in range the agent
     keeps it, and the OpenAPI document shows the field."""
     api, bob = light_world.api, light_world.tokens["bob"]
