@@ -73,7 +73,9 @@ def test_the_page_is_public_with_a_strict_policy(gateway: Gateway) -> None:
                 assert not re.match(r"^([a-z]+:|/)", url), f"<{tag} {name}={url}> is not relative"
     assert [a["src"] for t, a in tags.tags if t == "script"] == ["app.js"]
 
-    for name, kind in (("app.js", "text/javascript"), ("app.css", "text/css"), ("index.html", "text/html")):
+    assert [a["href"] for t, a in tags.tags if t == "link" and a.get("rel") == "icon"] == ["icon.svg"]
+    pages = (("app.js", "text/javascript"), ("app.css", "text/css"), ("index.html", "text/html"))
+    for name, kind in (*pages, ("icon.svg", "image/svg+xml")):
         asset = gateway.handle("GET", f"/app/{name}", {})
         assert asset.status == 200 and asset.headers["Content-Type"].startswith(kind), name
         assert "Content-Security-Policy" in asset.headers and asset.headers["X-Content-Type-Options"] == "nosniff"
@@ -140,7 +142,7 @@ def test_the_page_code_writes_text_only_and_relative_urls() -> None:
     assert "sessionStorage" in code and "Authorization" in code
     assert not re.search(r"""["'`](https?:)?//""", code), "an absolute URL in app.js"
     assert not re.search(r"""fetch\(\s*["'`]/""", code), "a root-relative fetch in app.js"
-    assert {p.name for p in Path(STATIC_DIR).iterdir()} == {"index.html", "app.js", "app.css"}
+    assert {p.name for p in Path(STATIC_DIR).iterdir()} == {"index.html", "app.js", "app.css", "icon.svg"}
 
 
 @pytest.mark.unit

@@ -375,8 +375,8 @@ def test_room_page_in_headless_chromium(chromium: str, dev_url: str, room: dict[
             assert dialogs == [], f"a dialog opened: {dialogs}"
             assert not [u for u in requested if token in u], "the token appeared in a URL"
             assert not [u for u in requested if not u.startswith(dev_url)], "a request left the origin"
-            # an icon of its own (data:), so a browser never asks for /favicon.ico, which the API refuses
-            assert page.evaluate("document.querySelector('link[rel=icon]').href") == "data:,"
+            # an icon of its own, so a browser never asks for /favicon.ico, which the API refuses
+            assert page.evaluate("document.querySelector('link[rel=icon]').href") == f"{dev_url}/app/icon.svg"
             assert not [u for u in requested if "favicon" in u], requested
             assert not [e for e in console_errors if "Content Security Policy" in e], console_errors
         finally:
