@@ -164,3 +164,33 @@ def test_a_hand_off_to_a_dead_token_goes_on_to_the_next_run(env: Env) -> None:
     assert d.turns.holds("acme") == [] and d.turns.line("acme", 5) == []
     counter = d.turns.counter("acme")
     assert (counter["active"], counter["waiting"]) == (0, 0)
+
+
+def test_the_bench_backlog_is_not_cut_by_the_chains_run_cap() -> None:
+    """``make bench`` wakes 53 agents with one message: the room's run cap per chain (24 by
+    default) would stop the chain before yco's agent, mentioned last, ever ran (the bench then
+    printed no wake-to-start figure)."""
+    scenario = two_company_backlog(52)
+    assert scenario.room.max_runs_per_chain == 53
+    assert two_company_backlog(12).room.max_runs_per_chain == 24
+
+
+def test_a_run_that_ends_while_still_in_its_own_line_leaves_it_and_hands_on(env: Env) -> None:
+    """A retried join after the turn was handed to the run can put it back in line while it holds
+    its turn (the chaos matrix met it: a crash right after the join's transaction). When that run
+    ends, its own entry is not a run to hand the turn to (the hand-off would drop and put the same
+    HOLD in one transaction, which DynamoDB refuses): it leaves the line and the turn goes to the
+    next run (here a dead token's, so it is given back); nothing is left held or in line."""
+    from quayutec.logic import turns
+
+    Services(env.deps).companies.set_max_concurrent_runs(OPERATOR, "acme", 1)
+    t = env.deps.turns
+    for run_id in ("run-a", "run-w"):  # joining the line marks the run's ledger entry waiting
+        t.db.put_item(TableName=t.table, Item={**keys.run_key(run_id), "run_id": run_id})
+    assert t.acquire("acme", "run-a", "arn:a", int(time.time()), 60) == "taken"
+    assert t.enqueue("acme", "run-a", "2026-01-01T00:00:00.000000Z", "token-a", "arn:a")  # ahead of the other
+    assert t.enqueue("acme", "run-w", "2026-01-01T00:00:01.000000Z", "token-w", "arn:w")
+    turns.end(env.deps, "acme", "run-a")
+    assert t.line("acme", 5) == [] and t.holds("acme") == []
+    counter = t.counter("acme")
+    assert (counter["active"], counter["waiting"]) == (0, 0)

@@ -96,6 +96,12 @@ def _end(deps: Deps, company: str, run_id: str, *, only_unconfirmed: bool) -> No
             return
         passed = None
         for wait in deps.turns.line(company, LINE_PAGE):
+            if str(wait["run_id"]) == holder:
+                # the run is in line while it holds its turn (a retried join after the turn was
+                # handed to it): that entry is no run to hand on to; it leaves the line
+                deps.turns.leave_line(company, str(wait["arrival"]), holder)
+                passed = "left"
+                continue
             passed = deps.turns.pass_on(
                 company, holder, wait, _now(deps), deps.settings.turn_lease_s, only_unconfirmed=unconfirmed
             )
@@ -106,8 +112,8 @@ def _end(deps: Deps, company: str, run_id: str, *, only_unconfirmed: bool) -> No
                     return
                 holder, unconfirmed = str(wait["run_id"]), True  # a dead token: take it back, on to the next
                 break
-        if passed is None:
-            continue  # the line emptied meanwhile: give the turn back
+        if passed in (None, "left"):
+            continue  # the line emptied meanwhile (or held only the run itself): give the turn back
     logger.warning("turn hand-off gave up after many dead tokens", extra={"company": company})
 
 
