@@ -772,6 +772,10 @@ def main() -> None:
         f"{turns['backlog_wake_to_start_s']['median']}/{turns['backlog_wake_to_start_s']['last']} s; "
         f"at most {turns['backlog_most_active_at_once']} of xco's runs active at once"
     )
+    if not turns["ok"]:
+        print(
+            f"fair turns: the scenario did not meet its expect (runs {turns['runs']}): the figures above are not valid"
+        )
     figures["fair_turns"] = turns
     if not args.no_local:
         # Local-stack figures (moto in-process, this machine): how the local engine behaves, not

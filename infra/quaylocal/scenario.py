@@ -646,7 +646,12 @@ def two_company_backlog(waiting: int = 12, *, cap: int = 2, delay_s: float = 1.0
                 }
                 for a in agents
             ],
-            "room": {"id": "backlog", "members": ["xco", "yco"]},
+            # one message wakes every agent: the chain's run cap (24 by default) must not stop it first
+            "room": {
+                "id": "backlog",
+                "members": ["xco", "yco"],
+                "max_runs_per_chain": max(DEFAULT_MAX_RUNS_PER_CHAIN, len(agents)),
+            },
             "model_replies": {a: [{"reply": {"text": f"{a} done"}, "delay_s": delay_s}] for a in agents},
             "steps": [{"post": {"as": "xena", "text": " ".join(f"@{a}" for a in agents) + " go"}}],
             "expect": {"replies": dict.fromkeys(agents, 1), "runs": {"completed": len(agents)}},
