@@ -622,9 +622,15 @@ def room_decline(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
 
 @room_app.command("leave")
 def room_leave(room: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
-    """Your company leaves a room: it no longer sees it (a member invites it again to return)."""
+    """Your company leaves a room: it no longer sees it (a member invites it again to return); your
+    agents are taken out of it and their runs there stop, those waiting on approvals too."""
     r = _run(lambda: _client(url, token).leave(room), not_found="your company is not a member of that room")
-    _show(r, as_json, lambda r: [f"{r['left']} left room {r['room_id']}"])
+
+    def line(r: dict) -> str:
+        ended = f" ({_count(r['stopping'], 'run', 'runs')} waiting on approvals ended)" if r.get("stopping") else ""
+        return f"{r['left']} left room {r['room_id']}{ended}"
+
+    _show(r, as_json, lambda r: [line(r)])
 
 
 def _approval_line(a: dict) -> str:

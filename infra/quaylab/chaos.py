@@ -79,8 +79,8 @@ NO_RUN = "no run"  # the expected "status" when the claim never landed: nothing 
 CLAIM_TX = "claim:before:tx claims:CLAIM+ledger:RUN+ledger:CHAIN+room:META"
 CLAIM_WRITE = CLAIM_TX.replace(":before:", ":after:")
 #: A run's stop guard in each of its guarded writes' transactions (design §12.2): the chain not
-#: stopped, the agent not paused.
-GUARD = "+ledger:CHAIN+room:META"
+#: stopped, the agent not paused, the agent still placed in the room (its link item).
+GUARD = "+ledger:CHAIN+room:META+room:AGENT"
 #: A model request's counts in its company's spend counters, day and month (design §12.4): its
 #: reserve, with its record; its settlement, with its outcome.
 SPEND = "+ledger:D+ledger:M"

@@ -53,7 +53,7 @@ def test_the_invitation_routes_accept_decline_and_leave(light_world: World) -> N
     assert "bolt" in api.ok("POST", f"/rooms/{room}/invitations/accept", bob)["members"]
     assert room in api.ok("GET", "/rooms", bob)["rooms"]
     assert not [i for i in api.ok("GET", "/invitations", bob)["invitations"] if i["room_id"] == room]
-    assert api.ok("POST", f"/rooms/{room}/leave", bob) == {"room_id": room, "left": "bolt"}
+    assert api.ok("POST", f"/rooms/{room}/leave", bob) == {"room_id": room, "left": "bolt", "stopping": 0}
     assert room not in api.ok("GET", "/rooms", bob)["rooms"]
     assert "bolt" not in api.ok("GET", f"/rooms/{room}", ann)["members"]
     notices = [m["text"] for m in api.ok("GET", f"/rooms/{room}/messages", ann)["messages"] if m["kind"] == "notice"]

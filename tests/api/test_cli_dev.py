@@ -295,7 +295,7 @@ def test_quay_member_add_invites_and_the_invited_accepts_declines_or_leaves(dev_
     again = _quay(url, hugo, "member", "add", rid, "--company", "isle").stdout
     assert f"invited isle: a person of it accepts with quay room accept {rid}" in again
     assert _json(url, ivy, "room", "accept", rid)["members"] == ["hull", "isle"]
-    assert _json(url, ivy, "room", "leave", rid) == {"room_id": rid, "left": "isle"}
+    assert _json(url, ivy, "room", "leave", rid) == {"room_id": rid, "left": "isle", "stopping": 0}
     assert _quay(url, ivy, "room", "list").stdout.strip() == "no rooms"
     _one_line_error(
         CliRunner().invoke(cli, ["room", "leave", rid, "--url", url, "--token", ivy]), "HTTP 404", "not a member"

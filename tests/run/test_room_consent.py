@@ -5,15 +5,25 @@ local stack: stream, queue, executions, the provider's wire format from the loca
 
 from __future__ import annotations
 
-import pytest
-from runhelpers import ANN, BOB, Env
+import time
+from collections.abc import Callable
 
-from quayutec.errors import Forbidden, InvalidInput
+import pytest
+from runhelpers import ANN, BOB, Env, hold_cross_company_tasks
+
+from quayutec.errors import Forbidden, InvalidInput, NotFound
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.services import Services
 from quayutec.models import Author
 
 ANN_AUTHOR = Author(kind="person", id="ann", company="acme")
+
+
+def _until(what: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
 
 
 def test_an_invited_companys_agents_are_not_woken_before_it_accepts(env: Env) -> None:
@@ -40,3 +50,52 @@ def test_an_invited_companys_agents_are_not_woken_before_it_accepts(env: Env) ->
     env.stack.wait_quiet(30)
     woken = [r for r in d.ledger.runs_in_room("r-invite") if r.agent_id == "bolt.b1"]
     assert [r.status for r in woken] == ["completed"] and env.server.count("b1") == 1
+
+
+def test_a_company_that_leaves_stops_its_runs_in_the_room_and_writes_nothing_more(env: Env) -> None:
+    """bolt leaves r1 while one run of b1 waits on its model and another on an approval: the run
+    in flight writes nothing once the leave is answered (its stop guard holds only while b1 is
+    placed) and ends ``stopped``; the run parked on an approval is ended by the leave itself
+    (``stopping``), its held task never written. The companies that stay read only the notice."""
+    d = env.deps
+    svc, rooms = Services(d), RoomService(d.room)
+    hold_cross_company_tasks(d, "bolt")
+    task = {"kind": "create_task", "to": "a1", "title": "Check", "body": "Check it."}
+    env.server.set_script(
+        "b1",
+        [
+            {"reply": {"text": "Asking acme.", "actions": [task]}},
+            {"reply": {"text": "posted after my company left"}, "delay_s": 1.5},
+        ],
+    )
+    rooms.post_message("r1", ANN_AUTHOR, "@b1 hand a task over", [])
+    _until(lambda: any(r.status == "waiting_approval" for r in d.ledger.runs_in_room("r1")))
+    rooms.post_message("r1", ANN_AUTHOR, "@b1 and say something", [])
+    _until(lambda: env.server.count("b1") == 2)  # the second run's request is at the model
+    assert svc.rooms.leave(BOB, "r1") == 1, "the parked run was ended by the leave"
+    env.stack.wait_quiet(30)
+    runs = sorted((r for r in d.ledger.runs_in_room("r1") if r.agent_id == "bolt.b1"), key=lambda r: r.started_at)
+    assert [r.status for r in runs] == ["stopped", "stopped"], [(r.status, r.error) for r in runs]
+    assert runs[1].reply_message_id is None
+    texts = [m.text for m in d.room.all_messages("r1") if m.author.id == "bolt.b1"]
+    assert len(texts) == 1 and texts[0].startswith("Asking acme."), "nothing of bolt's landed after the leave"
+    assert d.room.all_tasks("r1") == [], "the held task is not written"
+    [approval] = d.room.approvals("r1")
+    assert approval.status == "stopped" and approval.decided_by == "bob"
+    assert d.ledger.active_runs(agent_id="bolt.b1") == []
+    notices = [m.text for m in d.room.all_messages("r1") if m.kind == "notice"]
+    assert "bolt left the room (bob)." in notices
+
+
+def test_the_last_member_leaving_drops_the_rooms_pending_invitations(env: Env) -> None:
+    """No company joins a room on the word of one that left: when the last member company
+    leaves, the room's pending invitations go with it (accepting one is a 404)."""
+    svc = Services(env.deps)
+    svc.rooms.create(ANN, name="r-alone", members=["bolt"], room_id="r-alone")
+    assert [i["room_id"] for i in svc.rooms.invitations(BOB)] == ["r-alone"]
+    svc.rooms.leave(ANN, "r-alone")
+    assert svc.rooms.invitations(BOB) == []
+    with pytest.raises(NotFound):
+        svc.rooms.accept(BOB, "r-alone")
+    room = env.deps.room.get_room("r-alone")
+    assert room is not None and room.members == [] and room.invited == {}

@@ -238,6 +238,9 @@ class Declined(_Out):
 class Left(_Out):
     room_id: str
     left: str = Field(description="The company that left the room")
+    stopping: int = Field(
+        default=0, description="Runs of its agents waiting on approvals there that the leave ended (stopped)"
+    )
 
 
 class RoomAgentIn(_In):

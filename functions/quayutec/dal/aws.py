@@ -219,7 +219,7 @@ def transact_guarded(db: Any, items: list[dict[str, Any]], guard: Guard | None) 
         return None
     own = [r is not None for r in refusals[: len(items)]]
     if not any(own):
-        raise RunStopped("the run's agent was paused or its chain stopped: nothing written")
+        raise RunStopped("the run's agent was paused or taken out of the room, or its chain stopped: nothing written")
     return own
 
 

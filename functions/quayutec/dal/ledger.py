@@ -242,12 +242,20 @@ def _not_woken_update(message_item: tuple[str, dict[str, str]], agent_id: str, r
 
 
 def stop_guard(
-    ledger_table: str, room_id: str, chain_id: str, agent_item: tuple[str, dict[str, str]], pauses: int
+    ledger_table: str,
+    room_id: str,
+    chain_id: str,
+    agent_item: tuple[str, dict[str, str]],
+    pauses: int,
+    placement: tuple[str, dict[str, str]],
 ) -> Guard:
     """A run's stop guard (design §12.2): ``ConditionCheck`` entries that hold while its chain is
-    not stopped and its agent (``agent_item``: table and key) not paused since its claim
-    (``pauses``: the pause count the claim saw). Each run write to the room carries them in its
-    transaction, so none lands once a pause or a stop has been answered."""
+    not stopped, its agent (``agent_item``: table and key) not paused since its claim
+    (``pauses``: the pause count the claim saw) and still placed in the room (``placement``:
+    table and key of its link item: taken out, or its company left the room, design §5). Each run
+    write to the room carries them in its transaction, so none lands once a pause, a stop or a
+    removal has been answered."""
+    table, key = placement
     return [
         {
             "ConditionCheck": {
@@ -257,6 +265,7 @@ def stop_guard(
             }
         },
         pause_check(agent_item, pauses),
+        {"ConditionCheck": {"TableName": table, "Key": key, "ConditionExpression": "attribute_exists(pk)"}},
     ]
 
 
@@ -827,7 +836,7 @@ class LedgerStore:
         if refusals[0] is not None:
             return False
         if any(r is not None for r in refusals[1 : 1 + len(guard)]):
-            raise RunStopped("the run's agent was paused or its chain stopped: no request")
+            raise RunStopped("the run's agent was paused or taken out of the room, or its chain stopped: no request")
         failed = refusals[1 + len(guard) :]
         raise BudgetRefused({c.period: (r.item or {}) for c, r in zip(spend, failed, strict=True) if r is not None})
 

@@ -17,6 +17,7 @@ from quayutec.deps import Deps
 from quayutec.errors import Conflict, Forbidden, InvalidInput, LimitReached, NotFound
 from quayutec.logic import ids
 from quayutec.logic.access import Principal, member_room, own_agent
+from quayutec.logic.stops import Stops
 from quayutec.models import DEFAULT_MAX_RUNS_PER_CHAIN, Author, Message, Room, now_iso
 
 
@@ -170,18 +171,31 @@ class Rooms:
         if not self.store.decline_invitation(room_id, company):
             raise NotFound(f"no invitation of company {company!r} to room {room_id!r}")
 
-    def leave(self, who: Principal, room_id: str) -> None:
+    def leave(self, who: Principal, room_id: str) -> int:
         """The caller's company leaves a room: its agents are taken out of it first (no message
-        wakes them there again), then the company: it no longer sees the room (design §5); a
-        system notice tells the companies that stay ("bolt left the room (bob)"). Raises
-        NotFound, Conflict (the room changed meanwhile: retry)."""
+        wakes them there again; their runs in flight there write nothing more and end
+        ``stopped``, their stop guard holds only while the agent is placed, and those waiting on
+        approvals are ended now, design §12.2), then the company: it no longer sees the room
+        (design §5); a system notice tells the companies that stay ("bolt left the room (bob)").
+        The last member company's leave also drops the room's pending invitations (no company
+        joins a room on the word of one that left). Returns how many parked runs it ended.
+        Raises NotFound, Conflict (the room changed meanwhile: retry), TransientError (Step
+        Functions did not take a stop: repeat the request)."""
         room = member_room(self.store, room_id, who)
         company = who.require_company()
-        for agent_id, owner in self.store.room_agents(room_id).items():
-            if owner == company:
-                self.store.remove_room_agent(room_id, agent_id)
+        mine = [agent_id for agent_id, owner in self.store.room_agents(room_id).items() if owner == company]
+        for agent_id in mine:
+            self.store.remove_room_agent(room_id, agent_id)
+        # every agent of the company, not only those still linked: a repeat after a fault finds
+        # the runs the first attempt did not end (their links are gone already)
+        agents = sorted(set(mine) | set(self.store.agents_of(company)))
+        parked = [r for a in agents for r in self.deps.ledger.active_runs(agent_id=a) if r.room_id == room_id]
+        stopping = Stops(self.deps).stop_parked(parked, who.author())
         if not self.store.remove_member(room_id, company, room.members):
             raise Conflict(f"room {room_id!r} changed meanwhile: retry")
+        if room.members == [company]:
+            for invited in room.invited:
+                self.store.decline_invitation(room_id, invited)
         at = now_iso()
         digest = hashlib.sha256(f"{company}\x00{at}".encode()).hexdigest()[:24]
         self.store.put_message(
@@ -194,6 +208,7 @@ class Rooms:
                 text=f"{company} left the room ({who.member}).",
             )
         )
+        return stopping
 
     def place_agent(self, who: Principal, room_id: str, agent_ref: str) -> RoomView:
         """Place one of the caller's company's agents (id or name) in a room of its company.

@@ -48,7 +48,9 @@ def decline_invitation(room_id: RoomId) -> Declined:
 @router.post("/rooms/<room_id>/leave", tags=["members"], summary="The caller's company leaves a room")
 def leave_room(room_id: RoomId) -> Left:
     """The caller's company is no longer a member: it no longer sees the room (docs/design.md
-    §5). 404 when it is not a member; 409 when the room changed meanwhile (retry)."""
+    §5); its agents are taken out of it and their runs there stop (§12.2: ``stopping`` counts
+    those waiting on approvals it ended). 404 when it is not a member; 409 when the room
+    changed meanwhile (retry); 503 when Step Functions did not take a stop (retry)."""
     company = caller().require_company()
-    services().rooms.leave(caller(), room_id)
-    return Left(room_id=room_id, left=company)
+    stopping = services().rooms.leave(caller(), room_id)
+    return Left(room_id=room_id, left=company, stopping=stopping)

@@ -16,7 +16,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from quayutec import resources as R
 from quayutec.cost import line as cost_line
 from quayutec.dal.aws import Guard
-from quayutec.dal.keys import agent_key
+from quayutec.dal.keys import agent_key, room_agent_key
 from quayutec.dal.ledger import MAX_INLINE_REPLY_BYTES, REPLY_IN_RUN_DATA, stop_guard
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid, RunTimedOut
@@ -141,10 +141,16 @@ def post_chain_notice(deps: Deps, ref: RunRef, facts: RunFacts, targets: list[st
 
 def run_guard(deps: Deps, ref: RunRef, facts: RunFacts) -> Guard:
     """The run's stop guard (design §12.2): its chain not stopped, its agent not paused since its
-    claim (the pause count the claim saw). Its model requests, its reply and its action writes
-    carry it in their transactions; a failed guard raises RunStopped there, nothing written."""
+    claim (the pause count the claim saw) and still placed in the room. Its model requests, its
+    reply and its action writes carry it in their transactions; a failed guard raises RunStopped
+    there, nothing written."""
     return stop_guard(
-        deps.ledger.table, ref.room_id, ref.chain_id, (deps.room.table, agent_key(ref.agent_id)), facts.pauses
+        deps.ledger.table,
+        ref.room_id,
+        ref.chain_id,
+        (deps.room.table, agent_key(ref.agent_id)),
+        facts.pauses,
+        (deps.room.table, room_agent_key(ref.room_id, ref.agent_id)),
     )
 
 

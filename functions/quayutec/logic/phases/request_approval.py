@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec.dal.keys import agent_key
+from quayutec.dal.keys import agent_key, room_agent_key
 from quayutec.dal.ledger import stop_guard
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
@@ -49,7 +49,12 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
     # saw is on its ledger entry) raises RunStopped, which the ASL's Map catches by name and
     # ApplyAndFinish records as the run's end (design §12.2).
     guard = stop_guard(
-        deps.ledger.table, run.room_id, run.chain_id, (deps.room.table, agent_key(run.agent_id)), run.pauses
+        deps.ledger.table,
+        run.room_id,
+        run.chain_id,
+        (deps.room.table, agent_key(run.agent_id)),
+        run.pauses,
+        (deps.room.table, room_agent_key(run.room_id, run.agent_id)),
     )
     if deps.room.put_approval(approval, task_token, guard) is approval:  # recorded now, not a retry
         metrics.add_metric(name="ApprovalRequested", unit=MetricUnit.Count, value=1)

@@ -1121,7 +1121,7 @@ function when(iso) {
       $("run-detail-title").textContent = "Run " + r.run_id;
       const bits = ["agent " + r.agent_id, "status " + r.status, "hop " + r.hop, "chain " + (r.chain_id || "-"), "started " + when(r.started_at)];
       if (r.ended_at) bits.push("ended " + when(r.ended_at));
-      if (r.status === "stopped") bits.push("stopped by a person (its agent paused or its chain stopped)");
+      if (r.status === "stopped") bits.push("stopped by a person (its agent paused or taken out of the room, or its chain stopped)");
       if (r.parked_s) bits.push("waited for approval " + Number(r.parked_s).toFixed(1) + " s");
       if (r.error_class) bits.push("error " + r.error_class + (r.error_message ? ": " + r.error_message : ""));
       if (r.not_done && r.not_done.length) bits.push("not done: " + r.not_done.join(", "));
