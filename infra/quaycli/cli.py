@@ -1450,10 +1450,13 @@ def cost(
     if as_json:
         _print(out)
         return
-    _say(f"room {out['room_id']}, {out['company']}'s agents:")
+    _say(f"room {out['room_id']}, {out['company']}'s agents' model spend (AWS not included: quay ledger RUN):")
     for period in ("day", "month"):
         f = out[period]
-        _say(f"  {f['key']}: ${f['spent_usd']:.6f} and {f['spent_tokens']:,} tokens")
+        _say(
+            f"  {f['key']}: ${f['spent_usd']:.6f} for models with a known price; "
+            f"{f['spent_tokens']:,} tokens of models without one"
+        )
 
 
 @app.command()

@@ -434,6 +434,7 @@ def test_quay_cost_prints_the_rooms_spend(env: Env, capsys: pytest.CaptureFixtur
         cli._client = orig
     assert body == api.ok("GET", "/rooms/r1/cost", token)
     day = body["day"]
-    assert f"room r1, acme's agents:\n  {day['key']}: " in text
-    assert f"${day['spent_usd']:.6f}" in text and f"{day['spent_tokens']:,} tokens" in text
-    assert "2001-02-03: $0.000000 and 0 tokens" in old
+    assert f"room r1, acme's agents' model spend (AWS not included: quay ledger RUN):\n  {day['key']}: " in text
+    assert f"${day['spent_usd']:.6f} for models with a known price" in text
+    assert f"{day['spent_tokens']:,} tokens of models without one" in text  # not read as free
+    assert "2001-02-03: $0.000000 for models with a known price; 0 tokens of models without one" in old
