@@ -17,6 +17,7 @@ import base64
 import fnmatch
 import json
 import secrets
+import sys
 import threading
 import time
 import uuid
@@ -410,6 +411,13 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closed its connection (a browser's idle keep-alive, a cancelled
+        request) is no error of the server: no traceback; anything else as socketserver does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):  # reset, aborted, broken pipe
+            return
+        super().handle_error(request, client_address)
 
 
 def load_scripts(path: str | Path | None) -> dict[str, list[dict[str, Any]]]:

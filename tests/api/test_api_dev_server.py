@@ -109,3 +109,28 @@ def test_quay_dev_over_http(dev_url: str) -> None:
     post = runner.invoke(cli, ["post", r1, "from the cli", "--json", "--url", dev_url, "--token", bob.token])
     assert post.exit_code == 0 and json.loads(post.output)["author"]["id"] == "bob"
     assert runner.invoke(cli, ["approvals", r1, "--url", dev_url, "--token", ann.token]).exit_code == 0
+
+
+def test_a_client_closing_its_connection_prints_no_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    """A browser that drops its idle keep-alive connection made ``quay dev`` print socketserver's
+    20-line traceback (ConnectionResetError). A closed connection is now silent; any other error
+    in a request's handling is still printed."""
+    from http.server import BaseHTTPRequestHandler
+
+    from quaylocal.dev import _HttpServer
+
+    server = _HttpServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    try:
+        for gone in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe")):
+            try:
+                raise gone
+            except ConnectionError:
+                server.handle_error(None, ("127.0.0.1", 1))
+        assert capsys.readouterr().err == ""
+        try:
+            raise ValueError("a real fault")
+        except ValueError:
+            server.handle_error(None, ("127.0.0.1", 1))
+        assert "ValueError: a real fault" in capsys.readouterr().err
+    finally:
+        server.server_close()
