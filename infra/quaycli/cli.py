@@ -520,8 +520,8 @@ class _RoomGroup(typer.core.TyperGroup):
 room_app = typer.Typer(
     cls=_RoomGroup,
     no_args_is_help=True,
-    help="Rooms: create one, list yours, show one (members, agents, transcript, approvals); accept, "
-    "decline an invitation; leave one.",
+    help="Rooms: create one, list yours, show one (members, agents, transcript, approvals; "
+    "`quay room ROOM` is `quay room show ROOM`); accept, decline an invitation; leave one.",
 )
 app.add_typer(room_app, name="room")
 
