@@ -38,3 +38,11 @@ def test_a_day_written_yyyy_mm_dd_is_taken(text: str) -> None:
 def test_anything_else_is_refused_naming_the_shape(text: str) -> None:
     with pytest.raises(InvalidInput, match="is not a UTC day YYYY-MM-DD"):
         utc_day(text)
+
+
+def test_a_period_key_writes_the_year_at_four_digits() -> None:
+    """``?day=0001-01-01`` answered the key ``1-01-01``: ``%Y`` does not pad early years."""
+    from quayutec.logic.budgets import periods
+
+    assert periods(datetime(1, 1, 1, tzinfo=UTC)) == {"day": "D#0001-01-01", "month": "M#0001-01"}
+    assert periods(datetime(2026, 12, 4, 3, 0, tzinfo=UTC)) == {"day": "D#2026-12-04", "month": "M#2026-12"}

@@ -27,7 +27,9 @@ NOTICE_AT = (0.8, 1.0)
 def periods(now: datetime) -> dict[str, str]:
     """The spend periods a request at ``now`` (UTC) counts in: ``{"day": "D#2026-12-02",
     "month": "M#2026-12"}`` (the sort keys of the company's spend counters)."""
-    return {"day": f"D#{now:%Y-%m-%d}", "month": f"M#{now:%Y-%m}"}
+    # the year at four digits: strftime's %Y does not pad years before 1000 on glibc ("1-01-01")
+    day, month = f"{now.year:04d}-{now.month:02d}-{now.day:02d}", f"{now.year:04d}-{now.month:02d}"
+    return {"day": f"D#{day}", "month": f"M#{month}"}
 
 
 def estimate_tokens(text: str) -> int:
