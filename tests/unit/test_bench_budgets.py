@@ -53,8 +53,8 @@ def test_each_figure_above_its_budget_is_missed(bench):
     report = bench.budget_report(
         figures(
             bench,
-            aws_calls_per_plain_run=14,
-            writes_per_plain_run=6,
+            aws_calls_per_plain_run=16,
+            writes_per_plain_run=7,
             cold_start_ms=cold,
             retrieval_reads_per_run={"small_room": 2, "large_file_room": 5},
         ),
