@@ -1296,7 +1296,8 @@ def ledger(
             print("  " + context_line(r["context"]))
         from quaycli.render import action_line, request_line, timeline_lines
 
-        for line in timeline_lines(detail.get("timeline") or {}, detail.get("cost_text") or ""):
+        # the timeline without its cost in words: the cost line and its breakdown close the run
+        for line in timeline_lines(detail.get("timeline") or {}):
             print("  " + line)
         for q in detail["requests"]:
             print("  " + request_line(q))

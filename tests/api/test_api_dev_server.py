@@ -104,6 +104,8 @@ def test_quay_dev_over_http(dev_url: str) -> None:
         "action 0 remember → memory (company): ask → approved → written (acme policy: rule actions.remember = ask"
         in ledger.output
     )  # the approval's answer and why, as the demo prints it
+    costs = [line for line in ledger.output.splitlines() if line.strip().startswith("cost ")]
+    assert len(costs) == 1 and costs[0].startswith("  cost $"), costs  # the breakdown's, once
     other = runner.invoke(cli, ["ledger", run_id, "--url", dev_url, "--token", bob.token])
     assert other.exit_code == 1
     post = runner.invoke(cli, ["post", r1, "from the cli", "--json", "--url", dev_url, "--token", bob.token])
