@@ -933,9 +933,28 @@ def _budget_lines(company: str, b: dict) -> list[str]:
     return lines
 
 
+#: COMPANY of the company commands: optional, the company of the token by default (``GET /me``).
+CompanyArg = Annotated[
+    str | None, typer.Argument(help="Your company's id (default: the company your token belongs to).")
+]
+
+
+def _company(company: str | None, url: str, token: str) -> str:
+    """``company``, or the company of the caller's token (``GET /me``); an operator token names none."""
+    if company:
+        return company
+    me = _run(lambda: _client(url, token).me())
+    if not me.get("company"):
+        raise _fail("this token belongs to no company (an operator's): name the COMPANY", 2)
+    return str(me["company"])
+
+
 @budget_app.command("show")
-def budget_show(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def budget_show(
+    company: CompanyArg = None, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = ""
+) -> None:
     """Your company's budget: limits per UTC day and month (docs/design.md §12.4)."""
+    company = _company(company, url, token)
     b = _run(lambda: _client(url, token).budget(company))
     _show(b, as_json, lambda b: _budget_lines(company, b))
 
@@ -989,7 +1008,7 @@ def budget_set(
 
 @app.command("spend")
 def spend(
-    company: str,
+    company: CompanyArg = None,
     period: Annotated[str, typer.Option(help="day or month: the current UTC one.")] = "day",
     as_json: JsonOpt = False,
     url: UrlOpt = DEFAULT_URL,
@@ -998,6 +1017,7 @@ def spend(
     """What your company's agents spent this UTC day or month, against the budget."""
     if period not in ("day", "month"):
         raise _fail(f"quay spend: --period {period!r}: day or month", 2)
+    company = _company(company, url, token)
     s = _run(lambda: _client(url, token).spend(company, period))
 
     def lines(s: dict) -> list[str]:
@@ -1048,8 +1068,11 @@ def _rule(option: str, item: str, *, agent: bool = False) -> tuple[str | None, s
 
 
 @policy_app.command("show")
-def policy_show(company: str, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
+def policy_show(
+    company: CompanyArg = None, as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, token: TokenOpt = ""
+) -> None:
     """Your company's rights policy (the most specific rule wins: agent, cross-company, action, default)."""
+    company = _company(company, url, token)
     p = _run(lambda: _client(url, token).policy(company))
     _show(p, as_json, lambda p: _policy_lines(company, p))
 

@@ -53,6 +53,10 @@ def test_from_operator_token_to_an_approved_held_action_with_the_cli_alone(dev_u
         "cross_company": {},
         "agents": {"c1": {"create_task": "deny"}},
     }
+    # COMPANY is the token's company by default (GET /me); an operator's token names none
+    assert _json(url, carl, "policy", "show") == _json(url, carl, "policy", "show", "cato")
+    assert _json(url, carl, "spend")["spent_usd"] == 0 and "policy of cato" in _quay(url, carl, "policy", "show").stdout
+    assert "name the COMPANY" in _quay(url, ADMIN, "budget", "show", code=2).stderr
 
     # agents: quay dev runs with test_api_dev_server's SCRIPTS, where a1 declares a remember action
     out = _quay(
