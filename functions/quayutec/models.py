@@ -490,6 +490,7 @@ class RunFacts(_Model):
     chain_full: bool = False
     max_runs_per_chain: int = DEFAULT_MAX_RUNS_PER_CHAIN  # the room's bound, as the claim read it
     pauses: int = 0  # the agent's pause count at the claim: the run's stop guard (design §12.2)
+    placement: str | None = None  # the agent's placement in the room its claim read (stop guard)
     # The memory partitions this run may write that held lines at its room read (``room``,
     # ``company#{its company}``: at most two): a line there needs no mark on the room item.
     memory_marked: list[str] = Field(default_factory=list, max_length=2)
@@ -712,3 +713,4 @@ class RunRecord(_Model):
     active_agent: str | None = None
     active_chain: str | None = None
     pauses: int = 0  # the agent's pause count its claim saw: the run's stop guard (design §12.2)
+    placement: str | None = None  # the agent's placement in the room its claim read (stop guard)

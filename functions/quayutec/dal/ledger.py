@@ -248,14 +248,20 @@ def stop_guard(
     agent_item: tuple[str, dict[str, str]],
     pauses: int,
     placement: tuple[str, dict[str, str]],
+    placed: str | None = None,
 ) -> Guard:
     """A run's stop guard (design §12.2): ``ConditionCheck`` entries that hold while its chain is
     not stopped, its agent (``agent_item``: table and key) not paused since its claim
     (``pauses``: the pause count the claim saw) and still placed in the room (``placement``:
     table and key of its link item: taken out, or its company left the room, design §5). Each run
     write to the room carries them in its transaction, so none lands once a pause, a stop or a
-    removal has been answered."""
+    removal has been answered. ``placed``: the link's ``placement`` the claim read; then the
+    link must still be that placement (an agent taken out and placed again is a new placement:
+    the runs from before stay stopped, as after a pause and a quick resume)."""
     table, key = placement
+    linked: dict[str, Any] = {"TableName": table, "Key": key, "ConditionExpression": "attribute_exists(pk)"}
+    if placed is not None:
+        linked |= {"ConditionExpression": "placement = :placed", "ExpressionAttributeValues": {":placed": placed}}
     return [
         {
             "ConditionCheck": {
@@ -265,7 +271,7 @@ def stop_guard(
             }
         },
         pause_check(agent_item, pauses),
-        {"ConditionCheck": {"TableName": table, "Key": key, "ConditionExpression": "attribute_exists(pk)"}},
+        {"ConditionCheck": linked},
     ]
 
 

@@ -4,6 +4,7 @@ companies' index of their rooms, the agents placed in it (one per name), a run's
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,9 @@ class RunReads:
     #: The wake's chain as its counter item stood (design §12.1): runs started, and whether stopped.
     chain_runs: int = 0
     chain_stopped: bool = False
+    #: The agent's placement in the room (its link item's ``placement``; ``None``: not placed, or
+    #: a link written before placements): the run's stop guard holds only while it is the same.
+    placement: str | None = None
 
 
 class RoomRecords(RoomTable):
@@ -373,11 +377,14 @@ class RoomRecords(RoomTable):
             company = str(item["company"]) if item else None
         if not company:
             raise ValueError(f"agent {agent_id!r} is not registered: no company to link")
+        # each placement its own id (kept when the same agent is linked again): a run carries the
+        # one its claim read, so a run from before a removal stays stopped once it is placed again
         link = {
-            **keys.room_agent_key(room_id, agent_id),
-            "type": "room_agent",
-            "agent_id": agent_id,
-            "company": company,
+            "TableName": self.table,
+            "Key": keys.room_agent_key(room_id, agent_id),
+            "UpdateExpression": "SET #t = :t, agent_id = :a, company = :c, placement = if_not_exists(placement, :p)",
+            "ExpressionAttributeNames": {"#t": "type"},
+            "ExpressionAttributeValues": {":t": "room_agent", ":a": agent_id, ":c": company, ":p": uuid.uuid4().hex},
         }
         name = {
             "TableName": self.table,
@@ -406,7 +413,7 @@ class RoomRecords(RoomTable):
                 "attribute_exists(pk) AND (attribute_exists(agents.#a) OR size(agents) < :max)"
             )
             entry["ExpressionAttributeValues"] = {":c": company, ":max": max_agents}
-        failed = transact(self.db, [{"Put": {"TableName": self.table, "Item": link}}, {"Put": name}, {"Update": entry}])
+        failed = transact(self.db, [{"Update": link}, {"Put": name}, {"Update": entry}])
         if failed and failed[1]:
             return False  # another agent of that name
         if failed:
@@ -503,6 +510,7 @@ class RoomRecords(RoomTable):
             "agent": keys.agent_key(agent_id),
             "room": keys.room_key(room_id),
             "index": {"pk": index_pk, "sk": "INDEX"},
+            "link": keys.room_agent_key(room_id, agent_id),
         }
         if cause_kind == "message":
             wanted["message"] = keys.message_key(room_id, cause_id)
@@ -530,6 +538,8 @@ class RoomRecords(RoomTable):
             out.task_event = TaskEvent.model_validate(strip(task_event))
         if got["index"]:
             out.index = pointer_of(got["index"])
+        if got["link"] and got["link"].get("placement"):
+            out.placement = str(got["link"]["placement"])
         return out
 
     def put_outbox(

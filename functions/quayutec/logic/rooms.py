@@ -193,6 +193,11 @@ class Rooms:
         stopping = Stops(self.deps).stop_parked(parked, who.author())
         if not self.store.remove_member(room_id, company, room.members):
             raise Conflict(f"room {room_id!r} changed meanwhile: retry")
+        # an agent its people placed meanwhile (their placement checks the member item, gone now:
+        # none lands after this): out too, its runs stopped by their guard
+        for agent_id, owner in self.store.room_agents(room_id).items():
+            if owner == company:
+                self.store.remove_room_agent(room_id, agent_id)
         if room.members == [company]:
             for invited in room.invited:
                 self.store.decline_invitation(room_id, invited)
@@ -239,4 +244,10 @@ class Rooms:
             raise Conflict(
                 f"room {room_id!r} has an agent named {name!r} already ({holder}): register yours under another name"
             )
+        # its company's leave may have been answered since the read above (after its sweep of
+        # the room's agents): then this placement is undone, no agent of a company that left stays
+        now = self.store.get_room(room_id)
+        if now is None or agent.company not in now.members:
+            self.store.remove_room_agent(room_id, agent.id)
+            raise NotFound(f"room {room_id!r} does not exist")
         return self.view(room)

@@ -83,6 +83,7 @@ def claim(
         started_at=now,
         updated_at=now,
         pauses=agent.pauses if agent else 0,
+        placement=reads.placement,
     )
     start = execution_start or ""
     max_runs = reads.room.max_runs_per_chain if reads.room is not None else DEFAULT_MAX_RUNS_PER_CHAIN
@@ -143,6 +144,7 @@ def claim(
         chain_full=reads.chain_runs + (0 if outcome == ClaimOutcome.OWN else 1) >= max_runs,
         max_runs_per_chain=max_runs,
         pauses=run.pauses if isinstance(run, RunRecord) else record.pauses,
+        placement=run.placement if isinstance(run, RunRecord) else record.placement,
     )
     return RunState(
         wake=wake,

@@ -151,6 +151,7 @@ def run_guard(deps: Deps, ref: RunRef, facts: RunFacts) -> Guard:
         (deps.room.table, agent_key(ref.agent_id)),
         facts.pauses,
         (deps.room.table, room_agent_key(ref.room_id, ref.agent_id)),
+        facts.placement,
     )
 
 

@@ -55,6 +55,7 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
         (deps.room.table, agent_key(run.agent_id)),
         run.pauses,
         (deps.room.table, room_agent_key(run.room_id, run.agent_id)),
+        run.placement,
     )
     if deps.room.put_approval(approval, task_token, guard) is approval:  # recorded now, not a retry
         metrics.add_metric(name="ApprovalRequested", unit=MetricUnit.Count, value=1)
