@@ -3,7 +3,6 @@ more into it, whatever comes next."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
