@@ -368,7 +368,9 @@ function when(iso) {
       if (state.room !== room) return false;
       state.changes = c.cursor;
       if ((c.messages || []).length) { addMessages(c.messages); any = true; }
-      if ((c.not_woken || []).length) { for (const n of c.not_woken) noteNotWoken(n.message_id, [n]); any = true; }
+      // a refused wake is also a line of the runs view's "did not wake" list: read it again
+      if ((c.not_woken || []).length) { for (const n of c.not_woken) noteNotWoken(n.message_id, [n]); touched.add("runs"); any = true; }
+      if ((c.messages || []).some((m) => (m.not_woken || []).length)) touched.add("runs");
       if (!c.more) showBusy(c.busy_agents || []);
       for (const kind of ["approvals", "tasks", "runs", "files"]) if ((c[kind] || []).length) { touched.add(kind); any = true; }
       if ((c.deleted_files || []).length) { touched.add("files"); any = true; } // a file deleted since
