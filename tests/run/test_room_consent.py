@@ -99,3 +99,15 @@ def test_the_last_member_leaving_drops_the_rooms_pending_invitations(env: Env) -
         svc.rooms.accept(BOB, "r-alone")
     room = env.deps.room.get_room("r-alone")
     assert room is not None and room.members == [] and room.invited == {}
+
+
+def test_an_invitation_is_not_accepted_once_the_last_member_left(env: Env) -> None:
+    """The last member's leave takes it out of the room, then drops the invitations: an accept
+    landing between the two finds no member left and is a 404; the room stays without members."""
+    svc = Services(env.deps)
+    room = svc.rooms.create(ANN, name="r-gone", members=["bolt"], room_id="r-gone").room
+    assert env.deps.room.remove_member("r-gone", "acme", room.members)  # the leave's first write alone
+    with pytest.raises(NotFound):
+        svc.rooms.accept(BOB, "r-gone")
+    after = env.deps.room.get_room("r-gone")
+    assert after is not None and after.members == [] and "bolt" in after.invited

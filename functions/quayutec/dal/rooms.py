@@ -229,10 +229,15 @@ class RoomRecords(RoomTable):
         """A company accepts its invitation (design §5), in ONE transaction (no half state after a
         crash): its ``INVITE#`` item and index entry gone, out of the room item's ``invited`` map
         into its ``members``, its member item and its index entry of its rooms written. ``False``
-        (nothing written) when there is no pending invitation, it is a member already, or the
-        room holds ``max_members`` members already."""
-        condition = "attribute_exists(pk) AND attribute_exists(invited.#c) AND NOT contains(members, :one)"
-        values: dict[str, Any] = {":c": [company], ":one": company}
+        (nothing written) when there is no pending invitation, it is a member already, the room
+        has no member left (its last one left) or holds ``max_members`` members already."""
+        # a room whose last member left has no one who could have invited: its invitations are
+        # being dropped (design §5), none is accepted meanwhile
+        condition = (
+            "attribute_exists(pk) AND attribute_exists(invited.#c) AND NOT contains(members, :one) "
+            "AND size(members) > :none"
+        )
+        values: dict[str, Any] = {":c": [company], ":one": company, ":none": 0}
         if max_members is not None:
             condition += " AND size(members) < :max"
             values[":max"] = max_members

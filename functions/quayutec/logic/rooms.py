@@ -155,7 +155,8 @@ class Rooms:
         most = self.deps.settings.max_room_members
         if not self.store.accept_invitation(room_id, company, most):
             room = self.store.get_room(room_id)
-            if self.store.get_invitation(room_id, company) is None or room is None:
+            if self.store.get_invitation(room_id, company) is None or room is None or not room.members:
+                # no member left: the last one's leave is dropping the invitations (design §5)
                 raise NotFound(f"no invitation of company {company!r} to room {room_id!r}")
             if len(room.members) >= most:
                 raise LimitReached(
