@@ -62,6 +62,13 @@ class RunReads:
     placement: str | None = None
 
 
+def _invitation(room_id: str, room_name: str | None, company: str, by: str, at: str) -> dict[str, Any]:
+    """The fields of an invitation's item and of its index entry under the company (design §5),
+    with the room's name when it has one: the invited company cannot read the room yet."""
+    fields = {"type": "invitation", "room_id": room_id, "company": company, "invited_by": by, "invited_at": at}
+    return fields | ({"room_name": room_name} if room_name else {})
+
+
 class RoomRecords(RoomTable):
     """A room's items: ``ROOM#{id}`` / ``META``, ``MEMBER#``, ``AGENT#``, ``NAME#agent#``, ``OUTBOX#``."""
 
@@ -127,10 +134,7 @@ class RoomRecords(RoomTable):
                 )
             )
         for company, by in room.invited.items():
-            fields = {"type": "invitation", "room_id": room.id, "company": company, "invited_by": by}
-            fields["invited_at"] = invited_at or ""
-            if room.name:
-                fields["room_name"] = room.name
+            fields = _invitation(room.id, room.name, company, by, invited_at or "")
             items.append(self._put({**keys.invitation_key(room.id, company), **fields}, None))
             items.append(self._put({**keys.company_invitation_key(company, room.id), **fields}, None))
         return self._transact(items)
@@ -176,10 +180,7 @@ class RoomRecords(RoomTable):
         the limit on); ``False`` when the company is a member or invited already, or the room
         gained members or invitations since (nothing written: read again; a room item without an
         ``invited`` map, written before invitations, gets an empty one for the next attempt)."""
-        fields = {"type": "invitation", "room_id": room_id, "company": company}
-        fields |= {"invited_by": invited_by, "invited_at": invited_at}
-        if seen.name:
-            fields["room_name"] = seen.name  # the invited company cannot read the room: show its name
+        fields = _invitation(room_id, seen.name, company, invited_by, invited_at)
         room = {
             "Update": {
                 "TableName": self.table,

@@ -184,9 +184,7 @@ class Rooms:
         Functions did not take a stop: repeat the request)."""
         room = member_room(self.store, room_id, who)
         company = who.require_company()
-        mine = [agent_id for agent_id, owner in self.store.room_agents(room_id).items() if owner == company]
-        for agent_id in mine:
-            self.store.remove_room_agent(room_id, agent_id)
+        mine = self._take_out_agents(room_id, company)
         # every agent of the company, not only those still linked: a repeat after a fault finds
         # the runs the first attempt did not end (their links are gone already)
         agents = sorted(set(mine) | set(self.store.agents_of(company)))
@@ -196,9 +194,7 @@ class Rooms:
             raise Conflict(f"room {room_id!r} changed meanwhile: retry")
         # an agent its people placed meanwhile (their placement checks the member item, gone now:
         # none lands after this): out too, its runs stopped by their guard
-        for agent_id, owner in self.store.room_agents(room_id).items():
-            if owner == company:
-                self.store.remove_room_agent(room_id, agent_id)
+        self._take_out_agents(room_id, company)
         if room.members == [company]:
             for invited in room.invited:
                 self.store.decline_invitation(room_id, invited)
@@ -215,6 +211,13 @@ class Rooms:
             )
         )
         return stopping
+
+    def _take_out_agents(self, room_id: str, company: str) -> builtins.list[str]:
+        """Take ``company``'s agents out of the room (link, name item, the room's map); their ids."""
+        mine = [agent_id for agent_id, owner in self.store.room_agents(room_id).items() if owner == company]
+        for agent_id in mine:
+            self.store.remove_room_agent(room_id, agent_id)
+        return mine
 
     def place_agent(self, who: Principal, room_id: str, agent_ref: str) -> RoomView:
         """Place one of the caller's company's agents (id or name) in a room of its company.

@@ -144,14 +144,20 @@ def run_guard(deps: Deps, ref: RunRef, facts: RunFacts) -> Guard:
     claim (the pause count the claim saw) and still placed in the room. Its model requests, its
     reply and its action writes carry it in their transactions; a failed guard raises RunStopped
     there, nothing written."""
+    return guard_of(deps, ref.room_id, ref.chain_id, ref.agent_id, facts.pauses, facts.placement)
+
+
+def guard_of(deps: Deps, room_id: str, chain_id: str, agent_id: str, pauses: int, placement: str | None) -> Guard:
+    """:func:`run_guard` from a run's ids and what its claim saw (its pause count, its agent's
+    placement in the room): the run state's facts, or its ledger entry."""
     return stop_guard(
         deps.ledger.table,
-        ref.room_id,
-        ref.chain_id,
-        (deps.room.table, agent_key(ref.agent_id)),
-        facts.pauses,
-        (deps.room.table, room_agent_key(ref.room_id, ref.agent_id)),
-        facts.placement,
+        room_id,
+        chain_id,
+        (deps.room.table, agent_key(agent_id)),
+        pauses,
+        (deps.room.table, room_agent_key(room_id, agent_id)),
+        placement,
     )
 
 

@@ -6,13 +6,12 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from quayutec.dal.keys import agent_key, room_agent_key
-from quayutec.dal.ledger import stop_guard
 from quayutec.deps import Deps
 from quayutec.errors import RunStateInvalid
 from quayutec.logic import rights, turns
 from quayutec.logic.phases.common import (
     _iso,
+    guard_of,
     metrics,
 )
 
@@ -48,15 +47,7 @@ def request_approval(deps: Deps, run_id: str, index: int, task_token: str) -> No
     # A run stopped since its claim asks for nothing: its stop guard (the pause count its claim
     # saw is on its ledger entry) raises RunStopped, which the ASL's Map catches by name and
     # ApplyAndFinish records as the run's end (design §12.2).
-    guard = stop_guard(
-        deps.ledger.table,
-        run.room_id,
-        run.chain_id,
-        (deps.room.table, agent_key(run.agent_id)),
-        run.pauses,
-        (deps.room.table, room_agent_key(run.room_id, run.agent_id)),
-        run.placement,
-    )
+    guard = guard_of(deps, run.room_id, run.chain_id, run.agent_id, run.pauses, run.placement)
     if deps.room.put_approval(approval, task_token, guard) is approval:  # recorded now, not a retry
         metrics.add_metric(name="ApprovalRequested", unit=MetricUnit.Count, value=1)
     fields: dict[str, Any] = {"status": "waiting_approval", "updated_at": _iso(deps)}
