@@ -3,6 +3,8 @@ time, a room set up like a scenario, and a local provider server with scripted r
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,3 +110,11 @@ def hold_cross_company_tasks(deps: quay_deps.Deps, company_id: str = "acme") -> 
     Services(deps).companies.set_policy(
         Caller(company=company_id, member=company.people[0]), company_id, company.rights
     )
+
+
+def until(what: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Poll ``what`` every 0.05 s until it is true; AssertionError after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)

@@ -3,10 +3,7 @@ more into it, whatever comes next."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
-from runhelpers import ANN, BOB, Env
+from runhelpers import ANN, BOB, Env, until
 
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.services import Services
@@ -14,13 +11,6 @@ from quayutec.logic.stops import Stops
 from quayutec.models import Author
 
 ANN_AUTHOR = Author(kind="person", id="ann", company="acme")
-
-
-def _until(what: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
 
 
 def _b1_runs(env: Env):
@@ -43,7 +33,7 @@ def test_a_run_from_before_the_leave_stays_stopped_when_the_agent_is_placed_agai
         ],
     )
     rooms.post_message("r1", ANN_AUTHOR, "@b1 say something", [])
-    _until(lambda: env.server.count("b1") == 1)
+    until(lambda: env.server.count("b1") == 1)
     svc.rooms.leave(BOB, "r1")
     svc.rooms.invite(ANN, "r1", "bolt")
     svc.rooms.accept(BOB, "r1")

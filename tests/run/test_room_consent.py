@@ -5,11 +5,8 @@ local stack: stream, queue, executions, the provider's wire format from the loca
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
-from runhelpers import ANN, BOB, Env, hold_cross_company_tasks
+from runhelpers import ANN, BOB, Env, hold_cross_company_tasks, until
 
 from quayutec.errors import Forbidden, InvalidInput, NotFound
 from quayutec.logic.room_service import RoomService
@@ -17,13 +14,6 @@ from quayutec.logic.services import Services
 from quayutec.models import Author
 
 ANN_AUTHOR = Author(kind="person", id="ann", company="acme")
-
-
-def _until(what: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
 
 
 def test_an_invited_companys_agents_are_not_woken_before_it_accepts(env: Env) -> None:
@@ -69,9 +59,9 @@ def test_a_company_that_leaves_stops_its_runs_in_the_room_and_writes_nothing_mor
         ],
     )
     rooms.post_message("r1", ANN_AUTHOR, "@b1 hand a task over", [])
-    _until(lambda: any(r.status == "waiting_approval" for r in d.ledger.runs_in_room("r1")))
+    until(lambda: any(r.status == "waiting_approval" for r in d.ledger.runs_in_room("r1")))
     rooms.post_message("r1", ANN_AUTHOR, "@b1 and say something", [])
-    _until(lambda: env.server.count("b1") == 2)  # the second run's request is at the model
+    until(lambda: env.server.count("b1") == 2)  # the second run's request is at the model
     assert svc.rooms.leave(BOB, "r1") == 1, "the parked run was ended by the leave"
     env.stack.wait_quiet(30)
     runs = sorted((r for r in d.ledger.runs_in_room("r1") if r.agent_id == "bolt.b1"), key=lambda r: r.started_at)

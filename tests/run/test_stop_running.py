@@ -6,10 +6,7 @@ was answered, and is never run again. Real path on the local stack: stream, queu
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
-from runhelpers import Env, hold_cross_company_tasks
+from runhelpers import Env, hold_cross_company_tasks, until
 
 from quayutec.logic.room_service import RoomService
 from quayutec.logic.stops import Stops
@@ -21,13 +18,6 @@ BOB = Author(kind="person", id="bob", company="bolt")
 
 def _stops(env: Env) -> Stops:
     return Stops(env.deps)
-
-
-def _until(what: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
 
 
 def _runs_of(env: Env, agent_id: str) -> list[RunRecord]:
@@ -49,7 +39,7 @@ def test_a_pause_stops_the_agents_run_waiting_on_its_model_and_it_writes_nothing
     env.server.set_script("b1", [{"reply": {"text": "hello"}}])
     rooms = RoomService(env.deps.room)
     rooms.post_message("r1", ANN, "@a1 start", [])
-    _until(lambda: env.server.count("a1") == 1)  # the request is at the model
+    until(lambda: env.server.count("a1") == 1)  # the request is at the model
     a1 = env.deps.room.get_agent("acme.a1")
     assert a1 is not None
     paused = _stops(env).pause(a1, ANN)
@@ -74,7 +64,7 @@ def test_a_run_claimed_before_a_pause_stays_stopped_after_a_quick_resume(env: En
     guard holds the pause count its claim saw), so resuming never lets an old run through."""
     env.server.set_script("a1", [{"reply": {"text": "late words"}, "delay_s": 1.5}])
     RoomService(env.deps.room).post_message("r1", ANN, "@a1 start", [])
-    _until(lambda: env.server.count("a1") == 1)
+    until(lambda: env.server.count("a1") == 1)
     a1 = env.deps.room.get_agent("acme.a1")
     assert a1 is not None
     paused = _stops(env).pause(a1, ANN).agent
@@ -102,7 +92,7 @@ def test_a_pause_ends_the_agents_run_parked_on_an_approval(env: Env) -> None:
         ],
     )
     RoomService(env.deps.room).post_message("r1", ANN, "@a1 start", [])
-    _until(lambda: any(r.status == "waiting_approval" for r in _runs_of(env, "acme.a1")))
+    until(lambda: any(r.status == "waiting_approval" for r in _runs_of(env, "acme.a1")))
     a1 = env.deps.room.get_agent("acme.a1")
     assert a1 is not None
     paused = _stops(env).pause(a1, ANN)
@@ -127,7 +117,7 @@ def test_stopping_a_chain_stops_its_runs_in_flight_and_leaves_other_chains(env: 
     )
     rooms = RoomService(env.deps.room)
     msg = rooms.post_message("r1", ANN, "@a1 start", [])
-    _until(lambda: env.server.count("a1") == 1)
+    until(lambda: env.server.count("a1") == 1)
     assert [r.run_id for r in env.deps.ledger.active_runs(room_id="r1", chain_id=msg.id)], "listed while active"
     stopped, stopping = _stops(env).stop_chain("r1", msg.id, BOB)
     assert stopped and stopping == 0  # running, not parked: its guard stops it
